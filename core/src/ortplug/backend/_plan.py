@@ -1,0 +1,96 @@
+"""Planning a session: the provider chain (explicit or from the policy) and the adjusted options."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from .._runtime import INSTALL_HINT
+from ..checkpoint import ResolvedCheckpoint
+from ..policy import DefaultProviderPolicy, ProviderPolicy
+from ..providers import ProviderConfig
+from ..session_options import SessionOptionsConfig
+
+if TYPE_CHECKING:
+    from ..host import HostCapabilities
+    from ..plugins.manager import PluginHost
+
+__all__ = ["SessionPlan", "plan_session", "resolve_checkpoint"]
+
+
+@attrs.frozen
+class SessionPlan:
+    """Everything needed to create the session, decided before ONNX Runtime is touched."""
+
+    chain: tuple[ProviderConfig, ...]
+    options: SessionOptionsConfig
+    strict: bool
+    host: HostCapabilities
+
+
+def resolve_checkpoint(checkpoint: object) -> ResolvedCheckpoint:
+    """Accept a ``ResolvedCheckpoint`` or anything with ``resolve()`` (``LocalCheckpoint``...)."""
+    if isinstance(checkpoint, ResolvedCheckpoint):
+        return checkpoint
+    resolve = getattr(checkpoint, "resolve", None)
+    if callable(resolve):
+        resolved = resolve()
+        if isinstance(resolved, ResolvedCheckpoint):
+            return resolved
+    raise TypeError(
+        "checkpoint: expected a ResolvedCheckpoint (e.g. LocalCheckpoint(path).resolve()), "
+        f"got {type(checkpoint).__name__}"
+    )
+
+
+def _explicit_chain(providers: object, plugins: PluginHost) -> list[ProviderConfig]:
+    if isinstance(providers, (str, Mapping)) or not isinstance(providers, Iterable):
+        raise TypeError(
+            "providers: expected a list such as ['cuda', 'cpu'] or None to let the policy "
+            f"choose, got {type(providers).__name__} {providers!r}"
+        )
+    registry = plugins.provider_registry()
+    chain = [registry.parse(item) for item in providers]
+    if not chain:
+        raise ValueError("providers: expected at least one provider, got an empty list")
+    return chain
+
+
+def plan_session(
+    checkpoint: ResolvedCheckpoint,
+    providers: Sequence[Any] | None,
+    session_options: SessionOptionsConfig | None,
+    policy: ProviderPolicy | None,
+    plugins: PluginHost | None,
+) -> SessionPlan:
+    """Pick the chain (explicit: strict; policy: graceful) and let plugins adjust the options."""
+    if plugins is None:
+        plugins = getattr(policy, "plugins", None)
+    if plugins is None:
+        from ..plugins.manager import get_plugin_host
+
+        plugins = get_plugin_host()
+    if session_options is None:
+        session_options = SessionOptionsConfig()
+    elif not isinstance(session_options, SessionOptionsConfig):
+        raise TypeError(
+            "session_options: expected a SessionOptionsConfig (SessionOptionsConfig.from_dict "
+            f"reads a dict), got {type(session_options).__name__}"
+        )
+    host = plugins.host_capabilities()
+    metadata = checkpoint.metadata
+    if providers is not None:
+        chain, strict = _explicit_chain(providers, plugins), True
+    else:
+        chosen = (policy or DefaultProviderPolicy(plugins)).select(metadata, host)
+        if not chosen:
+            installed = ", ".join(plugins.provider_registry().kinds()) or "none"
+            raise RuntimeError(
+                f"no plugin offered a provider for {checkpoint.label} on this host "
+                f"(installed provider kinds: {installed}); {INSTALL_HINT}"
+            )
+        chain, strict = list(chosen), False
+    options = plugins.adjust_session_options(session_options, chain, metadata, host)
+    return SessionPlan(chain=tuple(chain), options=options, strict=strict, host=host)

@@ -1,0 +1,192 @@
+"""``CheckpointMetadata``: what the policy and backend know about a model, as a versioned JSON value."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, ClassVar
+
+import attrs
+
+from ._onnx_wire import (
+    BFLOAT16,
+    DOUBLE,
+    FLOAT,
+    FLOAT16,
+    ModelSummary,
+    summarize_file,
+    summarize_model,
+)
+
+__all__ = ["PRECISIONS", "SCHEMA_VERSION", "CheckpointMetadata"]
+
+SCHEMA_VERSION = 1
+PRECISIONS = ("fp32", "fp16", "bf16", "int8")
+
+# Ops that mark a quantized (integer-arithmetic) graph, ONNX and com.microsoft domains.
+_QUANTIZED_OPS = frozenset(
+    {
+        "QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "QLinearConv",
+        "QLinearMatMul", "QLinearAdd", "QLinearMul", "QLinearSigmoid", "QLinearLeakyRelu",
+        "QLinearConcat", "QLinearGlobalAveragePool", "QLinearAveragePool", "QLinearSoftmax",
+        "ConvInteger", "MatMulInteger", "MatMulIntegerToFloat", "DynamicQuantizeMatMul",
+        "QGemm", "QAttention", "QOrderedMatMul", "MatMulNBits",
+    }
+)  # fmt: skip
+_FLOAT_PRECISION = {FLOAT: "fp32", DOUBLE: "fp32", FLOAT16: "fp16", BFLOAT16: "bf16"}
+
+
+def _names(field_name: str) -> Any:
+    def convert(value: Iterable[str]) -> tuple[str, ...]:
+        if isinstance(value, str) or not isinstance(value, Iterable):
+            raise ValueError(f"{field_name}: expected a list of names, got {value!r}")
+        names = tuple(value)
+        for name in names:
+            if not isinstance(name, str) or not name:
+                raise ValueError(f"{field_name}: expected non-empty strings, got {name!r}")
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"{field_name}: names must be unique, {duplicates} repeat")
+        return names
+
+    return convert
+
+
+def _check_precision(_: Any, __: Any, value: str) -> None:
+    if value not in PRECISIONS:
+        raise ValueError(f"precision: expected one of {', '.join(PRECISIONS)}, got {value!r}")
+
+
+def _check_bool(_: Any, attribute: attrs.Attribute[Any], value: object) -> None:
+    if not isinstance(value, bool):
+        raise ValueError(f"{attribute.name}: expected true or false, got {value!r}")
+
+
+def _check_family(_: Any, __: Any, value: object) -> None:
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"model_family: expected a non-empty string, got {value!r}")
+
+
+def _freeze_extra(value: Mapping[str, Any]) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise ValueError(f"extra: expected a JSON object, got {type(value).__name__}")
+    try:
+        copied = json.loads(json.dumps(dict(value)))
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"extra: values must be JSON-serializable ({exc})") from exc
+    return MappingProxyType(copied)
+
+
+@attrs.frozen(kw_only=True)
+class CheckpointMetadata:
+    """Facts about a checkpoint that drive provider selection and input checks.
+
+    Stored beside the weights as ``<stem>.metadata.json``; ``schema_version``
+    guards against files written by a newer ortplug.
+    """
+
+    schema_version: ClassVar[int] = SCHEMA_VERSION
+
+    model_family: str = attrs.field(default="unknown", validator=_check_family)
+    input_names: tuple[str, ...] = attrs.field(converter=_names("input_names"))
+    output_names: tuple[str, ...] = attrs.field(converter=_names("output_names"))
+    precision: str = attrs.field(default="fp32", validator=_check_precision)
+    static_shapes: bool = attrs.field(default=False, validator=_check_bool)
+    extra: Mapping[str, Any] = attrs.field(
+        factory=dict, converter=_freeze_extra, eq=False, hash=False
+    )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return a JSON-ready dict that includes ``schema_version``."""
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "model_family": self.model_family,
+            "input_names": list(self.input_names),
+            "output_names": list(self.output_names),
+            "precision": self.precision,
+            "static_shapes": self.static_shapes,
+            "extra": dict(self.extra),
+        }
+
+    def to_json(self) -> str:
+        """Serialize to the JSON text stored in ``<stem>.metadata.json``."""
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> CheckpointMetadata:
+        """Build from a dict, rejecting unknown fields and newer schema versions by name."""
+        if not isinstance(data, Mapping):
+            raise ValueError(f"checkpoint metadata: expected a JSON object, got {data!r}")
+        fields = dict(data)
+        version = fields.pop("schema_version", SCHEMA_VERSION)
+        if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+            raise ValueError(f"schema_version: expected a positive integer, got {version!r}")
+        if version > SCHEMA_VERSION:
+            raise ValueError(
+                f"schema_version: this ortplug reads versions up to {SCHEMA_VERSION}, "
+                f"got {version}; upgrade ortplug to read this checkpoint"
+            )
+        allowed = [f.name for f in attrs.fields(cls)]
+        unknown = sorted(set(fields) - set(allowed))
+        if unknown:
+            raise ValueError(
+                f"checkpoint metadata: unknown field(s) {unknown}; allowed: {', '.join(allowed)}"
+            )
+        missing = [name for name in ("input_names", "output_names") if name not in fields]
+        if missing:
+            raise ValueError(f"checkpoint metadata: missing required field(s) {missing}")
+        return cls(**fields)
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> CheckpointMetadata:
+        """Parse the JSON text of ``to_json``."""
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"checkpoint metadata is not valid JSON: {exc}") from exc
+        return cls.from_dict(data)
+
+    @classmethod
+    def from_model(cls, model: str | os.PathLike[str] | bytes) -> CheckpointMetadata:
+        """Infer names, static-shape-ness and precision from an ONNX model file or its bytes."""
+        if isinstance(model, bytes):
+            return cls.from_summary(summarize_model(model))
+        return cls.from_summary(summarize_file(model))
+
+    @classmethod
+    def from_summary(cls, summary: ModelSummary) -> CheckpointMetadata:
+        """Infer metadata from a parsed model summary (see :func:`summarize_model`)."""
+        feeds = summary.feed_inputs
+        return cls(
+            model_family=summary.graph_name or "unknown",
+            input_names=[i.name for i in feeds],
+            output_names=[o.name for o in summary.outputs],
+            precision=_infer_precision(summary),
+            static_shapes=all(
+                i.kind == "tensor"
+                and i.shape is not None
+                and all(isinstance(d, int) and d > 0 for d in i.shape)
+                for i in feeds
+            ),
+        )
+
+
+def _infer_precision(summary: ModelSummary) -> str:
+    """Quantization ops mean int8; otherwise the float type holding the most weights wins."""
+    if summary.op_types & _QUANTIZED_OPS:
+        return "int8"
+    counts: dict[str, int] = {}
+    for elem_type, count in summary.initializer_sizes:
+        precision = _FLOAT_PRECISION.get(elem_type)
+        if precision:
+            counts[precision] = counts.get(precision, 0) + count
+    if not counts:
+        for info in summary.feed_inputs:
+            precision = _FLOAT_PRECISION.get(info.elem_type or 0)
+            if precision:
+                counts[precision] = counts.get(precision, 0) + 1
+    return max(counts, key=lambda p: counts[p]) if counts else "fp32"
+

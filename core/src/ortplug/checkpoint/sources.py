@@ -1,0 +1,118 @@
+"""Where checkpoints come from: a local ``.onnx`` file (with optional metadata beside it) or bytes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import attrs
+
+from ._onnx_wire import ModelSummary, WireFormatError, summarize_file, summarize_model
+from .metadata import CheckpointMetadata
+
+__all__ = ["InMemoryCheckpoint", "LocalCheckpoint", "ResolvedCheckpoint", "metadata_path_for"]
+
+
+def _exactly_one_source(instance: ResolvedCheckpoint, _: object, __: object) -> None:
+    if (instance.weights_path is None) == (instance.model_bytes is None):
+        raise ValueError(
+            "ResolvedCheckpoint: expected exactly one of weights_path or model_bytes, "
+            f"got weights_path={instance.weights_path!r} and "
+            f"{'model_bytes' if instance.model_bytes is not None else 'no model_bytes'}"
+        )
+
+
+@attrs.frozen
+class ResolvedCheckpoint:
+    """Weights ready to load (a path, or the model's bytes) with their metadata."""
+
+    weights_path: Path | None = attrs.field(
+        converter=attrs.converters.optional(Path), validator=_exactly_one_source
+    )
+    metadata: CheckpointMetadata = attrs.field(
+        validator=attrs.validators.instance_of(CheckpointMetadata)
+    )
+    model_bytes: bytes | None = attrs.field(default=None, repr=False, kw_only=True)
+
+    @property
+    def source(self) -> str | bytes:
+        """What ONNX Runtime loads: the path as a string, or the bytes."""
+        return self.model_bytes if self.model_bytes is not None else str(self.weights_path)
+
+    @property
+    def label(self) -> str:
+        """A short human name for messages."""
+        return str(self.weights_path) if self.weights_path else "<model bytes>"
+
+
+def metadata_path_for(weights_path: Path) -> Path:
+    """The default metadata file of a checkpoint: ``<stem>.metadata.json`` beside the weights."""
+    return weights_path.with_name(weights_path.stem + ".metadata.json")
+
+
+@attrs.frozen
+class LocalCheckpoint:
+    """An ONNX file on disk; ``resolve`` reads its metadata file or infers metadata from the graph."""
+
+    path: Path = attrs.field(converter=Path)
+    metadata_path: Path | None = attrs.field(
+        default=None, converter=attrs.converters.optional(Path)
+    )
+
+    def resolve(self) -> ResolvedCheckpoint:
+        """Check the files and return weights plus metadata (validated against the graph)."""
+        if not self.path.is_file():
+            raise FileNotFoundError(f"ONNX model not found: {self.path}")
+        summary = summarize_file(self.path)
+        meta_path = self.metadata_path
+        if meta_path is not None and not meta_path.is_file():
+            raise FileNotFoundError(f"checkpoint metadata file not found: {meta_path}")
+        meta_path = meta_path or metadata_path_for(self.path)
+        if meta_path.is_file():
+            metadata = _load_metadata_file(meta_path)
+            _check_against_model(metadata, summary, origin=str(meta_path))
+        else:
+            metadata = CheckpointMetadata.from_summary(summary)
+        return ResolvedCheckpoint(self.path, metadata)
+
+
+@attrs.frozen
+class InMemoryCheckpoint:
+    """A model held as bytes (downloaded by the caller, embedded, generated)."""
+
+    model_bytes: bytes = attrs.field(repr=False, validator=attrs.validators.instance_of(bytes))
+    metadata: CheckpointMetadata | None = None
+
+    def resolve(self) -> ResolvedCheckpoint:
+        """Validate the bytes and return them with given or inferred metadata."""
+        try:
+            summary = summarize_model(self.model_bytes)
+        except WireFormatError as exc:
+            raise ValueError(f"model bytes are not a valid ONNX model: {exc}") from exc
+        metadata = self.metadata
+        if metadata is None:
+            metadata = CheckpointMetadata.from_summary(summary)
+        else:
+            _check_against_model(metadata, summary, origin="metadata")
+        return ResolvedCheckpoint(None, metadata, model_bytes=self.model_bytes)
+
+
+def _load_metadata_file(path: Path) -> CheckpointMetadata:
+    try:
+        return CheckpointMetadata.from_json(path.read_bytes())
+    except ValueError as exc:
+        raise ValueError(f"{path}: {exc}") from exc
+
+
+def _check_against_model(metadata: CheckpointMetadata, summary: ModelSummary, origin: str) -> None:
+    """Metadata may only name inputs and outputs the graph has."""
+    model_inputs = [i.name for i in summary.inputs]
+    model_outputs = [o.name for o in summary.outputs]
+    for field, names, known in (
+        ("input_names", metadata.input_names, model_inputs),
+        ("output_names", metadata.output_names, model_outputs),
+    ):
+        unknown = [n for n in names if n not in known]
+        if unknown:
+            raise ValueError(
+                f"{origin}: {field} {unknown} not in the model; the model has {known}"
+            )

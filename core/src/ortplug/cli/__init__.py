@@ -1,0 +1,1 @@
+"""The ``ortplug`` command line."""

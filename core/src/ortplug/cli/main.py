@@ -1,0 +1,61 @@
+"""``ortplug`` console script: argument parsing, dispatch, and one-line errors on stderr."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+
+__all__ = ["main"]
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ortplug",
+        description="Run ONNX models on the best execution provider this host has.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="run a model (by default the small demo model shipped here)")
+    run.add_argument("model", nargs="?", help="path to an .onnx file (default: the demo model)")
+    run.add_argument(
+        "--input",
+        action="append",
+        default=[],
+        metavar="NAME=FILE.npy",
+        help="an input tensor; inputs not given are generated from a fixed seed",
+    )
+    run.add_argument(
+        "--providers",
+        help="explicit, strictly enforced chain, e.g. cuda,cpu (default: the policy chooses)",
+    )
+    run.add_argument("--repeat", type=int, default=20, help="timed runs after the first (20)")
+    run.add_argument("--json", action="store_true", help="machine-readable output")
+
+    info = sub.add_parser("info", help="host facts, plugins, and the chain the policy would pick")
+    info.add_argument("--model", help="pick the chain for this model (default: the demo model)")
+    info.add_argument("--json", action="store_true", help="machine-readable output")
+
+    plugins = sub.add_parser("plugins", help="plugins that are loaded, blocked or failed")
+    plugins.add_argument("--json", action="store_true", help="machine-readable output")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point; returns the process exit code (0 ok, 1 error, 2 usage)."""
+    args = _parser().parse_args(argv)
+    from . import _commands
+
+    command = {"run": _commands.run, "info": _commands.info, "plugins": _commands.plugins}
+    try:
+        return command[args.command](args)
+    except Exception as exc:  # one line per failure; ORTPLUG_DEBUG=1 shows the traceback
+        if os.environ.get("ORTPLUG_DEBUG"):
+            raise
+        print(f"ortplug {args.command}: error: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,118 @@
+"""The ``ortplug_*`` hook specifications every plugin implements a subset of.
+
+Implementations take keyword arguments named exactly as below (a subset is
+fine) and must not give them defaults. The host calls collecting hooks plugin
+by plugin, so one raising plugin is reported and skipped instead of hiding the
+others. Wrapper implementations are not supported; use ``tryfirst`` or
+``trylast`` to order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
+
+import pluggy
+
+if TYPE_CHECKING:
+    from ..checkpoint import CheckpointMetadata
+    from ..host import HostCapabilities
+    from ..providers import ProviderConfig
+    from ..session_options import SessionOptionsConfig
+    from .types import HostProbe, ProviderOffer, ProviderType
+
+__all__ = [
+    "PROJECT",
+    "hookimpl",
+    "hookspec",
+    "ortplug_adjust_session_options",
+    "ortplug_host_probes",
+    "ortplug_offer_providers",
+    "ortplug_provider_chain",
+    "ortplug_provider_types",
+]
+
+#: The one name used for the entry-point group, the hook prefix and the env-var prefix.
+PROJECT = "ortplug"
+
+hookspec = pluggy.HookspecMarker(PROJECT)
+hookimpl = pluggy.HookimplMarker(PROJECT)
+
+
+@hookspec
+def ortplug_provider_types() -> Iterable[ProviderType]:
+    """Contribute provider kinds: tag, ONNX Runtime name, config class and aliases.
+
+    Called once per plugin host. A kind, alias or ORT name claimed by two
+    plugins raises :class:`~ortplug.errors.PluginConflictError` naming both.
+
+    Example::
+
+        @hookimpl
+        def ortplug_provider_types():
+            yield ProviderType("acme", "AcmeExecutionProvider", AcmeProvider, aliases=("npu",))
+    """
+    raise NotImplementedError
+
+
+@hookspec
+def ortplug_host_probes() -> Iterable[HostProbe]:
+    """Contribute lazy host probes; their facts land in ``HostCapabilities.facts[probe.name]``.
+
+    Keep the hook itself cheap: only return :class:`HostProbe` values. The
+    expensive work goes in ``HostProbe.detect``, which runs on first use.
+    """
+    raise NotImplementedError
+
+
+@hookspec
+def ortplug_offer_providers(
+    metadata: CheckpointMetadata, host: HostCapabilities
+) -> Iterable[ProviderOffer]:
+    """Offer providers for this checkpoint on this host, each with a preference and a reason.
+
+    :param metadata: the checkpoint's metadata (precision, static shapes, ...).
+    :param host: detected or injected host facts; read your probe's facts with
+        ``host.fact("<probe>", "<fact>")``.
+
+    Offer nothing when the provider cannot run here; say why in the offers you do make.
+    """
+    raise NotImplementedError
+
+
+@hookspec(firstresult=True)
+def ortplug_provider_chain(
+    offers: Sequence[ProviderOffer], metadata: CheckpointMetadata, host: HostCapabilities
+) -> list[ProviderConfig] | None:
+    """Turn the collected offers into the ordered provider chain. Stops at first non-None result.
+
+    The built-in implementation (``trylast``) sorts by preference, keeps one
+    offer per kind and puts the CPU provider last. Override it with a
+    ``tryfirst`` implementation; return ``None`` to leave the decision to others.
+
+    :param offers: every plugin's offers, ``offer.plugin`` filled in.
+    :param metadata: the checkpoint's metadata.
+    :param host: the host facts the offers were made for.
+    """
+    raise NotImplementedError
+
+
+@hookspec
+def ortplug_adjust_session_options(
+    session_options: SessionOptionsConfig,
+    chain: Sequence[ProviderConfig],
+    metadata: CheckpointMetadata,
+    host: HostCapabilities,
+) -> SessionOptionsConfig | None:
+    """Adjust session options for a chain about to be built; return ``None`` for no change.
+
+    A fold: plugins run in hook order and each sees the previous plugin's
+    result. Only fill what the user left unset (``None``); values the user set
+    win. Runs for policy-chosen and explicit chains alike.
+
+    :param session_options: the options so far.
+    :param chain: the provider configs of the session, in priority order.
+    :param metadata: the checkpoint's metadata.
+    :param host: the host facts.
+    """
+    raise NotImplementedError

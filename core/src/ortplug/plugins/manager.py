@@ -1,0 +1,370 @@
+"""``PluginHost``: discovers plugins through entry points, isolates their failures, calls their hooks."""
+
+from __future__ import annotations
+
+import functools
+import os
+import threading
+import warnings
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import pluggy
+
+from ..errors import OrtplugPluginWarning
+from ..host import HostCapabilities, compose_host
+from ..providers import ProviderConfig, ProviderRegistry, ProviderSpec, ProviderType
+from . import hookspecs
+from .types import HostProbe, PluginFailure, PluginInfo, ProviderOffer
+
+if TYPE_CHECKING:
+    from ..checkpoint import CheckpointMetadata
+    from ..session_options import SessionOptionsConfig
+
+__all__ = [
+    "ENV_ALLOW",
+    "ENV_DENY",
+    "ENV_STRICT",
+    "PluginHost",
+    "get_plugin_host",
+    "reset_plugin_host",
+]
+
+ENV_ALLOW = "ORTPLUG_PLUGINS"
+ENV_DENY = "ORTPLUG_DISABLE_PLUGINS"
+ENV_STRICT = "ORTPLUG_STRICT_PLUGINS"
+
+#: Plugins of the core itself, registered before entry points like any other plugin.
+_BUILTIN_PLUGINS = ("ortplug.plugins._builtin",)
+
+
+def _env_names(environ: Mapping[str, str], variable: str) -> frozenset[str] | None:
+    raw = environ.get(variable)
+    if raw is None:
+        return None
+    return frozenset(name.strip() for name in raw.split(",") if name.strip())
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+
+
+class PluginHost:
+    """The set of plugins of one process (or one test) and a typed facade over their hooks.
+
+    Entry points of group ``ortplug`` are read once, in :meth:`load_entry_points`;
+    ``ORTPLUG_PLUGINS`` (allow-list) and ``ORTPLUG_DISABLE_PLUGINS`` (deny-list)
+    of entry-point names apply before a plugin is imported. A plugin that fails
+    to import, register or run a hook is reported once and skipped;
+    ``ORTPLUG_STRICT_PLUGINS=1`` re-raises instead, for plugin authors.
+    """
+
+    def __init__(
+        self,
+        *,
+        load_entry_points: bool = True,
+        builtins: bool = True,
+        environ: Mapping[str, str] | None = None,
+    ) -> None:
+        self._environ = os.environ if environ is None else environ
+        self._strict = self._environ.get(ENV_STRICT, "") not in ("", "0", "false", "no")
+        self._pm = pluggy.PluginManager(hookspecs.PROJECT)
+        self._pm.add_hookspecs(hookspecs)
+        self._failures: list[PluginFailure] = []
+        self._distributions: dict[str, tuple[str, str]] = {}
+        self._lock = threading.RLock()
+        self._registry: ProviderRegistry | None = None
+        self._host: HostCapabilities | None = None
+        if builtins:
+            import importlib
+
+            for module_name in _BUILTIN_PLUGINS:
+                self.register(importlib.import_module(module_name), name=module_name)
+        if load_entry_points:
+            self.load_entry_points()
+
+    # -- registration -------------------------------------------------------------------------
+
+    def register(self, plugin: object, name: str) -> bool:
+        """Register a plugin object (module, class instance) under ``name``; False if it failed."""
+        with self._lock:
+            try:
+                self._check_no_wrappers(plugin)
+                self._pm.register(plugin, name=name)
+                self._pm.check_pending()
+            except Exception as exc:
+                if self._pm.get_plugin(name) is not None:
+                    self._pm.unregister(name=name)
+                self._fail(name, "registration", exc)
+                return False
+            self._invalidate()
+            return True
+
+    def unregister(self, name: str) -> None:
+        """Remove a plugin; its providers, probes and offers disappear."""
+        with self._lock:
+            self._pm.unregister(name=name)
+            self._invalidate()
+
+    def load_entry_points(self) -> int:
+        """Import and register the ``ortplug`` entry points the allow/deny lists let through."""
+        from importlib.metadata import entry_points  # deferred: ~20 ms, only on discovery
+
+        allow = _env_names(self._environ, ENV_ALLOW)
+        deny = _env_names(self._environ, ENV_DENY) or frozenset()
+        loaded = 0
+        for entry_point in entry_points(group=hookspecs.PROJECT):
+            name = entry_point.name
+            dist = entry_point.dist
+            if dist is not None:
+                self._distributions[name] = (dist.metadata["Name"], dist.version)
+            if name in deny or (allow is not None and name not in allow):
+                self._pm.set_blocked(name)
+                continue
+            if self._pm.has_plugin(name) or self._pm.is_blocked(name):
+                continue
+            try:
+                plugin = entry_point.load()
+            except Exception as exc:
+                self._fail(name, "import", exc)
+                continue
+            loaded += self.register(plugin, name=name)
+        return loaded
+
+    @staticmethod
+    def _check_no_wrappers(plugin: object) -> None:
+        for attr in dir(plugin):
+            options = getattr(getattr(plugin, attr, None), f"{hookspecs.PROJECT}_impl", None)
+            if options and (options.get("wrapper") or options.get("hookwrapper")):
+                raise TypeError(
+                    f"hook implementation {attr!r} is a wrapper; ortplug calls plugins one by "
+                    "one and supports only tryfirst/trylast ordering"
+                )
+
+    def _invalidate(self) -> None:
+        self._registry = None
+        self._host = None
+
+    def _fail(self, plugin: str, phase: str, exc: BaseException) -> None:
+        if self._strict:
+            raise exc
+        dist = self._distributions.get(plugin)
+        failure = PluginFailure(
+            plugin=plugin,
+            distribution=f"{dist[0]} {dist[1]}" if dist else None,
+            phase=phase,
+            error=_describe(exc),
+        )
+        self._failures.append(failure)
+        warnings.warn(failure.message(), OrtplugPluginWarning, stacklevel=3)
+
+    # -- introspection ------------------------------------------------------------------------
+
+    @property
+    def failures(self) -> tuple[PluginFailure, ...]:
+        """Every failure recorded so far, in order."""
+        return tuple(self._failures)
+
+    def plugin_names(self) -> list[str]:
+        """Names of the registered (active) plugins."""
+        return [name for name, _ in self._pm.list_name_plugin()]
+
+    def plugin_infos(self) -> list[PluginInfo]:
+        """Active, blocked and failed plugins with their distributions, for ``ortplug plugins``."""
+        rows: dict[str, PluginInfo] = {}
+        for name, plugin in self._pm.list_name_plugin():
+            if plugin is None:
+                continue
+            dist = self._distributions.get(name)
+            hooks = tuple(sorted(c.name for c in self._pm.get_hookcallers(plugin) or ()))
+            rows[name] = PluginInfo(
+                name=name,
+                distribution=dist[0] if dist else None,
+                version=dist[1] if dist else None,
+                status="active",
+                hooks=hooks,
+            )
+        for name, (dist_name, version) in self._distributions.items():
+            if name not in rows and self._pm.is_blocked(name):
+                rows[name] = PluginInfo(name, dist_name, version, "blocked")
+        for failure in self._failures:
+            if failure.plugin not in rows or rows[failure.plugin].status != "failed":
+                dist = self._distributions.get(failure.plugin)
+                status = "active" if self._pm.has_plugin(failure.plugin) else "failed"
+                previous = rows.get(failure.plugin)
+                rows[failure.plugin] = PluginInfo(
+                    name=failure.plugin,
+                    distribution=dist[0] if dist else None,
+                    version=dist[1] if dist else None,
+                    status=status,
+                    hooks=previous.hooks if previous else (),
+                    error=f"{failure.phase}: {failure.error}",
+                )
+        return list(rows.values())
+
+    # -- isolated hook calls ------------------------------------------------------------------
+
+    def _impls(self, hook_name: str) -> list[Any]:
+        """A hook's implementations in pluggy's call order (tryfirst first, trylast last)."""
+        return list(reversed(getattr(self._pm.hook, hook_name).get_hookimpls()))
+
+    def _call(self, impl: Any, hook_name: str, kwargs: Mapping[str, Any]) -> tuple[bool, Any]:
+        """Call one implementation with the arguments it asks for; a failure is recorded."""
+        try:
+            return True, impl.function(*(kwargs[arg] for arg in impl.argnames))
+        except Exception as exc:
+            self._fail(impl.plugin_name, hook_name, exc)
+            return False, None
+
+    def _each(self, hook_name: str, **kwargs: Any) -> Iterator[tuple[str, Any]]:
+        """Call every implementation of a hook in order, isolating each one."""
+        for impl in self._impls(hook_name):
+            ok, result = self._call(impl, hook_name, kwargs)
+            if ok:
+                yield impl.plugin_name, result
+
+    def _collect(self, hook_name: str, expected: type, **kwargs: Any) -> list[tuple[str, Any]]:
+        """Materialize each plugin's iterable result, checking item types, isolating failures."""
+        collected: list[tuple[str, Any]] = []
+        for plugin, result in self._each(hook_name, **kwargs):
+            if result is None:
+                continue
+            try:
+                items = list(result)
+                for item in items:
+                    if not isinstance(item, expected):
+                        raise TypeError(
+                            f"expected {expected.__name__} items, got {type(item).__name__}"
+                        )
+            except Exception as exc:
+                self._fail(plugin, hook_name, exc)
+                continue
+            collected.extend((plugin, item) for item in items)
+        return collected
+
+    # -- typed facade -------------------------------------------------------------------------
+
+    def provider_registry(self) -> ProviderRegistry:
+        """Every provider type the plugins contribute (cached until plugins change)."""
+        with self._lock:
+            if self._registry is None:
+                specs = [
+                    ProviderSpec(type=ptype, plugin=plugin)
+                    for plugin, ptype in self._collect("ortplug_provider_types", ProviderType)
+                ]
+                self._registry = ProviderRegistry(specs)
+            return self._registry
+
+    def host_probes(self) -> list[tuple[str, HostProbe]]:
+        """``(plugin, probe)`` pairs contributed by the plugins."""
+        return self._collect("ortplug_host_probes", HostProbe)
+
+    def host_capabilities(self) -> HostCapabilities:
+        """Run every probe once (isolated) and compose the host; cached until plugins change."""
+        with self._lock:
+            if self._host is None:
+                self._host = compose_host(
+                    (probe, self._run_probe(plugin, probe)) for plugin, probe in self.host_probes()
+                )
+            return self._host
+
+    def _run_probe(self, plugin: str, probe: HostProbe) -> Mapping[str, object] | None:
+        try:
+            detected = probe.detect()
+            if not isinstance(detected, Mapping):
+                raise TypeError(f"expected a mapping of facts, got {type(detected).__name__}")
+            return detected
+        except Exception as exc:
+            self._fail(plugin, f"host probe {probe.name!r}", exc)
+            return None
+
+    def offer_providers(
+        self, metadata: CheckpointMetadata, host: HostCapabilities
+    ) -> list[ProviderOffer]:
+        """Every plugin's offers for this checkpoint on this host, tagged with the plugin name."""
+        return [
+            attrs.evolve(offer, plugin=plugin)
+            for plugin, offer in self._collect(
+                "ortplug_offer_providers", ProviderOffer, metadata=metadata, host=host
+            )
+            if self._is_provider_config(plugin, offer)
+        ]
+
+    def _is_provider_config(self, plugin: str, offer: ProviderOffer) -> bool:
+        if isinstance(offer.config, ProviderConfig):
+            return True
+        self._fail(
+            plugin,
+            "ortplug_offer_providers",
+            TypeError(f"offer config {offer.config!r} has no kind/to_ort()"),
+        )
+        return False
+
+    def provider_chain(
+        self,
+        offers: Sequence[ProviderOffer],
+        metadata: CheckpointMetadata,
+        host: HostCapabilities,
+    ) -> list[ProviderConfig]:
+        """The first non-None chain from the ``ortplug_provider_chain`` implementations."""
+        hook_name = "ortplug_provider_chain"
+        for plugin, chain in self._each(hook_name, offers=offers, metadata=metadata, host=host):
+            if chain is None:
+                continue
+            configs = list(chain)
+            wrong = [c for c in configs if not isinstance(c, ProviderConfig)]
+            if wrong:
+                self._fail(plugin, hook_name, TypeError(f"not provider configs: {wrong!r}"))
+                continue
+            return configs
+        return []
+
+    def adjust_session_options(
+        self,
+        session_options: SessionOptionsConfig,
+        chain: Sequence[ProviderConfig],
+        metadata: CheckpointMetadata,
+        host: HostCapabilities,
+    ) -> SessionOptionsConfig:
+        """Fold the options through every ``ortplug_adjust_session_options`` implementation."""
+        from ..session_options import SessionOptionsConfig
+
+        options = session_options
+        hook_name = "ortplug_adjust_session_options"
+        for impl in self._impls(hook_name):
+            kwargs = {"session_options": options, "chain": chain, "metadata": metadata, "host": host}
+            ok, result = self._call(impl, hook_name, kwargs)
+            if not ok or result is None:
+                continue
+            if isinstance(result, SessionOptionsConfig):
+                options = result
+            else:
+                self._fail(
+                    impl.plugin_name,
+                    hook_name,
+                    TypeError(f"expected SessionOptionsConfig or None, got {type(result).__name__}"),
+                )
+        return options
+
+
+_default_host: PluginHost | None = None
+_default_lock = threading.Lock()
+
+
+def get_plugin_host() -> PluginHost:
+    """The process-wide plugin host; entry points are discovered on first use, once."""
+    global _default_host
+    with _default_lock:
+        if _default_host is None:
+            _default_host = PluginHost()
+        return _default_host
+
+
+def reset_plugin_host() -> None:
+    """Forget the process-wide plugin host so the next use discovers plugins again."""
+    global _default_host
+    with _default_lock:
+        _default_host = None
+

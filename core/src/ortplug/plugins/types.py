@@ -1,0 +1,105 @@
+"""Frozen values that plugins return from hooks, and the records the host keeps about plugins."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import attrs
+
+from ..providers import ProviderConfig, ProviderType
+
+__all__ = [
+    "HostProbe",
+    "PluginFailure",
+    "PluginInfo",
+    "ProviderOffer",
+    "ProviderType",
+]
+
+_PROBE_NAME = re.compile(r"^[a-z][a-z0-9]*$")
+_FACT_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+
+
+def _check_probe_name(_: Any, __: Any, value: str) -> None:
+    if not isinstance(value, str) or not _PROBE_NAME.match(value):
+        raise ValueError(
+            f"HostProbe.name: expected lower-case letters and digits like 'cuda', got {value!r}"
+        )
+
+
+def _check_fact_names(_: Any, __: Any, value: tuple[str, ...]) -> None:
+    for name in value:
+        if not isinstance(name, str) or not _FACT_NAME.match(name):
+            raise ValueError(
+                f"HostProbe.facts: expected lower-case identifiers like 'driver_version', "
+                f"got {name!r}"
+            )
+
+
+@attrs.frozen
+class HostProbe:
+    """A lazily run detector of host facts.
+
+    ``detect`` returns a mapping of the declared ``facts``; it runs only when
+    :meth:`HostCapabilities.detect` is called, at most once per process. Any
+    exception it raises is reported as a plugin failure and its facts are
+    ``None``. Each fact can be forced with ``ORTPLUG_OVERRIDE_<NAME>_<FACT>``
+    (a JSON value; an empty string means absent), so a test or a person can
+    simulate a host. Probes that call into native libraries which could crash
+    should run them in a subprocess with a timeout.
+    """
+
+    name: str = attrs.field(validator=_check_probe_name)
+    facts: tuple[str, ...] = attrs.field(converter=tuple, validator=_check_fact_names)
+    detect: Callable[[], Mapping[str, object]]
+    description: str = ""
+
+
+@attrs.frozen
+class ProviderOffer:
+    """A plugin's proposal to run a checkpoint on a provider, with a preference and a reason.
+
+    Higher ``preference`` comes first in the default chain; the CPU provider
+    always goes last. ``reason`` is shown to people by ``ortplug info``.
+    """
+
+    config: ProviderConfig
+    preference: int
+    reason: str
+    plugin: str = ""
+
+
+@attrs.frozen
+class PluginFailure:
+    """A plugin that failed to import, register or run a hook."""
+
+    plugin: str
+    distribution: str | None
+    phase: str
+    error: str
+
+    def message(self) -> str:
+        """One line: what failed, where, and how to switch the plugin off."""
+        dist = f" ({self.distribution})" if self.distribution else ""
+        return (
+            f"ortplug plugin {self.plugin!r}{dist} failed in {self.phase}: {self.error}; "
+            f"disable it with ORTPLUG_DISABLE_PLUGINS={self.plugin}"
+        )
+
+
+@attrs.frozen
+class PluginInfo:
+    """A row of ``ortplug plugins``: a plugin's name, distribution, status and hooks."""
+
+    name: str
+    distribution: str | None
+    version: str | None
+    status: str  # "active", "blocked" or "failed"
+    hooks: tuple[str, ...] = ()
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, object]:
+        """JSON-ready form for ``--json``."""
+        return attrs.asdict(self)

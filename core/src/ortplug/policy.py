@@ -1,0 +1,66 @@
+"""Provider policies: how a chain of execution providers is picked from a checkpoint and a host."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+import attrs
+
+from .checkpoint import CheckpointMetadata
+from .host import HostCapabilities
+from .providers import ProviderConfig
+from .plugins.types import ProviderOffer
+
+if TYPE_CHECKING:
+    from .plugins.manager import PluginHost
+
+__all__ = ["DefaultProviderPolicy", "ProviderPolicy", "ProviderSelection"]
+
+
+@runtime_checkable
+class ProviderPolicy(Protocol):
+    """Chooses the ordered provider chain for a checkpoint on a host.
+
+    A chain chosen by a policy is enforced gracefully: the backend warns only
+    when none of its accelerators was realized.
+    """
+
+    def select(self, metadata: CheckpointMetadata, host: HostCapabilities) -> list[ProviderConfig]:
+        """Return provider configs in priority order."""
+        ...
+
+
+@attrs.frozen
+class ProviderSelection:
+    """A chosen chain with every offer that was considered (and its reason)."""
+
+    chain: tuple[ProviderConfig, ...]
+    offers: tuple[ProviderOffer, ...]
+
+    def reason_for(self, config: ProviderConfig) -> str:
+        """The reason of the offer that put ``config`` in the chain."""
+        for offer in self.offers:
+            if offer.config == config:
+                return f"{offer.reason} [{offer.plugin}]"
+        return "chosen by a provider-chain plugin"
+
+
+class DefaultProviderPolicy:
+    """Asks every plugin for offers and lets the ``ortplug_provider_chain`` hook order them."""
+
+    def __init__(self, plugins: PluginHost | None = None) -> None:
+        if plugins is None:
+            from .plugins.manager import get_plugin_host
+
+            plugins = get_plugin_host()
+        self.plugins = plugins
+
+    def explain(self, metadata: CheckpointMetadata, host: HostCapabilities) -> ProviderSelection:
+        """The chain and the offers behind it, for ``ortplug info`` and ``ortplug run``."""
+        offers = self.plugins.offer_providers(metadata, host)
+        chain = self.plugins.provider_chain(offers, metadata, host)
+        return ProviderSelection(chain=tuple(chain), offers=tuple(offers))
+
+    def select(self, metadata: CheckpointMetadata, host: HostCapabilities) -> list[ProviderConfig]:
+        """The provider chain for this checkpoint on this host."""
+        return list(self.explain(metadata, host).chain)

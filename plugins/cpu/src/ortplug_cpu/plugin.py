@@ -1,0 +1,90 @@
+"""The ``cpu`` plugin's hook implementations (entry point ``cpu = "ortplug_cpu.plugin"``)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+
+from ortplug import (
+    CheckpointMetadata,
+    HostCapabilities,
+    HostProbe,
+    ProviderConfig,
+    ProviderOffer,
+    ProviderType,
+    SessionOptionsConfig,
+    hookimpl,
+)
+
+from .config import CpuProvider
+from .probes import CPU_FACTS, detect_cpu
+
+__all__ = [
+    "ortplug_adjust_session_options",
+    "ortplug_host_probes",
+    "ortplug_offer_providers",
+    "ortplug_provider_types",
+]
+
+_SPINNING_KEY = "session.intra_op.allow_spinning"
+
+
+@hookimpl
+def ortplug_provider_types() -> Iterable[ProviderType]:
+    """The ``cpu`` kind, also reachable as ``CPUExecutionProvider``."""
+    yield ProviderType(
+        kind="cpu",
+        ort_name=CpuProvider.ort_name,
+        config_cls=CpuProvider,
+        description="ONNX Runtime's CPU execution provider (MLAS kernels)",
+    )
+
+
+@hookimpl
+def ortplug_host_probes() -> Iterable[HostProbe]:
+    """CPU counts (host, affinity, cgroup quota, usable) and ISA flags."""
+    yield HostProbe(
+        name="cpu",
+        facts=CPU_FACTS,
+        detect=detect_cpu,
+        description="CPUs usable by this process and the ISA extensions they have",
+    )
+
+
+@hookimpl
+def ortplug_offer_providers(metadata: CheckpointMetadata) -> Iterable[ProviderOffer]:
+    """CPU runs every checkpoint; it is the fallback at the end of every chain."""
+    reason = "runs every ONNX model; the fallback at the end of every chain"
+    if metadata.precision == "int8":
+        reason = "int8 checkpoint: ONNX Runtime's CPU integer kernels run quantized graphs"
+    yield ProviderOffer(config=CpuProvider(), preference=0, reason=reason)
+
+
+def default_threads(host: HostCapabilities) -> int | None:
+    """The usable CPU count when the process is limited to fewer CPUs than the host has."""
+    usable = host.fact("cpu", "usable_cpus")
+    logical = host.fact("cpu", "logical_cpus")
+    if isinstance(usable, int) and isinstance(logical, int) and 0 < usable < logical:
+        return usable
+    return None
+
+
+@hookimpl
+def ortplug_adjust_session_options(
+    session_options: SessionOptionsConfig,
+    chain: Sequence[ProviderConfig],
+    host: HostCapabilities,
+) -> SessionOptionsConfig | None:
+    """Apply ``CpuProvider`` fields and container-aware thread counts to what the user left unset."""
+    cpu = next((c for c in chain if isinstance(c, CpuProvider)), CpuProvider())
+    updates: dict[str, object] = {}
+    if session_options.intra_op_num_threads is None and "ORT_INTRA_OP_NUM_THREADS" not in os.environ:
+        threads = cpu.threads or default_threads(host)
+        if threads:
+            updates["intra_op_num_threads"] = threads
+    if session_options.enable_cpu_mem_arena is None and cpu.use_arena is not None:
+        updates["enable_cpu_mem_arena"] = cpu.use_arena
+    options = session_options.evolve(**updates) if updates else session_options
+    if cpu.allow_spinning is not None:
+        options = options.with_config_entries({_SPINNING_KEY: "1" if cpu.allow_spinning else "0"})
+    return options if options is not session_options else None
