@@ -106,12 +106,13 @@ class ProviderRegistry:
         raise PluginConflictError(
             f"provider {what} {name!r} is claimed by plugin {first.plugin!r} (kind "
             f"{first.type.kind!r}) and by plugin {second.plugin!r} (kind {second.type.kind!r}); "
-            f"uninstall one or disable it with ORTPLUG_DISABLE_PLUGINS={second.plugin}"
+            f"uninstall one, or disable one with ORTPLUG_DISABLE_PLUGINS={first.plugin} "
+            f"or ORTPLUG_DISABLE_PLUGINS={second.plugin}"
         )
 
     def kinds(self) -> list[str]:
-        """Registered kinds, in registration order."""
-        return list(self._by_kind)
+        """Registered kinds, sorted."""
+        return sorted(self._by_kind)
 
     def specs(self) -> list[ProviderSpec]:
         """Registered provider types with their plugins."""
@@ -123,7 +124,7 @@ class ProviderRegistry:
         if spec is None:
             hint = difflib.get_close_matches(name.lower(), list(self._by_name), n=1)
             did_you_mean = f" (did you mean {hint[0]!r}?)" if hint else ""
-            known = ", ".join(self._by_kind) or "none: no provider plugin is installed"
+            known = ", ".join(self.kinds()) or "none: no provider plugin is installed"
             raise ValueError(f"unknown provider {name!r}{did_you_mean}; known kinds: {known}")
         return spec
 

@@ -267,15 +267,16 @@ def summarize_model(data: bytes | memoryview) -> ModelSummary:
 
 def summarize_file(path: str | os.PathLike[str]) -> ModelSummary:
     """Read a model file through a memory map; errors name the file."""
-    try:
-        with open(path, "rb") as handle:
-            if os.fstat(handle.fileno()).st_size == 0:
-                raise WireFormatError("the file is empty")
+    problem = "the file is empty"
+    with open(path, "rb") as handle:
+        if os.fstat(handle.fileno()).st_size > 0:
             with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
                 view = memoryview(mapped)
                 try:
                     return summarize_model(view)
+                except WireFormatError as exc:
+                    # Keep only the text: the traceback pins slices of the mapping.
+                    problem = str(exc)
                 finally:
                     view.release()
-    except WireFormatError as exc:
-        raise WireFormatError(f"{os.fspath(path)} is not a valid ONNX model: {exc}") from exc
+    raise WireFormatError(f"{os.fspath(path)} is not a valid ONNX model: {problem}")

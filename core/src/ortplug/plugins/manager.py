@@ -266,7 +266,8 @@ class PluginHost:
         with self._lock:
             if self._host is None:
                 self._host = compose_host(
-                    (probe, self._run_probe(plugin, probe)) for plugin, probe in self.host_probes()
+                    [(probe, self._run_probe(plugin, probe)) for plugin, probe in self.host_probes()],
+                    environ=self._environ,
                 )
             return self._host
 

@@ -1,0 +1,5 @@
+"""A plugin that records that it was imported; tests block it and check it never was."""
+
+import os
+
+os.environ["ORTPLUG_TEST_FAKE_IMPORTED"] = "1"

@@ -1,0 +1,100 @@
+"""The ``ortplug`` console script, run as a real subprocess from the installed distribution."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import models
+
+ORTPLUG = shutil.which("ortplug", path=os.path.dirname(sys.executable)) or "ortplug"
+
+
+def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [ORTPLUG, *args], capture_output=True, text=True, env={**os.environ, **(env or {})}
+    )
+
+
+def test_run_without_model_uses_the_shipped_demo() -> None:
+    done = _cli("run", "--json", "--repeat", "3")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["realized"] == ["CPUExecutionProvider"]
+    assert report["chain"][-1]["kind"] == "cpu" and report["chain"][-1]["reason"]
+    assert set(report["outputs"]) == {"logits", "probs"}
+    assert report["outputs"]["probs"]["shape"] == [1, 3]
+    assert abs(sum(report["outputs"]["probs"]["first"]) - 1.0) < 1e-5
+    assert report["latency_ms"]["runs"] == 3
+
+
+def test_run_human_output_and_given_inputs(tmp_path) -> None:
+    model = models.write(tmp_path, "add.onnx", models.add_model())
+    a, b = tmp_path / "a.npy", tmp_path / "b.npy"
+    np.save(a, np.full((1, 4), 2, np.float32))
+    np.save(b, np.full((1, 4), 3, np.float32))
+    done = _cli("run", str(model), "--input", f"a={a}", "--input", f"b={b}", "--providers", "cpu")
+    assert done.returncode == 0, done.stderr
+    assert "output    c: float32 (1, 4) [5, 5, 5, 5, ...]" in done.stdout
+    assert "realized  CPUExecutionProvider" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (("run", "missing.onnx"), "ONNX model not found: missing.onnx"),
+        (("run", "--providers", "tpu"), "unknown provider 'tpu'"),
+        (("run", "--input", "x"), "--input: expected NAME=FILE.npy, got 'x'"),
+        (("run", "--input", "x=nope.npy"), "file not found: nope.npy"),
+    ],
+)
+def test_errors_go_to_stderr_with_nonzero_exit(args, fragment) -> None:
+    done = _cli(*args)
+    assert done.returncode == 1
+    assert fragment in done.stderr and done.stdout == ""
+    assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_info_and_plugins_json() -> None:
+    info = json.loads(_cli("info", "--json").stdout)
+    assert info["host"]["facts"]["cpu"]["usable_cpus"] >= 1
+    assert "cpu" in info["provider_kinds"]
+    plugins = {p["name"]: p for p in json.loads(_cli("plugins", "--json").stdout)}
+    assert plugins["cpu"]["distribution"] == "ortplug-cpu"
+    assert plugins["cpu"]["status"] == "active"
+
+
+def test_disabled_plugin_is_listed_as_blocked() -> None:
+    done = _cli("plugins", env={"ORTPLUG_DISABLE_PLUGINS": "cpu"})
+    assert done.returncode == 0
+    assert any(line.startswith("cpu ") and " blocked" in line for line in done.stdout.splitlines())
+
+
+_WITHOUT_ORT = "import sys; sys.modules['onnxruntime'] = None\n"
+
+
+def test_import_and_info_work_without_onnxruntime() -> None:
+    code = _WITHOUT_ORT + "from ortplug.cli.main import main; sys.exit(main(['info']))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "onnxruntime  not installed: install exactly one ONNX Runtime" in done.stdout
+    assert "pip install 'ortplug[cpu]'" in done.stdout
+
+
+def test_building_without_onnxruntime_says_what_to_install() -> None:
+    code = _WITHOUT_ORT + "from ortplug.cli.main import main; sys.exit(main(['run']))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 1
+    assert "ONNX Runtime is not installed" in done.stderr and "ortplug[cpu]" in done.stderr
+
+
+def test_import_loads_neither_onnxruntime_nor_onnx() -> None:
+    code = "import sys, ortplug; print(sorted({'onnxruntime', 'onnx'} & set(sys.modules)))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"

@@ -1,0 +1,41 @@
+"""Really installed plugin distributions, seen through the ``ortplug`` entry-point group."""
+
+from __future__ import annotations
+
+from importlib.metadata import distribution
+
+import numpy as np
+
+import models
+from ortplug import CheckpointMetadata, InMemoryCheckpoint, OnnxBackend, PluginHost
+
+
+def test_cpu_plugin_distribution_declares_its_entry_point() -> None:
+    points = [ep for ep in distribution("ortplug-cpu").entry_points if ep.group == "ortplug"]
+    assert [(ep.name, ep.value) for ep in points] == [("cpu", "ortplug_cpu.plugin")]
+
+
+def test_installed_third_party_plugin_is_discovered_and_used() -> None:
+    host = PluginHost(environ={})
+    infos = {p.name: p for p in host.plugin_infos()}
+    assert infos["azuretest"].distribution == "ortplug-azuretest"
+    assert "azure" in host.provider_registry().kinds()
+    meta = CheckpointMetadata(
+        input_names=["a", "b"], output_names=["c"], extra={"ortplug_azuretest": True}
+    )
+    checkpoint = InMemoryCheckpoint(models.add_model(), meta).resolve()
+    backend = OnnxBackend.from_checkpoint(checkpoint, plugins=host)
+    assert backend.providers == ("AzureExecutionProvider", "CPUExecutionProvider")
+    one = np.ones((1, 4), np.float32)
+    assert backend.run({"a": one, "b": one})["c"][0, 0] == 2.0
+
+
+def test_disable_list_blocks_the_third_party_plugin() -> None:
+    host = PluginHost(environ={"ORTPLUG_DISABLE_PLUGINS": "azuretest"})
+    assert "azure" not in host.provider_registry().kinds()
+    assert {p.name: p.status for p in host.plugin_infos()}["azuretest"] == "blocked"
+
+
+def test_removing_the_cpu_plugin_removes_its_provider() -> None:
+    host = PluginHost(environ={"ORTPLUG_PLUGINS": "azuretest"})
+    assert host.provider_registry().kinds() == ["azure"]

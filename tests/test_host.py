@@ -1,0 +1,45 @@
+"""HostCapabilities: built by hand, detected, and overridden through ORTPLUG_OVERRIDE_*."""
+
+from __future__ import annotations
+
+import pytest
+
+from ortplug import HostCapabilities, HostProbe, PluginHost
+from ortplug.host import compose_host, override_variable
+
+PROBE = HostProbe(name="gpu", facts=("devices", "names"), detect=lambda: {"devices": 0})
+
+
+def test_built_by_hand_is_frozen_and_queryable(cpu_host) -> None:
+    assert cpu_host.fact("cpu", "usable_cpus") == 8
+    assert cpu_host.fact("cuda", "devices", 0) == 0
+    assert cpu_host.has_provider("CPUExecutionProvider")
+    with pytest.raises(AttributeError):
+        cpu_host.platform = "darwin"  # type: ignore[misc]
+
+
+def test_overrides_force_probe_facts_as_json() -> None:
+    env = {
+        override_variable("gpu", "devices"): "2",
+        override_variable("gpu", "names"): '["H100", "H100"]',
+        "ORTPLUG_OVERRIDE_PLATFORM": "darwin",
+        "ORTPLUG_OVERRIDE_AVAILABLE_PROVIDERS": "CoreMLExecutionProvider,CPUExecutionProvider",
+    }
+    host = compose_host([(PROBE, {"devices": 0, "undeclared": 1})], environ=env)
+    assert host.fact("gpu", "devices") == 2
+    assert host.fact("gpu", "names") == ["H100", "H100"]
+    assert "undeclared" not in host.facts["gpu"]
+    assert host.platform == "darwin"
+    assert host.available_providers == ("CoreMLExecutionProvider", "CPUExecutionProvider")
+
+
+def test_empty_override_means_absent() -> None:
+    host = compose_host([(PROBE, {"devices": 3})], environ={"ORTPLUG_OVERRIDE_GPU_DEVICES": ""})
+    assert host.fact("gpu", "devices") is None
+
+
+def test_detect_uses_the_plugin_host_and_caches(plugin_host: PluginHost) -> None:
+    first = HostCapabilities.detect(plugin_host)
+    assert first is HostCapabilities.detect(plugin_host)
+    assert first.ort_version and "CPUExecutionProvider" in first.available_providers
+    assert set(first.to_dict()) == {"platform", "machine", "ort_version", "available_providers", "facts"}

@@ -1,0 +1,144 @@
+"""The plugin host: isolation of broken plugins, strict mode, allow/deny lists, validation."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import pytest
+
+import models
+from ortplug import (
+    CheckpointMetadata,
+    HostProbe,
+    InMemoryCheckpoint,
+    OnnxBackend,
+    OrtplugPluginWarning,
+    PluginHost,
+    hookimpl,
+)
+from plugin_objects import RaisingOffers
+
+FAKE_DISTS = Path(__file__).parent / "data" / "fake_dists"
+META = CheckpointMetadata(input_names=["a", "b"], output_names=["c"])
+
+
+class _RaisingProbe:
+    @hookimpl
+    def ortplug_host_probes(self):
+        def explode():
+            raise OSError("nvml crashed")
+
+        yield HostProbe(name="broken", facts=("devices",), detect=explode)
+
+
+class _RaisingTypes:
+    @hookimpl
+    def ortplug_provider_types(self):
+        raise ImportError("vendor SDK missing")
+
+
+class _Wrapper:
+    @hookimpl(wrapper=True)
+    def ortplug_provider_chain(self, offers):
+        return (yield)
+
+
+class _Typo:
+    @hookimpl
+    def ortplug_provider(self):
+        return []
+
+
+def test_raising_offer_hook_is_isolated_and_named(plugin_host: PluginHost, cpu_host) -> None:
+    plugin_host.register(RaisingOffers(), name="raiser")
+    with pytest.warns(OrtplugPluginWarning, match=r"'raiser' failed in ortplug_offer_providers"):
+        offers = plugin_host.offer_providers(META, cpu_host)
+    assert [o.config.kind for o in offers] == ["cpu"]
+    assert "ORTPLUG_DISABLE_PLUGINS=raiser" in plugin_host.failures[0].message()
+
+
+def test_raising_probe_leaves_facts_none_and_host_working(plugin_host: PluginHost) -> None:
+    plugin_host.register(_RaisingProbe(), name="broken")
+    with pytest.warns(OrtplugPluginWarning, match=r"host probe 'broken'.*OSError: nvml crashed"):
+        host = plugin_host.host_capabilities()
+    assert host.fact("broken", "devices") is None
+    assert host.fact("cpu", "usable_cpus") >= 1
+    backend = OnnxBackend.from_checkpoint(
+        InMemoryCheckpoint(models.add_model()).resolve(), plugins=plugin_host
+    )
+    assert backend.providers == ("CPUExecutionProvider",)
+
+
+def test_raising_provider_types_hook_keeps_other_kinds(plugin_host: PluginHost) -> None:
+    plugin_host.register(_RaisingTypes(), name="sdkless")
+    with pytest.warns(OrtplugPluginWarning, match="sdkless"):
+        assert plugin_host.provider_registry().kinds() == ["cpu"]
+
+
+def test_strict_mode_reraises_for_plugin_authors() -> None:
+    host = PluginHost(load_entry_points=False, environ={"ORTPLUG_STRICT_PLUGINS": "1"})
+    host.register(_RaisingProbe(), name="broken")
+    with pytest.raises(OSError, match="nvml crashed"):
+        host.host_capabilities()
+
+
+def test_wrapper_implementations_are_refused(plugin_host: PluginHost) -> None:
+    with pytest.warns(OrtplugPluginWarning, match="is a wrapper"):
+        assert plugin_host.register(_Wrapper(), name="wrapper") is False
+    assert "wrapper" not in plugin_host.plugin_names()
+
+
+def test_misspelt_hook_names_are_refused(plugin_host: PluginHost) -> None:
+    with pytest.warns(OrtplugPluginWarning, match="ortplug_provider"):
+        assert plugin_host.register(_Typo(), name="typo") is False
+    assert "typo" not in plugin_host.plugin_names()
+
+
+def test_unregister_removes_a_plugins_providers(plugin_host: PluginHost) -> None:
+    assert plugin_host.provider_registry().kinds() == ["cpu"]
+    plugin_host.unregister("cpu")
+    assert plugin_host.provider_registry().kinds() == []
+
+
+# -- entry points of a distribution on sys.path (a dist-info folder, as pip leaves it) --------
+
+
+@pytest.fixture
+def fake_dists(monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.syspath_prepend(str(FAKE_DISTS))
+    monkeypatch.delenv("ORTPLUG_TEST_FAKE_IMPORTED", raising=False)
+    return FAKE_DISTS
+
+
+def test_entry_point_failures_are_reported_not_raised(fake_dists) -> None:
+    env = {"ORTPLUG_DISABLE_PLUGINS": "fake_never_imported"}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        host = PluginHost(environ=env)
+        caps = host.host_capabilities()
+        host.offer_providers(META, caps)
+    messages = [str(w.message) for w in caught if w.category is OrtplugPluginWarning]
+    assert any("'fake_import_error' (ortplug-fakes 1.0) failed in import" in m for m in messages)
+    assert any("fake_probe_error" in m and "driver query crashed" in m for m in messages)
+    assert any("fake_offer_error" in m and "KeyError" in m for m in messages)
+    status = {p.name: p.status for p in host.plugin_infos()}
+    assert status["fake_import_error"] == "failed"
+    assert status["fake_never_imported"] == "blocked"
+    assert status["cpu"] == "active"
+
+
+def test_denied_plugins_are_never_imported(fake_dists) -> None:
+    import os
+
+    PluginHost(environ={"ORTPLUG_PLUGINS": "cpu"})
+    assert "ORTPLUG_TEST_FAKE_IMPORTED" not in os.environ
+    PluginHost(environ={"ORTPLUG_PLUGINS": "cpu,fake_never_imported"})
+    assert os.environ.get("ORTPLUG_TEST_FAKE_IMPORTED") == "1"
+
+
+def test_allow_list_loads_only_named_plugins(fake_dists) -> None:
+    host = PluginHost(environ={"ORTPLUG_PLUGINS": "cpu"})
+    active = {p.name for p in host.plugin_infos() if p.status == "active"}
+    assert active == {"cpu", "ortplug.plugins._builtin"}
+    assert host.failures == ()

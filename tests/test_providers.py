@@ -1,0 +1,85 @@
+"""parse_provider and the provider registry: every accepted form, and clear errors."""
+
+from __future__ import annotations
+
+import pytest
+
+from ortplug import PluginConflictError, PluginHost, ProviderType, hookimpl, parse_provider
+from ortplug_cpu import CpuProvider
+from plugin_objects import FakeCudaPlugin, FakeCudaProvider
+
+
+@pytest.fixture
+def host(plugin_host: PluginHost) -> PluginHost:
+    assert plugin_host.register(FakeCudaPlugin(), name="fakecuda")
+    return plugin_host
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("cpu", CpuProvider()),
+        ("CPUExecutionProvider", CpuProvider()),
+        ({"kind": "cpu", "use_arena": False}, CpuProvider(use_arena=False)),
+        ("gpu", FakeCudaProvider()),
+        ("CUDAExecutionProvider", FakeCudaProvider()),
+        ({"kind": "fakecuda", "device_id": 1}, FakeCudaProvider(device_id=1)),
+        (FakeCudaProvider(device_id=2), FakeCudaProvider(device_id=2)),
+    ],
+)
+def test_every_form_parses(host, value, expected) -> None:
+    assert parse_provider(value, plugins=host) == expected
+
+
+@pytest.mark.parametrize(
+    ("value", "fragments"),
+    [
+        ("tpu", ["unknown provider 'tpu'", "known kinds: cpu, fakecuda"]),
+        ("cpuu", ["did you mean 'cpu'?"]),
+        ({"kind": "cpu", "arena": True}, ["provider 'cpu'", "unknown option(s) ['arena']", "use_arena"]),
+        ({"kind": "fakecuda", "device_id": -1}, ["provider 'fakecuda'", "device_id", "-1"]),
+        ({"device_id": 1}, ["'kind' string", "cpu, fakecuda"]),
+        (3, ["expected a provider config", "int 3"]),
+    ],
+)
+def test_bad_providers_are_named(host, value, fragments) -> None:
+    with pytest.raises(ValueError) as info:
+        parse_provider(value, plugins=host)
+    for fragment in fragments:
+        assert fragment in str(info.value)
+
+
+def test_cpu_config_validates_its_fields() -> None:
+    with pytest.raises(ValueError, match="threads: expected a positive integer"):
+        CpuProvider(threads=0)
+    with pytest.raises(ValueError, match="use_arena: expected true, false or null"):
+        CpuProvider(use_arena="yes")  # type: ignore[arg-type]
+    assert CpuProvider().to_ort() == ("CPUExecutionProvider", {})
+
+
+class _ClaimsGpuAlias:
+    @hookimpl
+    def ortplug_provider_types(self):
+        yield ProviderType("othergpu", "OtherExecutionProvider", _OtherGpu, aliases=("gpu",))
+
+
+class _OtherGpu:
+    kind = "othergpu"
+
+    def to_ort(self):
+        return "OtherExecutionProvider", {}
+
+
+def test_alias_claimed_twice_names_both_plugins(host) -> None:
+    assert host.register(_ClaimsGpuAlias(), name="other")
+    with pytest.raises(PluginConflictError) as info:
+        host.provider_registry()
+    message = str(info.value)
+    assert "'gpu'" in message and "'fakecuda'" in message and "'other'" in message
+    assert "ORTPLUG_DISABLE_PLUGINS=other" in message
+    assert "ORTPLUG_DISABLE_PLUGINS=fakecuda" in message
+
+
+def test_provider_type_must_match_its_config_class() -> None:
+    with pytest.raises(ValueError, match="declares kind 'fakecuda'"):
+        ProviderType("cuda", "CUDAExecutionProvider", FakeCudaProvider)
