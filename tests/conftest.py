@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-import pytest
-
 import ortplug_cpu.plugin
+import pytest
 from ortplug import HostCapabilities, PluginHost
 from ortplug.plugins.manager import reset_plugin_host
 

@@ -31,7 +31,9 @@ def add_model(shape: list[int | str] | None = None) -> bytes:
 def matmul_model(elem: int = TensorProto.FLOAT, static: bool = False) -> bytes:
     """y = x @ w with w an initializer of the given float type; x is [batch, 4] unless static."""
     dtype = {TensorProto.FLOAT: np.float32, TensorProto.FLOAT16: np.float16}[elem]
-    weight = numpy_helper.from_array(np.arange(12, dtype=np.float32).reshape(4, 3).astype(dtype), "w")
+    weight = numpy_helper.from_array(
+        np.arange(12, dtype=np.float32).reshape(4, 3).astype(dtype), "w"
+    )
     batch: int | str = 2 if static else "batch"
     graph = helper.make_graph(
         [helper.make_node("MatMul", ["x", "w"], ["y"])],

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import ClassVar
 
 import attrs
-
 from ortplug import HostProbe, ProviderOffer, ProviderType, hookimpl
 
 

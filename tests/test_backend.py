@@ -5,13 +5,12 @@ from __future__ import annotations
 import threading
 from types import MappingProxyType
 
+import models
 import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
 from onnx import numpy_helper
-
-import models
 from ortplug import (
     CheckpointMetadata,
     InferenceBackend,
@@ -138,7 +137,10 @@ def test_light_models_give_their_expected_outputs(path, plugin_host) -> None:
             {"a": np.ones((1, 4), np.float32), "B": np.ones((1, 4), np.float32)},
             ["unknown input 'B' (did you mean 'b'?)", "missing input 'b'"],
         ),
-        ({"a": np.ones((1, 4)), "b": np.ones((1, 4), np.float32)}, ["input 'a'", "float32", "float64"]),
+        (
+            {"a": np.ones((1, 4)), "b": np.ones((1, 4), np.float32)},
+            ["input 'a'", "float32", "float64"],
+        ),
         (
             {"a": np.ones(4, np.float32), "b": np.ones((1, 4), np.float32)},
             ["input 'a'", "expected rank 2", "got rank 1"],

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import pytest
-
 import models
+import pytest
 from ortplug import CheckpointMetadata, InMemoryCheckpoint, LocalCheckpoint, ResolvedCheckpoint
 from ortplug.checkpoint import metadata_path_for
 
@@ -49,8 +48,14 @@ def test_non_onnx_file_names_the_file(tmp_path, data) -> None:
     [
         ("{not json", "not valid JSON"),
         ('{"input_names": ["a", "b"], "output_names": ["c"], "precision": "int3"}', "precision"),
-        ('{"input_names": ["a", "zz"], "output_names": ["c"]}', "input_names ['zz'] not in the model"),
-        ('{"input_names": ["a"], "output_names": ["out"]}', "output_names ['out'] not in the model"),
+        (
+            '{"input_names": ["a", "zz"], "output_names": ["c"]}',
+            "input_names ['zz'] not in the model",
+        ),
+        (
+            '{"input_names": ["a"], "output_names": ["out"]}',
+            "output_names ['out'] not in the model",
+        ),
     ],
 )
 def test_bad_metadata_file_names_file_and_field(tmp_path, text, fragment) -> None:

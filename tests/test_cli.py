@@ -8,10 +8,9 @@ import shutil
 import subprocess
 import sys
 
+import models
 import numpy as np
 import pytest
-
-import models
 
 ORTPLUG = shutil.which("ortplug", path=os.path.dirname(sys.executable)) or "ortplug"
 

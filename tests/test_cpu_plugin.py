@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import attrs
 import pytest
-
 from ortplug import CheckpointMetadata, SessionOptionsConfig
 from ortplug_cpu import CpuProvider, cgroup_cpu_quota, isa_flags_from_cpuinfo, usable_cpus
 from ortplug_cpu.probes import detect_cpu
@@ -55,13 +54,19 @@ def test_real_probe_reports_sane_counts() -> None:
     assert all(isinstance(flag, str) for flag in facts["isa_flags"])
 
 
-def test_container_limited_host_gets_usable_thread_count(plugin_host, cpu_host, monkeypatch) -> None:
+def test_container_limited_host_gets_usable_thread_count(
+    plugin_host, cpu_host, monkeypatch
+) -> None:
     monkeypatch.delenv("ORT_INTRA_OP_NUM_THREADS", raising=False)
     limited = attrs.evolve(cpu_host, facts={"cpu": {"logical_cpus": 64, "usable_cpus": 2}})
-    options = plugin_host.adjust_session_options(SessionOptionsConfig(), [CpuProvider()], META, limited)
+    options = plugin_host.adjust_session_options(
+        SessionOptionsConfig(), [CpuProvider()], META, limited
+    )
     assert options.intra_op_num_threads == 2
     # an unconstrained host keeps ONNX Runtime's own default
-    options = plugin_host.adjust_session_options(SessionOptionsConfig(), [CpuProvider()], META, cpu_host)
+    options = plugin_host.adjust_session_options(
+        SessionOptionsConfig(), [CpuProvider()], META, cpu_host
+    )
     assert options.intra_op_num_threads is None
 
 
@@ -74,7 +79,9 @@ def test_user_settings_win_over_plugin_defaults(plugin_host, cpu_host, monkeypat
     )
     assert (options.intra_op_num_threads, options.enable_cpu_mem_arena) == (6, True)
     monkeypatch.setenv("ORT_INTRA_OP_NUM_THREADS", "5")
-    options = plugin_host.adjust_session_options(SessionOptionsConfig(), [CpuProvider()], META, limited)
+    options = plugin_host.adjust_session_options(
+        SessionOptionsConfig(), [CpuProvider()], META, limited
+    )
     assert options.intra_op_num_threads is None  # ONNX Runtime reads the variable itself
 
 

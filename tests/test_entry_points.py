@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from importlib.metadata import distribution
 
-import numpy as np
-
 import models
+import numpy as np
 from ortplug import CheckpointMetadata, InMemoryCheckpoint, OnnxBackend, PluginHost
 
 

@@ -6,10 +6,9 @@ import inspect
 import re
 from pathlib import Path
 
+import models
 import numpy as np
 import pytest
-
-import models
 from ortplug import (
     CheckpointMetadata,
     InMemoryCheckpoint,

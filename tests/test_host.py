@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from ortplug import HostCapabilities, HostProbe, PluginHost
 from ortplug.host import compose_host, override_variable
 
@@ -42,4 +41,10 @@ def test_detect_uses_the_plugin_host_and_caches(plugin_host: PluginHost) -> None
     first = HostCapabilities.detect(plugin_host)
     assert first is HostCapabilities.detect(plugin_host)
     assert first.ort_version and "CPUExecutionProvider" in first.available_providers
-    assert set(first.to_dict()) == {"platform", "machine", "ort_version", "available_providers", "facts"}
+    assert set(first.to_dict()) == {
+        "platform",
+        "machine",
+        "ort_version",
+        "available_providers",
+        "facts",
+    }

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import json
 
+import models
 import onnx
 import pytest
-
-import models
 from ortplug import CheckpointMetadata
 from ortplug.checkpoint._onnx_wire import WireFormatError, summarize_model
 
@@ -79,7 +78,9 @@ def test_from_model_skips_initializers_listed_as_inputs() -> None:
     assert meta.output_names == ("y",)
 
 
-@pytest.mark.parametrize("path", sorted(models.LIGHT_DIR.glob("light_*.onnx")), ids=lambda p: p.stem)
+@pytest.mark.parametrize(
+    "path", sorted(models.LIGHT_DIR.glob("light_*.onnx")), ids=lambda p: p.stem
+)
 def test_wire_reader_agrees_with_onnx_on_light_models(path) -> None:
     model = onnx.load(path)
     inits = {i.name for i in model.graph.initializer}

@@ -5,9 +5,8 @@ from __future__ import annotations
 import warnings
 from pathlib import Path
 
-import pytest
-
 import models
+import pytest
 from ortplug import (
     CheckpointMetadata,
     HostProbe,

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import warnings
 
-import numpy as np
-import pytest
-
 import models
+import numpy as np
 import ortplug_cpu.plugin
+import pytest
 from ortplug import (
     CheckpointMetadata,
     DefaultProviderPolicy,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from ortplug import PluginConflictError, PluginHost, ProviderType, hookimpl, parse_provider
 from ortplug_cpu import CpuProvider
 from plugin_objects import FakeCudaPlugin, FakeCudaProvider
@@ -36,7 +35,10 @@ def test_every_form_parses(host, value, expected) -> None:
     [
         ("tpu", ["unknown provider 'tpu'", "known kinds: cpu, fakecuda"]),
         ("cpuu", ["did you mean 'cpu'?"]),
-        ({"kind": "cpu", "arena": True}, ["provider 'cpu'", "unknown option(s) ['arena']", "use_arena"]),
+        (
+            {"kind": "cpu", "arena": True},
+            ["provider 'cpu'", "unknown option(s) ['arena']", "use_arena"],
+        ),
         ({"kind": "fakecuda", "device_id": -1}, ["provider 'fakecuda'", "device_id", "-1"]),
         ({"device_id": 1}, ["'kind' string", "cpu, fakecuda"]),
         (3, ["expected a provider config", "int 3"]),

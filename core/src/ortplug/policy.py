@@ -8,8 +8,8 @@ import attrs
 
 from .checkpoint import CheckpointMetadata
 from .host import HostCapabilities
-from .providers import ProviderConfig
 from .plugins.types import ProviderOffer
+from .providers import ProviderConfig
 
 if TYPE_CHECKING:
     from .plugins.manager import PluginHost

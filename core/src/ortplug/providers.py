@@ -18,6 +18,7 @@ __all__ = [
     "ProviderSpec",
     "ProviderType",
     "is_accelerator",
+    "is_provider_config",
     "parse_provider",
 ]
 
@@ -39,6 +40,13 @@ class ProviderConfig(Protocol):
     def to_ort(self) -> tuple[str, dict[str, str]]:
         """Return ONNX Runtime's provider name and its options, every value a string."""
         ...
+
+
+def is_provider_config(value: object) -> bool:
+    """Whether ``value`` has a string ``kind`` and a ``to_ort()`` (cheaper than a Protocol check)."""
+    return isinstance(getattr(type(value), "kind", None), str) and callable(
+        getattr(value, "to_ort", None)
+    )
 
 
 def is_accelerator(config: ProviderConfig) -> bool:
@@ -141,8 +149,8 @@ class ProviderRegistry:
                     f"got {kind!r}"
                 )
             return self._build(self.lookup(kind), fields)
-        if isinstance(value, ProviderConfig):
-            return value
+        if is_provider_config(value):
+            return value  # type: ignore[return-value]
         raise ValueError(
             "provider: expected a provider config, a dict with 'kind', or a name such as "
             f"'cpu', got {type(value).__name__} {value!r}"

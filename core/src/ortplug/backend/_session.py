@@ -112,7 +112,9 @@ def create_session(
             raise ValueError(f"ONNX Runtime could not load {label}: {cause}") from error
         if strict:
             missing = [c.to_ort()[0] for c in accelerators]
-            raise ProviderNotRealizedError(requested, (), missing, _join(messages, cause)) from error
+            raise ProviderNotRealizedError(
+                requested, (), missing, _join(messages, cause)
+            ) from error
         dropped = accelerators[0]
         _log.warning("dropping %s from the chain: %s", dropped.to_ort()[0], cause)
         messages.append(cause)

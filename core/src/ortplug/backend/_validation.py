@@ -56,8 +56,7 @@ def _dtype_problem(spec: InputSpec, array: np.ndarray) -> str | None:
     if expected is None or array.dtype == expected:
         return None
     return (
-        f"input {spec.name!r}: expected dtype {np.dtype(expected)} ({spec.type}), "
-        f"got {array.dtype}"
+        f"input {spec.name!r}: expected dtype {np.dtype(expected)} ({spec.type}), got {array.dtype}"
     )
 
 

@@ -39,9 +39,7 @@ def _check_metadata_fits(metadata: CheckpointMetadata, session: Any) -> None:
     ):
         unknown = [n for n in names if n not in known]
         if unknown:
-            raise ValueError(
-                f"metadata.{field} {unknown} not in the model; the model has {shown}"
-            )
+            raise ValueError(f"metadata.{field} {unknown} not in the model; the model has {shown}")
 
 
 class OnnxBackend:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterable, Mapping
-from pathlib import Path
 from types import MappingProxyType
 from typing import Any, ClassVar
 
@@ -189,4 +188,3 @@ def _infer_precision(summary: ModelSummary) -> str:
             if precision:
                 counts[precision] = counts.get(precision, 0) + 1
     return max(counts, key=lambda p: counts[p]) if counts else "fp32"
-

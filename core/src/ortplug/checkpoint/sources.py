@@ -113,6 +113,4 @@ def _check_against_model(metadata: CheckpointMetadata, summary: ModelSummary, or
     ):
         unknown = [n for n in names if n not in known]
         if unknown:
-            raise ValueError(
-                f"{origin}: {field} {unknown} not in the model; the model has {known}"
-            )
+            raise ValueError(f"{origin}: {field} {unknown} not in the model; the model has {known}")

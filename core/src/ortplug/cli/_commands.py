@@ -38,7 +38,9 @@ def _print_json(data: Any) -> None:
     print(json.dumps(data, indent=2, default=str))
 
 
-def _chain_rows(checkpoint: ResolvedCheckpoint, providers: list[str] | None) -> list[dict[str, str]]:
+def _chain_rows(
+    checkpoint: ResolvedCheckpoint, providers: list[str] | None
+) -> list[dict[str, str]]:
     host = get_plugin_host()
     if providers is not None:
         registry = host.provider_registry()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import os
 import threading
 import warnings
@@ -14,7 +13,13 @@ import pluggy
 
 from ..errors import OrtplugPluginWarning
 from ..host import HostCapabilities, compose_host
-from ..providers import ProviderConfig, ProviderRegistry, ProviderSpec, ProviderType
+from ..providers import (
+    ProviderConfig,
+    ProviderRegistry,
+    ProviderSpec,
+    ProviderType,
+    is_provider_config,
+)
 from . import hookspecs
 from .types import HostProbe, PluginFailure, PluginInfo, ProviderOffer
 
@@ -266,7 +271,10 @@ class PluginHost:
         with self._lock:
             if self._host is None:
                 self._host = compose_host(
-                    [(probe, self._run_probe(plugin, probe)) for plugin, probe in self.host_probes()],
+                    [
+                        (probe, self._run_probe(plugin, probe))
+                        for plugin, probe in self.host_probes()
+                    ],
                     environ=self._environ,
                 )
             return self._host
@@ -294,7 +302,7 @@ class PluginHost:
         ]
 
     def _is_provider_config(self, plugin: str, offer: ProviderOffer) -> bool:
-        if isinstance(offer.config, ProviderConfig):
+        if is_provider_config(offer.config):
             return True
         self._fail(
             plugin,
@@ -315,7 +323,7 @@ class PluginHost:
             if chain is None:
                 continue
             configs = list(chain)
-            wrong = [c for c in configs if not isinstance(c, ProviderConfig)]
+            wrong = [c for c in configs if not is_provider_config(c)]
             if wrong:
                 self._fail(plugin, hook_name, TypeError(f"not provider configs: {wrong!r}"))
                 continue
@@ -335,7 +343,12 @@ class PluginHost:
         options = session_options
         hook_name = "ortplug_adjust_session_options"
         for impl in self._impls(hook_name):
-            kwargs = {"session_options": options, "chain": chain, "metadata": metadata, "host": host}
+            kwargs = {
+                "session_options": options,
+                "chain": chain,
+                "metadata": metadata,
+                "host": host,
+            }
             ok, result = self._call(impl, hook_name, kwargs)
             if not ok or result is None:
                 continue
@@ -345,7 +358,9 @@ class PluginHost:
                 self._fail(
                     impl.plugin_name,
                     hook_name,
-                    TypeError(f"expected SessionOptionsConfig or None, got {type(result).__name__}"),
+                    TypeError(
+                        f"expected SessionOptionsConfig or None, got {type(result).__name__}"
+                    ),
                 )
         return options
 
@@ -368,4 +383,3 @@ def reset_plugin_host() -> None:
     global _default_host
     with _default_lock:
         _default_host = None
-

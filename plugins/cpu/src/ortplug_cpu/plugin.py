@@ -78,7 +78,10 @@ def ortplug_adjust_session_options(
     """Apply ``CpuProvider`` fields and container-aware thread counts to what the user left unset."""
     cpu = next((c for c in chain if isinstance(c, CpuProvider)), CpuProvider())
     updates: dict[str, object] = {}
-    if session_options.intra_op_num_threads is None and "ORT_INTRA_OP_NUM_THREADS" not in os.environ:
+    if (
+        session_options.intra_op_num_threads is None
+        and "ORT_INTRA_OP_NUM_THREADS" not in os.environ
+    ):
         threads = cpu.threads or default_threads(host)
         if threads:
             updates["intra_op_num_threads"] = threads

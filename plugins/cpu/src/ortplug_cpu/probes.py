@@ -69,7 +69,9 @@ def isa_flags_from_cpuinfo(cpuinfo: str) -> tuple[str, ...]:
     return ()
 
 
-def cgroup_cpu_quota(cpu_max: str | None, cfs_quota: str | None, cfs_period: str | None) -> float | None:
+def cgroup_cpu_quota(
+    cpu_max: str | None, cfs_quota: str | None, cfs_period: str | None
+) -> float | None:
     """CPUs allowed by the cgroup: v2 ``cpu.max`` ("max 100000" or "150000 100000") or v1 files."""
     try:
         if cpu_max is not None:

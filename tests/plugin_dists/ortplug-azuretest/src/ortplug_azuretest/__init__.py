@@ -11,7 +11,6 @@ from collections.abc import Iterable
 from typing import ClassVar
 
 import attrs
-
 from ortplug import CheckpointMetadata, HostCapabilities, ProviderOffer, ProviderType, hookimpl
 
 
