@@ -60,7 +60,7 @@ def ortplug_offer_providers(metadata: CheckpointMetadata) -> Iterable[ProviderOf
     yield ProviderOffer(config=CpuProvider(), preference=0, reason=reason)
 
 
-def default_threads(host: HostCapabilities) -> int | None:
+def _default_threads(host: HostCapabilities) -> int | None:
     """The usable CPU count when the process is limited to fewer CPUs than the host has."""
     usable = host.fact("cpu", "usable_cpus")
     logical = host.fact("cpu", "logical_cpus")
@@ -82,7 +82,7 @@ def ortplug_adjust_session_options(
         session_options.intra_op_num_threads is None
         and "ORT_INTRA_OP_NUM_THREADS" not in os.environ
     ):
-        threads = cpu.threads or default_threads(host)
+        threads = cpu.threads or _default_threads(host)
         if threads:
             updates["intra_op_num_threads"] = threads
     if session_options.enable_cpu_mem_arena is None and cpu.use_arena is not None:
