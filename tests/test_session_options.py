@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import onnxruntime as ort
 import pytest
-
 from ortplug import SessionOptionsConfig
 
 
