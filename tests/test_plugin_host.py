@@ -14,6 +14,7 @@ from ortplug import (
     OnnxBackend,
     OrtplugPluginWarning,
     PluginHost,
+    ProviderOffer,
     hookimpl,
 )
 from plugin_objects import RaisingOffers
@@ -141,3 +142,35 @@ def test_allow_list_loads_only_named_plugins(fake_dists) -> None:
     active = {p.name for p in host.plugin_infos() if p.status == "active"}
     assert active == {"cpu", "ortplug.plugins._builtin"}
     assert host.failures == ()
+
+
+def test_two_distributions_with_one_entry_point_name_are_reported(monkeypatch) -> None:
+    monkeypatch.syspath_prepend(str(FAKE_DISTS.parent / "fake_dists_dup"))
+    with pytest.warns(OrtplugPluginWarning, match=r"entry point 'dup' of ortplug-dup-\w.*taken"):
+        host = PluginHost(environ={})
+    assert "dup" in host.plugin_names()  # the first one found is used
+
+
+def test_a_failure_is_recorded_and_warned_once(plugin_host: PluginHost, cpu_host) -> None:
+    plugin_host.register(RaisingOffers(), name="raiser")
+    with pytest.warns(OrtplugPluginWarning):
+        plugin_host.offer_providers(META, cpu_host)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        plugin_host.offer_providers(META, cpu_host)  # same failure again: no new warning
+    assert len(plugin_host.failures) == 1
+
+
+class _BadOffer:
+    @hookimpl
+    def ortplug_offer_providers(self):
+        yield ProviderOffer(config="cpu", preference=1, reason="a string is no config")
+
+
+def test_an_offer_without_a_provider_config_is_a_plugin_failure(plugin_host, cpu_host) -> None:
+    plugin_host.register(_BadOffer(), name="badoffer")
+    with pytest.warns(
+        OrtplugPluginWarning, match="ProviderOffer.config: expected a provider config"
+    ):
+        offers = plugin_host.offer_providers(META, cpu_host)
+    assert [o.plugin for o in offers] == ["cpu"]

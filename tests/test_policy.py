@@ -88,3 +88,14 @@ def test_selection_explains_each_provider(gpu_plugins) -> None:
     selection = DefaultProviderPolicy(gpu_plugins).explain(meta, gpu_plugins.host_capabilities())
     assert selection.reason_for(FakeCudaProvider()) == "a GPU is present [fakecuda]"
     assert "int8" in selection.reason_for(CpuProvider())
+
+
+def test_backend_keeps_the_reason_for_each_provider(gpu_plugins) -> None:
+    with pytest.warns(ProviderFallbackWarning):
+        backend = OnnxBackend.from_checkpoint(CHECKPOINT.resolve(), plugins=gpu_plugins)
+    assert backend.chain_reasons[0] == ("fakecuda", "a GPU is present [fakecuda]")
+    assert backend.chain_reasons[1][0] == "cpu"
+    explicit = OnnxBackend.from_checkpoint(
+        CHECKPOINT.resolve(), providers=["cpu"], plugins=gpu_plugins
+    )
+    assert explicit.chain_reasons == (("cpu", "requested explicitly (strict)"),)

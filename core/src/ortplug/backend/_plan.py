@@ -14,6 +14,7 @@ from ..providers import ProviderConfig
 from ..session_options import SessionOptionsConfig
 
 if TYPE_CHECKING:
+    from ..checkpoint import CheckpointMetadata
     from ..host import HostCapabilities
     from ..plugins.manager import PluginHost
 
@@ -25,6 +26,7 @@ class SessionPlan:
     """Everything needed to create the session, decided before ONNX Runtime is touched."""
 
     chain: tuple[ProviderConfig, ...]
+    reasons: tuple[str, ...]  # one per chain entry
     options: SessionOptionsConfig
     strict: bool
     host: HostCapabilities
@@ -83,8 +85,9 @@ def plan_session(
     metadata = checkpoint.metadata
     if providers is not None:
         chain, strict = _explicit_chain(providers, plugins), True
+        reasons = ["requested explicitly (strict)"] * len(chain)
     else:
-        chosen = (policy or DefaultProviderPolicy(plugins)).select(metadata, host)
+        chosen, reasons = _policy_chain(policy or DefaultProviderPolicy(plugins), metadata, host)
         if not chosen:
             installed = ", ".join(plugins.provider_registry().kinds()) or "none"
             raise RuntimeError(
@@ -93,4 +96,17 @@ def plan_session(
             )
         chain, strict = list(chosen), False
     options = plugins.adjust_session_options(session_options, chain, metadata, host)
-    return SessionPlan(chain=tuple(chain), options=options, strict=strict, host=host)
+    return SessionPlan(
+        chain=tuple(chain), reasons=tuple(reasons), options=options, strict=strict, host=host
+    )
+
+
+def _policy_chain(
+    policy: ProviderPolicy, metadata: CheckpointMetadata, host: HostCapabilities
+) -> tuple[list[ProviderConfig], list[str]]:
+    """The policy's chain with a reason per provider (a plain policy gives its class name)."""
+    if isinstance(policy, DefaultProviderPolicy):
+        selection = policy.explain(metadata, host)
+        return list(selection.chain), [selection.reason_for(c) for c in selection.chain]
+    chain = list(policy.select(metadata, host))
+    return chain, [f"chosen by {type(policy).__name__}"] * len(chain)

@@ -22,7 +22,7 @@ import attrs
 
 from .._runtime import require_onnxruntime
 from ..errors import ProviderFallbackWarning, ProviderNotRealizedError
-from ..providers import CPU_EP, ProviderConfig, is_accelerator
+from ..providers import CPU_EP, ProviderConfig
 from ..session_options import SessionOptionsConfig
 
 __all__ = ["SessionBuild", "create_session"]
@@ -42,9 +42,7 @@ class SessionBuild:
 
     session: Any
     requested: tuple[str, ...]
-    realized: tuple[str, ...]
     messages: tuple[str, ...]
-    strict: bool
 
 
 @contextlib.contextmanager
@@ -69,17 +67,16 @@ def _capture_messages(ort: ModuleType) -> Iterator[list[str]]:
 
 
 def _try_create(
-    ort: ModuleType, source: str | bytes, options: Any, chain: Sequence[ProviderConfig]
+    ort: ModuleType, source: str | bytes, options: Any, chain: Sequence[tuple[str, dict[str, str]]]
 ) -> tuple[Any, Exception | None, list[str]]:
-    """One attempt: ``(session, None, messages)`` or ``(None, error, messages)``."""
-    providers = [config.to_ort() for config in chain]
+    """One attempt with ``(ort_name, options)`` pairs: ``(session, None, msgs)`` or ``(None, error, msgs)``."""
     with _capture_messages(ort) as captured:
         try:
             session = ort.InferenceSession(
                 source,
                 sess_options=options,
-                providers=[name for name, _ in providers],
-                provider_options=[opts for _, opts in providers],
+                providers=[name for name, _ in chain],
+                provider_options=[opts for _, opts in chain],
                 enable_fallback=0,
             )
         except Exception as exc:
@@ -97,8 +94,8 @@ def create_session(
 ) -> SessionBuild:
     """Create the session for ``chain`` (strict or graceful, see the module docstring)."""
     ort = require_onnxruntime()
-    requested = tuple(config.to_ort()[0] for config in chain)
-    remaining = list(chain)
+    remaining = [config.to_ort() for config in chain]
+    requested = tuple(name for name, _ in remaining)
     messages: list[str] = []
     while True:
         session, error, captured = _try_create(ort, source, options.to_ort(ort), remaining)
@@ -107,22 +104,20 @@ def create_session(
             break
         kind = type(error).__name__
         cause = f"{kind}: {error}"
-        accelerators = [c for c in remaining if is_accelerator(c)]
+        accelerators = [name for name, _ in remaining if name != CPU_EP]
         if kind in _MODEL_ERRORS or not accelerators:
             raise ValueError(f"ONNX Runtime could not load {label}: {cause}") from error
         if strict:
-            missing = [c.to_ort()[0] for c in accelerators]
             raise ProviderNotRealizedError(
-                requested, (), missing, _join(messages, cause)
+                requested, (), accelerators, _join(messages, cause)
             ) from error
-        dropped = accelerators[0]
-        _log.warning("dropping %s from the chain: %s", dropped.to_ort()[0], cause)
+        _log.warning("dropping %s from the chain: %s", accelerators[0], cause)
         messages.append(cause)
-        remaining.remove(dropped)
+        remaining.remove(next(entry for entry in remaining if entry[0] != CPU_EP))
     realized = tuple(session.get_providers())
     _enforce(requested, realized, messages, strict)
     _log.info("session for %s: requested %s, realized %s", label, requested, realized)
-    return SessionBuild(session, requested, realized, tuple(messages), strict)
+    return SessionBuild(session, requested, tuple(messages))
 
 
 def _join(messages: Sequence[str], extra: str = "") -> str:

@@ -94,16 +94,12 @@ class InputChecker:
                 f"(the model's inputs are {self.names}), got {type(feed).__name__}"
             ]
         problems = self._name_problems(feed)
-        arrays = {}
-        for spec in self.inputs:
-            if spec.name not in feed:
-                continue
-            array = np.asarray(feed[spec.name])
-            arrays[spec.name] = (spec, array)
+        fed = [(spec, np.asarray(feed[spec.name])) for spec in self.inputs if spec.name in feed]
+        for spec, array in fed:
             problem = _dtype_problem(spec, array) or self._shape_problem(spec, array)
             if problem:
                 problems.append(problem)
-        problems.extend(self._symbolic_problems(arrays.values()))
+        problems.extend(self._symbolic_problems(fed))
         return problems
 
     def _name_problems(self, feed: Mapping[Any, Any]) -> list[str]:

@@ -10,7 +10,7 @@ import numpy as np
 from ..checkpoint import CheckpointMetadata, ResolvedCheckpoint
 from ..errors import InputValidationError
 from ._plan import plan_session, resolve_checkpoint
-from ._session import SessionBuild, create_session
+from ._session import create_session
 from ._validation import InputChecker, InputSpec
 
 if TYPE_CHECKING:
@@ -29,19 +29,6 @@ def _closed_run(*_: object) -> NoReturn:
     )
 
 
-def _check_metadata_fits(metadata: CheckpointMetadata, session: Any) -> None:
-    inputs = [i.name for i in session.get_inputs()]
-    accepted = inputs + [i.name for i in session.get_overridable_initializers()]
-    outputs = [o.name for o in session.get_outputs()]
-    for field, names, known, shown in (
-        ("input_names", metadata.input_names, accepted, inputs),
-        ("output_names", metadata.output_names, outputs, outputs),
-    ):
-        unknown = [n for n in names if n not in known]
-        if unknown:
-            raise ValueError(f"metadata.{field} {unknown} not in the model; the model has {shown}")
-
-
 class OnnxBackend:
     """An :class:`~ortplug.InferenceBackend` backed by ONNX Runtime.
 
@@ -57,14 +44,23 @@ class OnnxBackend:
             raise TypeError(
                 f"session: expected an onnxruntime.InferenceSession, got {type(session).__name__}"
             )
-        _check_metadata_fits(metadata, session)
+        checker = InputChecker.from_session(session)
+        output_names = [o.name for o in session.get_outputs()]
+        metadata.require_names_in(
+            checker.names,
+            output_names,
+            origin="metadata",
+            also_accepted=sorted(checker.overridable),
+        )
         self._metadata = metadata
         self._session: Any = session
-        self._output_names = [o.name for o in session.get_outputs()]
-        self._checker = InputChecker.from_session(session)
+        self._output_names = output_names
+        self._checker = checker
         self._providers = tuple(session.get_providers())
         self._run = session.run
-        self._build: SessionBuild | None = None
+        self._requested = self._providers
+        self._build_messages: tuple[str, ...] = ()
+        self._chain_reasons: tuple[tuple[str, str], ...] = ()
 
     @classmethod
     def from_checkpoint(
@@ -92,7 +88,9 @@ class OnnxBackend:
             resolved.source, plan.options, plan.chain, strict=plan.strict, label=resolved.label
         )
         backend = cls(resolved.metadata, build.session)
-        backend._build = build
+        backend._requested = build.requested
+        backend._build_messages = build.messages
+        backend._chain_reasons = tuple(zip((c.kind for c in plan.chain), plan.reasons))
         return backend
 
     @property
@@ -108,12 +106,17 @@ class OnnxBackend:
     @property
     def requested_providers(self) -> tuple[str, ...]:
         """The chain that was asked for (equal to ``providers`` for a wrapped session)."""
-        return self._build.requested if self._build else self._providers
+        return self._requested
+
+    @property
+    def chain_reasons(self) -> tuple[tuple[str, str], ...]:
+        """``(kind, reason)`` for each provider asked for: the policy's reasons, or "explicit"."""
+        return self._chain_reasons
 
     @property
     def build_messages(self) -> tuple[str, ...]:
         """What ONNX Runtime warned or logged while building the session."""
-        return self._build.messages if self._build else ()
+        return self._build_messages
 
     @property
     def input_names(self) -> list[str]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, ClassVar
 
@@ -154,6 +154,28 @@ class CheckpointMetadata:
         if isinstance(model, bytes):
             return cls.from_summary(summarize_model(model))
         return cls.from_summary(summarize_file(model))
+
+    def require_names_in(
+        self,
+        model_inputs: Sequence[str],
+        model_outputs: Sequence[str],
+        *,
+        origin: str,
+        also_accepted: Sequence[str] = (),
+    ) -> None:
+        """Raise ``ValueError`` when this metadata names an input or output the model lacks.
+
+        ``also_accepted`` are further names that may be fed (overridable initializers).
+        """
+        for field, names, known, accepted in (
+            ("input_names", self.input_names, model_inputs, (*model_inputs, *also_accepted)),
+            ("output_names", self.output_names, model_outputs, model_outputs),
+        ):
+            unknown = [name for name in names if name not in accepted]
+            if unknown:
+                raise ValueError(
+                    f"{origin}: {field} {unknown} not in the model; the model has {list(known)}"
+                )
 
     @classmethod
     def from_summary(cls, summary: ModelSummary) -> CheckpointMetadata:

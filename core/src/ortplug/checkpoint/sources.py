@@ -69,7 +69,7 @@ class LocalCheckpoint:
         meta_path = meta_path or metadata_path_for(self.path)
         if meta_path.is_file():
             metadata = _load_metadata_file(meta_path)
-            _check_against_model(metadata, summary, origin=str(meta_path))
+            _require_fits(metadata, summary, origin=str(meta_path))
         else:
             metadata = CheckpointMetadata.from_summary(summary)
         return ResolvedCheckpoint(self.path, metadata)
@@ -92,7 +92,7 @@ class InMemoryCheckpoint:
         if metadata is None:
             metadata = CheckpointMetadata.from_summary(summary)
         else:
-            _check_against_model(metadata, summary, origin="metadata")
+            _require_fits(metadata, summary, origin="metadata")
         return ResolvedCheckpoint(None, metadata, model_bytes=self.model_bytes)
 
 
@@ -103,14 +103,6 @@ def _load_metadata_file(path: Path) -> CheckpointMetadata:
         raise ValueError(f"{path}: {exc}") from exc
 
 
-def _check_against_model(metadata: CheckpointMetadata, summary: ModelSummary, origin: str) -> None:
-    """Metadata may only name inputs and outputs the graph has."""
-    model_inputs = [i.name for i in summary.inputs]
-    model_outputs = [o.name for o in summary.outputs]
-    for field, names, known in (
-        ("input_names", metadata.input_names, model_inputs),
-        ("output_names", metadata.output_names, model_outputs),
-    ):
-        unknown = [n for n in names if n not in known]
-        if unknown:
-            raise ValueError(f"{origin}: {field} {unknown} not in the model; the model has {known}")
+def _require_fits(metadata: CheckpointMetadata, summary: ModelSummary, origin: str) -> None:
+    inputs = [i.name for i in summary.inputs]
+    metadata.require_names_in(inputs, [o.name for o in summary.outputs], origin=origin)

@@ -38,16 +38,9 @@ def _print_json(data: Any) -> None:
     print(json.dumps(data, indent=2, default=str))
 
 
-def _chain_rows(
-    checkpoint: ResolvedCheckpoint, providers: list[str] | None
-) -> list[dict[str, str]]:
+def _policy_chain_rows(checkpoint: ResolvedCheckpoint) -> list[dict[str, str]]:
+    """The chain the default policy picks for ``checkpoint`` here, with each offer's reason."""
     host = get_plugin_host()
-    if providers is not None:
-        registry = host.provider_registry()
-        return [
-            {"kind": registry.parse(p).kind, "reason": "requested with --providers (strict)"}
-            for p in providers
-        ]
     selection = DefaultProviderPolicy(host).explain(checkpoint.metadata, host.host_capabilities())
     return [{"kind": c.kind, "reason": selection.reason_for(c)} for c in selection.chain]
 
@@ -68,10 +61,10 @@ def run(args: argparse.Namespace) -> int:
     providers = [p.strip() for p in args.providers.split(",")] if args.providers else None
     with _model_path(args.model) as path:
         checkpoint = LocalCheckpoint(path).resolve()
-        chain = _chain_rows(checkpoint, providers)
         started = time.perf_counter()
         backend = OnnxBackend.from_checkpoint(checkpoint, providers=providers)
         build_ms = (time.perf_counter() - started) * 1e3
+    chain = [{"kind": kind, "reason": reason} for kind, reason in backend.chain_reasons]
     with backend:
         feed, generated = build_feed(backend.input_specs, parse_input_args(args.input))
         started = time.perf_counter()
@@ -136,7 +129,7 @@ def info(args: argparse.Namespace) -> int:
     with _model_path(args.model) as path:
         checkpoint = LocalCheckpoint(path).resolve()
         data["model"] = str(args.model or "demo.onnx (shipped with ortplug)")
-        data["chain"] = _chain_rows(checkpoint, None)
+        data["chain"] = _policy_chain_rows(checkpoint)
     if args.json:
         _print_json(data)
         return 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 import threading
 import warnings
@@ -77,14 +78,13 @@ class PluginHost:
         self._strict = self._environ.get(ENV_STRICT, "") not in ("", "0", "false", "no")
         self._pm = pluggy.PluginManager(hookspecs.PROJECT)
         self._pm.add_hookspecs(hookspecs)
-        self._failures: list[PluginFailure] = []
+        self._failures: dict[PluginFailure, None] = {}  # ordered set: each failure reported once
         self._distributions: dict[str, tuple[str, str]] = {}
+        self._entry_points: dict[str, str] = {}  # name -> "module:attr" already seen
         self._lock = threading.RLock()
         self._registry: ProviderRegistry | None = None
         self._host: HostCapabilities | None = None
         if builtins:
-            import importlib
-
             for module_name in _BUILTIN_PLUGINS:
                 self.register(importlib.import_module(module_name), name=module_name)
         if load_entry_points:
@@ -123,13 +123,25 @@ class PluginHost:
         for entry_point in entry_points(group=hookspecs.PROJECT):
             name = entry_point.name
             dist = entry_point.dist
-            if dist is not None:
+            if dist is not None and name not in self._distributions:
                 self._distributions[name] = (dist.metadata["Name"], dist.version)
             if name in deny or (allow is not None and name not in allow):
                 self._pm.set_blocked(name)
                 continue
-            if self._pm.has_plugin(name) or self._pm.is_blocked(name):
+            seen = self._entry_points.setdefault(name, entry_point.value)
+            if seen != entry_point.value:
+                owner = f" of {dist.metadata['Name']}" if dist is not None else ""
+                self._fail(
+                    name,
+                    "import",
+                    ValueError(
+                        f"entry point {name!r}{owner} ({entry_point.value}) is already taken by "
+                        f"{seen!r}; uninstall one of the two distributions"
+                    ),
+                )
                 continue
+            if self._pm.has_plugin(name) or self._pm.is_blocked(name):
+                continue  # loaded by an earlier call
             try:
                 plugin = entry_point.load()
             except Exception as exc:
@@ -162,51 +174,44 @@ class PluginHost:
             phase=phase,
             error=_describe(exc),
         )
-        self._failures.append(failure)
-        warnings.warn(failure.message(), OrtplugPluginWarning, stacklevel=3)
+        if failure not in self._failures:
+            self._failures[failure] = None
+            warnings.warn(failure.message(), OrtplugPluginWarning, stacklevel=3)
 
     # -- introspection ------------------------------------------------------------------------
 
     @property
     def failures(self) -> tuple[PluginFailure, ...]:
-        """Every failure recorded so far, in order."""
+        """Every distinct failure recorded so far, in order."""
         return tuple(self._failures)
 
     def plugin_names(self) -> list[str]:
         """Names of the registered (active) plugins."""
-        return [name for name, _ in self._pm.list_name_plugin()]
+        return [name for name, plugin in self._pm.list_name_plugin() if plugin is not None]
 
     def plugin_infos(self) -> list[PluginInfo]:
         """Active, blocked and failed plugins with their distributions, for ``ortplug plugins``."""
         rows: dict[str, PluginInfo] = {}
+
+        def row(
+            name: str, status: str, hooks: tuple[str, ...] = (), error: str | None = None
+        ) -> None:
+            dist, version = self._distributions.get(name, (None, None))
+            rows[name] = PluginInfo(name, dist, version, status, hooks, error)
+
+        hooks_of: dict[str, tuple[str, ...]] = {}
         for name, plugin in self._pm.list_name_plugin():
             if plugin is None:
-                continue
-            dist = self._distributions.get(name)
-            hooks = tuple(sorted(c.name for c in self._pm.get_hookcallers(plugin) or ()))
-            rows[name] = PluginInfo(
-                name=name,
-                distribution=dist[0] if dist else None,
-                version=dist[1] if dist else None,
-                status="active",
-                hooks=hooks,
-            )
-        for name, (dist_name, version) in self._distributions.items():
-            if name not in rows and self._pm.is_blocked(name):
-                rows[name] = PluginInfo(name, dist_name, version, "blocked")
-        for failure in self._failures:
-            if failure.plugin not in rows or rows[failure.plugin].status != "failed":
-                dist = self._distributions.get(failure.plugin)
-                status = "active" if self._pm.has_plugin(failure.plugin) else "failed"
-                previous = rows.get(failure.plugin)
-                rows[failure.plugin] = PluginInfo(
-                    name=failure.plugin,
-                    distribution=dist[0] if dist else None,
-                    version=dist[1] if dist else None,
-                    status=status,
-                    hooks=previous.hooks if previous else (),
-                    error=f"{failure.phase}: {failure.error}",
+                row(name, "blocked")
+            else:
+                hooks_of[name] = tuple(
+                    sorted(c.name for c in self._pm.get_hookcallers(plugin) or ())
                 )
+                row(name, "active", hooks_of[name])
+        for failure in self._failures:  # the latest failure of a plugin is shown
+            status = "active" if failure.plugin in hooks_of else "failed"
+            error = f"{failure.phase}: {failure.error}"
+            row(failure.plugin, status, hooks_of.get(failure.plugin, ()), error)
         return list(rows.values())
 
     # -- isolated hook calls ------------------------------------------------------------------
@@ -298,18 +303,7 @@ class PluginHost:
             for plugin, offer in self._collect(
                 "ortplug_offer_providers", ProviderOffer, metadata=metadata, host=host
             )
-            if self._is_provider_config(plugin, offer)
         ]
-
-    def _is_provider_config(self, plugin: str, offer: ProviderOffer) -> bool:
-        if is_provider_config(offer.config):
-            return True
-        self._fail(
-            plugin,
-            "ortplug_offer_providers",
-            TypeError(f"offer config {offer.config!r} has no kind/to_ort()"),
-        )
-        return False
 
     def provider_chain(
         self,
@@ -322,10 +316,13 @@ class PluginHost:
         for plugin, chain in self._each(hook_name, offers=offers, metadata=metadata, host=host):
             if chain is None:
                 continue
-            configs = list(chain)
-            wrong = [c for c in configs if not is_provider_config(c)]
-            if wrong:
-                self._fail(plugin, hook_name, TypeError(f"not provider configs: {wrong!r}"))
+            try:
+                configs = list(chain)
+                wrong = [c for c in configs if not is_provider_config(c)]
+                if wrong:
+                    raise TypeError(f"expected a list of provider configs, got {wrong!r} in it")
+            except Exception as exc:
+                self._fail(plugin, hook_name, exc)
                 continue
             return configs
         return []

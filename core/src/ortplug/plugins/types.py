@@ -8,7 +8,7 @@ from typing import Any
 
 import attrs
 
-from ..providers import ProviderConfig, ProviderType
+from ..providers import ProviderConfig, ProviderType, is_provider_config
 
 __all__ = [
     "HostProbe",
@@ -38,6 +38,13 @@ def _check_fact_names(_: Any, __: Any, value: tuple[str, ...]) -> None:
             )
 
 
+def _check_config(_: Any, __: Any, value: object) -> None:
+    if not is_provider_config(value):
+        raise TypeError(
+            f"ProviderOffer.config: expected a provider config (a 'kind' and to_ort()), got {value!r}"
+        )
+
+
 @attrs.frozen
 class HostProbe:
     """A lazily run detector of host facts.
@@ -53,7 +60,9 @@ class HostProbe:
 
     name: str = attrs.field(validator=_check_probe_name)
     facts: tuple[str, ...] = attrs.field(converter=tuple, validator=_check_fact_names)
-    detect: Callable[[], Mapping[str, object]]
+    detect: Callable[[], Mapping[str, object]] = attrs.field(
+        validator=attrs.validators.is_callable()
+    )
     description: str = ""
 
 
@@ -65,9 +74,9 @@ class ProviderOffer:
     always goes last. ``reason`` is shown to people by ``ortplug info``.
     """
 
-    config: ProviderConfig
-    preference: int
-    reason: str
+    config: ProviderConfig = attrs.field(validator=_check_config)
+    preference: int = attrs.field(validator=attrs.validators.instance_of(int))
+    reason: str = attrs.field(validator=attrs.validators.instance_of(str))
     plugin: str = ""
 
 

@@ -1,0 +1,1 @@
+"""First of two distributions that claim the entry-point name dup."""

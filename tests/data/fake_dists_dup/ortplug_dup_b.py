@@ -1,0 +1,1 @@
+"""Second of two distributions that claim the entry-point name dup."""
