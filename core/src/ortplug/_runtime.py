@@ -20,7 +20,8 @@ def require_onnxruntime() -> ModuleType:
         import onnxruntime
     except ImportError as exc:
         raise RuntimeNotInstalledError(f"ONNX Runtime is not installed: {INSTALL_HINT}") from exc
-    return onnxruntime
+    module: ModuleType = onnxruntime
+    return module
 
 
 def onnxruntime_or_none() -> ModuleType | None:

@@ -24,26 +24,30 @@ GRAPH_OPTIMIZATION_LEVELS = MappingProxyType(
 EXECUTION_MODES = MappingProxyType({"sequential": "ORT_SEQUENTIAL", "parallel": "ORT_PARALLEL"})
 
 
-def _enum(field_name: str, table: Mapping[str, str]) -> Any:
-    """Accept a short name, ORT's member name or the ORT enum itself; store the short name."""
-    by_ort = {ort_name.lower(): short for short, ort_name in table.items()}
+def _enum(field_name: str, table: Mapping[str, str], value: object) -> str | None:
+    """Accept a short name, ORT's member name or the ORT enum itself; return the short name."""
+    if value is None:
+        return None
+    text = getattr(value, "name", value)
+    if isinstance(text, str):
+        key = text.lower()
+        if key in table:
+            return key
+        for short, ort_name in table.items():
+            if key == ort_name.lower():
+                return short
+    raise ValueError(
+        f"{field_name}: expected one of {', '.join(table)} "
+        f"(or {', '.join(table.values())}), got {value!r}"
+    )
 
-    def convert(value: object) -> str | None:
-        if value is None:
-            return None
-        text = getattr(value, "name", value)
-        if isinstance(text, str):
-            key = text.lower()
-            if key in table:
-                return key
-            if key in by_ort:
-                return by_ort[key]
-        raise ValueError(
-            f"{field_name}: expected one of {', '.join(table)} "
-            f"(or {', '.join(table.values())}), got {value!r}"
-        )
 
-    return convert
+def _graph_level(value: object) -> str | None:
+    return _enum("graph_optimization_level", GRAPH_OPTIMIZATION_LEVELS, value)
+
+
+def _execution_mode(value: object) -> str | None:
+    return _enum("execution_mode", EXECUTION_MODES, value)
 
 
 def _threads(_: Any, attribute: attrs.Attribute[Any], value: object) -> None:
@@ -81,14 +85,10 @@ def _config_entries(value: Mapping[str, str]) -> Mapping[str, str]:
 class SessionOptionsConfig:
     """Session settings; ``None`` leaves ONNX Runtime's default (and lets plugins fill it in)."""
 
-    graph_optimization_level: str | None = attrs.field(
-        default=None, converter=_enum("graph_optimization_level", GRAPH_OPTIMIZATION_LEVELS)
-    )
+    graph_optimization_level: str | None = attrs.field(default=None, converter=_graph_level)
     intra_op_num_threads: int | None = attrs.field(default=None, validator=_threads)
     inter_op_num_threads: int | None = attrs.field(default=None, validator=_threads)
-    execution_mode: str | None = attrs.field(
-        default=None, converter=_enum("execution_mode", EXECUTION_MODES)
-    )
+    execution_mode: str | None = attrs.field(default=None, converter=_execution_mode)
     enable_cpu_mem_arena: bool | None = attrs.field(default=None, validator=_optional_bool)
     log_severity_level: int | None = attrs.field(default=None, validator=_severity)
     config_entries: Mapping[str, str] = attrs.field(

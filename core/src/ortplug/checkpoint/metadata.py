@@ -38,20 +38,25 @@ _QUANTIZED_OPS = frozenset(
 _FLOAT_PRECISION = {FLOAT: "fp32", DOUBLE: "fp32", FLOAT16: "fp16", BFLOAT16: "bf16"}
 
 
-def _names(field_name: str) -> Any:
-    def convert(value: Iterable[str]) -> tuple[str, ...]:
-        if isinstance(value, str) or not isinstance(value, Iterable):
-            raise ValueError(f"{field_name}: expected a list of names, got {value!r}")
-        names = tuple(value)
-        for name in names:
-            if not isinstance(name, str) or not name:
-                raise ValueError(f"{field_name}: expected non-empty strings, got {name!r}")
-        duplicates = sorted({n for n in names if names.count(n) > 1})
-        if duplicates:
-            raise ValueError(f"{field_name}: names must be unique, {duplicates} repeat")
-        return names
+def _names(field_name: str, value: Iterable[str]) -> tuple[str, ...]:
+    if isinstance(value, str) or not isinstance(value, Iterable):
+        raise ValueError(f"{field_name}: expected a list of names, got {value!r}")
+    names = tuple(value)
+    for name in names:
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"{field_name}: expected non-empty strings, got {name!r}")
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise ValueError(f"{field_name}: names must be unique, {duplicates} repeat")
+    return names
 
-    return convert
+
+def _input_names(value: Iterable[str]) -> tuple[str, ...]:
+    return _names("input_names", value)
+
+
+def _output_names(value: Iterable[str]) -> tuple[str, ...]:
+    return _names("output_names", value)
 
 
 def _check_precision(_: Any, __: Any, value: str) -> None:
@@ -90,8 +95,8 @@ class CheckpointMetadata:
     schema_version: ClassVar[int] = SCHEMA_VERSION
 
     model_family: str = attrs.field(default="unknown", validator=_check_family)
-    input_names: tuple[str, ...] = attrs.field(converter=_names("input_names"))
-    output_names: tuple[str, ...] = attrs.field(converter=_names("output_names"))
+    input_names: tuple[str, ...] = attrs.field(converter=_input_names)
+    output_names: tuple[str, ...] = attrs.field(converter=_output_names)
     precision: str = attrs.field(default="fp32", validator=_check_precision)
     static_shapes: bool = attrs.field(default=False, validator=_check_bool)
     extra: Mapping[str, Any] = attrs.field(

@@ -12,7 +12,7 @@ from .metadata import CheckpointMetadata
 __all__ = ["InMemoryCheckpoint", "LocalCheckpoint", "ResolvedCheckpoint", "metadata_path_for"]
 
 
-def _exactly_one_source(instance: ResolvedCheckpoint, _: object, __: object) -> None:
+def _exactly_one_source(instance: ResolvedCheckpoint, _: object, __: Path | None) -> None:
     if (instance.weights_path is None) == (instance.model_bytes is None):
         raise ValueError(
             "ResolvedCheckpoint: expected exactly one of weights_path or model_bytes, "

@@ -76,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
             backend.run(feed)
             timings.append((time.perf_counter() - started) * 1e3)
         realized = list(backend.providers)
-    report = {
+    report: dict[str, Any] = {
         "model": str(args.model or "demo.onnx (shipped with ortplug)"),
         "metadata": checkpoint.metadata.to_dict(),
         "chain": chain,

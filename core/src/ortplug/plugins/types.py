@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import attrs
@@ -29,6 +29,10 @@ def _check_probe_name(_: Any, __: Any, value: str) -> None:
         )
 
 
+def _as_names(value: Iterable[str]) -> tuple[str, ...]:
+    return tuple(value)
+
+
 def _check_fact_names(_: Any, __: Any, value: tuple[str, ...]) -> None:
     for name in value:
         if not isinstance(name, str) or not _FACT_NAME.match(name):
@@ -38,7 +42,7 @@ def _check_fact_names(_: Any, __: Any, value: tuple[str, ...]) -> None:
             )
 
 
-def _check_config(_: Any, __: Any, value: object) -> None:
+def _check_config(_: Any, __: Any, value: Any) -> None:
     if not is_provider_config(value):
         raise TypeError(
             f"ProviderOffer.config: expected a provider config (a 'kind' and to_ort()), got {value!r}"
@@ -59,7 +63,7 @@ class HostProbe:
     """
 
     name: str = attrs.field(validator=_check_probe_name)
-    facts: tuple[str, ...] = attrs.field(converter=tuple, validator=_check_fact_names)
+    facts: tuple[str, ...] = attrs.field(converter=_as_names, validator=_check_fact_names)
     detect: Callable[[], Mapping[str, object]] = attrs.field(
         validator=attrs.validators.is_callable()
     )
