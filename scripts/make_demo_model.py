@@ -1,7 +1,10 @@
-"""Regenerate the small model shipped in the core package (ortplug/data/demo.onnx).
+"""Regenerate the small models shipped in the core package (ortplug/data/demo*.onnx).
 
 Run once by a maintainer (needs the ``onnx`` package); the output is committed.
 A two-layer MLP: x[batch, 8] -> Gemm -> Relu -> Gemm -> logits[batch, 3], probs[batch, 3].
+``demo.onnx`` has a dynamic batch; ``demo_static.onnx`` fixes it at 4, the form
+providers that want static shapes (CoreML, TensorRT without profiles) take, and
+the default model of the plugins' smoke scripts.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from onnx import TensorProto, helper, numpy_helper
 OUT = Path(__file__).resolve().parents[1] / "core" / "src" / "ortplug" / "data"
 
 
-def build() -> onnx.ModelProto:
+def build(batch: int | str = "batch") -> onnx.ModelProto:
     rng = np.random.default_rng(20261202)
     weights = {
         "w1": rng.standard_normal((8, 16)).astype(np.float32) * 0.5,
@@ -32,10 +35,10 @@ def build() -> onnx.ModelProto:
     graph = helper.make_graph(
         nodes,
         "ortplug_demo_mlp",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 8])],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 8])],
         [
-            helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", 3]),
-            helper.make_tensor_value_info("probs", TensorProto.FLOAT, ["batch", 3]),
+            helper.make_tensor_value_info("logits", TensorProto.FLOAT, [batch, 3]),
+            helper.make_tensor_value_info("probs", TensorProto.FLOAT, [batch, 3]),
         ],
         initializer=[numpy_helper.from_array(v, name=k) for k, v in weights.items()],
     )
@@ -49,5 +52,6 @@ def build() -> onnx.ModelProto:
 
 if __name__ == "__main__":
     OUT.mkdir(parents=True, exist_ok=True)
-    onnx.save(build(), OUT / "demo.onnx")
-    print(f"wrote {OUT / 'demo.onnx'}")
+    for name, batch in (("demo.onnx", "batch"), ("demo_static.onnx", 4)):
+        onnx.save(build(batch), OUT / name)
+        print(f"wrote {OUT / name}")

@@ -1,13 +1,25 @@
-"""Shared fixtures: a fresh plugin host with the CPU plugin registered directly."""
+"""Shared fixtures: plugin hosts with plugins registered directly, hand-built hosts."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
+import ortplug_coreml.plugin
 import ortplug_cpu.plugin
+import ortplug_cuda.plugin
+import ortplug_tensorrt.plugin
 import pytest
 from ortplug import HostCapabilities, PluginHost
 from ortplug.plugins.manager import reset_plugin_host
+
+#: The provider plugins of this repository, registered directly by name.
+PROVIDER_PLUGINS = {
+    "cpu": ortplug_cpu.plugin,
+    "cuda": ortplug_cuda.plugin,
+    "tensorrt": ortplug_tensorrt.plugin,
+    "coreml": ortplug_coreml.plugin,
+}
 
 
 @pytest.fixture
@@ -16,6 +28,24 @@ def plugin_host() -> PluginHost:
     host = PluginHost(load_entry_points=False, environ={})
     assert host.register(ortplug_cpu.plugin, name="cpu")
     return host
+
+
+@pytest.fixture
+def all_plugins() -> PluginHost:
+    """Built-ins plus the four provider plugins of this repository, no entry points."""
+    host = PluginHost(load_entry_points=False, environ={})
+    for name, module in PROVIDER_PLUGINS.items():
+        assert host.register(module, name=name)
+    return host
+
+
+@pytest.fixture(autouse=True)
+def _isolated_environment(tmp_path_factory: pytest.TempPathFactory, monkeypatch) -> Path:
+    """Every test writes caches to its own folder and starts without opt-ins or overrides."""
+    cache = tmp_path_factory.mktemp("ortplug-cache")
+    monkeypatch.setenv("ORTPLUG_CACHE_DIR", str(cache))
+    monkeypatch.delenv("ORTPLUG_TENSORRT", raising=False)
+    return cache
 
 
 @pytest.fixture

@@ -106,3 +106,15 @@ def write(tmp_path: Path, name: str, data: bytes) -> Path:
     path = tmp_path / name
     path.write_bytes(data)
     return path
+
+
+def long_chain_model(nodes: int) -> bytes:
+    """y = x + 1 + 1 + ... (``nodes`` Add nodes): a model that takes a while to load."""
+    graph = helper.make_graph(
+        [helper.make_node("Add", [f"t{i}", "one"], [f"t{i + 1}"]) for i in range(nodes)],
+        "chain",
+        [helper.make_tensor_value_info("t0", TensorProto.FLOAT, [1])],
+        [helper.make_tensor_value_info(f"t{nodes}", TensorProto.FLOAT, [1])],
+        initializer=[numpy_helper.from_array(np.ones(1, np.float32), "one")],
+    )
+    return _model(graph)

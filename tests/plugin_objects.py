@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 import attrs
-from ortplug import HostProbe, ProviderOffer, ProviderType, hookimpl
+from ortplug import HostProbe, ProviderDecline, ProviderOffer, ProviderType, hookimpl
 
 
 @attrs.frozen
@@ -34,6 +34,8 @@ class FakeCudaPlugin:
     def ortplug_offer_providers(self, host):
         if host.fact("fakecuda", "devices", 0) > 0:
             yield ProviderOffer(FakeCudaProvider(), preference=100, reason="a GPU is present")
+        else:
+            yield ProviderDecline("fakecuda", "no pretend GPU on this host")
 
 
 class RaisingOffers:

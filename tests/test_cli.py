@@ -97,3 +97,29 @@ def test_import_loads_neither_onnxruntime_nor_onnx() -> None:
     code = "import sys, ortplug; print(sorted({'onnxruntime', 'onnx'} & set(sys.modules)))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_info_lists_wheels_and_why_providers_declined() -> None:
+    info = json.loads(_cli("info", "--json").stdout)
+    assert info["runtime_distributions"] == [f"onnxruntime {info['onnxruntime']}"]
+    assert info["problems"] == []
+    declined = {row["kind"]: row["reason"] for row in info["declined"]}
+    assert declined["coreml"] == "CoreML runs on macOS only [coreml]"
+    assert declined["cuda"].startswith("no usable NVIDIA driver")
+    assert {row["kind"] for row in info["chain"]} == {"cpu"}
+
+
+def test_info_for_a_model_on_a_simulated_apple_silicon_mac(tmp_path) -> None:
+    model = models.write(tmp_path, "static.onnx", models.matmul_model(static=True))
+    mac = {
+        "ORTPLUG_OVERRIDE_PLATFORM": "darwin",
+        "ORTPLUG_OVERRIDE_MACHINE": "arm64",
+        "ORTPLUG_OVERRIDE_AVAILABLE_PROVIDERS": "CoreMLExecutionProvider,CPUExecutionProvider",
+        "ORTPLUG_OVERRIDE_COREML_MACOS_VERSION": '"14.5"',
+        "ORTPLUG_OVERRIDE_COREML_APPLE_SILICON": "true",
+    }
+    done = _cli("info", "--model", str(model), env=mac)
+    assert done.returncode == 0, done.stderr
+    chain = [line.split()[1] for line in done.stdout.splitlines() if line.startswith("chain ")]
+    assert chain == ["coreml", "cpu"]
+    assert "macOS 14.5: fp32 static-shape checkpoint on CoreML MLProgram, CPUAndGPU" in done.stdout

@@ -38,3 +38,20 @@ def test_disable_list_blocks_the_third_party_plugin() -> None:
 def test_removing_the_cpu_plugin_removes_its_provider() -> None:
     host = PluginHost(environ={"ORTPLUG_PLUGINS": "azuretest"})
     assert host.provider_registry().kinds() == ["azure"]
+
+
+def test_provider_plugins_are_discovered_from_their_distributions() -> None:
+    host = PluginHost(environ={})
+    infos = {p.name: p for p in host.plugin_infos()}
+    for name in ("cpu", "cuda", "tensorrt", "coreml"):
+        assert infos[name].distribution == f"ortplug-{name}"
+        assert infos[name].status == "active"
+    assert {"cpu", "cuda", "tensorrt", "coreml"} <= set(host.provider_registry().kinds())
+
+
+def test_disabling_a_provider_plugin_removes_only_its_providers() -> None:
+    host = PluginHost(environ={"ORTPLUG_DISABLE_PLUGINS": "cuda,coreml"})
+    kinds = host.provider_registry().kinds()
+    assert "cuda" not in kinds and "coreml" not in kinds
+    assert {"cpu", "tensorrt"} <= set(kinds)
+    assert "cuda" not in host.host_capabilities().facts  # its probe is gone too

@@ -11,12 +11,17 @@ import numpy as np
 import pytest
 from ortplug import (
     CheckpointMetadata,
+    DefaultProviderPolicy,
     InMemoryCheckpoint,
     OnnxBackend,
+    OrtplugPluginWarning,
     PluginHost,
+    ProviderDecline,
+    ProviderOffer,
     SessionOptionsConfig,
     hookimpl,
 )
+from ortplug.backend._plan import plan_session
 from ortplug.plugins import hookspecs
 from ortplug_cpu import CpuProvider
 from plugin_objects import ChainOverride, FakeCudaPlugin, FakeCudaProvider
@@ -59,7 +64,30 @@ def test_hook_ortplug_offer_providers(plugin_host: PluginHost, cpu_host) -> None
     gpu_host = _with_fact(cpu_host, "fakecuda", devices=1)
     offers = plugin_host.offer_providers(META, gpu_host)
     assert {(o.plugin, o.config.kind) for o in offers} == {("cpu", "cpu"), ("fakecuda", "fakecuda")}
-    assert {o.config.kind for o in plugin_host.offer_providers(META, cpu_host)} == {"cpu"}
+    here = plugin_host.offer_providers(META, cpu_host)
+    assert {o.config.kind for o in here if isinstance(o, ProviderOffer)} == {"cpu"}
+    assert [(d.kind, d.reason, d.plugin) for d in here if isinstance(d, ProviderDecline)] == [
+        ("fakecuda", "no pretend GPU on this host", "fakecuda")
+    ]
+
+
+class _CheckpointAwareOffers:
+    @hookimpl
+    def ortplug_offer_providers(self, checkpoint):
+        if checkpoint is not None and checkpoint.metadata.precision == "fp32":
+            yield ProviderOffer(CpuProvider(threads=1), preference=5, reason="seen the weights")
+
+
+def test_offers_see_the_checkpoint_when_the_policy_has_one(
+    plugin_host: PluginHost, cpu_host
+) -> None:
+    assert plugin_host.register(_CheckpointAwareOffers(), name="aware")
+    checkpoint = InMemoryCheckpoint(models.add_model()).resolve()
+    policy = DefaultProviderPolicy(plugin_host)
+    assert policy.explain(checkpoint.metadata, cpu_host).chain == (CpuProvider(),)
+    assert policy.explain(checkpoint.metadata, cpu_host, checkpoint).chain == (
+        CpuProvider(threads=1),
+    )
 
 
 def test_hook_ortplug_provider_chain(plugin_host: PluginHost, cpu_host) -> None:
@@ -69,6 +97,64 @@ def test_hook_ortplug_provider_chain(plugin_host: PluginHost, cpu_host) -> None:
     assert plugin_host.provider_chain(offers, META, gpu_host) == [FakeCudaProvider(), CpuProvider()]
     assert plugin_host.register(ChainOverride(), name="site")
     assert plugin_host.provider_chain(offers, META, gpu_host) == [CpuProvider()]
+
+
+class _PreparePlugins:
+    """Fills the CPU thread count from the model; rejects a bad config; and one that breaks."""
+
+    @hookimpl
+    def ortplug_prepare_provider(self, config, checkpoint):
+        if isinstance(config, CpuProvider) and config.threads is None:
+            return CpuProvider(threads=len(checkpoint.input_shapes()))
+        if isinstance(config, CpuProvider) and config.threads == 7:
+            raise ValueError("threads=7 cannot work for this checkpoint")
+        return None
+
+
+class _BrokenPrepare:
+    @hookimpl
+    def ortplug_prepare_provider(self, config):
+        raise KeyError("bug")
+
+
+class _WrongKindPrepare:
+    @hookimpl
+    def ortplug_prepare_provider(self, config):
+        return FakeCudaProvider()
+
+
+def test_hook_ortplug_prepare_provider(plugin_host: PluginHost, cpu_host) -> None:
+    assert plugin_host.register(_PreparePlugins(), name="prepare")
+    checkpoint = InMemoryCheckpoint(models.add_model()).resolve()  # inputs a and b
+    assert plugin_host.prepare_provider(CpuProvider(), checkpoint, cpu_host) == CpuProvider(
+        threads=2
+    )
+    assert plugin_host.prepare_provider(
+        CpuProvider(threads=3), checkpoint, cpu_host
+    ) == CpuProvider(threads=3)
+    # it runs before the session is built, for explicit and policy chains alike
+    for providers in (None, ["cpu"]):
+        plan = plan_session(checkpoint, providers, None, None, plugin_host)
+        assert plan.chain == (CpuProvider(threads=2),)
+        assert plan.options.intra_op_num_threads == 2
+    # a ValueError is the user's error and reaches them as is
+    with pytest.raises(ValueError, match="threads=7 cannot work"):
+        OnnxBackend.from_checkpoint(
+            checkpoint, providers=[CpuProvider(threads=7)], plugins=plugin_host
+        )
+
+
+def test_a_broken_or_wrong_prepare_is_a_plugin_failure(plugin_host: PluginHost, cpu_host) -> None:
+    assert plugin_host.register(_BrokenPrepare(), name="broken")
+    assert plugin_host.register(_WrongKindPrepare(), name="wrongkind")
+    checkpoint = InMemoryCheckpoint(models.add_model()).resolve()
+    with pytest.warns(OrtplugPluginWarning) as caught:
+        assert plugin_host.prepare_provider(CpuProvider(), checkpoint, cpu_host) == CpuProvider()
+    messages = sorted(str(w.message) for w in caught)
+    assert "'broken' failed in ortplug_prepare_provider: KeyError: 'bug'" in messages[0]
+    assert (
+        "'wrongkind' failed in ortplug_prepare_provider: TypeError: expected a 'cpu'" in messages[1]
+    )
 
 
 class _DeterministicPlugin:

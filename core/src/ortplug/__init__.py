@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ._runtime import RuntimeDistribution, installed_runtimes, preload_runtime_libraries
 from .backend import InferenceBackend, OnnxBackend
 from .checkpoint import (
     CheckpointMetadata,
@@ -27,6 +28,7 @@ from .host import HostCapabilities
 from .plugins import (
     HostProbe,
     PluginHost,
+    ProviderDecline,
     ProviderOffer,
     ProviderType,
     get_plugin_host,
@@ -50,6 +52,7 @@ __all__ = [
     "PluginConflictError",
     "PluginHost",
     "ProviderConfig",
+    "ProviderDecline",
     "ProviderFallbackWarning",
     "ProviderNotRealizedError",
     "ProviderOffer",
@@ -57,11 +60,14 @@ __all__ = [
     "ProviderSelection",
     "ProviderType",
     "ResolvedCheckpoint",
+    "RuntimeDistribution",
     "RuntimeNotInstalledError",
     "SessionOptionsConfig",
     "get_plugin_host",
     "hookimpl",
+    "installed_runtimes",
     "parse_provider",
+    "preload_runtime_libraries",
 ]
 
 

@@ -2,11 +2,30 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
+import logging
+import threading
+from collections.abc import Iterable
 from types import ModuleType
+
+import attrs
 
 from .errors import RuntimeNotInstalledError
 
-__all__ = ["INSTALL_HINT", "onnxruntime_or_none", "require_onnxruntime"]
+__all__ = [
+    "INSTALL_HINT",
+    "RuntimeDistribution",
+    "duplicate_runtime_problem",
+    "installed_runtimes",
+    "onnxruntime_or_none",
+    "preload_runtime_libraries",
+    "require_onnxruntime",
+]
+
+_log = logging.getLogger("ortplug")
+_preloaded: set[str | None] = set()
+_preload_lock = threading.Lock()
 
 INSTALL_HINT = (
     "install exactly one ONNX Runtime for this host, e.g. pip install 'ortplug[cpu]' "
@@ -30,3 +49,70 @@ def onnxruntime_or_none() -> ModuleType | None:
         return require_onnxruntime()
     except RuntimeNotInstalledError:
         return None
+
+
+@attrs.frozen
+class RuntimeDistribution:
+    """An installed distribution that ships the ``onnxruntime`` module (CPU, GPU, DirectML...)."""
+
+    name: str
+    version: str
+
+
+def installed_runtimes(path: Iterable[str] | None = None) -> tuple[RuntimeDistribution, ...]:
+    """Every installed distribution whose files include ``onnxruntime/__init__.py``.
+
+    More than one means they overwrite each other's files (the classic
+    ``onnxruntime`` + ``onnxruntime-gpu`` breakage). ``path`` defaults to ``sys.path``.
+    """
+    from importlib.metadata import distributions
+
+    found: dict[str, RuntimeDistribution] = {}
+    for dist in distributions() if path is None else distributions(path=list(path)):
+        name = dist.metadata["Name"] or ""
+        if not name.lower().startswith("onnxruntime") or name.lower() in found:
+            continue
+        files = dist.files or ()
+        if any(str(f).replace("\\", "/") == "onnxruntime/__init__.py" for f in files):
+            found[name.lower()] = RuntimeDistribution(name, dist.version)
+    return tuple(sorted(found.values(), key=lambda d: d.name.lower()))
+
+
+def duplicate_runtime_problem(runtimes: Iterable[RuntimeDistribution]) -> str | None:
+    """One line naming the clashing runtime wheels and the command that fixes it, or ``None``."""
+    dists = list(runtimes)
+    if len(dists) < 2:
+        return None
+    names = [d.name for d in dists]
+    gpu = any("gpu" in name.lower() for name in names)
+    extra = "cuda" if gpu else "cpu"
+    listed = " and ".join(f"{d.name} {d.version}" for d in dists)
+    return (
+        f"{listed} are installed side by side; they share the onnxruntime module and overwrite "
+        f"each other's files, which breaks GPU providers. Fix: pip uninstall -y {' '.join(names)} "
+        f"&& pip install 'ortplug[{extra}]'"
+    )
+
+
+def preload_runtime_libraries(directory: str | None = None) -> str:
+    """Run ``onnxruntime.preload_dlls`` once per directory, capturing what it prints.
+
+    GPU providers call this when a session that needs CUDA/cuDNN is about to be
+    built, never at import (preloading can clash with other CUDA users such as
+    torch). ``directory=None`` is ONNX Runtime's default search, ``""`` the
+    nvidia-* wheels first. Returns what ONNX Runtime printed (also logged as a
+    warning), empty when it had nothing to say or already ran.
+    """
+    with _preload_lock:
+        if directory in _preloaded:
+            return ""
+        preload = getattr(require_onnxruntime(), "preload_dlls", None)
+        printed = io.StringIO()
+        if preload is not None:
+            with contextlib.redirect_stdout(printed):
+                preload(directory=directory)
+        _preloaded.add(directory)
+    text = printed.getvalue().strip()
+    if text:
+        _log.warning("onnxruntime.preload_dlls: %s", " ".join(text.split()))
+    return text

@@ -8,10 +8,11 @@ import attrs
 
 from .checkpoint import CheckpointMetadata
 from .host import HostCapabilities
-from .plugins.types import ProviderOffer
+from .plugins.types import ProviderDecline, ProviderOffer
 from .providers import ProviderConfig
 
 if TYPE_CHECKING:
+    from .checkpoint import ResolvedCheckpoint
     from .plugins.manager import PluginHost
 
 __all__ = ["DefaultProviderPolicy", "ProviderPolicy", "ProviderSelection"]
@@ -32,10 +33,11 @@ class ProviderPolicy(Protocol):
 
 @attrs.frozen
 class ProviderSelection:
-    """A chosen chain with every offer that was considered (and its reason)."""
+    """A chosen chain with every offer that was considered and every decline, with reasons."""
 
     chain: tuple[ProviderConfig, ...]
     offers: tuple[ProviderOffer, ...]
+    declined: tuple[ProviderDecline, ...] = ()
 
     def reason_for(self, config: ProviderConfig) -> str:
         """The reason of the offer that put ``config`` in the chain."""
@@ -55,11 +57,22 @@ class DefaultProviderPolicy:
             plugins = get_plugin_host()
         self.plugins = plugins
 
-    def explain(self, metadata: CheckpointMetadata, host: HostCapabilities) -> ProviderSelection:
-        """The chain and the offers behind it, for ``ortplug info`` and ``ortplug run``."""
-        offers = self.plugins.offer_providers(metadata, host)
+    def explain(
+        self,
+        metadata: CheckpointMetadata,
+        host: HostCapabilities,
+        checkpoint: ResolvedCheckpoint | None = None,
+    ) -> ProviderSelection:
+        """The chain, the offers behind it and the declines, for ``ortplug info`` and ``run``.
+
+        ``checkpoint`` lets plugins use facts that need the weights (a cached
+        engine for this exact model); without it they decide from metadata.
+        """
+        items = self.plugins.offer_providers(metadata, host, checkpoint)
+        offers = [item for item in items if isinstance(item, ProviderOffer)]
+        declined = [item for item in items if isinstance(item, ProviderDecline)]
         chain = self.plugins.provider_chain(offers, metadata, host)
-        return ProviderSelection(chain=tuple(chain), offers=tuple(offers))
+        return ProviderSelection(chain=tuple(chain), offers=tuple(offers), declined=tuple(declined))
 
     def select(self, metadata: CheckpointMetadata, host: HostCapabilities) -> list[ProviderConfig]:
         """The provider chain for this checkpoint on this host."""

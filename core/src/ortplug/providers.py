@@ -61,6 +61,10 @@ def _check_kind(_: Any, attribute: attrs.Attribute[Any], value: str) -> None:
         )
 
 
+def _as_names(value: Iterable[str]) -> tuple[str, ...]:
+    return tuple(value)
+
+
 @attrs.frozen
 class ProviderType:
     """A provider kind a plugin contributes: its tag, ONNX Runtime name, config class and aliases."""
@@ -68,7 +72,7 @@ class ProviderType:
     kind: str = attrs.field(validator=_check_kind)
     ort_name: str = attrs.field(validator=attrs.validators.min_len(1))
     config_cls: type[Any]
-    aliases: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    aliases: tuple[str, ...] = attrs.field(default=(), converter=_as_names)
     description: str = ""
 
     def __attrs_post_init__(self) -> None:

@@ -70,6 +70,15 @@ def _severity(_: Any, attribute: attrs.Attribute[Any], value: object) -> None:
         )
 
 
+def _timeout(_: Any, attribute: attrs.Attribute[Any], value: object) -> None:
+    if value is not None and (
+        not isinstance(value, (int, float)) or isinstance(value, bool) or not value > 0
+    ):
+        raise ValueError(
+            f"{attribute.name}: expected a positive number of seconds or null, got {value!r}"
+        )
+
+
 def _config_entries(value: Mapping[str, str]) -> Mapping[str, str]:
     if not isinstance(value, Mapping):
         raise ValueError(f"config_entries: expected a mapping of strings, got {value!r}")
@@ -91,6 +100,9 @@ class SessionOptionsConfig:
     execution_mode: str | None = attrs.field(default=None, converter=_execution_mode)
     enable_cpu_mem_arena: bool | None = attrs.field(default=None, validator=_optional_bool)
     log_severity_level: int | None = attrs.field(default=None, validator=_severity)
+    #: Cancel building the session after this many seconds (``set_load_cancellation_flag``);
+    #: for provider builds that can take minutes (TensorRT engines, CoreML compiles).
+    load_timeout_s: float | None = attrs.field(default=None, validator=_timeout)
     config_entries: Mapping[str, str] = attrs.field(
         factory=dict, converter=_config_entries, eq=False, hash=False
     )
@@ -121,7 +133,10 @@ class SessionOptionsConfig:
         return attrs.evolve(self, config_entries={**entries, **self.config_entries})
 
     def to_ort(self, ort: ModuleType) -> Any:
-        """Build an ``onnxruntime.SessionOptions`` from the set fields."""
+        """Build an ``onnxruntime.SessionOptions`` from the set fields.
+
+        ``load_timeout_s`` is not a ``SessionOptions`` field: the backend applies it.
+        """
         options = ort.SessionOptions()
         if self.graph_optimization_level is not None:
             level = GRAPH_OPTIMIZATION_LEVELS[self.graph_optimization_level]

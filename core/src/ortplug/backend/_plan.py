@@ -14,7 +14,6 @@ from ..providers import ProviderConfig
 from ..session_options import SessionOptionsConfig
 
 if TYPE_CHECKING:
-    from ..checkpoint import CheckpointMetadata
     from ..host import HostCapabilities
     from ..plugins.manager import PluginHost
 
@@ -87,7 +86,7 @@ def plan_session(
         chain, strict = _explicit_chain(providers, plugins), True
         reasons = ["requested explicitly (strict)"] * len(chain)
     else:
-        chosen, reasons = _policy_chain(policy or DefaultProviderPolicy(plugins), metadata, host)
+        chosen, reasons = _policy_chain(policy or DefaultProviderPolicy(plugins), checkpoint, host)
         if not chosen:
             installed = ", ".join(plugins.provider_registry().kinds()) or "none"
             raise RuntimeError(
@@ -95,6 +94,7 @@ def plan_session(
                 f"(installed provider kinds: {installed}); {INSTALL_HINT}"
             )
         chain, strict = list(chosen), False
+    chain = [plugins.prepare_provider(config, checkpoint, host) for config in chain]
     options = plugins.adjust_session_options(session_options, chain, metadata, host)
     return SessionPlan(
         chain=tuple(chain), reasons=tuple(reasons), options=options, strict=strict, host=host
@@ -102,11 +102,11 @@ def plan_session(
 
 
 def _policy_chain(
-    policy: ProviderPolicy, metadata: CheckpointMetadata, host: HostCapabilities
+    policy: ProviderPolicy, checkpoint: ResolvedCheckpoint, host: HostCapabilities
 ) -> tuple[list[ProviderConfig], list[str]]:
     """The policy's chain with a reason per provider (a plain policy gives its class name)."""
     if isinstance(policy, DefaultProviderPolicy):
-        selection = policy.explain(metadata, host)
+        selection = policy.explain(checkpoint.metadata, host, checkpoint)
         return list(selection.chain), [selection.reason_for(c) for c in selection.chain]
-    chain = list(policy.select(metadata, host))
+    chain = list(policy.select(checkpoint.metadata, host))
     return chain, [f"chosen by {type(policy).__name__}"] * len(chain)

@@ -67,20 +67,34 @@ def _capture_messages(ort: ModuleType) -> Iterator[list[str]]:
 
 
 def _try_create(
-    ort: ModuleType, source: str | bytes, options: Any, chain: Sequence[tuple[str, dict[str, str]]]
+    ort: ModuleType,
+    source: str | bytes,
+    options: SessionOptionsConfig,
+    chain: Sequence[tuple[str, dict[str, str]]],
 ) -> tuple[Any, Exception | None, list[str]]:
     """One attempt with ``(ort_name, options)`` pairs: ``(session, None, msgs)`` or ``(None, error, msgs)``."""
+    ort_options = options.to_ort(ort)
+    timer = None
+    if options.load_timeout_s is not None:
+        timer = threading.Timer(
+            options.load_timeout_s, ort_options.set_load_cancellation_flag, (True,)
+        )
+        timer.daemon = True
+        timer.start()
     with _capture_messages(ort) as captured:
         try:
             session = ort.InferenceSession(
                 source,
-                sess_options=options,
+                sess_options=ort_options,
                 providers=[name for name, _ in chain],
                 provider_options=[opts for _, opts in chain],
                 enable_fallback=0,
             )
         except Exception as exc:
             return None, exc, captured
+        finally:
+            if timer is not None:
+                timer.cancel()
     return session, None, captured
 
 
@@ -98,11 +112,17 @@ def create_session(
     requested = tuple(name for name, _ in remaining)
     messages: list[str] = []
     while True:
-        session, error, captured = _try_create(ort, source, options.to_ort(ort), remaining)
+        session, error, captured = _try_create(ort, source, options, remaining)
         messages.extend(captured)
         if error is None:
             break
         kind = type(error).__name__
+        if kind == "ModelLoadCanceled":
+            raise TimeoutError(
+                f"building the session for {label} on {list(requested)} took longer than "
+                f"load_timeout_s={options.load_timeout_s}; raise it (a first TensorRT engine "
+                "build can take minutes and is cached afterwards)"
+            ) from error
         cause = f"{kind}: {error}"
         accelerators = [name for name, _ in remaining if name != CPU_EP]
         if kind in _MODEL_ERRORS or not accelerators:

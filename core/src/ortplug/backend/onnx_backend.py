@@ -133,6 +133,28 @@ class OnnxBackend:
         """The model's output names, in model order (the keys ``run`` returns)."""
         return list(self._output_names)
 
+    def node_assignment(self) -> dict[str, int]:
+        """How many graph nodes each provider took, e.g. ``{"CUDAExecutionProvider": 41, ...}``.
+
+        Needs the session config entry ``session.record_ep_graph_assignment_info=1``
+        (``SessionOptionsConfig(config_entries=...)``); without it this raises
+        ``RuntimeError`` saying so.
+        """
+        if self._session is None:
+            _closed_run()
+        try:
+            subgraphs = self._session.get_provider_graph_assignment_info()
+        except Exception as exc:
+            raise RuntimeError(
+                "node assignment was not recorded: build the backend with session_options="
+                "SessionOptionsConfig(config_entries={'session.record_ep_graph_assignment_info': "
+                f"'1'}}) ({type(exc).__name__}: {exc})"
+            ) from exc
+        counts: dict[str, int] = {}
+        for subgraph in subgraphs:
+            counts[subgraph.ep_name] = counts.get(subgraph.ep_name, 0) + len(subgraph.get_nodes())
+        return counts
+
     @property
     def closed(self) -> bool:
         """Whether :meth:`close` was called."""

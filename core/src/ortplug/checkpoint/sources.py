@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import threading
 from pathlib import Path
 
 import attrs
@@ -42,6 +44,43 @@ class ResolvedCheckpoint:
     def label(self) -> str:
         """A short human name for messages."""
         return str(self.weights_path) if self.weights_path else "<model bytes>"
+
+    def fingerprint(self) -> str:
+        """SHA-256 of the model's bytes: the part of every cache key that says "same weights".
+
+        Hashed once per file version (path, size, modification time) per process.
+        """
+        source = self.source
+        if isinstance(source, bytes):
+            return hashlib.sha256(source).hexdigest()
+        return _file_fingerprint(Path(source))
+
+    def input_shapes(self) -> dict[str, tuple[int | str | None, ...] | None]:
+        """Each fed input's shape as the graph declares it (ints, symbolic names, ``None``)."""
+        source = self.source
+        summary = summarize_model(source) if isinstance(source, bytes) else summarize_file(source)
+        return {info.name: info.shape for info in summary.feed_inputs}
+
+
+_FINGERPRINTS: dict[tuple[str, int, int], str] = {}
+_FINGERPRINT_LOCK = threading.Lock()
+
+
+def _file_fingerprint(path: Path) -> str:
+    stat = path.stat()
+    key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns)
+    with _FINGERPRINT_LOCK:
+        known = _FINGERPRINTS.get(key)
+    if known is not None:
+        return known
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    value = digest.hexdigest()
+    with _FINGERPRINT_LOCK:
+        _FINGERPRINTS[key] = value
+    return value
 
 
 def metadata_path_for(weights_path: Path) -> Path:

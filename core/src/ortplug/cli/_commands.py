@@ -14,7 +14,12 @@ from typing import Any
 
 import numpy as np
 
-from .._runtime import INSTALL_HINT, onnxruntime_or_none
+from .._runtime import (
+    INSTALL_HINT,
+    duplicate_runtime_problem,
+    installed_runtimes,
+    onnxruntime_or_none,
+)
 from ..backend import OnnxBackend
 from ..checkpoint import LocalCheckpoint, ResolvedCheckpoint
 from ..plugins.manager import get_plugin_host
@@ -38,11 +43,17 @@ def _print_json(data: Any) -> None:
     print(json.dumps(data, indent=2, default=str))
 
 
-def _policy_chain_rows(checkpoint: ResolvedCheckpoint) -> list[dict[str, str]]:
-    """The chain the default policy picks for ``checkpoint`` here, with each offer's reason."""
+def _policy_rows(
+    checkpoint: ResolvedCheckpoint,
+) -> tuple[list[dict[str, str]], list[dict[str, str]]]:
+    """The chain the default policy picks for ``checkpoint`` here and the declined providers."""
     host = get_plugin_host()
-    selection = DefaultProviderPolicy(host).explain(checkpoint.metadata, host.host_capabilities())
-    return [{"kind": c.kind, "reason": selection.reason_for(c)} for c in selection.chain]
+    selection = DefaultProviderPolicy(host).explain(
+        checkpoint.metadata, host.host_capabilities(), checkpoint
+    )
+    chain = [{"kind": c.kind, "reason": selection.reason_for(c)} for c in selection.chain]
+    declined = [{"kind": d.kind, "reason": f"{d.reason} [{d.plugin}]"} for d in selection.declined]
+    return chain, declined
 
 
 def _summary(array: np.ndarray) -> dict[str, Any]:
@@ -118,8 +129,12 @@ def info(args: argparse.Namespace) -> int:
     plugin_host = get_plugin_host()
     host = plugin_host.host_capabilities()
     runtime = onnxruntime_or_none()
+    runtimes = installed_runtimes()
+    problem = duplicate_runtime_problem(runtimes)
     data: dict[str, Any] = {
         "onnxruntime": host.ort_version,
+        "runtime_distributions": [f"{d.name} {d.version}" for d in runtimes],
+        "problems": [problem] if problem else [],
         "host": host.to_dict(),
         "plugins": [p.to_dict() for p in plugin_host.plugin_infos()],
         "provider_kinds": plugin_host.provider_registry().kinds(),
@@ -129,11 +144,14 @@ def info(args: argparse.Namespace) -> int:
     with _model_path(args.model) as path:
         checkpoint = LocalCheckpoint(path).resolve()
         data["model"] = str(args.model or "demo.onnx (shipped with ortplug)")
-        data["chain"] = _policy_chain_rows(checkpoint)
+        data["chain"], data["declined"] = _policy_rows(checkpoint)
     if args.json:
         _print_json(data)
         return 0
     print(f"onnxruntime  {host.ort_version or 'not installed: ' + INSTALL_HINT}")
+    print(f"wheels       {', '.join(data['runtime_distributions']) or 'none'}")
+    for line in data["problems"]:
+        print(f"PROBLEM      {line}")
     print(f"platform     {host.platform} {host.machine}")
     print(f"providers    {', '.join(host.available_providers) or 'none'} (in this ORT build)")
     for probe, facts in host.facts.items():
@@ -146,6 +164,8 @@ def info(args: argparse.Namespace) -> int:
     print(f"model        {data['model']}")
     for row in data["chain"]:
         print(f"chain        {row['kind']:<10} {row['reason']}")
+    for row in data["declined"]:
+        print(f"declined     {row['kind']:<10} {row['reason']}")
     return 0
 
 

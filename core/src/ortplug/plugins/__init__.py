@@ -2,7 +2,14 @@
 
 from .hookspecs import PROJECT, hookimpl, hookspec
 from .manager import PluginHost, get_plugin_host, reset_plugin_host
-from .types import HostProbe, PluginFailure, PluginInfo, ProviderOffer, ProviderType
+from .types import (
+    HostProbe,
+    PluginFailure,
+    PluginInfo,
+    ProviderDecline,
+    ProviderOffer,
+    ProviderType,
+)
 
 __all__ = [
     "PROJECT",
@@ -10,6 +17,7 @@ __all__ = [
     "PluginFailure",
     "PluginHost",
     "PluginInfo",
+    "ProviderDecline",
     "ProviderOffer",
     "ProviderType",
     "get_plugin_host",

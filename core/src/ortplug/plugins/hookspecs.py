@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING
 import pluggy
 
 if TYPE_CHECKING:
-    from ..checkpoint import CheckpointMetadata
+    from ..checkpoint import CheckpointMetadata, ResolvedCheckpoint
     from ..host import HostCapabilities
     from ..providers import ProviderConfig
     from ..session_options import SessionOptionsConfig
-    from .types import HostProbe, ProviderOffer, ProviderType
+    from .types import HostProbe, ProviderDecline, ProviderOffer, ProviderType
 
 __all__ = [
     "PROJECT",
@@ -28,6 +28,7 @@ __all__ = [
     "ortplug_adjust_session_options",
     "ortplug_host_probes",
     "ortplug_offer_providers",
+    "ortplug_prepare_provider",
     "ortplug_provider_chain",
     "ortplug_provider_types",
 ]
@@ -67,15 +68,21 @@ def ortplug_host_probes() -> Iterable[HostProbe]:
 
 @hookspec
 def ortplug_offer_providers(
-    metadata: CheckpointMetadata, host: HostCapabilities
-) -> Iterable[ProviderOffer]:
+    metadata: CheckpointMetadata,
+    host: HostCapabilities,
+    checkpoint: ResolvedCheckpoint | None,
+) -> Iterable[ProviderOffer | ProviderDecline]:
     """Offer providers for this checkpoint on this host, each with a preference and a reason.
 
     :param metadata: the checkpoint's metadata (precision, static shapes, ...).
     :param host: detected or injected host facts; read your probe's facts with
         ``host.fact("<probe>", "<fact>")``.
+    :param checkpoint: the weights, when the policy runs for a real model
+        (``None`` when a policy is asked with metadata only); use it for facts
+        that need the bytes, such as "an engine for this exact model is cached".
 
-    Offer nothing when the provider cannot run here; say why in the offers you do make.
+    Yield a :class:`ProviderDecline` instead of an offer when your provider
+    cannot or should not run here, so ``ortplug info`` can say why.
     """
     raise NotImplementedError
 
@@ -93,6 +100,26 @@ def ortplug_provider_chain(
     :param offers: every plugin's offers, ``offer.plugin`` filled in.
     :param metadata: the checkpoint's metadata.
     :param host: the host facts the offers were made for.
+    """
+    raise NotImplementedError
+
+
+@hookspec
+def ortplug_prepare_provider(
+    config: ProviderConfig, checkpoint: ResolvedCheckpoint, host: HostCapabilities
+) -> ProviderConfig | None:
+    """Finish one provider config for the session about to load ``checkpoint``; ``None``: no change.
+
+    Called for every entry of the chain (policy-chosen or explicit) right before
+    the session is built: fill in what depends on the model (cache directories
+    keyed by ``checkpoint.fingerprint()``, shapes), load native libraries the
+    provider needs, log a slow first build. Leave configs of other plugins alone
+    (return ``None``). Raise ``ValueError`` naming the option when the config
+    cannot work for this checkpoint; it reaches the user as is.
+
+    :param config: the provider config as chosen so far (a fold over plugins).
+    :param checkpoint: the resolved checkpoint (path or bytes, and metadata).
+    :param host: the host facts.
     """
     raise NotImplementedError
 

@@ -22,10 +22,10 @@ from ..providers import (
     is_provider_config,
 )
 from . import hookspecs
-from .types import HostProbe, PluginFailure, PluginInfo, ProviderOffer
+from .types import HostProbe, PluginFailure, PluginInfo, ProviderDecline, ProviderOffer
 
 if TYPE_CHECKING:
-    from ..checkpoint import CheckpointMetadata
+    from ..checkpoint import CheckpointMetadata, ResolvedCheckpoint
     from ..session_options import SessionOptionsConfig
 
 __all__ = [
@@ -235,7 +235,9 @@ class PluginHost:
             if ok:
                 yield impl.plugin_name, result
 
-    def _collect(self, hook_name: str, expected: type, **kwargs: Any) -> list[tuple[str, Any]]:
+    def _collect(
+        self, hook_name: str, expected: tuple[type, ...], **kwargs: Any
+    ) -> list[tuple[str, Any]]:
         """Materialize each plugin's iterable result, checking item types, isolating failures."""
         collected: list[tuple[str, Any]] = []
         for plugin, result in self._each(hook_name, **kwargs):
@@ -245,9 +247,8 @@ class PluginHost:
                 items = list(result)
                 for item in items:
                     if not isinstance(item, expected):
-                        raise TypeError(
-                            f"expected {expected.__name__} items, got {type(item).__name__}"
-                        )
+                        names = " or ".join(t.__name__ for t in expected)
+                        raise TypeError(f"expected {names} items, got {type(item).__name__}")
             except Exception as exc:
                 self._fail(plugin, hook_name, exc)
                 continue
@@ -262,14 +263,14 @@ class PluginHost:
             if self._registry is None:
                 specs = [
                     ProviderSpec(type=ptype, plugin=plugin)
-                    for plugin, ptype in self._collect("ortplug_provider_types", ProviderType)
+                    for plugin, ptype in self._collect("ortplug_provider_types", (ProviderType,))
                 ]
                 self._registry = ProviderRegistry(specs)
             return self._registry
 
     def host_probes(self) -> list[tuple[str, HostProbe]]:
         """``(plugin, probe)`` pairs contributed by the plugins."""
-        return self._collect("ortplug_host_probes", HostProbe)
+        return self._collect("ortplug_host_probes", (HostProbe,))
 
     def host_capabilities(self) -> HostCapabilities:
         """Run every probe once (isolated) and compose the host; cached until plugins change."""
@@ -295,13 +296,20 @@ class PluginHost:
             return None
 
     def offer_providers(
-        self, metadata: CheckpointMetadata, host: HostCapabilities
-    ) -> list[ProviderOffer]:
-        """Every plugin's offers for this checkpoint on this host, tagged with the plugin name."""
+        self,
+        metadata: CheckpointMetadata,
+        host: HostCapabilities,
+        checkpoint: ResolvedCheckpoint | None = None,
+    ) -> list[ProviderOffer | ProviderDecline]:
+        """Every plugin's offers and declines for this checkpoint here, tagged with the plugin."""
         return [
-            attrs.evolve(offer, plugin=plugin)
-            for plugin, offer in self._collect(
-                "ortplug_offer_providers", ProviderOffer, metadata=metadata, host=host
+            attrs.evolve(item, plugin=plugin)
+            for plugin, item in self._collect(
+                "ortplug_offer_providers",
+                (ProviderOffer, ProviderDecline),
+                metadata=metadata,
+                host=host,
+                checkpoint=checkpoint,
             )
         ]
 
@@ -326,6 +334,38 @@ class PluginHost:
                 continue
             return configs
         return []
+
+    def prepare_provider(
+        self, config: ProviderConfig, checkpoint: ResolvedCheckpoint, host: HostCapabilities
+    ) -> ProviderConfig:
+        """Fold one chain entry through every ``ortplug_prepare_provider`` implementation.
+
+        A ``ValueError`` is the plugin rejecting the user's config for this
+        checkpoint and propagates; any other exception is a plugin failure.
+        """
+        hook_name = "ortplug_prepare_provider"
+        for impl in self._impls(hook_name):
+            kwargs = {"config": config, "checkpoint": checkpoint, "host": host}
+            try:
+                result = impl.function(*(kwargs[arg] for arg in impl.argnames))
+            except ValueError:
+                raise
+            except Exception as exc:
+                self._fail(impl.plugin_name, hook_name, exc)
+                continue
+            if result is None:
+                continue
+            if is_provider_config(result) and result.kind == config.kind:
+                config = result
+            else:
+                self._fail(
+                    impl.plugin_name,
+                    hook_name,
+                    TypeError(
+                        f"expected a {config.kind!r} provider config or None, got {result!r}"
+                    ),
+                )
+        return config
 
     def adjust_session_options(
         self,

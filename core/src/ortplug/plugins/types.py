@@ -14,6 +14,7 @@ __all__ = [
     "HostProbe",
     "PluginFailure",
     "PluginInfo",
+    "ProviderDecline",
     "ProviderOffer",
     "ProviderType",
 ]
@@ -80,6 +81,19 @@ class ProviderOffer:
 
     config: ProviderConfig = attrs.field(validator=_check_config)
     preference: int = attrs.field(validator=attrs.validators.instance_of(int))
+    reason: str = attrs.field(validator=attrs.validators.instance_of(str))
+    plugin: str = ""
+
+
+@attrs.frozen
+class ProviderDecline:
+    """A plugin's statement that it will not offer ``kind`` here, and why.
+
+    ``ortplug info`` shows it, so "why is my GPU not used?" has an answer:
+    a missing driver, a runtime without the provider, an int8 checkpoint...
+    """
+
+    kind: str = attrs.field(validator=attrs.validators.instance_of(str))
     reason: str = attrs.field(validator=attrs.validators.instance_of(str))
     plugin: str = ""
 

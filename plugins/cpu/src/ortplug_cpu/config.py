@@ -2,21 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import attrs
+from ortplug.provider_options import bool_field, int_field
 
 __all__ = ["CpuProvider"]
-
-
-def _optional_bool(_: Any, attribute: attrs.Attribute[Any], value: object) -> None:
-    if value is not None and not isinstance(value, bool):
-        raise ValueError(f"{attribute.name}: expected true, false or null, got {value!r}")
-
-
-def _optional_threads(_: Any, attribute: attrs.Attribute[Any], value: object) -> None:
-    if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
-        raise ValueError(f"{attribute.name}: expected a positive integer or null, got {value!r}")
 
 
 @attrs.frozen(kw_only=True)
@@ -33,11 +24,11 @@ class CpuProvider:
     ort_name: ClassVar[str] = "CPUExecutionProvider"
 
     #: Use ONNX Runtime's CPU memory arena (``SessionOptions.enable_cpu_mem_arena``).
-    use_arena: bool | None = attrs.field(default=None, validator=_optional_bool)
+    use_arena: bool | None = bool_field()
     #: Let idle intra-op threads spin (``session.intra_op.allow_spinning``).
-    allow_spinning: bool | None = attrs.field(default=None, validator=_optional_bool)
+    allow_spinning: bool | None = bool_field()
     #: Intra-op threads; by default the CPUs this process may use (affinity and cgroup quota).
-    threads: int | None = attrs.field(default=None, validator=_optional_threads)
+    threads: int | None = int_field(minimum=1)
 
     def to_ort(self) -> tuple[str, dict[str, str]]:
         """ONNX Runtime's name and provider options (none: see the class docstring)."""

@@ -1,0 +1,131 @@
+"""Smoke check of one provider plugin on real hardware; the body of ``plugins/*/scripts/smoke.py``.
+
+Builds the model through the default policy and with the explicit chain
+``[kind, "cpu"]``, checks that the provider was realized and took the graph's
+nodes, and prints its latency against the CPU provider. Exit codes: 0 the
+provider ran the model; 1 it was available but the check failed; 2 it is not
+available on this host (the first line says ``not available: <reason>``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.resources
+import statistics
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from .backend import OnnxBackend
+from .checkpoint import InMemoryCheckpoint, LocalCheckpoint, ResolvedCheckpoint
+from .cli._inputs import build_feed
+from .plugins.manager import get_plugin_host
+from .policy import DefaultProviderPolicy
+from .session_options import SessionOptionsConfig
+
+__all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_UNAVAILABLE", "main", "run_smoke"]
+
+EXIT_OK, EXIT_FAILED, EXIT_UNAVAILABLE = 0, 1, 2
+
+_RECORD = SessionOptionsConfig(config_entries={"session.record_ep_graph_assignment_info": "1"})
+
+
+class _Unavailable(Exception):
+    """The provider cannot run on this host; the message is the reason."""
+
+
+def _checkpoint(model: str | None, extra: Mapping[str, Any]) -> ResolvedCheckpoint:
+    if model:
+        resolved = LocalCheckpoint(model).resolve()
+    else:
+        data = importlib.resources.files("ortplug.data") / "demo_static.onnx"
+        resolved = InMemoryCheckpoint(data.read_bytes()).resolve()
+    if extra:
+        metadata = attrs.evolve(resolved.metadata, extra={**resolved.metadata.extra, **extra})
+        resolved = attrs.evolve(resolved, metadata=metadata)
+    return resolved
+
+
+def _median_ms(run: Callable[[], object], repeat: int) -> float:
+    run()
+    timings = []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        run()
+        timings.append((time.perf_counter() - started) * 1e3)
+    return statistics.median(timings)
+
+
+def _check_available(kind: str, checkpoint: ResolvedCheckpoint) -> str:
+    """The ORT name of ``kind`` when the policy would pick it here; else raise ``_Unavailable``."""
+    plugins = get_plugin_host()
+    try:
+        spec = plugins.provider_registry().lookup(kind)
+    except ValueError as exc:
+        raise _Unavailable(f"no installed plugin provides {kind!r} ({exc})") from exc
+    host = plugins.host_capabilities()
+    selection = DefaultProviderPolicy(plugins).explain(checkpoint.metadata, host, checkpoint)
+    if kind not in [config.kind for config in selection.chain]:
+        reasons = [d.reason for d in selection.declined if d.kind == kind]
+        raise _Unavailable(reasons[0] if reasons else "the policy did not choose it")
+    return str(spec.type.ort_name)
+
+
+def run_smoke(
+    kind: str,
+    *,
+    model: str | None = None,
+    extra: Mapping[str, Any] | None = None,
+    repeat: int = 50,
+    out: Callable[[str], None] = print,
+) -> int:
+    """Run the smoke check for provider ``kind``; print what happened; return the exit code."""
+    try:
+        checkpoint = _checkpoint(model, extra or {})
+        ort_name = _check_available(kind, checkpoint)
+    except _Unavailable as exc:
+        out(f"not available: {exc}")
+        return EXIT_UNAVAILABLE
+    out(f"{kind}: checking {checkpoint.label} ({ort_name})")
+    with OnnxBackend.from_checkpoint(checkpoint, session_options=_RECORD) as chosen:
+        out(
+            f"policy chain   {[k for k, _ in chosen.chain_reasons]} -> realized {list(chosen.providers)}"
+        )
+        if ort_name not in chosen.providers:
+            out(
+                f"FAILED: the policy chose {kind} but ONNX Runtime did not realize it: {chosen.build_messages}"
+            )
+            return EXIT_FAILED
+    chain = list(dict.fromkeys([kind, "cpu"]))
+    explicit = OnnxBackend.from_checkpoint(checkpoint, providers=chain, session_options=_RECORD)
+    cpu = OnnxBackend.from_checkpoint(checkpoint, providers=["cpu"])
+    with explicit, cpu:
+        nodes = explicit.node_assignment()
+        total = sum(nodes.values()) or 1
+        share = nodes.get(ort_name, 0) / total
+        out(f"explicit chain {list(explicit.providers)}; nodes per provider {nodes}")
+        feed, _ = build_feed(explicit.input_specs, {})
+        accelerated = _median_ms(lambda: explicit.run(feed), repeat)
+        baseline = _median_ms(lambda: cpu.run(feed), repeat)
+        out(
+            f"latency        {kind} {accelerated:.3f} ms, cpu {baseline:.3f} ms "
+            f"(ratio {accelerated / baseline:.2f}x over {repeat} runs)"
+        )
+    if share < 0.5:
+        out(f"FAILED: {ort_name} took {share:.0%} of the nodes; the rest fell back to CPU")
+        return EXIT_FAILED
+    out(f"ok: {ort_name} took {share:.0%} of the nodes")
+    return EXIT_OK
+
+
+def main(
+    kind: str, argv: Sequence[str] | None = None, extra: Mapping[str, Any] | None = None
+) -> int:
+    """Command line of the smoke scripts: ``[--model M.onnx] [--repeat N]``."""
+    parser = argparse.ArgumentParser(description=f"smoke check of the {kind} provider on this host")
+    parser.add_argument("--model", help="an .onnx file (default: the static demo model)")
+    parser.add_argument("--repeat", type=int, default=50, help="timed runs per provider (50)")
+    args = parser.parse_args(argv)
+    return run_smoke(kind, model=args.model, extra=extra, repeat=args.repeat)

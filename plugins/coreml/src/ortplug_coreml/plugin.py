@@ -1,0 +1,144 @@
+"""The ``coreml`` plugin's hook implementations (entry point ``coreml = "ortplug_coreml.plugin"``)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import attrs
+from ortplug import (
+    CheckpointMetadata,
+    HostCapabilities,
+    HostProbe,
+    ProviderConfig,
+    ProviderDecline,
+    ProviderOffer,
+    ProviderType,
+    ResolvedCheckpoint,
+    hookimpl,
+)
+from ortplug.cache import cache_dir, cache_key
+from ortplug.provider_options import plain_options
+
+from .config import CoreMLProvider
+from .probes import COREML_FACTS, detect_coreml
+
+__all__ = [
+    "model_cache_key",
+    "ortplug_host_probes",
+    "ortplug_offer_providers",
+    "ortplug_prepare_provider",
+    "ortplug_provider_types",
+]
+
+#: Below CUDA (50); the only accelerator a Mac offers anyway.
+PREFERENCE = 40
+#: MLProgram needs Core ML 5, which ships with macOS 12.
+_MIN_MACOS = (12,)
+
+
+@hookimpl
+def ortplug_provider_types() -> Iterable[ProviderType]:
+    """The ``coreml`` kind, ONNX Runtime's ``CoreMLExecutionProvider``."""
+    yield ProviderType(
+        kind="coreml",
+        ort_name=CoreMLProvider.ort_name,
+        config_cls=CoreMLProvider,
+        description="ONNX Runtime's CoreML execution provider (Apple GPU and Neural Engine)",
+    )
+
+
+@hookimpl
+def ortplug_host_probes() -> Iterable[HostProbe]:
+    """macOS version and Apple Silicon."""
+    yield HostProbe(
+        name="coreml",
+        facts=COREML_FACTS,
+        detect=detect_coreml,
+        description="macOS version and whether this Mac has Apple Silicon (Neural Engine)",
+    )
+
+
+def _version(text: object) -> tuple[int, ...]:
+    try:
+        return tuple(int(part) for part in str(text).split("."))
+    except ValueError:
+        return ()
+
+
+def _blocker(metadata: CheckpointMetadata, host: HostCapabilities) -> str | None:
+    """Why the policy should not pick CoreML for this checkpoint here, or ``None``."""
+    if host.platform != "darwin":
+        return "CoreML runs on macOS only"
+    if not host.has_provider(CoreMLProvider.ort_name):
+        return (
+            f"this ONNX Runtime build ({host.ort_version or 'not installed'}) has no "
+            "CoreMLExecutionProvider; pip install 'ortplug[coreml]'"
+        )
+    version = host.fact("coreml", "macos_version")
+    if version and _version(version) < _MIN_MACOS:
+        return f"macOS {version}: CoreML MLProgram needs macOS 12 or newer"
+    if not host.fact("coreml", "apple_silicon", False):
+        return (
+            "Intel Mac: no Neural Engine, and CoreML on Intel GPUs rarely beats the CPU "
+            "provider; request ['coreml', 'cpu'] explicitly to try it"
+        )
+    if metadata.precision == "int8":
+        return "int8 checkpoint: CoreML cannot run QDQ integer graphs on the GPU or Neural Engine"
+    if metadata.precision == "bf16":
+        return "bf16 checkpoint: CoreML has no bfloat16 kernels"
+    if not metadata.static_shapes:
+        return (
+            "dynamic input shapes: CoreML partitions with dynamic shapes fail at run time or "
+            "run slower than CPU; give static shapes in the checkpoint metadata"
+        )
+    return None
+
+
+@hookimpl
+def ortplug_offer_providers(
+    metadata: CheckpointMetadata, host: HostCapabilities
+) -> Iterable[ProviderOffer | ProviderDecline]:
+    """Static fp32/fp16 checkpoints on Apple Silicon: MLProgram on CPU and GPU."""
+    blocker = _blocker(metadata, host)
+    if blocker:
+        yield ProviderDecline("coreml", blocker)
+        return
+    config = CoreMLProvider(
+        model_format="MLProgram", compute_units="CPUAndGPU", require_static_input_shapes=True
+    )
+    reason = (
+        f"Apple Silicon, macOS {host.fact('coreml', 'macos_version')}: {metadata.precision} "
+        "static-shape checkpoint on CoreML MLProgram, CPUAndGPU (ALL would add Neural Engine "
+        "compiles that can take minutes)"
+    )
+    yield ProviderOffer(config=config, preference=PREFERENCE, reason=reason)
+
+
+def model_cache_key(
+    config: CoreMLProvider, checkpoint: ResolvedCheckpoint, host: HostCapabilities
+) -> str:
+    """Model hash + ONNX Runtime + macOS versions + options: changed weights get a new cache."""
+    options = plain_options(config, exclude=("model_cache", "model_cache_directory"))
+    return cache_key(
+        "coreml-model",
+        checkpoint.fingerprint(),
+        host.ort_version,
+        host.fact("coreml", "macos_version"),
+        options,
+    )
+
+
+@hookimpl
+def ortplug_prepare_provider(
+    config: ProviderConfig, checkpoint: ResolvedCheckpoint, host: HostCapabilities
+) -> ProviderConfig | None:
+    """Static-shape checkpoints require static shapes; compiled models go to a keyed cache dir."""
+    if not isinstance(config, CoreMLProvider):
+        return None
+    prepared = config
+    if prepared.require_static_input_shapes is None and checkpoint.metadata.static_shapes:
+        prepared = attrs.evolve(prepared, require_static_input_shapes=True)
+    if prepared.model_cache and prepared.model_cache_directory is None:
+        folder = cache_dir("coreml", model_cache_key(prepared, checkpoint, host))
+        prepared = attrs.evolve(prepared, model_cache_directory=str(folder))
+    return prepared if prepared != config else None

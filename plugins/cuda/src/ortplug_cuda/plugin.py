@@ -1,0 +1,91 @@
+"""The ``cuda`` plugin's hook implementations (entry point ``cuda = "ortplug_cuda.plugin"``)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import attrs
+from ortplug import (
+    CheckpointMetadata,
+    HostCapabilities,
+    HostProbe,
+    ProviderConfig,
+    ProviderDecline,
+    ProviderOffer,
+    ProviderType,
+    hookimpl,
+    preload_runtime_libraries,
+)
+
+from .config import CudaProvider
+from .probes import CUDA_FACTS, detect_cuda
+from .readiness import assess_cuda
+
+__all__ = [
+    "ortplug_host_probes",
+    "ortplug_offer_providers",
+    "ortplug_prepare_provider",
+    "ortplug_provider_types",
+]
+
+#: Preference of a CUDA offer: above CoreML (40) and CPU (0), below an opted-in TensorRT (60).
+PREFERENCE = 50
+
+
+@hookimpl
+def ortplug_provider_types() -> Iterable[ProviderType]:
+    """The ``cuda`` kind (alias ``gpu``), ONNX Runtime's ``CUDAExecutionProvider``."""
+    yield ProviderType(
+        kind="cuda",
+        ort_name=CudaProvider.ort_name,
+        config_cls=CudaProvider,
+        aliases=("gpu",),
+        description="ONNX Runtime's CUDA execution provider (NVIDIA GPUs, cuDNN)",
+    )
+
+
+@hookimpl
+def ortplug_host_probes() -> Iterable[HostProbe]:
+    """Driver, devices (name, compute capability, memory) and CUDA/cuDNN libraries."""
+    yield HostProbe(
+        name="cuda",
+        facts=CUDA_FACTS,
+        detect=detect_cuda,
+        description="NVIDIA driver and devices, and the CUDA/cuDNN libraries ONNX Runtime loads",
+    )
+
+
+@hookimpl
+def ortplug_offer_providers(
+    metadata: CheckpointMetadata, host: HostCapabilities
+) -> Iterable[ProviderOffer | ProviderDecline]:
+    """CUDA when a usable GPU is found; never for int8 checkpoints (few CUDA int8 kernels)."""
+    readiness = assess_cuda(host)
+    if not readiness.ready:
+        yield ProviderDecline("cuda", readiness.problem or "no CUDA device")
+        return
+    if metadata.precision == "int8":
+        yield ProviderDecline(
+            "cuda",
+            "int8 checkpoint: the CUDA provider has few integer kernels, so quantized nodes "
+            "fall back to CPU one by one with copies in between; the CPU provider runs it",
+        )
+        return
+    device = readiness.device or {}
+    config = CudaProvider(device_id=int(device.get("index", 0)))
+    reason = readiness.describe(host)
+    if not metadata.static_shapes:
+        config = attrs.evolve(config, cudnn_conv_algo_search="DEFAULT")
+        reason += (
+            "; dynamic shapes: cudnn_conv_algo_search=DEFAULT (EXHAUSTIVE re-benchmarks every "
+            "new shape and can end slower than CPU)"
+        )
+    yield ProviderOffer(config=config, preference=PREFERENCE, reason=reason)
+
+
+@hookimpl
+def ortplug_prepare_provider(config: ProviderConfig) -> ProviderConfig | None:
+    """Preload the CUDA/cuDNN libraries (once, output captured) before a CUDA session is built."""
+    if isinstance(config, CudaProvider) and config.preload_dlls:
+        preload_runtime_libraries(config.dll_directory)
+    return None

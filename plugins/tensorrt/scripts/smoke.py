@@ -1,0 +1,18 @@
+"""Smoke check of the tensorrt provider on a real host (an NVIDIA GPU with TensorRT 10).
+
+Opts in to TensorRT for this run (metadata extra tensorrt=true), then builds
+the static demo model (or --model M.onnx) through the default policy
+and with the explicit chain ["tensorrt", "cpu"], checks that ONNX Runtime realized
+the provider and that it took the graph's nodes, and prints its latency
+against the CPU provider. Exits 0 when it did; 2 with "not available: <reason>"
+on a host without the hardware or runtime; 1 when the check failed.
+
+    python plugins/tensorrt/scripts/smoke.py [--model M.onnx] [--repeat 50]
+"""
+
+import sys
+
+from ortplug.smoke import main
+
+if __name__ == "__main__":
+    sys.exit(main("tensorrt", sys.argv[1:], extra={"tensorrt": True}))

@@ -1,0 +1,59 @@
+"""Where a TensorRT engine for one exact (model, runtime, GPU, options) lives, and whether it exists."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ortplug import HostCapabilities, ResolvedCheckpoint
+from ortplug.cache import cache_dir, cache_key, cache_root
+
+from .config import TensorrtProvider
+
+__all__ = [
+    "compute_capability",
+    "engine_cache_key",
+    "engine_dir",
+    "has_cached_engine",
+    "timing_dir",
+]
+
+
+def compute_capability(host: HostCapabilities, device_id: int) -> str | None:
+    """The compute capability of CUDA device ``device_id`` from the ``cuda`` probe, if known."""
+    for device in host.fact("cuda", "devices", []):
+        if device.get("index") == device_id:
+            value = device.get("compute_capability")
+            return str(value) if value else None
+    return None
+
+
+def engine_cache_key(
+    config: TensorrtProvider, checkpoint: ResolvedCheckpoint, host: HostCapabilities
+) -> str:
+    """Model hash + ONNX Runtime version + TensorRT version + compute capability + options."""
+    return cache_key(
+        "tensorrt-engine",
+        checkpoint.fingerprint(),
+        host.ort_version,
+        host.fact("tensorrt", "version"),
+        compute_capability(host, config.device_id),
+        config.cache_relevant_options(),
+    )
+
+
+def engine_dir(key: str) -> Path:
+    """The (created) engine directory for a key."""
+    return cache_dir("tensorrt", "engines", key)
+
+
+def timing_dir(host: HostCapabilities, device_id: int) -> Path:
+    """Timing caches are portable across models on one TensorRT version and compute capability."""
+    version = host.fact("tensorrt", "version") or "unknown"
+    capability = compute_capability(host, device_id) or "unknown"
+    return cache_dir("tensorrt", "timing", f"trt{version}-sm{capability}")
+
+
+def has_cached_engine(key: str) -> bool:
+    """Whether an engine was already built for this key (without creating directories)."""
+    folder = cache_root() / "tensorrt" / "engines" / key
+    return folder.is_dir() and any(folder.glob("*.engine"))

@@ -1,0 +1,239 @@
+"""The ``tensorrt`` plugin's hook implementations (entry point ``tensorrt = "ortplug_tensorrt.plugin"``)."""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterable, Sequence
+
+import attrs
+from ortplug import (
+    CheckpointMetadata,
+    HostCapabilities,
+    HostProbe,
+    ProviderConfig,
+    ProviderDecline,
+    ProviderOffer,
+    ProviderType,
+    ResolvedCheckpoint,
+    SessionOptionsConfig,
+    hookimpl,
+    preload_runtime_libraries,
+)
+
+from .config import TensorrtProvider
+from .engine_cache import (
+    compute_capability,
+    engine_cache_key,
+    engine_dir,
+    has_cached_engine,
+    timing_dir,
+)
+from .probes import TENSORRT_FACTS, detect_tensorrt
+from .shapes import check_dim_ranges, format_profile, parse_profile, profiles_from_ranges
+
+__all__ = [
+    "OPT_IN_ENV",
+    "ortplug_adjust_session_options",
+    "ortplug_host_probes",
+    "ortplug_offer_providers",
+    "ortplug_prepare_provider",
+    "ortplug_provider_types",
+]
+
+_log = logging.getLogger("ortplug.tensorrt")
+
+#: Environment variable that lets the default policy pick TensorRT on this host.
+OPT_IN_ENV = "ORTPLUG_TENSORRT"
+#: Above CUDA (50): when TensorRT is chosen, CUDA stays behind it for the nodes TensorRT skips.
+PREFERENCE = 60
+#: TensorRT 10 builds run on Turing (7.5) and newer.
+_MIN_CAPABILITY = (7, 5)
+
+
+@hookimpl
+def ortplug_provider_types() -> Iterable[ProviderType]:
+    """The ``tensorrt`` kind (alias ``trt``), ONNX Runtime's ``TensorrtExecutionProvider``."""
+    yield ProviderType(
+        kind="tensorrt",
+        ort_name=TensorrtProvider.ort_name,
+        config_cls=TensorrtProvider,
+        aliases=("trt",),
+        description="ONNX Runtime's TensorRT execution provider (NVIDIA GPUs, compiled engines)",
+    )
+
+
+@hookimpl
+def ortplug_host_probes() -> Iterable[HostProbe]:
+    """Whether libnvinfer loads, and its version."""
+    yield HostProbe(
+        name="tensorrt",
+        facts=TENSORRT_FACTS,
+        detect=detect_tensorrt,
+        description="TensorRT library (libnvinfer) version",
+    )
+
+
+def _capability(text: str | None) -> tuple[int, int]:
+    major, _, minor = (text or "0.0").partition(".")
+    return int(major or 0), int(minor or 0)
+
+
+def _blocker(host: HostCapabilities) -> str | None:
+    """Why TensorRT cannot run on this host at all, or ``None``."""
+    if "cuda" not in host.facts:
+        return "no GPU facts: the TensorRT plugin reads the cuda probe; pip install ortplug-cuda"
+    if host.fact("cuda", "driver_error"):
+        return f"no usable NVIDIA driver: {host.fact('cuda', 'driver_error')}"
+    if not host.fact("cuda", "devices"):
+        return "the NVIDIA driver reports no CUDA device"
+    if not host.has_provider(TensorrtProvider.ort_name):
+        return (
+            f"this ONNX Runtime build ({host.ort_version or 'not installed'}) has no "
+            "TensorrtExecutionProvider; pip install 'ortplug[tensorrt]'"
+        )
+    if host.fact("tensorrt", "library_error"):
+        return f"{host.fact('tensorrt', 'library_error')}; pip install 'ortplug[tensorrt]'"
+    return None
+
+
+def _opted_in(metadata: CheckpointMetadata) -> bool:
+    return metadata.extra.get("tensorrt") is True or os.environ.get(OPT_IN_ENV, "") in (
+        "1",
+        "true",
+        "yes",
+    )
+
+
+def _default_config(metadata: CheckpointMetadata, host: HostCapabilities) -> TensorrtProvider:
+    """Precision flags from the checkpoint, on the device with the most memory."""
+    device = max(host.fact("cuda", "devices"), key=lambda d: d.get("memory_mib", 0))
+    capability = _capability(device.get("compute_capability"))
+    return TensorrtProvider(
+        device_id=int(device.get("index", 0)),
+        fp16=True if metadata.precision == "fp16" else None,
+        bf16=True if metadata.precision == "bf16" and capability >= (8, 0) else None,
+        int8=True if metadata.precision == "int8" else None,
+    )
+
+
+@hookimpl
+def ortplug_offer_providers(
+    metadata: CheckpointMetadata, host: HostCapabilities, checkpoint: ResolvedCheckpoint | None
+) -> Iterable[ProviderOffer | ProviderDecline]:
+    """TensorRT only when opted in, or when an engine for this exact model is cached."""
+    blocker = _blocker(host)
+    if blocker:
+        yield ProviderDecline("tensorrt", blocker)
+        return
+    config = _default_config(metadata, host)
+    capability = compute_capability(host, config.device_id)
+    if _capability(capability) < _MIN_CAPABILITY:
+        yield ProviderDecline(
+            "tensorrt", f"GPU compute capability {capability} is below TensorRT 10's minimum 7.5"
+        )
+        return
+    version = host.fact("tensorrt", "version")
+    if checkpoint is not None:
+        try:
+            key = engine_cache_key(_with_profiles(config, checkpoint), checkpoint, host)
+        except ValueError as exc:
+            yield ProviderDecline("tensorrt", f"cannot prepare TensorRT for this checkpoint: {exc}")
+            return
+        if has_cached_engine(key):
+            reason = f"TensorRT {version} engine for this model is cached (sm {capability})"
+            yield ProviderOffer(config=config, preference=PREFERENCE, reason=reason)
+            return
+    if not _opted_in(metadata):
+        yield ProviderDecline(
+            "tensorrt",
+            "not chosen automatically: the first TensorRT engine build takes minutes; opt in "
+            f"with {OPT_IN_ENV}=1 or metadata extra tensorrt=true, or request it explicitly",
+        )
+        return
+    reason = f"opted in: TensorRT {version} on sm {capability}, engine cached after the first build"
+    yield ProviderOffer(config=config, preference=PREFERENCE, reason=reason)
+
+
+def _with_profiles(config: TensorrtProvider, checkpoint: ResolvedCheckpoint) -> TensorrtProvider:
+    """Check given profiles against the model, or derive them from ``extra.dim_ranges``."""
+    shapes = checkpoint.input_shapes()
+    dynamic = sorted(
+        name
+        for name, shape in shapes.items()
+        if shape is None or not all(isinstance(d, int) and d > 0 for d in shape)
+    )
+    if config.profile_min_shapes is not None:
+        listed = parse_profile("profile_min_shapes", config.profile_min_shapes)
+        unknown = sorted(set(listed) - set(shapes))
+        missing = [name for name in dynamic if name not in listed]
+        if unknown or missing:
+            raise ValueError(
+                f"TensorRT profile shapes for {checkpoint.label}: every dynamic input must be "
+                f"listed and only model inputs; missing {missing}, not inputs {unknown} "
+                f"(model inputs: {sorted(shapes)})"
+            )
+        return config
+    if not dynamic:
+        return config
+    raw = checkpoint.metadata.extra.get("dim_ranges")
+    if raw is None:
+        return config
+    profiles = profiles_from_ranges(shapes, check_dim_ranges(raw))
+    if profiles is None:
+        return config
+    low, mid, high = (format_profile(p) for p in profiles)
+    return attrs.evolve(
+        config, profile_min_shapes=low, profile_opt_shapes=mid, profile_max_shapes=high
+    )
+
+
+@hookimpl
+def ortplug_prepare_provider(
+    config: ProviderConfig, checkpoint: ResolvedCheckpoint, host: HostCapabilities
+) -> ProviderConfig | None:
+    """Profiles from the checkpoint, keyed engine/timing cache dirs, libraries, a cold-build notice."""
+    if not isinstance(config, TensorrtProvider):
+        return None
+    if config.preload_dlls:
+        preload_runtime_libraries(config.dll_directory)
+    prepared = _with_profiles(config, checkpoint)
+    if prepared.engine_cache and prepared.engine_cache_path is None:
+        folder = engine_dir(engine_cache_key(prepared, checkpoint, host))
+        prepared = attrs.evolve(prepared, engine_cache_path=str(folder))
+    if prepared.timing_cache and prepared.timing_cache_path is None:
+        prepared = attrs.evolve(
+            prepared, timing_cache_path=str(timing_dir(host, prepared.device_id))
+        )
+    _announce_build(prepared, checkpoint)
+    return prepared
+
+
+def _announce_build(config: TensorrtProvider, checkpoint: ResolvedCheckpoint) -> None:
+    folder = config.engine_cache_path
+    if folder is None or not config.engine_cache:
+        _log.warning(
+            "building TensorRT engine for %s without an engine cache: this can take minutes, "
+            "on every session",
+            checkpoint.label,
+        )
+    elif not any(os.scandir(folder)):
+        _log.warning(
+            "building TensorRT engine for %s: this can take minutes; it is cached in %s for "
+            "the next session",
+            checkpoint.label,
+            folder,
+        )
+
+
+@hookimpl
+def ortplug_adjust_session_options(
+    session_options: SessionOptionsConfig, chain: Sequence[ProviderConfig]
+) -> SessionOptionsConfig | None:
+    """A TensorRT ``build_timeout_s`` becomes the session's load timeout unless one is set."""
+    if session_options.load_timeout_s is not None:
+        return None
+    timeouts = [
+        c.build_timeout_s for c in chain if isinstance(c, TensorrtProvider) and c.build_timeout_s
+    ]
+    return session_options.evolve(load_timeout_s=min(timeouts)) if timeouts else None
