@@ -271,3 +271,19 @@ def test_tensorrt_wheel_folders_are_searched(tmp_path) -> None:
     assert tensorrt_library_dirs([str(tmp_path), str(tmp_path / "none")]) == [
         str(tmp_path / "tensorrt_libs")
     ]
+
+
+def test_an_unusable_cache_dir_is_reported_before_any_build(
+    all_plugins, monkeypatch, tmp_path
+) -> None:
+    blocker = tmp_path / "cache-is-a-file"
+    blocker.write_text("")
+    monkeypatch.setenv("ORTPLUG_CACHE_DIR", str(blocker))
+    checkpoint = InMemoryCheckpoint(models.add_model()).resolve()
+    with pytest.raises(OSError, match=r"set ORTPLUG_CACHE_DIR to a writable directory"):
+        OnnxBackend.from_checkpoint(checkpoint, providers=["tensorrt", "cpu"], plugins=all_plugins)
+    # the policy itself keeps working: no cached engine can be found there
+    host = HOST
+    from ortplug import DefaultProviderPolicy
+
+    assert DefaultProviderPolicy(all_plugins).select(checkpoint.metadata, host)[0].kind == "cuda"

@@ -19,6 +19,7 @@ __all__ = [
     "ort_options",
     "path_field",
     "plain_options",
+    "seconds_field",
 ]
 
 
@@ -51,6 +52,20 @@ def int_field(default: int | None = None, *, minimum: int = 0, maximum: int | No
             )
 
     return attrs.field(default=default, validator=check)
+
+
+def _check_seconds(_: Any, attribute: attrs.Attribute[Any], value: object) -> None:
+    if value is not None and (
+        not isinstance(value, (int, float)) or isinstance(value, bool) or not value > 0
+    ):
+        raise ValueError(
+            f"{attribute.name}: expected a positive number of seconds or null, got {value!r}"
+        )
+
+
+def seconds_field() -> Any:
+    """A ``float | None`` duration in seconds, positive."""
+    return attrs.field(default=None, validator=_check_seconds)
 
 
 def choice_field(

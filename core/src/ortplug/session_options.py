@@ -8,6 +8,8 @@ from typing import Any
 
 import attrs
 
+from .provider_options import bool_field, seconds_field
+
 __all__ = ["EXECUTION_MODES", "GRAPH_OPTIMIZATION_LEVELS", "SessionOptionsConfig"]
 
 #: Short names accepted for ``graph_optimization_level`` and the ORT enum member each means.
@@ -58,24 +60,10 @@ def _threads(_: Any, attribute: attrs.Attribute[Any], value: object) -> None:
         )
 
 
-def _optional_bool(_: Any, attribute: attrs.Attribute[Any], value: object) -> None:
-    if value is not None and not isinstance(value, bool):
-        raise ValueError(f"{attribute.name}: expected true, false or null, got {value!r}")
-
-
 def _severity(_: Any, attribute: attrs.Attribute[Any], value: object) -> None:
     if value is not None and value not in (0, 1, 2, 3, 4):
         raise ValueError(
             f"{attribute.name}: expected 0 (verbose) to 4 (fatal) or null, got {value!r}"
-        )
-
-
-def _timeout(_: Any, attribute: attrs.Attribute[Any], value: object) -> None:
-    if value is not None and (
-        not isinstance(value, (int, float)) or isinstance(value, bool) or not value > 0
-    ):
-        raise ValueError(
-            f"{attribute.name}: expected a positive number of seconds or null, got {value!r}"
         )
 
 
@@ -98,11 +86,11 @@ class SessionOptionsConfig:
     intra_op_num_threads: int | None = attrs.field(default=None, validator=_threads)
     inter_op_num_threads: int | None = attrs.field(default=None, validator=_threads)
     execution_mode: str | None = attrs.field(default=None, converter=_execution_mode)
-    enable_cpu_mem_arena: bool | None = attrs.field(default=None, validator=_optional_bool)
+    enable_cpu_mem_arena: bool | None = bool_field()
     log_severity_level: int | None = attrs.field(default=None, validator=_severity)
     #: Cancel building the session after this many seconds (``set_load_cancellation_flag``);
     #: for provider builds that can take minutes (TensorRT engines, CoreML compiles).
-    load_timeout_s: float | None = attrs.field(default=None, validator=_timeout)
+    load_timeout_s: float | None = seconds_field()
     config_entries: Mapping[str, str] = attrs.field(
         factory=dict, converter=_config_entries, eq=False, hash=False
     )

@@ -73,6 +73,36 @@ def _check_available(kind: str, checkpoint: ResolvedCheckpoint) -> str:
     return str(spec.type.ort_name)
 
 
+def _check_sessions(
+    kind: str,
+    ort_name: str,
+    checkpoint: ResolvedCheckpoint,
+    repeat: int,
+    out: Callable[[str], None],
+) -> float | None:
+    """Build through the policy and explicitly; the provider's share of nodes (None: not realized)."""
+    with OnnxBackend.from_checkpoint(checkpoint, session_options=_RECORD) as chosen:
+        realized = list(chosen.providers)
+        out(f"policy chain   {[k for k, _ in chosen.chain_reasons]} -> realized {realized}")
+        if ort_name not in realized:
+            out(f"FAILED: the policy chose {kind} but it was not realized: {chosen.build_messages}")
+            return None
+    chain = list(dict.fromkeys([kind, "cpu"]))
+    explicit = OnnxBackend.from_checkpoint(checkpoint, providers=chain, session_options=_RECORD)
+    cpu = OnnxBackend.from_checkpoint(checkpoint, providers=["cpu"])
+    with explicit, cpu:
+        nodes = explicit.node_assignment()
+        out(f"explicit chain {list(explicit.providers)}; nodes per provider {nodes}")
+        feed, _ = build_feed(explicit.input_specs, {})
+        accelerated = _median_ms(lambda: explicit.run(feed), repeat)
+        baseline = _median_ms(lambda: cpu.run(feed), repeat)
+        out(
+            f"latency        {kind} {accelerated:.3f} ms, cpu {baseline:.3f} ms "
+            f"(ratio {accelerated / baseline:.2f}x over {repeat} runs)"
+        )
+    return nodes.get(ort_name, 0) / (sum(nodes.values()) or 1)
+
+
 def run_smoke(
     kind: str,
     *,
@@ -89,30 +119,13 @@ def run_smoke(
         out(f"not available: {exc}")
         return EXIT_UNAVAILABLE
     out(f"{kind}: checking {checkpoint.label} ({ort_name})")
-    with OnnxBackend.from_checkpoint(checkpoint, session_options=_RECORD) as chosen:
-        out(
-            f"policy chain   {[k for k, _ in chosen.chain_reasons]} -> realized {list(chosen.providers)}"
-        )
-        if ort_name not in chosen.providers:
-            out(
-                f"FAILED: the policy chose {kind} but ONNX Runtime did not realize it: {chosen.build_messages}"
-            )
-            return EXIT_FAILED
-    chain = list(dict.fromkeys([kind, "cpu"]))
-    explicit = OnnxBackend.from_checkpoint(checkpoint, providers=chain, session_options=_RECORD)
-    cpu = OnnxBackend.from_checkpoint(checkpoint, providers=["cpu"])
-    with explicit, cpu:
-        nodes = explicit.node_assignment()
-        total = sum(nodes.values()) or 1
-        share = nodes.get(ort_name, 0) / total
-        out(f"explicit chain {list(explicit.providers)}; nodes per provider {nodes}")
-        feed, _ = build_feed(explicit.input_specs, {})
-        accelerated = _median_ms(lambda: explicit.run(feed), repeat)
-        baseline = _median_ms(lambda: cpu.run(feed), repeat)
-        out(
-            f"latency        {kind} {accelerated:.3f} ms, cpu {baseline:.3f} ms "
-            f"(ratio {accelerated / baseline:.2f}x over {repeat} runs)"
-        )
+    try:
+        share = _check_sessions(kind, ort_name, checkpoint, repeat, out)
+    except Exception as exc:  # a smoke check reports every failure as one line
+        out(f"FAILED: {type(exc).__name__}: {exc}")
+        return EXIT_FAILED
+    if share is None:
+        return EXIT_FAILED
     if share < 0.5:
         out(f"FAILED: {ort_name} took {share:.0%} of the nodes; the rest fell back to CPU")
         return EXIT_FAILED

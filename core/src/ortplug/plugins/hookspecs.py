@@ -115,7 +115,8 @@ def ortplug_prepare_provider(
     keyed by ``checkpoint.fingerprint()``, shapes), load native libraries the
     provider needs, log a slow first build. Leave configs of other plugins alone
     (return ``None``). Raise ``ValueError`` naming the option when the config
-    cannot work for this checkpoint; it reaches the user as is.
+    cannot work for this checkpoint; it reaches the user as is, like the
+    ``OSError`` of an unusable cache directory.
 
     :param config: the provider config as chosen so far (a fold over plugins).
     :param checkpoint: the resolved checkpoint (path or bytes, and metadata).

@@ -340,15 +340,16 @@ class PluginHost:
     ) -> ProviderConfig:
         """Fold one chain entry through every ``ortplug_prepare_provider`` implementation.
 
-        A ``ValueError`` is the plugin rejecting the user's config for this
-        checkpoint and propagates; any other exception is a plugin failure.
+        A ``ValueError`` (the plugin rejecting the user's config for this
+        checkpoint) or an ``OSError`` (an unusable cache directory) propagates:
+        the user must fix it. Any other exception is a plugin failure.
         """
         hook_name = "ortplug_prepare_provider"
         for impl in self._impls(hook_name):
             kwargs = {"config": config, "checkpoint": checkpoint, "host": host}
             try:
                 result = impl.function(*(kwargs[arg] for arg in impl.argnames))
-            except ValueError:
+            except (ValueError, OSError):
                 raise
             except Exception as exc:
                 self._fail(impl.plugin_name, hook_name, exc)

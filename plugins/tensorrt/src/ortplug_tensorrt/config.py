@@ -6,7 +6,13 @@ from collections.abc import Iterable
 from typing import Any, ClassVar
 
 import attrs
-from ortplug.provider_options import bool_field, int_field, ort_options, path_field
+from ortplug.provider_options import (
+    bool_field,
+    int_field,
+    ort_options,
+    path_field,
+    seconds_field,
+)
 
 from .shapes import check_profiles
 
@@ -33,15 +39,6 @@ def _check_shapes(_: Any, attribute: attrs.Attribute[Any], value: object) -> Non
     if value is not None and (not isinstance(value, str) or not value):
         raise ValueError(
             f"{attribute.name}: expected 'input:1x3x224x224,...' or null, got {value!r}"
-        )
-
-
-def _check_timeout(_: Any, attribute: attrs.Attribute[Any], value: object) -> None:
-    if value is not None and (
-        not isinstance(value, (int, float)) or isinstance(value, bool) or not value > 0
-    ):
-        raise ValueError(
-            f"{attribute.name}: expected a positive number of seconds or null, got {value!r}"
         )
 
 
@@ -93,7 +90,7 @@ class TensorrtProvider:
     ep_context_embed_mode: int | None = int_field(minimum=0, maximum=1)
     cuda_graph: bool | None = bool_field()
     detailed_build_log: bool | None = bool_field()
-    build_timeout_s: float | None = attrs.field(default=None, validator=_check_timeout)
+    build_timeout_s: float | None = seconds_field()
     preload_dlls: bool = bool_field(True)
     dll_directory: str | None = path_field()
 
