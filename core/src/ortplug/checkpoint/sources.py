@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import threading
 from pathlib import Path
 
@@ -50,6 +49,8 @@ class ResolvedCheckpoint:
 
         Hashed once per file version (path, size, modification time) per process.
         """
+        import hashlib  # deferred: ~4 ms of OpenSSL start-up that most processes never need
+
         source = self.source
         if isinstance(source, bytes):
             return hashlib.sha256(source).hexdigest()
@@ -67,6 +68,8 @@ _FINGERPRINT_LOCK = threading.Lock()
 
 
 def _file_fingerprint(path: Path) -> str:
+    import hashlib
+
     stat = path.stat()
     key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns)
     with _FINGERPRINT_LOCK:
