@@ -207,3 +207,14 @@ def test_the_same_chain_from_the_policy_only_warns(monkeypatch) -> None:
         backend = OnnxBackend.from_checkpoint(checkpoint, plugins=plugins)
     assert backend.requested_providers == ("CUDAExecutionProvider", "CPUExecutionProvider")
     assert backend.providers == ("CPUExecutionProvider",)
+
+
+def test_tensorrt_declines_gpus_older_than_turing(all_plugins, monkeypatch) -> None:
+    monkeypatch.setenv("ORTPLUG_TENSORRT", "1")
+    host = hosts.linux_gpu_tensorrt()
+    facts = {k: dict(v) for k, v in host.facts.items()}
+    facts["cuda"]["devices"] = [{**hosts.L4, "name": "Tesla P4", "compute_capability": "6.1"}]
+    import attrs
+
+    reasons = _reasons(all_plugins, FP32_DYNAMIC, attrs.evolve(host, facts=facts))
+    assert reasons["tensorrt"] == "GPU compute capability 6.1 is below TensorRT 10's minimum 7.5"

@@ -130,7 +130,8 @@ def ortplug_offer_providers(
     capability = compute_capability(host, config.device_id)
     if _capability(capability) < _MIN_CAPABILITY:
         yield ProviderDecline(
-            "tensorrt", f"GPU compute capability {capability} is below TensorRT 10's minimum 7.5"
+            "tensorrt",
+            f"GPU compute capability {capability or 'unknown'} is below TensorRT 10's minimum 7.5",
         )
         return
     version = host.fact("tensorrt", "version")
