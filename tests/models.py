@@ -118,3 +118,177 @@ def long_chain_model(nodes: int) -> bytes:
         initializer=[numpy_helper.from_array(np.ones(1, np.float32), "one")],
     )
     return _model(graph)
+
+
+def _typed_model(nodes, inputs, outputs, *, opset: int = 18, domains=(), initializers=()) -> bytes:
+    graph = helper.make_graph(nodes, "typed", inputs, outputs, initializer=list(initializers))
+    opsets = [helper.make_opsetid("", opset), *(helper.make_opsetid(d, v) for d, v in domains)]
+    model = helper.make_model(graph, opset_imports=opsets)
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    return model.SerializeToString()
+
+
+def optional_model() -> bytes:
+    """has = OptionalHasElement(o) for an optional(tensor(float)) input that may be omitted."""
+    optional = helper.make_optional_type_proto(
+        helper.make_tensor_type_proto(TensorProto.FLOAT, [2])
+    )
+    return _typed_model(
+        [helper.make_node("OptionalHasElement", ["o"], ["has"])],
+        [helper.make_value_info("o", optional)],
+        [helper.make_tensor_value_info("has", TensorProto.BOOL, [])],
+    )
+
+
+def sequence_model() -> bytes:
+    """count = SequenceLength(seq) for a seq(tensor(float)) input."""
+    sequence = helper.make_sequence_type_proto(
+        helper.make_tensor_type_proto(TensorProto.FLOAT, ["n"])
+    )
+    return _typed_model(
+        [helper.make_node("SequenceLength", ["seq"], ["count"])],
+        [helper.make_value_info("seq", sequence)],
+        [helper.make_tensor_value_info("count", TensorProto.INT64, [])],
+    )
+
+
+def zipmap_model() -> bytes:
+    """scores[1, 2] -> ZipMap -> a sequence of {label: score} maps (ai.onnx.ml)."""
+    maps = helper.make_sequence_type_proto(
+        helper.make_map_type_proto(
+            TensorProto.STRING, helper.make_tensor_type_proto(TensorProto.FLOAT, [])
+        )
+    )
+    return _typed_model(
+        [
+            helper.make_node(
+                "ZipMap",
+                ["scores"],
+                ["labels"],
+                domain="ai.onnx.ml",
+                classlabels_strings=["cat", "dog"],
+            )
+        ],
+        [helper.make_tensor_value_info("scores", TensorProto.FLOAT, [1, 2])],
+        [helper.make_value_info("labels", maps)],
+        domains=[("ai.onnx.ml", 3)],
+    )
+
+
+def identity_model(elem: int, shape: list[int | str]) -> bytes:
+    """y = Identity(x) for one element type (strings, bools, every int width, fp16...)."""
+    return _typed_model(
+        [helper.make_node("Identity", ["x"], ["y"])],
+        [helper.make_tensor_value_info("x", elem, shape)],
+        [helper.make_tensor_value_info("y", elem, shape)],
+    )
+
+
+def bf16_input_model() -> bytes:
+    """y = Cast<float>(x) for a bfloat16 input."""
+    return _typed_model(
+        [helper.make_node("Cast", ["x"], ["y"], to=TensorProto.FLOAT)],
+        [helper.make_tensor_value_info("x", TensorProto.BFLOAT16, [2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])],
+    )
+
+
+def if_loop_model() -> bytes:
+    """y = If(flag, x + 1, x - 1); total = Loop(3 times) adding x: an If and a Loop subgraph."""
+    vec = [2]
+    then_branch = helper.make_graph(
+        [helper.make_node("Add", ["x", "one"], ["then_out"])],
+        "then",
+        [],
+        [helper.make_tensor_value_info("then_out", TensorProto.FLOAT, vec)],
+    )
+    else_branch = helper.make_graph(
+        [helper.make_node("Sub", ["x", "one"], ["else_out"])],
+        "else",
+        [],
+        [helper.make_tensor_value_info("else_out", TensorProto.FLOAT, vec)],
+    )
+    body = helper.make_graph(
+        [
+            helper.make_node("Identity", ["cond_in"], ["cond_out"]),
+            helper.make_node("Add", ["acc_in", "x"], ["acc_out"]),
+        ],
+        "body",
+        [
+            helper.make_tensor_value_info("i", TensorProto.INT64, []),
+            helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("acc_in", TensorProto.FLOAT, vec),
+        ],
+        [
+            helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("acc_out", TensorProto.FLOAT, vec),
+        ],
+    )
+    return _typed_model(
+        [
+            helper.make_node(
+                "If", ["flag"], ["y"], then_branch=then_branch, else_branch=else_branch
+            ),
+            helper.make_node("Loop", ["trips", "", "zero"], ["total"], body=body),
+        ],
+        [
+            helper.make_tensor_value_info("flag", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, vec),
+        ],
+        [
+            helper.make_tensor_value_info("y", TensorProto.FLOAT, vec),
+            helper.make_tensor_value_info("total", TensorProto.FLOAT, vec),
+        ],
+        initializers=[
+            numpy_helper.from_array(np.ones(2, np.float32), "one"),
+            numpy_helper.from_array(np.zeros(2, np.float32), "zero"),
+            numpy_helper.from_array(np.array(3, np.int64), "trips"),
+        ],
+    )
+
+
+def slow_loop_model() -> bytes:
+    """y = x @ I, ``trips`` times (an input): with 10**9 trips it runs until terminated."""
+    body = helper.make_graph(
+        [
+            helper.make_node("Identity", ["cond_in"], ["cond_out"]),
+            helper.make_node("MatMul", ["acc_in", "w"], ["acc_out"]),
+        ],
+        "body",
+        [
+            helper.make_tensor_value_info("i", TensorProto.INT64, []),
+            helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("acc_in", TensorProto.FLOAT, [64, 64]),
+        ],
+        [
+            helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("acc_out", TensorProto.FLOAT, [64, 64]),
+        ],
+    )
+    return _typed_model(
+        [helper.make_node("Loop", ["trips", "", "x"], ["y"], body=body)],
+        [
+            helper.make_tensor_value_info("trips", TensorProto.INT64, []),
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, [64, 64]),
+        ],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [64, 64])],
+        initializers=[numpy_helper.from_array(np.eye(64, dtype=np.float32), "w")],
+    )
+
+
+def external_weights_model() -> bytes:
+    """y = x + w where w[4] is stored as external data in "weights.bin" (not embedded)."""
+    from onnx import external_data_helper
+
+    model = onnx.load_from_string(
+        _typed_model(
+            [helper.make_node("Add", ["x", "w"], ["y"])],
+            [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])],
+            initializers=[numpy_helper.from_array(np.zeros(4, np.float32), "w")],
+        )
+    )
+    external_data_helper.set_external_data(model.graph.initializer[0], "weights.bin")
+    model.graph.initializer[0].ClearField("raw_data")
+    return model.SerializeToString()

@@ -168,9 +168,16 @@ def test_shared_symbolic_dimension_mismatch_is_named(plugin_host) -> None:
         backend.run({"a": np.ones((2, 4), np.float32), "b": np.ones((3, 4), np.float32)})
 
 
-def test_non_mapping_inputs_are_named(adder) -> None:
-    with pytest.raises(InputValidationError, match="expected a mapping of input name to array"):
-        adder.run([np.ones((1, 4), np.float32)] * 2)  # type: ignore[arg-type]
+def test_inputs_in_model_order_and_bad_containers(adder) -> None:
+    one = np.ones((1, 4), np.float32)
+    assert adder.run([one, 2 * one])["c"][0, 0] == 3.0
+    with pytest.raises(
+        TypeError,
+        match=r"expected a mapping of input name to value, or a list in model order \(\['a', 'b'\]\), got ndarray",
+    ):
+        adder.run(one)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"got 3 positional values, the model takes at most 2"):
+        adder.run([one, one, one])
 
 
 def test_overridable_initializer_can_be_fed(plugin_host) -> None:

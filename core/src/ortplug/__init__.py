@@ -9,19 +9,21 @@ from __future__ import annotations
 from typing import Any
 
 from ._runtime import RuntimeDistribution, installed_runtimes, preload_runtime_libraries
-from .backend import InferenceBackend, OnnxBackend
+from .backend import Binding, InferenceBackend, MemoryInfo, ModelInfo, OnnxBackend, ValueInfo
 from .checkpoint import (
     CheckpointMetadata,
     InMemoryCheckpoint,
     LocalCheckpoint,
     ResolvedCheckpoint,
 )
+from .environment import configure
 from .errors import (
     InputValidationError,
     OrtplugPluginWarning,
     PluginConflictError,
     ProviderFallbackWarning,
     ProviderNotRealizedError,
+    RunTerminatedError,
     RuntimeNotInstalledError,
 )
 from .host import HostCapabilities
@@ -36,17 +38,22 @@ from .plugins import (
 )
 from .policy import DefaultProviderPolicy, ProviderPolicy, ProviderSelection
 from .providers import ProviderConfig, parse_provider
-from .session_options import SessionOptionsConfig
+from .run_options import RunOptionsConfig
+from .session_options import FreeDimensionOverride, SessionOptionsConfig
 
 __all__ = [
+    "Binding",
     "CheckpointMetadata",
     "DefaultProviderPolicy",
+    "FreeDimensionOverride",
     "HostCapabilities",
     "HostProbe",
     "InMemoryCheckpoint",
     "InferenceBackend",
     "InputValidationError",
     "LocalCheckpoint",
+    "MemoryInfo",
+    "ModelInfo",
     "OnnxBackend",
     "OrtplugPluginWarning",
     "PluginConflictError",
@@ -60,9 +67,13 @@ __all__ = [
     "ProviderSelection",
     "ProviderType",
     "ResolvedCheckpoint",
+    "RunOptionsConfig",
+    "RunTerminatedError",
     "RuntimeDistribution",
     "RuntimeNotInstalledError",
     "SessionOptionsConfig",
+    "ValueInfo",
+    "configure",
     "get_plugin_host",
     "hookimpl",
     "installed_runtimes",

@@ -10,6 +10,7 @@ __all__ = [
     "PluginConflictError",
     "ProviderFallbackWarning",
     "ProviderNotRealizedError",
+    "RunTerminatedError",
     "RuntimeNotInstalledError",
 ]
 
@@ -41,6 +42,10 @@ class ProviderNotRealizedError(RuntimeError):
             f"requested chain: {list(requested)}, realized chain: {list(realized)}; "
             f"cause reported by ONNX Runtime: {cause or 'none given'}"
         )
+
+
+class RunTerminatedError(RuntimeError):
+    """A run stopped (or refused to start) because ``OnnxBackend.terminate()`` was called."""
 
 
 class PluginConflictError(ValueError):

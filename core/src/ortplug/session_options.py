@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
+from pathlib import Path
 from types import MappingProxyType, ModuleType
 from typing import Any
 
 import attrs
 
-from .provider_options import bool_field, seconds_field
+from .provider_options import bool_field, int_field, seconds_field
 
-__all__ = ["EXECUTION_MODES", "GRAPH_OPTIMIZATION_LEVELS", "SessionOptionsConfig"]
+__all__ = [
+    "EXECUTION_MODES",
+    "GRAPH_OPTIMIZATION_LEVELS",
+    "FreeDimensionOverride",
+    "SessionOptionsConfig",
+]
 
 #: Short names accepted for ``graph_optimization_level`` and the ORT enum member each means.
 GRAPH_OPTIMIZATION_LEVELS = MappingProxyType(
@@ -78,16 +85,93 @@ def _config_entries(value: Mapping[str, str]) -> Mapping[str, str]:
     return MappingProxyType(dict(value))
 
 
+@attrs.frozen
+class FreeDimensionOverride:
+    """Fix a symbolic dimension, found by its name (``batch``) or its denotation (``DATA_BATCH``)."""
+
+    by: str = attrs.field(validator=attrs.validators.in_(("name", "denotation")))
+    key: str = attrs.field(validator=attrs.validators.min_len(1))
+    value: int = attrs.field(
+        validator=attrs.validators.and_(attrs.validators.instance_of(int), attrs.validators.ge(1))
+    )
+
+
+def _free_dimensions(value: object) -> tuple[FreeDimensionOverride, ...]:
+    """``{"batch": 1}`` (by name) or a list of ``{"by", "key", "value"}`` / overrides."""
+    if isinstance(value, Mapping):
+        items: list[object] = [{"by": "name", "key": k, "value": v} for k, v in value.items()]
+    elif isinstance(value, (list, tuple)):
+        items = list(value)
+    else:
+        raise ValueError(
+            "free_dimension_overrides: expected {dim_name: size} or a list of "
+            f"{{'by': 'name'|'denotation', 'key': ..., 'value': ...}}, got {value!r}"
+        )
+    overrides = []
+    for item in items:
+        if isinstance(item, FreeDimensionOverride):
+            overrides.append(item)
+            continue
+        try:
+            if not isinstance(item, Mapping) or set(item) != {"by", "key", "value"}:
+                raise TypeError("expected exactly the keys by, key, value")
+            if isinstance(item["value"], bool):
+                raise TypeError("value must be an integer")
+            overrides.append(FreeDimensionOverride(**item))
+        except (TypeError, ValueError) as exc:
+            raise ValueError(
+                f"free_dimension_overrides: bad entry {item!r} ({exc}); expected "
+                "{'by': 'name' or 'denotation', 'key': a dimension name, 'value': a size >= 1}"
+            ) from exc
+    return tuple(overrides)
+
+
+def _paths(value: object) -> tuple[str, ...]:
+    if isinstance(value, (str, os.PathLike)):
+        value = [value]
+    if not isinstance(value, (list, tuple)) or not all(
+        isinstance(p, (str, os.PathLike)) and str(p) for p in value
+    ):
+        raise ValueError(f"custom_op_libraries: expected a path or a list of paths, got {value!r}")
+    return tuple(os.fspath(p) for p in value)
+
+
+def _optional_text(_: Any, attribute: attrs.Attribute[Any], value: object) -> None:
+    if value is not None and (not isinstance(value, str) or not value):
+        raise ValueError(f"{attribute.name}: expected a non-empty string or null, got {value!r}")
+
+
 @attrs.frozen(kw_only=True)
 class SessionOptionsConfig:
-    """Session settings; ``None`` leaves ONNX Runtime's default (and lets plugins fill it in)."""
+    """Session settings; ``None`` leaves ONNX Runtime's default (and lets plugins fill it in).
+
+    Field names follow seed 003; each maps to one ``SessionOptions`` setting
+    (``deterministic_compute`` -> ``use_deterministic_compute``, ``log_id`` ->
+    ``logid``, ``optimized_model_path`` -> ``optimized_model_filepath``).
+    """
 
     graph_optimization_level: str | None = attrs.field(default=None, converter=_graph_level)
     intra_op_num_threads: int | None = attrs.field(default=None, validator=_threads)
     inter_op_num_threads: int | None = attrs.field(default=None, validator=_threads)
     execution_mode: str | None = attrs.field(default=None, converter=_execution_mode)
+    deterministic_compute: bool | None = bool_field()
     enable_cpu_mem_arena: bool | None = bool_field()
+    enable_mem_pattern: bool | None = bool_field()
+    enable_mem_reuse: bool | None = bool_field()
+    #: Write the optimized graph here (inspect what ONNX Runtime fused).
+    optimized_model_path: str | None = attrs.field(default=None, validator=_optional_text)
+    enable_profiling: bool | None = bool_field()
+    profile_file_prefix: str | None = attrs.field(default=None, validator=_optional_text)
+    free_dimension_overrides: tuple[FreeDimensionOverride, ...] = attrs.field(
+        default=(), converter=_free_dimensions
+    )
+    #: Shared libraries with custom operators, registered before the model loads.
+    custom_op_libraries: tuple[str, ...] = attrs.field(default=(), converter=_paths)
+    log_id: str | None = attrs.field(default=None, validator=_optional_text)
     log_severity_level: int | None = attrs.field(default=None, validator=_severity)
+    log_verbosity_level: int | None = int_field(minimum=0)
+    #: False runs on the process-wide pools sized by ``ortplug.configure(...)``.
+    use_per_session_threads: bool | None = bool_field()
     #: Cancel building the session after this many seconds (``set_load_cancellation_flag``);
     #: for provider builds that can take minutes (TensorRT engines, CoreML compiles).
     load_timeout_s: float | None = seconds_field()
@@ -110,7 +194,9 @@ class SessionOptionsConfig:
         """The set fields, JSON-ready."""
         data = {f.name: getattr(self, f.name) for f in attrs.fields(type(self))}
         data["config_entries"] = dict(self.config_entries)
-        return {k: v for k, v in data.items() if v not in (None, {})}
+        data["free_dimension_overrides"] = [attrs.asdict(o) for o in self.free_dimension_overrides]
+        data["custom_op_libraries"] = list(self.custom_op_libraries)
+        return {k: v for k, v in data.items() if v not in (None, {}, [])}
 
     def evolve(self, **changes: Any) -> SessionOptionsConfig:
         """Return a copy with ``changes`` applied (validated like the constructor)."""
@@ -124,6 +210,8 @@ class SessionOptionsConfig:
         """Build an ``onnxruntime.SessionOptions`` from the set fields.
 
         ``load_timeout_s`` is not a ``SessionOptions`` field: the backend applies it.
+        A custom op library that does not exist is a ``FileNotFoundError`` naming it,
+        one that does not load a ``ValueError``.
         """
         options = ort.SessionOptions()
         if self.graph_optimization_level is not None:
@@ -132,15 +220,42 @@ class SessionOptionsConfig:
         if self.execution_mode is not None:
             mode = EXECUTION_MODES[self.execution_mode]
             options.execution_mode = getattr(ort.ExecutionMode, mode)
-        for name in (
-            "intra_op_num_threads",
-            "inter_op_num_threads",
-            "enable_cpu_mem_arena",
-            "log_severity_level",
-        ):
-            value = getattr(self, name)
+        for field_name, ort_name in _PLAIN_SETTINGS:
+            value = getattr(self, field_name)
             if value is not None:
-                setattr(options, name, value)
+                setattr(options, ort_name, value)
+        for override in self.free_dimension_overrides:
+            if override.by == "name":
+                options.add_free_dimension_override_by_name(override.key, override.value)
+            else:
+                options.add_free_dimension_override_by_denotation(override.key, override.value)
+        for library in self.custom_op_libraries:
+            if not Path(library).is_file():
+                raise FileNotFoundError(f"custom_op_libraries: file not found: {library}")
+            try:
+                options.register_custom_ops_library(library)
+            except Exception as exc:
+                raise ValueError(
+                    f"custom_op_libraries: {library} is not a loadable custom-op library: {exc}"
+                ) from exc
         for key, value in self.config_entries.items():
             options.add_session_config_entry(key, value)
         return options
+
+
+# (field, SessionOptions attribute) pairs set as plain values.
+_PLAIN_SETTINGS = (
+    ("intra_op_num_threads", "intra_op_num_threads"),
+    ("inter_op_num_threads", "inter_op_num_threads"),
+    ("deterministic_compute", "use_deterministic_compute"),
+    ("enable_cpu_mem_arena", "enable_cpu_mem_arena"),
+    ("enable_mem_pattern", "enable_mem_pattern"),
+    ("enable_mem_reuse", "enable_mem_reuse"),
+    ("optimized_model_path", "optimized_model_filepath"),
+    ("enable_profiling", "enable_profiling"),
+    ("profile_file_prefix", "profile_file_prefix"),
+    ("log_id", "logid"),
+    ("log_severity_level", "log_severity_level"),
+    ("log_verbosity_level", "log_verbosity_level"),
+    ("use_per_session_threads", "use_per_session_threads"),
+)

@@ -9,6 +9,7 @@ import attrs
 
 from .._runtime import INSTALL_HINT
 from ..checkpoint import ResolvedCheckpoint
+from ..environment import global_thread_pools
 from ..policy import DefaultProviderPolicy, ProviderPolicy
 from ..providers import ProviderConfig
 from ..session_options import SessionOptionsConfig
@@ -96,6 +97,7 @@ def plan_session(
         chain, strict = list(chosen), False
     chain = [plugins.prepare_provider(config, checkpoint, host) for config in chain]
     options = plugins.adjust_session_options(session_options, chain, metadata, host)
+    _check_options_fit(options, checkpoint)
     return SessionPlan(
         chain=tuple(chain), reasons=tuple(reasons), options=options, strict=strict, host=host
     )
@@ -110,3 +112,27 @@ def _policy_chain(
         return list(selection.chain), [selection.reason_for(c) for c in selection.chain]
     chain = list(policy.select(checkpoint.metadata, host))
     return chain, [f"chosen by {type(policy).__name__}"] * len(chain)
+
+
+def _check_options_fit(options: SessionOptionsConfig, checkpoint: ResolvedCheckpoint) -> None:
+    """What ONNX Runtime would ignore silently or reject cryptically, as clear errors."""
+    by_name = [o.key for o in options.free_dimension_overrides if o.by == "name"]
+    if by_name:
+        symbolic = {
+            dim
+            for shape in checkpoint.input_shapes().values()
+            for dim in shape or ()
+            if isinstance(dim, str)
+        }
+        unknown = [key for key in by_name if key not in symbolic]
+        if unknown:
+            raise ValueError(
+                f"free_dimension_overrides: {unknown} not a symbolic dimension of the inputs of "
+                f"{checkpoint.label}; it has {sorted(symbolic) or 'none'}"
+            )
+    if options.use_per_session_threads is False and global_thread_pools() is None:
+        raise ValueError(
+            "use_per_session_threads=False needs the process-wide thread pools: call "
+            "ortplug.configure(global_intra_op_num_threads=..., global_inter_op_num_threads=...) "
+            "first"
+        )

@@ -19,8 +19,10 @@ from types import ModuleType
 from typing import Any
 
 import attrs
+import numpy as np
 
 from .._runtime import require_onnxruntime
+from ..checkpoint import ResolvedCheckpoint
 from ..errors import ProviderFallbackWarning, ProviderNotRealizedError
 from ..providers import CPU_EP, ProviderConfig
 from ..session_options import SessionOptionsConfig
@@ -66,14 +68,33 @@ def _capture_messages(ort: ModuleType) -> Iterator[list[str]]:
             warnings.warn_explicit(item.message, item.category, item.filename, item.lineno)
 
 
+def _in_memory_weights(ort: ModuleType, ort_options: Any, checkpoint: ResolvedCheckpoint) -> None:
+    """Hand ONNX Runtime the initializers and external-data files the checkpoint holds in memory."""
+    if checkpoint.initializers:
+        names = list(checkpoint.initializers)
+        values = [
+            ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(checkpoint.initializers[n]))
+            for n in names
+        ]
+        ort_options.add_external_initializers(names, values)
+    if checkpoint.external_data:
+        files = list(checkpoint.external_data)
+        buffers = [checkpoint.external_data[f] for f in files]
+        ort_options.add_external_initializers_from_files_in_memory(
+            files, buffers, [len(b) for b in buffers]
+        )
+
+
 def _try_create(
     ort: ModuleType,
-    source: str | bytes,
+    checkpoint: ResolvedCheckpoint,
     options: SessionOptionsConfig,
     chain: Sequence[tuple[str, dict[str, str]]],
 ) -> tuple[Any, Exception | None, list[str]]:
     """One attempt with ``(ort_name, options)`` pairs: ``(session, None, msgs)`` or ``(None, error, msgs)``."""
+    source = checkpoint.source
     ort_options = options.to_ort(ort)
+    _in_memory_weights(ort, ort_options, checkpoint)
     timer = None
     if options.load_timeout_s is not None:
         timer = threading.Timer(
@@ -99,20 +120,20 @@ def _try_create(
 
 
 def create_session(
-    source: str | bytes,
+    checkpoint: ResolvedCheckpoint,
     options: SessionOptionsConfig,
     chain: Sequence[ProviderConfig],
     *,
     strict: bool,
-    label: str,
 ) -> SessionBuild:
     """Create the session for ``chain`` (strict or graceful, see the module docstring)."""
     ort = require_onnxruntime()
+    label = checkpoint.label
     remaining = [config.to_ort() for config in chain]
     requested = tuple(name for name, _ in remaining)
     messages: list[str] = []
     while True:
-        session, error, captured = _try_create(ort, source, options, remaining)
+        session, error, captured = _try_create(ort, checkpoint, options, remaining)
         messages.extend(captured)
         if error is None:
             break

@@ -2,16 +2,26 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import asyncio
+import functools
+import os
+import threading
+import weakref
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import numpy as np
 
+from .._runtime import require_onnxruntime
 from ..checkpoint import CheckpointMetadata, ResolvedCheckpoint
-from ..errors import InputValidationError
-from ._plan import plan_session, resolve_checkpoint
+from ..errors import InputValidationError, RunTerminatedError
+from ..run_options import RunOptionsConfig
+from ._plan import SessionPlan, plan_session, resolve_checkpoint
+from ._run import bfloat16_as_ort_values, check_into_outputs, feed_by_name, select_outputs
 from ._session import create_session
 from ._validation import InputChecker, InputSpec
+from .binding import Binding
+from .introspection import MemoryInfo, ModelInfo, ValueInfo, value_infos
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -22,11 +32,25 @@ if TYPE_CHECKING:
 
 __all__ = ["OnnxBackend"]
 
+#: Called by ``run_async`` with the outputs, or with the error that stopped the run.
+RunCallback = Callable[[Mapping[str, Any] | None, BaseException | None], None]
+
 
 def _closed_run(*_: object) -> NoReturn:
     raise RuntimeError(
         "this OnnxBackend is closed; build a new one with OnnxBackend.from_checkpoint(...)"
     )
+
+
+class _IntoCache(threading.local):
+    """Per-thread IO binding of ``run_into``, and the OrtValues wrapping the caller's arrays."""
+
+    binding: Any = None
+    signature: object = None  # (input names/shapes/dtypes, output names/array ids) last bound
+    outputs: dict[str, tuple[np.ndarray, Any]]
+
+    def __init__(self) -> None:
+        self.outputs = {}
 
 
 class OnnxBackend:
@@ -44,23 +68,39 @@ class OnnxBackend:
             raise TypeError(
                 f"session: expected an onnxruntime.InferenceSession, got {type(session).__name__}"
             )
+        self._metadata = metadata
+        self._ort = require_onnxruntime()
+        self._adopt(session)
+        self._requested = self._providers
+        self._build_messages: tuple[str, ...] = ()
+        self._chain_reasons: tuple[tuple[str, str], ...] = ()
+        self._rebuild: Callable[[SessionOptionsConfig], Any] | None = None
+        self._options: SessionOptionsConfig | None = None
+
+    def _adopt(self, session: Any) -> None:
+        """Take ``session`` as this backend's (at construction and after a rebuild)."""
         checker = InputChecker.from_session(session)
         output_names = [o.name for o in session.get_outputs()]
-        metadata.require_names_in(
+        self._metadata.require_names_in(
             checker.names,
             output_names,
             origin="metadata",
             also_accepted=sorted(checker.overridable),
         )
-        self._metadata = metadata
         self._session: Any = session
         self._output_names = output_names
         self._checker = checker
         self._providers = tuple(session.get_providers())
-        self._run = session.run
-        self._requested = self._providers
-        self._build_messages: tuple[str, ...] = ()
-        self._chain_reasons: tuple[tuple[str, str], ...] = ()
+        self._run_options = RunOptionsConfig().to_ort(self._ort)
+        self._inflight: set[Any] = set()
+        self._inflight_lock = threading.Lock()
+        self._terminated = False
+        self._bindings: weakref.WeakSet[Binding] = weakref.WeakSet()
+        self._into = _IntoCache()
+        self._infos: dict[str, tuple[ValueInfo, ...]] = {}
+        self._run: Callable[..., list[Any]] = functools.partial(
+            session.run, run_options=self._run_options
+        )
 
     @classmethod
     def from_checkpoint(
@@ -84,14 +124,16 @@ class OnnxBackend:
         """
         resolved = resolve_checkpoint(checkpoint)
         plan = plan_session(resolved, providers, session_options, policy, plugins)
-        build = create_session(
-            resolved.source, plan.options, plan.chain, strict=plan.strict, label=resolved.label
-        )
+        build = _build(resolved, plan, plan.options)
         backend = cls(resolved.metadata, build.session)
         backend._requested = build.requested
         backend._build_messages = build.messages
         backend._chain_reasons = tuple(zip((c.kind for c in plan.chain), plan.reasons))
+        backend._options = plan.options
+        backend._rebuild = lambda options: _build(resolved, plan, options).session
         return backend
+
+    # -- what the backend is ------------------------------------------------------------------
 
     @property
     def metadata(self) -> CheckpointMetadata:
@@ -109,6 +151,11 @@ class OnnxBackend:
         return self._requested
 
     @property
+    def provider_options(self) -> dict[str, dict[str, str]]:
+        """The options each realized provider runs with, as ONNX Runtime reports them."""
+        return {k: dict(v) for k, v in self._live().get_provider_options().items()}
+
+    @property
     def chain_reasons(self) -> tuple[tuple[str, str], ...]:
         """``(kind, reason)`` for each provider asked for: the policy's reasons, or "explicit"."""
         return self._chain_reasons
@@ -117,6 +164,11 @@ class OnnxBackend:
     def build_messages(self) -> tuple[str, ...]:
         """What ONNX Runtime warned or logged while building the session."""
         return self._build_messages
+
+    @property
+    def session_options(self) -> SessionOptionsConfig | None:
+        """The options the session was built with (``None`` for a wrapped session)."""
+        return self._options
 
     @property
     def input_names(self) -> list[str]:
@@ -133,6 +185,45 @@ class OnnxBackend:
         """The model's output names, in model order (the keys ``run`` returns)."""
         return list(self._output_names)
 
+    def _info(self, which: str) -> tuple[ValueInfo, ...]:
+        cached = self._infos.get(which)
+        if cached is None:
+            getter = getattr(self._live(), f"get_{which}")
+            cached = self._infos[which] = value_infos(getter())
+        return cached
+
+    @property
+    def inputs(self) -> tuple[ValueInfo, ...]:
+        """Typed info of each input: kind, element type, shape with symbolic dims, nesting."""
+        return self._info("inputs")
+
+    @property
+    def outputs(self) -> tuple[ValueInfo, ...]:
+        """Typed info of each output."""
+        return self._info("outputs")
+
+    @property
+    def overridable_initializers(self) -> tuple[ValueInfo, ...]:
+        """Initializers that may be fed by name to replace their stored value."""
+        return self._info("overridable_initializers")
+
+    @property
+    def model_info(self) -> ModelInfo:
+        """Producer, graph name, domain, version, description and custom metadata of the model."""
+        return ModelInfo.from_session(self._live())
+
+    @property
+    def input_memory_info(self) -> tuple[MemoryInfo, ...]:
+        """Where each input is expected (device, memory type), in model order."""
+        infos = self._live().get_input_memory_infos()
+        return tuple(MemoryInfo.from_ort(n, i) for n, i in zip(self.input_names, infos))
+
+    @property
+    def output_memory_info(self) -> tuple[MemoryInfo, ...]:
+        """Where each output is produced, in model order."""
+        infos = self._live().get_output_memory_infos()
+        return tuple(MemoryInfo.from_ort(n, i) for n, i in zip(self._output_names, infos))
+
     def node_assignment(self) -> dict[str, int]:
         """How many graph nodes each provider took, e.g. ``{"CUDAExecutionProvider": 41, ...}``.
 
@@ -140,10 +231,9 @@ class OnnxBackend:
         (``SessionOptionsConfig(config_entries=...)``); without it this raises
         ``RuntimeError`` saying so.
         """
-        if self._session is None:
-            _closed_run()
+        session = self._live()
         try:
-            subgraphs = self._session.get_provider_graph_assignment_info()
+            subgraphs = session.get_provider_graph_assignment_info()
         except Exception as exc:
             raise RuntimeError(
                 "node assignment was not recorded: build the backend with session_options="
@@ -160,24 +250,279 @@ class OnnxBackend:
         """Whether :meth:`close` was called."""
         return self._session is None
 
-    def run(self, inputs: Mapping[str, np.ndarray]) -> Mapping[str, np.ndarray]:
-        """Run the model on named input tensors; return every output by name.
+    def _live(self) -> Any:
+        if self._session is None:
+            _closed_run()
+        return self._session
 
-        Raises :class:`~ortplug.errors.InputValidationError` naming each bad
-        input (missing, unknown, dtype, rank, dimension), ``RuntimeError`` when
-        the backend is closed.
+    # -- running --------------------------------------------------------------------------------
+
+    def run(
+        self,
+        inputs: Mapping[str, Any] | Sequence[Any],
+        outputs: Sequence[str] | str | None = None,
+        *,
+        run_options: RunOptionsConfig | None = None,
+    ) -> Mapping[str, Any]:
+        """Run the model; return the outputs by name (all, or the ``outputs`` named).
+
+        ``inputs`` maps input (or overridable initializer) names to values —
+        numpy arrays, lists of arrays for sequences, dicts for maps, ``None`` for
+        an empty optional — or lists them in model order. Raises
+        :class:`~ortplug.errors.InputValidationError` naming each bad input,
+        :class:`~ortplug.errors.RunTerminatedError` after :meth:`terminate`,
+        ``RuntimeError`` when the backend is closed.
         """
         if type(inputs) is not dict:
-            inputs = dict(inputs) if isinstance(inputs, Mapping) else inputs
+            inputs = feed_by_name(inputs, self._checker.names, sorted(self._checker.overridable))
+        names = (
+            self._output_names if outputs is None else select_outputs(outputs, self._output_names)
+        )
         try:
-            results = self._run(self._output_names, inputs)
+            if run_options is None:
+                results = self._run(names, inputs)
+            else:
+                results = self._run_with(names, inputs, run_options)
         except Exception as exc:
-            self._raise_explained(inputs, exc)
-        return dict(zip(self._output_names, results))
+            wrapped = bfloat16_as_ort_values(inputs, self._ort.OrtValue)
+            if wrapped is None:
+                self._raise_explained(inputs, exc)
+            return self.run(wrapped, names, run_options=run_options)
+        return dict(zip(names, results))
+
+    def _run_with(self, names: list[str], feed: Any, config: RunOptionsConfig) -> list[Any]:
+        options = self._own_run_options(config)
+        try:
+            return list(self._live().run(names, feed, options))
+        finally:
+            with self._inflight_lock:
+                self._inflight.discard(options)
+
+    def _own_run_options(self, config: RunOptionsConfig) -> Any:
+        if not isinstance(config, RunOptionsConfig):
+            raise TypeError(
+                f"run_options: expected a RunOptionsConfig, got {type(config).__name__}"
+            )
+        options = config.to_ort(self._ort)
+        with self._inflight_lock:
+            options.terminate = self._terminated
+            self._inflight.add(options)
+        return options
+
+    def run_into(
+        self,
+        inputs: Mapping[str, Any] | Sequence[Any],
+        outputs: Mapping[str, np.ndarray],
+        *,
+        run_options: RunOptionsConfig | None = None,
+    ) -> Mapping[str, np.ndarray]:
+        """Run the model writing the named outputs into the caller's preallocated arrays.
+
+        Dtype, layout and the shape these inputs imply are checked before ONNX
+        Runtime runs (again only when input shapes or the arrays change).
+        Returns ``outputs`` itself. Reusing the same arrays call after call
+        allocates nothing per call.
+        """
+        session = self._live()
+        feed = (
+            inputs
+            if type(inputs) is dict
+            else feed_by_name(inputs, self._checker.names, sorted(self._checker.overridable))
+        )
+        cache = self._into
+        signature = (
+            tuple(
+                (n, getattr(v, "shape", None), getattr(v, "dtype", None)) for n, v in feed.items()
+            ),
+            tuple((n, id(a)) for n, a in outputs.items()) if isinstance(outputs, Mapping) else None,
+        )
+        if signature != cache.signature:
+            self._bind_into(session, cache, feed, outputs)
+            cache.signature = signature
+        binding = cache.binding
+        try:
+            for name, value in feed.items():
+                binding.bind_cpu_input(name, np.ascontiguousarray(value))
+            if run_options is None:
+                session.run_with_iobinding(binding, self._run_options)
+            else:
+                options = self._own_run_options(run_options)
+                try:
+                    session.run_with_iobinding(binding, options)
+                finally:
+                    with self._inflight_lock:
+                        self._inflight.discard(options)
+        except Exception as exc:
+            cache.signature = None
+            self._raise_explained(feed, exc)
+        return outputs
+
+    def _bind_into(
+        self, session: Any, cache: _IntoCache, feed: Mapping[str, Any], outputs: object
+    ) -> None:
+        """Check the caller's output arrays for these inputs and bind them (on a new signature)."""
+        targets = check_into_outputs(outputs, self.outputs, self.inputs, feed)
+        if cache.binding is None:
+            cache.binding = session.io_binding()
+        binding = cache.binding
+        binding.clear_binding_inputs()
+        binding.clear_binding_outputs()
+        for name, array in targets.items():
+            known = cache.outputs.get(name)
+            if known is None or known[0] is not array:
+                known = cache.outputs[name] = (array, self._ort.OrtValue.ortvalue_from_numpy(array))
+            binding.bind_ortvalue_output(name, known[1])
+
+    def bind(self, run_options: RunOptionsConfig | None = None) -> Binding:
+        """An IO binding on this session: bind inputs and outputs once, then ``run()`` repeatedly."""
+        options = self._run_options if run_options is None else self._own_run_options(run_options)
+        binding = Binding(
+            self._live(),
+            options,
+            (*self.inputs, *self.overridable_initializers),
+            self.outputs,
+            self._ort.OrtValue,
+        )
+        self._bindings.add(binding)
+        return binding
+
+    def run_async(
+        self,
+        inputs: Mapping[str, Any] | Sequence[Any],
+        callback: RunCallback,
+        outputs: Sequence[str] | str | None = None,
+        *,
+        run_options: RunOptionsConfig | None = None,
+    ) -> None:
+        """Start a run on ONNX Runtime's thread pool; ``callback(outputs, error)`` gets the result.
+
+        The callback runs on an ONNX Runtime thread: keep it short, hand work back
+        to your own thread. Exactly one of its arguments is ``None``.
+        """
+        if not callable(callback):
+            raise TypeError(f"callback: expected a callable, got {type(callback).__name__}")
+        session = self._live()
+        feed = feed_by_name(inputs, self._checker.names, sorted(self._checker.overridable))
+        names = (
+            self._output_names if outputs is None else select_outputs(outputs, self._output_names)
+        )
+        options = self._run_options if run_options is None else self._own_run_options(run_options)
+
+        def done(results: Any, _user_data: Any, error: str) -> None:
+            if options is not self._run_options:
+                with self._inflight_lock:
+                    self._inflight.discard(options)
+            if error:
+                callback(None, self._explain_async(feed, error))
+            else:
+                callback(dict(zip(names, results)), None)
+
+        try:
+            session.run_async(names, feed, done, None, options)
+        except Exception as exc:
+            self._raise_explained(feed, exc)
+
+    async def arun(
+        self,
+        inputs: Mapping[str, Any] | Sequence[Any],
+        outputs: Sequence[str] | str | None = None,
+        *,
+        run_options: RunOptionsConfig | None = None,
+    ) -> Mapping[str, Any]:
+        """``await backend.arun(inputs)``: :meth:`run_async` for asyncio; the loop stays free."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Mapping[str, Any]] = loop.create_future()
+
+        def settle(result: Mapping[str, Any] | None, error: BaseException | None) -> None:
+            if future.done():
+                return
+            if error is not None:
+                future.set_exception(error)
+            else:
+                future.set_result(result or {})
+
+        def callback(result: Mapping[str, Any] | None, error: BaseException | None) -> None:
+            loop.call_soon_threadsafe(settle, result, error)
+
+        self.run_async(inputs, callback, outputs, run_options=run_options)
+        return await future
+
+    def terminate(self) -> None:
+        """Stop the runs in progress (and refuse new ones) until :meth:`reset_terminate`.
+
+        Safe to call from any thread; the stopped runs raise
+        :class:`~ortplug.errors.RunTerminatedError` and the backend stays usable.
+        """
+        with self._inflight_lock:
+            self._terminated = True
+            self._run_options.terminate = True
+            for options in self._inflight:
+                options.terminate = True
+
+    def reset_terminate(self) -> None:
+        """Accept runs again after :meth:`terminate`."""
+        with self._inflight_lock:
+            self._terminated = False
+            self._run_options.terminate = False
+
+    # -- profiling and live settings -----------------------------------------------------------
+
+    def end_profiling(self) -> str:
+        """Stop profiling and return the path of the JSON profile ONNX Runtime wrote."""
+        path = str(self._live().end_profiling() or "")
+        if not path:
+            raise RuntimeError(
+                "profiling is off for this session: build it with "
+                "SessionOptionsConfig(enable_profiling=True)"
+            )
+        return path
+
+    @property
+    def profiling_start_time_ns(self) -> int:
+        """When profiling started, in nanoseconds since the epoch (0 when profiling is off)."""
+        return int(self._live().get_profiling_start_time_ns())
+
+    def set_ep_dynamic_options(self, options: Mapping[str, object]) -> None:
+        """Change provider settings on the live session; keys and values are sent as strings."""
+        if not isinstance(options, Mapping) or not options:
+            raise ValueError(
+                f"set_ep_dynamic_options: expected a non-empty mapping, got {options!r}"
+            )
+        values = {str(k): _option_text(v) for k, v in options.items()}
+        self._live().set_ep_dynamic_options(values)
+
+    def register_custom_op_library(self, path: str | os.PathLike[str]) -> None:
+        """Add a custom-operator library and rebuild the session with the same options.
+
+        Runs in progress finish on the old session; do not call while other
+        threads start new runs.
+        """
+        library = os.fspath(path)
+        if not os.path.isfile(library):
+            raise FileNotFoundError(f"register_custom_op_library: file not found: {library}")
+        if self._rebuild is None or self._options is None:
+            raise RuntimeError(
+                "register_custom_op_library: this backend wraps a session it did not build; "
+                "build it with OnnxBackend.from_checkpoint to let it rebuild"
+            )
+        self._live()
+        options = self._options.evolve(
+            custom_op_libraries=(*self._options.custom_op_libraries, library)
+        )
+        session = self._rebuild(options)
+        self._close_bindings()
+        self._adopt(session)
+        self._options = options
+
+    # -- errors and lifetime ----------------------------------------------------------------------
 
     def _raise_explained(self, inputs: object, exc: Exception) -> NoReturn:
         if self._session is None:
-            raise exc
+            _closed_run()
+        if self._terminated or "terminate flag" in str(exc).lower():
+            raise RunTerminatedError(
+                "the run was stopped by OnnxBackend.terminate(); call reset_terminate() to run again"
+            ) from exc
         problems = self._checker.problems(inputs)
         if problems:
             raise InputValidationError(problems) from exc
@@ -186,8 +531,20 @@ class OnnxBackend:
             f"{list(self._providers)}: {type(exc).__name__}: {exc}"
         ) from exc
 
+    def _explain_async(self, feed: object, error: str) -> BaseException:
+        try:
+            self._raise_explained(feed, RuntimeError(error))
+        except Exception as explained:
+            return explained
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _close_bindings(self) -> None:
+        for binding in list(self._bindings):
+            binding._close()
+
     def close(self) -> None:
         """Release the session; later ``run`` calls raise ``RuntimeError``. Idempotent."""
+        self._close_bindings()
         self._session = None
         self._run = _closed_run
 
@@ -200,3 +557,13 @@ class OnnxBackend:
     def __repr__(self) -> str:
         state = "closed" if self._session is None else f"providers={list(self._providers)}"
         return f"<OnnxBackend {self._metadata.model_family!r} {state}>"
+
+
+def _option_text(value: object) -> str:
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    return str(value)
+
+
+def _build(resolved: ResolvedCheckpoint, plan: SessionPlan, options: SessionOptionsConfig) -> Any:
+    return create_session(resolved, options, plan.chain, strict=plan.strict)

@@ -3,14 +3,24 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 from pathlib import Path
+from types import MappingProxyType
+from typing import Any
 
 import attrs
+import numpy as np
 
 from ._onnx_wire import ModelSummary, WireFormatError, summarize_file, summarize_model
 from .metadata import CheckpointMetadata
 
 __all__ = ["InMemoryCheckpoint", "LocalCheckpoint", "ResolvedCheckpoint", "metadata_path_for"]
+
+
+def _frozen_mapping(value: Mapping[str, Any]) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise TypeError(f"expected a mapping of names, got {type(value).__name__}")
+    return MappingProxyType(dict(value))
 
 
 def _exactly_one_source(instance: ResolvedCheckpoint, _: object, __: Path | None) -> None:
@@ -33,6 +43,14 @@ class ResolvedCheckpoint:
         validator=attrs.validators.instance_of(CheckpointMetadata)
     )
     model_bytes: bytes | None = attrs.field(default=None, repr=False, kw_only=True)
+    #: Initializer values held in memory, by initializer name (``add_external_initializers``).
+    initializers: Mapping[str, Any] = attrs.field(
+        factory=dict, converter=_frozen_mapping, repr=False, eq=False, kw_only=True
+    )
+    #: The model's external-data files held in memory, by the file name the model refers to.
+    external_data: Mapping[str, bytes] = attrs.field(
+        factory=dict, converter=_frozen_mapping, repr=False, eq=False, kw_only=True
+    )
 
     @property
     def source(self) -> str | bytes:
@@ -52,9 +70,22 @@ class ResolvedCheckpoint:
         import hashlib  # deferred: ~4 ms of OpenSSL start-up that most processes never need
 
         source = self.source
-        if isinstance(source, bytes):
-            return hashlib.sha256(source).hexdigest()
-        return _file_fingerprint(Path(source))
+        model = (
+            hashlib.sha256(source).hexdigest()
+            if isinstance(source, bytes)
+            else _file_fingerprint(Path(source))
+        )
+        if not self.initializers and not self.external_data:
+            return model
+        digest = hashlib.sha256(model.encode())
+        for name, value in sorted(self.initializers.items()):
+            array = np.ascontiguousarray(value)
+            digest.update(f"{name}:{array.dtype.str}:{array.shape}".encode())
+            digest.update(array.tobytes())
+        for name, data in sorted(self.external_data.items()):
+            digest.update(f"{name}:{len(data)}".encode())
+            digest.update(data)
+        return digest.hexdigest()
 
     def input_shapes(self) -> dict[str, tuple[int | str | None, ...] | None]:
         """Each fed input's shape as the graph declares it (ints, symbolic names, ``None``)."""
@@ -119,10 +150,21 @@ class LocalCheckpoint:
 
 @attrs.frozen
 class InMemoryCheckpoint:
-    """A model held as bytes (downloaded by the caller, embedded, generated)."""
+    """A model held as bytes (downloaded by the caller, embedded, generated).
+
+    ``initializers`` replaces named initializers with in-memory arrays;
+    ``external_data`` provides the external-data files the model refers to
+    (``{"weights.bin": data}``), so nothing has to be written to disk.
+    """
 
     model_bytes: bytes = attrs.field(repr=False, validator=attrs.validators.instance_of(bytes))
     metadata: CheckpointMetadata | None = None
+    initializers: Mapping[str, Any] = attrs.field(
+        factory=dict, converter=_frozen_mapping, repr=False, eq=False, kw_only=True
+    )
+    external_data: Mapping[str, bytes] = attrs.field(
+        factory=dict, converter=_frozen_mapping, repr=False, eq=False, kw_only=True
+    )
 
     def resolve(self) -> ResolvedCheckpoint:
         """Validate the bytes and return them with given or inferred metadata."""
@@ -135,7 +177,22 @@ class InMemoryCheckpoint:
             metadata = CheckpointMetadata.from_summary(summary)
         else:
             _require_fits(metadata, summary, origin="metadata")
-        return ResolvedCheckpoint(None, metadata, model_bytes=self.model_bytes)
+        unknown = sorted(set(self.initializers) - summary.initializer_names)
+        if unknown:
+            raise ValueError(
+                f"initializers: {unknown} are not initializers of the model; it has "
+                f"{sorted(summary.initializer_names)}"
+            )
+        bad = [k for k, v in self.external_data.items() if not isinstance(v, (bytes, bytearray))]
+        if bad:
+            raise ValueError(f"external_data: expected bytes for every file, not for {bad}")
+        return ResolvedCheckpoint(
+            None,
+            metadata,
+            model_bytes=self.model_bytes,
+            initializers=self.initializers,
+            external_data=self.external_data,
+        )
 
 
 def _load_metadata_file(path: Path) -> CheckpointMetadata:

@@ -1,0 +1,133 @@
+"""``Binding``: inputs and outputs bound to a session once, run many times (ONNX Runtime IO binding).
+
+The repeated call is one ``run_with_iobinding``: no feed dict is converted and
+no output is allocated per call, and outputs can stay on the provider's device
+until :meth:`Binding.outputs` copies them to the CPU.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, NoReturn
+
+import numpy as np
+
+from .introspection import ValueInfo
+
+__all__ = ["Binding"]
+
+
+def _closed(*_: object) -> NoReturn:
+    raise RuntimeError("this Binding's OnnxBackend is closed; bind again on a new backend")
+
+
+class Binding:
+    """Made by :meth:`OnnxBackend.bind`; not safe to share between threads."""
+
+    def __init__(
+        self,
+        session: Any,
+        run_options: Any,
+        inputs: Sequence[ValueInfo],
+        outputs: Sequence[ValueInfo],
+        ort_value: Any,
+    ) -> None:
+        self._binding = session.io_binding()
+        self._run_with_iobinding = session.run_with_iobinding
+        self._run_options = run_options
+        self._inputs = {info.name: info for info in inputs}
+        self._outputs = {info.name: info for info in outputs}
+        self._ort_value = ort_value
+        self._bound_outputs: list[str] = []
+        self._keep: dict[str, Any] = {}  # arrays backing bound values must outlive the binding
+
+    def bind_input(self, name: str, value: Any) -> Binding:
+        """Bind an input (or overridable initializer) to a numpy array or an ``OrtValue``."""
+        if name not in self._inputs:
+            raise ValueError(
+                f"bind_input: {name!r} is not an input of the model; inputs: {list(self._inputs)}"
+            )
+        if isinstance(value, self._ort_value):
+            self._binding.bind_ortvalue_input(name, value)
+        else:
+            array = np.ascontiguousarray(value)
+            expected = self._inputs[name].dtype
+            if expected is not None and array.dtype != expected:
+                raise ValueError(
+                    f"bind_input: input {name!r} expects dtype {expected} "
+                    f"({self._inputs[name].type}), got {array.dtype}"
+                )
+            self._binding.bind_cpu_input(name, array)
+            self._keep[name] = array
+        return self
+
+    def bind_output(
+        self, name: str, target: Any = None, *, device: str = "cpu", device_id: int = 0
+    ) -> Binding:
+        """Bind an output: into ``target`` (a numpy array or ``OrtValue``), or let ONNX Runtime
+        allocate it on ``device`` (``"cpu"``, or ``"cuda"`` to keep it on the GPU)."""
+        info = self._outputs.get(name)
+        if info is None:
+            raise ValueError(
+                f"bind_output: {name!r} is not an output of the model; outputs: {list(self._outputs)}"
+            )
+        if target is None:
+            if not isinstance(device, str) or not device:
+                raise ValueError(
+                    f"bind_output: device: expected a name like 'cpu' or 'cuda', got {device!r}"
+                )
+            self._binding.bind_output(name, device, device_id)
+        elif isinstance(target, self._ort_value):
+            self._binding.bind_ortvalue_output(name, target)
+        elif isinstance(target, np.ndarray):
+            if info.dtype is None or target.dtype != info.dtype:
+                raise ValueError(
+                    f"bind_output: output {name!r} is {info.type}, got an array of dtype {target.dtype}"
+                )
+            if not (target.flags.c_contiguous and target.flags.writeable):
+                raise ValueError(
+                    f"bind_output: output {name!r}: expected a writeable C-contiguous array"
+                )
+            self._binding.bind_ortvalue_output(name, self._ort_value.ortvalue_from_numpy(target))
+            self._keep["->" + name] = target
+        else:
+            raise TypeError(
+                f"bind_output: target: expected a numpy array, an OrtValue or None, got {type(target).__name__}"
+            )
+        if name not in self._bound_outputs:
+            self._bound_outputs.append(name)
+        return self
+
+    def run(self) -> None:
+        """Run the model on the bound inputs into the bound outputs."""
+        self._run_with_iobinding(self._binding, self._run_options)
+
+    def outputs(self) -> dict[str, np.ndarray]:
+        """The bound outputs as numpy arrays, copied to the CPU when they live on a device."""
+        return dict(zip(self._bound_outputs, self._binding.copy_outputs_to_cpu()))
+
+    def ort_values(self) -> dict[str, Any]:
+        """The bound outputs as ``OrtValue`` objects, where they are (no copy)."""
+        return dict(zip(self._bound_outputs, self._binding.get_outputs()))
+
+    def synchronize_inputs(self) -> None:
+        """Wait until device copies of the inputs are done."""
+        self._binding.synchronize_inputs()
+
+    def synchronize_outputs(self) -> None:
+        """Wait until the outputs are written."""
+        self._binding.synchronize_outputs()
+
+    def clear_inputs(self) -> None:
+        """Forget every bound input."""
+        self._binding.clear_binding_inputs()
+        self._keep = {k: v for k, v in self._keep.items() if k.startswith("->")}
+
+    def clear_outputs(self) -> None:
+        """Forget every bound output."""
+        self._binding.clear_binding_outputs()
+        self._bound_outputs.clear()
+        self._keep = {k: v for k, v in self._keep.items() if not k.startswith("->")}
+
+    def _close(self) -> None:
+        self._run_with_iobinding = _closed

@@ -1,0 +1,77 @@
+"""``configure``: ONNX Runtime's process-wide settings (default logger, global thread pools).
+
+ONNX Runtime creates its global thread pools once per process, so their sizes
+can be set once: a second call with other sizes is an error naming the first
+ones, the same call again is a no-op. Sessions use the global pools only with
+``SessionOptionsConfig(use_per_session_threads=False)``.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import attrs
+
+from ._runtime import require_onnxruntime
+
+__all__ = ["GlobalThreadPools", "configure", "global_thread_pools"]
+
+_lock = threading.Lock()
+_pools: GlobalThreadPools | None = None
+
+
+@attrs.frozen
+class GlobalThreadPools:
+    """The sizes the process-wide pools were created with (0 = ONNX Runtime's default)."""
+
+    intra_op_num_threads: int
+    inter_op_num_threads: int
+
+
+def _count(name: str, value: object) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise ValueError(f"{name}: expected a non-negative integer (0 = default), got {value!r}")
+    return value
+
+
+def configure(
+    *,
+    log_severity_level: int | None = None,
+    global_intra_op_num_threads: int | None = None,
+    global_inter_op_num_threads: int | None = None,
+) -> None:
+    """Set ONNX Runtime's default log severity and/or create the global thread pools.
+
+    ``log_severity_level``: 0 verbose ... 4 fatal, for every later log line.
+    The thread-pool sizes may be given once per process (see the module docstring).
+    """
+    ort = require_onnxruntime()
+    if log_severity_level is not None:
+        if log_severity_level not in (0, 1, 2, 3, 4):
+            raise ValueError(
+                f"log_severity_level: expected 0 (verbose) to 4 (fatal), got {log_severity_level!r}"
+            )
+        ort.set_default_logger_severity(log_severity_level)
+    if global_intra_op_num_threads is None and global_inter_op_num_threads is None:
+        return
+    wanted = GlobalThreadPools(
+        _count("global_intra_op_num_threads", global_intra_op_num_threads or 0),
+        _count("global_inter_op_num_threads", global_inter_op_num_threads or 0),
+    )
+    global _pools
+    with _lock:
+        if _pools is not None:
+            if _pools != wanted:
+                raise RuntimeError(
+                    f"ONNX Runtime's global thread pools already exist with intra="
+                    f"{_pools.intra_op_num_threads}, inter={_pools.inter_op_num_threads}; they "
+                    "can be sized once per process (call configure() once, at start-up)"
+                )
+            return
+        ort.set_global_thread_pool_sizes(wanted.intra_op_num_threads, wanted.inter_op_num_threads)
+        _pools = wanted
+
+
+def global_thread_pools() -> GlobalThreadPools | None:
+    """The global pools created by :func:`configure`, or ``None``."""
+    return _pools
