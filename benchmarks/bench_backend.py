@@ -81,10 +81,21 @@ def bench_run(model: Path, rounds: int, calls: int) -> None:
         names = [o.name for o in session.get_outputs()]
         return {n: v for n, v in zip(names, session.run(names, feed))}
 
+    into = {"c": np.empty((1, 4), np.float32)}
+    raw_binding = session.io_binding()
+    for name, value in feed.items():
+        raw_binding.bind_cpu_input(name, value)
+    raw_binding.bind_output("c", "cpu")
+    bound = backend.bind().bind_input("a", feed["a"]).bind_input("b", feed["b"])
+    bound.bind_output("c", np.empty((1, 4), np.float32))
+
     calls_by_variant: dict[str, Callable[[], object]] = {
         "raw sess.run(None, feed)": lambda: session.run(None, feed),
         "OnnxBackend.run(feed)": lambda: backend.run(feed),
         "seed-style wrapper": seed_style,
+        "OnnxBackend.run_into(feed, out)": lambda: backend.run_into(feed, into),
+        "raw run_with_iobinding (floor)": lambda: session.run_with_iobinding(raw_binding),
+        "Binding.run() (bound once)": bound.run,
     }
     for fn in calls_by_variant.values():
         per_call_us(fn, 500)  # warm up
