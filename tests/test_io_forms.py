@@ -126,7 +126,7 @@ def test_binding_accepts_ort_values_and_can_be_cleared(demo) -> None:
     binding.bind_output("logits").run()
     assert list(binding.outputs()) == ["logits"]
     binding.clear_inputs()
-    with pytest.raises(RuntimeError):
+    with pytest.raises(RuntimeError, match="the bound run failed"):
         binding.run()  # no input bound any more
 
 
@@ -234,3 +234,18 @@ def test_a_model_with_external_weights_given_in_memory(plugin_host) -> None:
         InMemoryCheckpoint(model, initializers={"v": x}).resolve()
     with pytest.raises(ValueError, match="could not load"):
         OnnxBackend.from_checkpoint(InMemoryCheckpoint(model).resolve(), plugins=plugin_host)
+
+
+def test_terminate_covers_bindings_with_their_own_run_options(demo) -> None:
+    from ortplug import RunOptionsConfig, RunTerminatedError
+
+    binding = demo.bind(RunOptionsConfig(tag="bound")).bind_input("x", X).bind_output("probs")
+    binding.run()
+    demo.terminate()
+    with pytest.raises(RunTerminatedError, match="bound run was stopped by OnnxBackend.terminate"):
+        binding.run()
+    with pytest.raises(RunTerminatedError):
+        demo.run_into({"x": X}, {"probs": np.empty((2, 3), np.float32)})
+    demo.reset_terminate()
+    binding.run()
+    np.testing.assert_allclose(binding.outputs()["probs"], demo.run({"x": X})["probs"])

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from types import MappingProxyType, ModuleType
+from types import ModuleType
 from typing import Any
 
 import attrs
 
+from ._config_dicts import string_entries
 from .provider_options import bool_field, int_field
 
 __all__ = ["RunOptionsConfig"]
@@ -16,14 +17,6 @@ __all__ = ["RunOptionsConfig"]
 # exception when it is missing; "0" is its documented default, so setting it
 # changes nothing but the cost (40 us per bound run on ORT 1.32).
 _GRAPH_ID_ENTRY = ("gpu_graph_id", "0")
-
-
-def _entries(value: Mapping[str, str]) -> Mapping[str, str]:
-    if not isinstance(value, Mapping) or not all(
-        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
-    ):
-        raise ValueError(f"config_entries: expected string keys and values, got {value!r}")
-    return MappingProxyType(dict(value))
 
 
 def _tag(_: Any, attribute: attrs.Attribute[Any], value: object) -> None:
@@ -42,7 +35,7 @@ class RunOptionsConfig:
     #: Compute only what the requested outputs need.
     only_execute_path_to_fetches: bool | None = bool_field()
     config_entries: Mapping[str, str] = attrs.field(
-        factory=dict, converter=_entries, eq=False, hash=False
+        factory=dict, converter=string_entries, eq=False, hash=False
     )
 
     @classmethod

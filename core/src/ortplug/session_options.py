@@ -10,6 +10,7 @@ from typing import Any
 
 import attrs
 
+from ._config_dicts import config_from_dict, string_entries
 from .provider_options import bool_field, int_field, seconds_field
 
 __all__ = [
@@ -72,17 +73,6 @@ def _severity(_: Any, attribute: attrs.Attribute[Any], value: object) -> None:
         raise ValueError(
             f"{attribute.name}: expected 0 (verbose) to 4 (fatal) or null, got {value!r}"
         )
-
-
-def _config_entries(value: Mapping[str, str]) -> Mapping[str, str]:
-    if not isinstance(value, Mapping):
-        raise ValueError(f"config_entries: expected a mapping of strings, got {value!r}")
-    for key, entry in value.items():
-        if not isinstance(key, str) or not isinstance(entry, str):
-            raise ValueError(
-                f"config_entries: expected string keys and values, got {key!r}: {entry!r}"
-            )
-    return MappingProxyType(dict(value))
 
 
 @attrs.frozen
@@ -176,19 +166,13 @@ class SessionOptionsConfig:
     #: for provider builds that can take minutes (TensorRT engines, CoreML compiles).
     load_timeout_s: float | None = seconds_field()
     config_entries: Mapping[str, str] = attrs.field(
-        factory=dict, converter=_config_entries, eq=False, hash=False
+        factory=dict, converter=string_entries, eq=False, hash=False
     )
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> SessionOptionsConfig:
         """Build from a plain dict (a JSON or TOML table); unknown keys are named in the error."""
-        allowed = [f.name for f in attrs.fields(cls)]
-        unknown = sorted(set(data) - set(allowed))
-        if unknown:
-            raise ValueError(
-                f"session options: unknown field(s) {unknown}; allowed: {', '.join(allowed)}"
-            )
-        return cls(**data)
+        return config_from_dict(cls, data, "session options")
 
     def to_dict(self) -> dict[str, Any]:
         """The set fields, JSON-ready."""

@@ -12,13 +12,18 @@ from typing import Any, NoReturn
 
 import numpy as np
 
+from ..errors import RunTerminatedError
 from .introspection import ValueInfo
 
 __all__ = ["Binding"]
 
 
+class _BackendClosedError(RuntimeError):
+    """The backend that made the binding was closed."""
+
+
 def _closed(*_: object) -> NoReturn:
-    raise RuntimeError("this Binding's OnnxBackend is closed; bind again on a new backend")
+    raise _BackendClosedError("this Binding's OnnxBackend is closed; bind again on a new backend")
 
 
 class Binding:
@@ -100,7 +105,17 @@ class Binding:
 
     def run(self) -> None:
         """Run the model on the bound inputs into the bound outputs."""
-        self._run_with_iobinding(self._binding, self._run_options)
+        try:
+            self._run_with_iobinding(self._binding, self._run_options)
+        except _BackendClosedError:
+            raise
+        except Exception as exc:
+            if "terminate flag" in str(exc).lower():
+                raise RunTerminatedError(
+                    "the bound run was stopped by OnnxBackend.terminate(); call "
+                    "reset_terminate() to run again"
+                ) from exc
+            raise RuntimeError(f"the bound run failed: {type(exc).__name__}: {exc}") from exc
 
     def outputs(self) -> dict[str, np.ndarray]:
         """The bound outputs as numpy arrays, copied to the CPU when they live on a device."""

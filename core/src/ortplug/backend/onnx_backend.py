@@ -375,7 +375,11 @@ class OnnxBackend:
 
     def bind(self, run_options: RunOptionsConfig | None = None) -> Binding:
         """An IO binding on this session: bind inputs and outputs once, then ``run()`` repeatedly."""
-        options = self._run_options if run_options is None else self._own_run_options(run_options)
+        if run_options is None:
+            options = self._run_options
+        else:
+            options = run_options.to_ort(self._ort)
+            options.terminate = self._terminated
         binding = Binding(
             self._live(),
             options,
@@ -456,7 +460,7 @@ class OnnxBackend:
         with self._inflight_lock:
             self._terminated = True
             self._run_options.terminate = True
-            for options in self._inflight:
+            for options in (*self._inflight, *(b._run_options for b in self._bindings)):
                 options.terminate = True
 
     def reset_terminate(self) -> None:
@@ -464,6 +468,8 @@ class OnnxBackend:
         with self._inflight_lock:
             self._terminated = False
             self._run_options.terminate = False
+            for binding in self._bindings:
+                binding._run_options.terminate = False
 
     # -- profiling and live settings -----------------------------------------------------------
 
