@@ -6,17 +6,17 @@ when the first session is built.
 
 from __future__ import annotations
 
-from typing import Any
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from ._runtime import RuntimeDistribution, installed_runtimes, preload_runtime_libraries
-from .backend import Binding, InferenceBackend, MemoryInfo, ModelInfo, OnnxBackend, ValueInfo
+from .backend import InferenceBackend, OnnxBackend
 from .checkpoint import (
     CheckpointMetadata,
     InMemoryCheckpoint,
     LocalCheckpoint,
     ResolvedCheckpoint,
 )
-from .environment import configure
 from .errors import (
     InputValidationError,
     OrtplugPluginWarning,
@@ -40,6 +40,10 @@ from .policy import DefaultProviderPolicy, ProviderPolicy, ProviderSelection
 from .providers import ProviderConfig, parse_provider
 from .run_options import RunOptionsConfig
 from .session_options import FreeDimensionOverride, SessionOptionsConfig
+
+if TYPE_CHECKING:
+    from .backend import Binding, MemoryInfo, ModelInfo, ValueInfo
+    from .environment import configure
 
 __all__ = [
     "Binding",
@@ -82,9 +86,22 @@ __all__ = [
 ]
 
 
+# Loaded on first use: not needed to build and run a backend.
+_LAZY = {
+    "Binding": ".backend",
+    "MemoryInfo": ".backend",
+    "ModelInfo": ".backend",
+    "ValueInfo": ".backend",
+    "configure": ".environment",
+}
+
+
 def __getattr__(name: str) -> Any:
     if name == "__version__":
         from importlib.metadata import version
 
         return version("ortplug")
-    raise AttributeError(f"module 'ortplug' has no attribute {name!r}")
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'ortplug' has no attribute {name!r}")
+    return getattr(importlib.import_module(module, __name__), name)

@@ -1,10 +1,21 @@
-"""The inference backends: the protocol and its ONNX Runtime implementation."""
+"""The inference backends: the protocol and its ONNX Runtime implementation.
+
+``Binding`` and the introspection values load on first use (they are not
+needed to build and run a backend).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from ._validation import InputSpec
-from .binding import Binding
-from .introspection import MemoryInfo, ModelInfo, ValueInfo
 from .onnx_backend import OnnxBackend
 from .protocol import InferenceBackend
+
+if TYPE_CHECKING:
+    from .binding import Binding
+    from .introspection import MemoryInfo, ModelInfo, ValueInfo
 
 __all__ = [
     "Binding",
@@ -15,3 +26,17 @@ __all__ = [
     "OnnxBackend",
     "ValueInfo",
 ]
+
+_LAZY = {
+    "Binding": ".binding",
+    "MemoryInfo": ".introspection",
+    "ModelInfo": ".introspection",
+    "ValueInfo": ".introspection",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(module, __name__), name)

@@ -6,11 +6,12 @@ Each helper runs only on the path that needs it; a plain ``run(dict)`` calls non
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .introspection import ValueInfo
+if TYPE_CHECKING:
+    from .introspection import ValueInfo
 
 __all__ = ["bfloat16_as_ort_values", "check_into_outputs", "feed_by_name", "select_outputs"]
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import os
 import threading
@@ -20,8 +19,6 @@ from ._plan import SessionPlan, plan_session, resolve_checkpoint
 from ._run import bfloat16_as_ort_values, check_into_outputs, feed_by_name, select_outputs
 from ._session import create_session
 from ._validation import InputChecker, InputSpec
-from .binding import Binding
-from .introspection import MemoryInfo, ModelInfo, ValueInfo, value_infos
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -29,6 +26,8 @@ if TYPE_CHECKING:
     from ..plugins.manager import PluginHost
     from ..policy import ProviderPolicy
     from ..session_options import SessionOptionsConfig
+    from .binding import Binding
+    from .introspection import MemoryInfo, ModelInfo, ValueInfo
 
 __all__ = ["OnnxBackend"]
 
@@ -188,6 +187,8 @@ class OnnxBackend:
     def _info(self, which: str) -> tuple[ValueInfo, ...]:
         cached = self._infos.get(which)
         if cached is None:
+            from .introspection import value_infos
+
             getter = getattr(self._live(), f"get_{which}")
             cached = self._infos[which] = value_infos(getter())
         return cached
@@ -210,17 +211,23 @@ class OnnxBackend:
     @property
     def model_info(self) -> ModelInfo:
         """Producer, graph name, domain, version, description and custom metadata of the model."""
+        from .introspection import ModelInfo
+
         return ModelInfo.from_session(self._live())
 
     @property
     def input_memory_info(self) -> tuple[MemoryInfo, ...]:
         """Where each input is expected (device, memory type), in model order."""
+        from .introspection import MemoryInfo
+
         infos = self._live().get_input_memory_infos()
         return tuple(MemoryInfo.from_ort(n, i) for n, i in zip(self.input_names, infos))
 
     @property
     def output_memory_info(self) -> tuple[MemoryInfo, ...]:
         """Where each output is produced, in model order."""
+        from .introspection import MemoryInfo
+
         infos = self._live().get_output_memory_infos()
         return tuple(MemoryInfo.from_ort(n, i) for n, i in zip(self._output_names, infos))
 
@@ -375,6 +382,8 @@ class OnnxBackend:
 
     def bind(self, run_options: RunOptionsConfig | None = None) -> Binding:
         """An IO binding on this session: bind inputs and outputs once, then ``run()`` repeatedly."""
+        from .binding import Binding
+
         if run_options is None:
             options = self._run_options
         else:
@@ -434,6 +443,8 @@ class OnnxBackend:
         run_options: RunOptionsConfig | None = None,
     ) -> Mapping[str, Any]:
         """``await backend.arun(inputs)``: :meth:`run_async` for asyncio; the loop stays free."""
+        import asyncio  # deferred: ~20 ms that synchronous users never need
+
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Mapping[str, Any]] = loop.create_future()
 
