@@ -7,9 +7,6 @@ import numpy as np
 import pytest
 from ortplug import InMemoryCheckpoint, OnnxBackend, SessionOptionsConfig
 
-RECORD = {"session.record_ep_graph_assignment_info": "1"}
-
-
 def test_a_session_build_over_its_time_limit_is_cancelled(plugin_host) -> None:
     checkpoint = InMemoryCheckpoint(models.long_chain_model(20_000)).resolve()  # ~0.7 s to load
     options = SessionOptionsConfig(load_timeout_s=0.05)
@@ -37,14 +34,15 @@ def test_load_timeout_is_validated_and_read_from_dicts() -> None:
 
 def test_node_assignment_counts_nodes_per_provider(plugin_host) -> None:
     checkpoint = InMemoryCheckpoint(models.long_chain_model(5)).resolve()
-    options = SessionOptionsConfig(config_entries=RECORD, graph_optimization_level="disable")
+    options = SessionOptionsConfig(graph_optimization_level="disable")  # recorded by default
     backend = OnnxBackend.from_checkpoint(checkpoint, session_options=options, plugins=plugin_host)
     assert backend.node_assignment() == {"CPUExecutionProvider": 5}
 
 
 def test_node_assignment_says_how_to_record_it(plugin_host) -> None:
     checkpoint = InMemoryCheckpoint(models.add_model()).resolve()
-    backend = OnnxBackend.from_checkpoint(checkpoint, plugins=plugin_host)
+    options = SessionOptionsConfig(config_entries={"session.record_ep_graph_assignment_info": "0"})
+    backend = OnnxBackend.from_checkpoint(checkpoint, session_options=options, plugins=plugin_host)
     with pytest.raises(RuntimeError, match="session.record_ep_graph_assignment_info"):
         backend.node_assignment()
     backend.close()

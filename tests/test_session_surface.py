@@ -164,7 +164,7 @@ def test_register_custom_op_library_rebuilds_with_the_same_options(plugin_host, 
     backend.register_custom_op_library(library)
     assert backend.session_options.custom_op_libraries == (library,)
     assert backend.session_options.intra_op_num_threads == 1
-    assert backend.session_options.config_entries == {"session.intra_op.allow_spinning": "0"}
+    assert backend.session_options.config_entries["session.intra_op.allow_spinning"] == "0"
     np.testing.assert_array_equal(backend.run({"x": np.ones((1, 8), np.float32)})["probs"], before)
 
 

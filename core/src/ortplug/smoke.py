@@ -23,14 +23,10 @@ from .checkpoint import InMemoryCheckpoint, LocalCheckpoint, ResolvedCheckpoint
 from .cli._inputs import build_feed
 from .plugins.manager import get_plugin_host
 from .policy import DefaultProviderPolicy
-from .session_options import SessionOptionsConfig
 
 __all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_UNAVAILABLE", "main", "run_smoke"]
 
 EXIT_OK, EXIT_FAILED, EXIT_UNAVAILABLE = 0, 1, 2
-
-_RECORD = SessionOptionsConfig(config_entries={"session.record_ep_graph_assignment_info": "1"})
-
 
 class _Unavailable(Exception):
     """The provider cannot run on this host; the message is the reason."""
@@ -81,14 +77,14 @@ def _check_sessions(
     out: Callable[[str], None],
 ) -> float | None:
     """Build through the policy and explicitly; the provider's share of nodes (None: not realized)."""
-    with OnnxBackend.from_checkpoint(checkpoint, session_options=_RECORD) as chosen:
+    with OnnxBackend.from_checkpoint(checkpoint) as chosen:
         realized = list(chosen.providers)
         out(f"policy chain   {[k for k, _ in chosen.chain_reasons]} -> realized {realized}")
         if ort_name not in realized:
             out(f"FAILED: the policy chose {kind} but it was not realized: {chosen.build_messages}")
             return None
     chain = list(dict.fromkeys([kind, "cpu"]))
-    explicit = OnnxBackend.from_checkpoint(checkpoint, providers=chain, session_options=_RECORD)
+    explicit = OnnxBackend.from_checkpoint(checkpoint, providers=chain)
     cpu = OnnxBackend.from_checkpoint(checkpoint, providers=["cpu"])
     with explicit, cpu:
         nodes = explicit.node_assignment()

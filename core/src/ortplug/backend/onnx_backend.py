@@ -234,18 +234,18 @@ class OnnxBackend:
     def node_assignment(self) -> dict[str, int]:
         """How many graph nodes each provider took, e.g. ``{"CUDAExecutionProvider": 41, ...}``.
 
-        Needs the session config entry ``session.record_ep_graph_assignment_info=1``
-        (``SessionOptionsConfig(config_entries=...)``); without it this raises
-        ``RuntimeError`` saying so.
+        Recorded for every backend built by :meth:`from_checkpoint` (unless its
+        config entry ``session.record_ep_graph_assignment_info`` is set to
+        ``"0"``); for a wrapped session without it this raises ``RuntimeError``.
         """
         session = self._live()
         try:
             subgraphs = session.get_provider_graph_assignment_info()
         except Exception as exc:
             raise RuntimeError(
-                "node assignment was not recorded: build the backend with session_options="
-                "SessionOptionsConfig(config_entries={'session.record_ep_graph_assignment_info': "
-                f"'1'}}) ({type(exc).__name__}: {exc})"
+                "node assignment was not recorded for this session: build it with "
+                "OnnxBackend.from_checkpoint (or set the session config entry "
+                f"'session.record_ep_graph_assignment_info' to '1') ({type(exc).__name__}: {exc})"
             ) from exc
         counts: dict[str, int] = {}
         for subgraph in subgraphs:
