@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from ortplug import InMemoryCheckpoint, OnnxBackend, SessionOptionsConfig
 
+
 def test_a_session_build_over_its_time_limit_is_cancelled(plugin_host) -> None:
     checkpoint = InMemoryCheckpoint(models.long_chain_model(20_000)).resolve()  # ~0.7 s to load
     options = SessionOptionsConfig(load_timeout_s=0.05)

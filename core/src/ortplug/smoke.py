@@ -28,6 +28,7 @@ __all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_UNAVAILABLE", "main", "run_smoke"]
 
 EXIT_OK, EXIT_FAILED, EXIT_UNAVAILABLE = 0, 1, 2
 
+
 class _Unavailable(Exception):
     """The provider cannot run on this host; the message is the reason."""
 
