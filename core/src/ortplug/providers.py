@@ -9,6 +9,7 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import attrs
 
+from .ep_libraries import EpLibrary
 from .errors import PluginConflictError
 
 __all__ = [
@@ -74,6 +75,12 @@ class ProviderType:
     config_cls: type[Any]
     aliases: tuple[str, ...] = attrs.field(default=(), converter=_as_names)
     description: str = ""
+    #: The plugin-EP library that holds this provider (``None``: built into ONNX Runtime).
+    library: EpLibrary | None = attrs.field(
+        default=None,
+        validator=attrs.validators.optional(attrs.validators.instance_of(EpLibrary)),
+        kw_only=True,
+    )
 
     def __attrs_post_init__(self) -> None:
         declared = getattr(self.config_cls, "kind", None)
@@ -129,6 +136,11 @@ class ProviderRegistry:
     def specs(self) -> list[ProviderSpec]:
         """Registered provider types with their plugins."""
         return list(self._by_kind.values())
+
+    def library_of(self, kind: str) -> EpLibrary | None:
+        """The plugin-EP library of a registered kind (``None`` for built-ins and unknown kinds)."""
+        spec = self._by_kind.get(kind)
+        return spec.type.library if spec is not None else None
 
     def lookup(self, name: str) -> ProviderSpec:
         """Find a provider by kind, alias or ONNX Runtime name (case-insensitive)."""

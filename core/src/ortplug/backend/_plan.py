@@ -10,6 +10,7 @@ import attrs
 from .._runtime import INSTALL_HINT
 from ..checkpoint import ResolvedCheckpoint
 from ..environment import global_thread_pools
+from ..ep_libraries import EpLibrary
 from ..policy import DefaultProviderPolicy, ProviderPolicy
 from ..providers import ProviderConfig
 from ..session_options import SessionOptionsConfig
@@ -34,6 +35,7 @@ class SessionPlan:
     options: SessionOptionsConfig
     strict: bool
     host: HostCapabilities
+    libraries: tuple[EpLibrary | None, ...]  # one per chain entry: where a plugin-EP provider lives
 
 
 def resolve_checkpoint(checkpoint: object) -> ResolvedCheckpoint:
@@ -103,8 +105,14 @@ def plan_session(
     options = plugins.adjust_session_options(session_options, chain, metadata, host)
     options = options.with_config_entries({_RECORD_ASSIGNMENT: "1"})  # cheap; the user's value wins
     _check_options_fit(options, checkpoint)
+    registry = plugins.provider_registry()
     return SessionPlan(
-        chain=tuple(chain), reasons=tuple(reasons), options=options, strict=strict, host=host
+        chain=tuple(chain),
+        reasons=tuple(reasons),
+        options=options,
+        strict=strict,
+        host=host,
+        libraries=tuple(registry.library_of(config.kind) for config in chain),
     )
 
 

@@ -23,6 +23,7 @@ import numpy as np
 
 from .._runtime import require_onnxruntime
 from ..checkpoint import ResolvedCheckpoint
+from ..ep_libraries import EpLibrary, devices_for, ensure_library
 from ..errors import ProviderFallbackWarning, ProviderNotRealizedError
 from ..providers import CPU_EP, ProviderConfig
 from ..session_options import SessionOptionsConfig
@@ -85,16 +86,47 @@ def _in_memory_weights(ort: ModuleType, ort_options: Any, checkpoint: ResolvedCh
         )
 
 
+class _NoDevice(Exception):
+    """A provider of a plugin-EP library offers no device on this host."""
+
+    def __init__(self, ep_name: str, reason: str) -> None:
+        super().__init__(reason)
+        self.ep_name = ep_name
+
+
+def _add_devices(ort_options: Any, chain: Sequence[tuple[str, dict[str, str]]]) -> None:
+    """Append each provider with its devices, in chain order (the plugin-EP library path)."""
+    for name, provider_options in chain:
+        devices = devices_for(name)
+        if not devices:
+            raise _NoDevice(name, f"{name} offers no device on this host")
+        ort_options.add_provider_for_devices(devices, provider_options)
+
+
 def _try_create(
     ort: ModuleType,
     checkpoint: ResolvedCheckpoint,
     options: SessionOptionsConfig,
     chain: Sequence[tuple[str, dict[str, str]]],
+    by_devices: bool,
 ) -> tuple[Any, Exception | None, list[str]]:
     """One attempt with ``(ort_name, options)`` pairs: ``(session, None, msgs)`` or ``(None, error, msgs)``."""
     source = checkpoint.source
     ort_options = options.to_ort(ort)
     _in_memory_weights(ort, ort_options, checkpoint)
+    if by_devices:
+        try:
+            _add_devices(ort_options, chain)
+        except _NoDevice as exc:
+            return None, exc, []
+    providers = (
+        {}
+        if by_devices
+        else {
+            "providers": [name for name, _ in chain],
+            "provider_options": [opts for _, opts in chain],
+        }
+    )
     timer = None
     if options.load_timeout_s is not None:
         timer = threading.Timer(
@@ -105,11 +137,7 @@ def _try_create(
     with _capture_messages(ort) as captured:
         try:
             session = ort.InferenceSession(
-                source,
-                sess_options=ort_options,
-                providers=[name for name, _ in chain],
-                provider_options=[opts for _, opts in chain],
-                enable_fallback=0,
+                source, sess_options=ort_options, enable_fallback=0, **providers
             )
         except Exception as exc:
             return None, exc, captured
@@ -119,21 +147,66 @@ def _try_create(
     return session, None, captured
 
 
+def _library_messages(libraries: Sequence[EpLibrary | None]) -> list[str]:
+    """Register the chain's plugin-EP libraries (once per process); their problems, if any."""
+    problems = [ensure_library(lib).problem() for lib in libraries if lib is not None]
+    return [p for p in problems if p]
+
+
+def _split_mixed_chain(
+    chain: list[tuple[str, dict[str, str]]],
+    libraries: Sequence[EpLibrary | None],
+    requested: tuple[str, ...],
+    strict: bool,
+    messages: list[str],
+) -> tuple[list[tuple[str, dict[str, str]]], bool]:
+    """Library providers are appended by device; a built-in without devices cannot join them.
+
+    Such a chain keeps its built-ins (graceful) or is refused naming both (strict).
+    """
+    deviceless = [
+        name for (name, _), lib in zip(chain, libraries) if lib is None and not devices_for(name)
+    ]
+    if not deviceless:
+        return chain, True
+    library_eps = [name for (name, _), lib in zip(chain, libraries) if lib is not None]
+    cause = (
+        f"{', '.join(library_eps)} (plugin-EP library) cannot share a session with "
+        f"{', '.join(deviceless)}, for which ONNX Runtime lists no device"
+    )
+    if strict:
+        raise ProviderNotRealizedError(requested, (), library_eps, cause)
+    messages.append(cause)
+    _log.warning("dropping %s from the chain: %s", ", ".join(library_eps), cause)
+    kept = [entry for entry, lib in zip(chain, libraries) if lib is None]
+    return kept, False
+
+
 def create_session(
     checkpoint: ResolvedCheckpoint,
     options: SessionOptionsConfig,
     chain: Sequence[ProviderConfig],
     *,
     strict: bool,
+    libraries: Sequence[EpLibrary | None] = (),
 ) -> SessionBuild:
-    """Create the session for ``chain`` (strict or graceful, see the module docstring)."""
+    """Create the session for ``chain`` (strict or graceful, see the module docstring).
+
+    When a provider of the chain lives in a plugin-EP library, the whole chain
+    is appended by device (``add_provider_for_devices``) in chain order.
+    """
     ort = require_onnxruntime()
     label = checkpoint.label
     remaining = [config.to_ort() for config in chain]
     requested = tuple(name for name, _ in remaining)
-    messages: list[str] = []
+    by_devices = any(lib is not None for lib in libraries)
+    messages: list[str] = _library_messages(libraries)
+    if by_devices:
+        remaining, by_devices = _split_mixed_chain(
+            remaining, libraries, requested, strict, messages
+        )
     while True:
-        session, error, captured = _try_create(ort, checkpoint, options, remaining)
+        session, error, captured = _try_create(ort, checkpoint, options, remaining, by_devices)
         messages.extend(captured)
         if error is None:
             break
@@ -146,15 +219,20 @@ def create_session(
             ) from error
         cause = f"{kind}: {error}"
         accelerators = [name for name, _ in remaining if name != CPU_EP]
-        if kind in _MODEL_ERRORS or not accelerators:
+        if (
+            kind in _MODEL_ERRORS
+            or not accelerators
+            or (isinstance(error, _NoDevice) and error.ep_name == CPU_EP)
+        ):
             raise ValueError(f"ONNX Runtime could not load {label}: {cause}") from error
+        culprit = error.ep_name if isinstance(error, _NoDevice) else accelerators[0]
         if strict:
             raise ProviderNotRealizedError(
-                requested, (), accelerators, _join(messages, cause)
+                requested, (), [culprit], _join(messages, cause)
             ) from error
-        _log.warning("dropping %s from the chain: %s", accelerators[0], cause)
+        _log.warning("dropping %s from the chain: %s", culprit, cause)
         messages.append(cause)
-        remaining.remove(next(entry for entry in remaining if entry[0] != CPU_EP))
+        remaining.remove(next(entry for entry in remaining if entry[0] == culprit))
     realized = tuple(session.get_providers())
     _enforce(requested, realized, messages, strict)
     _log.info("session for %s: requested %s, realized %s", label, requested, realized)

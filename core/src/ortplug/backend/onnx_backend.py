@@ -583,4 +583,6 @@ def _option_text(value: object) -> str:
 
 
 def _build(resolved: ResolvedCheckpoint, plan: SessionPlan, options: SessionOptionsConfig) -> Any:
-    return create_session(resolved, options, plan.chain, strict=plan.strict)
+    return create_session(
+        resolved, options, plan.chain, strict=plan.strict, libraries=plan.libraries
+    )

@@ -1,0 +1,160 @@
+"""ONNX Runtime plugin-EP libraries: registered lazily and once per process, with their devices.
+
+ONNX Runtime (1.22+) loads execution providers from shared libraries, shipped
+as ``onnxruntime-ep-*`` wheels that expose ``get_library_path()`` and
+``get_ep_names()``. A plugin names such a library in its ``ProviderType``
+(``library=EpLibrary(...)``); ortplug registers it the first time a probe or a
+session needs it, lists the devices it offers (``get_ep_devices``), and builds
+sessions for it with ``SessionOptions.add_provider_for_devices``. A library
+that fails to load, or offers no device here, is reported with the reason.
+"""
+
+from __future__ import annotations
+
+import importlib
+import threading
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from ._runtime import require_onnxruntime
+
+__all__ = ["EpDevice", "EpLibrary", "EpLibraryStatus", "devices_for", "ensure_library"]
+
+
+def _names(value: Any) -> tuple[str, ...]:
+    names = (value,) if isinstance(value, str) else tuple(value)
+    if not names or not all(isinstance(n, str) and n for n in names):
+        raise ValueError(f"EpLibrary.ep_names: expected provider names, got {value!r}")
+    return names
+
+
+@attrs.frozen
+class EpLibrary:
+    """A plugin-EP library: its registration name, the providers it holds, where it is.
+
+    Give ``path`` (a shared library) or ``package`` (an importable
+    ``onnxruntime-ep-*`` package with ``get_library_path()``), not both.
+    """
+
+    name: str = attrs.field(validator=attrs.validators.min_len(1))
+    ep_names: tuple[str, ...] = attrs.field(converter=_names)
+    path: str | None = attrs.field(default=None, kw_only=True)
+    package: str | None = attrs.field(default=None, kw_only=True)
+
+    def __attrs_post_init__(self) -> None:
+        if (self.path is None) == (self.package is None):
+            raise ValueError(
+                f"EpLibrary {self.name!r}: expected exactly one of path= or package=, "
+                f"got path={self.path!r}, package={self.package!r}"
+            )
+
+    def library_path(self) -> str:
+        """The shared library's path (asks the package when one was named)."""
+        if self.path is not None:
+            return self.path
+        module = importlib.import_module(str(self.package))
+        return str(module.get_library_path())
+
+
+@attrs.frozen
+class EpDevice:
+    """A device a library provider can run on, as ``get_ep_devices`` reports it."""
+
+    ep_name: str
+    type: str  # CPU, GPU, NPU
+    vendor: str
+    vendor_id: int
+    device_id: int
+    name: str
+
+    def describe(self) -> str:
+        """``GPU NVIDIA (vendor 0x10de)``-style one-liner."""
+        label = f" {self.name}" if self.name else ""
+        return f"{self.type} {self.vendor}{label}"
+
+
+@attrs.frozen
+class EpLibraryStatus:
+    """What registering a library gave: the path, an error, or the devices it offers."""
+
+    library: EpLibrary
+    path: str | None
+    error: str | None
+    devices: tuple[EpDevice, ...]
+
+    @property
+    def usable(self) -> bool:
+        """Registered and offering at least one device."""
+        return self.error is None and bool(self.devices)
+
+    def problem(self) -> str | None:
+        """Why its providers cannot run here, or ``None``."""
+        if self.error:
+            return self.error
+        if not self.devices:
+            names = ", ".join(self.library.ep_names)
+            return f"library {self.library.name!r} ({self.path}) registered but {names} offers no device on this host"
+        return None
+
+    def facts(self) -> dict[str, object]:
+        """Host facts for a probe: path, error and devices."""
+        return {
+            "library": self.path,
+            "error": self.problem(),
+            "devices": [attrs.asdict(d) for d in self.devices],
+        }
+
+
+_lock = threading.Lock()
+_status: dict[str, EpLibraryStatus] = {}
+
+
+def _device(ep_device: Any) -> EpDevice:
+    hardware = ep_device.device
+    metadata = dict(getattr(ep_device, "ep_metadata", {}) or {})
+    return EpDevice(
+        ep_name=str(ep_device.ep_name),
+        type=str(hardware.type).rpartition(".")[2],
+        vendor=str(hardware.vendor),
+        vendor_id=int(hardware.vendor_id),
+        device_id=int(hardware.device_id),
+        name=str(metadata.get("FULL_DEVICE_NAME", "")),
+    )
+
+
+def devices_for(ep_name: str) -> list[Any]:
+    """ONNX Runtime's ``OrtEpDevice`` objects of one provider (registered libraries and built-ins)."""
+    return [d for d in require_onnxruntime().get_ep_devices() if d.ep_name == ep_name]
+
+
+def ensure_library(library: EpLibrary) -> EpLibraryStatus:
+    """Register ``library`` with ONNX Runtime once per process; never raises, the status says why."""
+    with _lock:
+        known = _status.get(library.name)
+        if known is not None:
+            return known
+        status = _register(library)
+        _status[library.name] = status
+        return status
+
+
+def _register(library: EpLibrary) -> EpLibraryStatus:
+    ort = require_onnxruntime()
+    try:
+        path = library.library_path()
+    except Exception as exc:
+        return EpLibraryStatus(library, None, f"{library.package}: {type(exc).__name__}: {exc}", ())
+    if not Path(path).is_file():
+        return EpLibraryStatus(library, path, f"library file not found: {path}", ())
+    try:
+        ort.register_execution_provider_library(library.name, path)
+    except Exception as exc:
+        if "already registered" not in str(exc):
+            detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            return EpLibraryStatus(
+                library, path, f"ONNX Runtime {ort.__version__} could not load {path}: {detail}", ()
+            )
+    devices = tuple(_device(d) for name in library.ep_names for d in devices_for(name))
+    return EpLibraryStatus(library, path, None, devices)

@@ -1,0 +1,130 @@
+"""Turn an installed ``onnxruntime-ep-*`` package into an ortplug provider in a few lines.
+
+A third-party plugin module writes::
+
+    @attrs.frozen(kw_only=True)
+    class OpenVinoProvider(LibraryProvider):
+        kind: ClassVar[str] = "openvino"
+        ort_name: ClassVar[str] = "OpenVINOExecutionProvider"
+
+    plugin = EpPackagePlugin("onnxruntime_ep_openvino", OpenVinoProvider, preference=30)
+
+and points its entry point at ``plugin``. The adapter contributes the provider
+type with its library, a probe that registers the library (lazily, once) and
+lists its devices, and an offer when a device exists, or a decline saying why.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from types import MappingProxyType
+from typing import Any, ClassVar
+
+import attrs
+
+from .checkpoint import CheckpointMetadata
+from .ep_libraries import EpLibrary, ensure_library
+from .host import HostCapabilities
+from .plugins.hookspecs import hookimpl
+from .plugins.types import HostProbe, ProviderDecline, ProviderOffer
+from .providers import ProviderType
+
+__all__ = ["EpPackagePlugin", "LibraryProvider"]
+
+_PROBE_FACTS = ("library", "error", "devices")
+
+
+def _string_options(value: Mapping[str, object]) -> Mapping[str, str]:
+    if not isinstance(value, Mapping):
+        raise ValueError(f"options: expected a mapping of option names to values, got {value!r}")
+    encoded = {}
+    for key, item in value.items():
+        if not isinstance(key, str) or not key:
+            raise ValueError(f"options: expected string option names, got {key!r}")
+        encoded[key] = ("1" if item else "0") if isinstance(item, bool) else str(item)
+    return MappingProxyType(encoded)
+
+
+@attrs.frozen(kw_only=True)
+class LibraryProvider:
+    """Base of configs for providers that live in a plugin-EP library.
+
+    Subclasses set ``kind`` and ``ort_name``; ``options`` go to the provider as
+    strings (the library validates them when the session is built).
+    """
+
+    kind: ClassVar[str]
+    ort_name: ClassVar[str]
+
+    options: Mapping[str, str] = attrs.field(
+        factory=dict, converter=_string_options, eq=False, hash=False
+    )
+
+    def to_ort(self) -> tuple[str, dict[str, str]]:
+        """ONNX Runtime's provider name and the options as given."""
+        return self.ort_name, dict(self.options)
+
+
+class EpPackagePlugin:
+    """The hooks of one ``onnxruntime-ep-*`` package's provider (see the module docstring)."""
+
+    def __init__(
+        self,
+        package: str,
+        config_cls: type[LibraryProvider],
+        *,
+        preference: int = 30,
+        description: str = "",
+    ) -> None:
+        self.package = package
+        self.config_cls = config_cls
+        self.preference = preference
+        self.kind = config_cls.kind
+        self.library = EpLibrary(
+            name=f"ortplug.{self.kind}", ep_names=(config_cls.ort_name,), package=package
+        )
+        self.description = (
+            description or f"{config_cls.ort_name} from the {package} plugin-EP library"
+        )
+
+    @hookimpl
+    def ortplug_provider_types(self) -> Iterable[ProviderType]:
+        """The provider kind, carrying its library so sessions append it by device."""
+        yield ProviderType(
+            self.kind,
+            self.config_cls.ort_name,
+            self.config_cls,
+            description=self.description,
+            library=self.library,
+        )
+
+    @hookimpl
+    def ortplug_host_probes(self) -> Iterable[HostProbe]:
+        """Registers the library (once per process) and lists its devices."""
+        yield HostProbe(
+            name=self.kind.replace("_", ""),
+            facts=_PROBE_FACTS,
+            detect=lambda: ensure_library(self.library).facts(),
+            description=f"the {self.package} library and the devices it offers",
+        )
+
+    @hookimpl
+    def ortplug_offer_providers(
+        self, metadata: CheckpointMetadata, host: HostCapabilities
+    ) -> Iterable[ProviderOffer | ProviderDecline]:
+        """An offer when the library offers a device here; else a decline with the reason."""
+        probe = self.kind.replace("_", "")
+        devices: list[dict[str, Any]] = host.fact(probe, "devices", [])
+        if not devices:
+            reason = host.fact(probe, "error") or f"{self.package} offers no device on this host"
+            yield ProviderDecline(self.kind, reason)
+            return
+        listed = ", ".join(
+            f"{d.get('type')} {d.get('vendor')}{' ' + d['name'] if d.get('name') else ''}"
+            for d in devices
+        )
+        yield ProviderOffer(
+            config=self.config_cls(),
+            preference=self.preference,
+            reason=f"{self.config_cls.ort_name} from {self.package} offers {listed}",
+        )
