@@ -125,8 +125,22 @@ def _device(ep_device: Any) -> EpDevice:
 
 
 def devices_for(ep_name: str) -> list[Any]:
-    """ONNX Runtime's ``OrtEpDevice`` objects of one provider (registered libraries and built-ins)."""
-    return [d for d in require_onnxruntime().get_ep_devices() if d.ep_name == ep_name]
+    """ONNX Runtime's ``OrtEpDevice`` objects of one provider (registered libraries and built-ins).
+
+    One per hardware device: a library registered twice (under two names)
+    lists each device twice, and ONNX Runtime refuses devices of two factories.
+    """
+    seen: set[tuple[str, int, int]] = set()
+    devices = []
+    for device in require_onnxruntime().get_ep_devices():
+        if device.ep_name != ep_name:
+            continue
+        hardware = device.device
+        identity = (str(hardware.type), int(hardware.vendor_id), int(hardware.device_id))
+        if identity not in seen:
+            seen.add(identity)
+            devices.append(device)
+    return devices
 
 
 def ensure_library(library: EpLibrary) -> EpLibraryStatus:

@@ -10,7 +10,8 @@ import attrs
 from .._runtime import INSTALL_HINT
 from ..checkpoint import ResolvedCheckpoint
 from ..environment import global_thread_pools
-from ..ep_libraries import EpLibrary
+from ..ep_libraries import EpLibrary, ensure_library
+from ..ort_selection import OrtDevicePolicy
 from ..policy import DefaultProviderPolicy, ProviderPolicy
 from ..providers import ProviderConfig
 from ..session_options import SessionOptionsConfig
@@ -36,6 +37,8 @@ class SessionPlan:
     strict: bool
     host: HostCapabilities
     libraries: tuple[EpLibrary | None, ...]  # one per chain entry: where a plugin-EP provider lives
+    declined: tuple[tuple[str, str], ...] = ()  # (kind, reason) of providers the plugins declined
+    device_policy: str | None = None  # an OrtDevicePolicy member: ONNX Runtime picks the providers
 
 
 def resolve_checkpoint(checkpoint: object) -> ResolvedCheckpoint:
@@ -89,11 +92,16 @@ def plan_session(
         )
     host = plugins.host_capabilities()
     metadata = checkpoint.metadata
+    if isinstance(policy, OrtDevicePolicy) and providers is None:
+        return _ort_policy_plan(policy, checkpoint, session_options, plugins, host)
     if providers is not None:
         chain, strict = _explicit_chain(providers, plugins), True
         reasons = ["requested explicitly (strict)"] * len(chain)
+        declined: list[tuple[str, str]] = []
     else:
-        chosen, reasons = _policy_chain(policy or DefaultProviderPolicy(plugins), checkpoint, host)
+        chosen, reasons, declined = _policy_chain(
+            policy or DefaultProviderPolicy(plugins), checkpoint, host
+        )
         if not chosen:
             installed = ", ".join(plugins.provider_registry().kinds()) or "none"
             raise RuntimeError(
@@ -113,18 +121,50 @@ def plan_session(
         strict=strict,
         host=host,
         libraries=tuple(registry.library_of(config.kind) for config in chain),
+        declined=tuple(declined),
     )
 
 
 def _policy_chain(
     policy: ProviderPolicy, checkpoint: ResolvedCheckpoint, host: HostCapabilities
-) -> tuple[list[ProviderConfig], list[str]]:
-    """The policy's chain with a reason per provider (a plain policy gives its class name)."""
+) -> tuple[list[ProviderConfig], list[str], list[tuple[str, str]]]:
+    """The policy's chain, a reason per provider (a plain policy gives its class name), declines."""
     if isinstance(policy, DefaultProviderPolicy):
         selection = policy.explain(checkpoint.metadata, host, checkpoint)
-        return list(selection.chain), [selection.reason_for(c) for c in selection.chain]
+        reasons = [selection.reason_for(c) for c in selection.chain]
+        declined = [(d.kind, f"{d.reason} [{d.plugin}]") for d in selection.declined]
+        return list(selection.chain), reasons, declined
     chain = list(policy.select(checkpoint.metadata, host))
-    return chain, [f"chosen by {type(policy).__name__}"] * len(chain)
+    return chain, [f"chosen by {type(policy).__name__}"] * len(chain), []
+
+
+def _ort_policy_plan(
+    policy: OrtDevicePolicy,
+    checkpoint: ResolvedCheckpoint,
+    session_options: SessionOptionsConfig,
+    plugins: PluginHost,
+    host: HostCapabilities,
+) -> SessionPlan:
+    """Register every plugin-EP library the plugins know, and leave the choice to ONNX Runtime."""
+    registry = plugins.provider_registry()
+    libraries = [spec.type.library for spec in registry.specs() if spec.type.library is not None]
+    declined = []
+    for library in libraries:
+        problem = ensure_library(library).problem()
+        if problem:
+            declined.append((library.name, problem))
+    options = session_options.with_config_entries({_RECORD_ASSIGNMENT: "1"})
+    _check_options_fit(options, checkpoint)
+    return SessionPlan(
+        chain=(),
+        reasons=(),
+        options=options,
+        strict=False,
+        host=host,
+        libraries=(),
+        declined=tuple(declined),
+        device_policy=policy.ort_member,
+    )
 
 
 def _check_options_fit(options: SessionOptionsConfig, checkpoint: ResolvedCheckpoint) -> None:

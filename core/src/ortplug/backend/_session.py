@@ -109,12 +109,17 @@ def _try_create(
     options: SessionOptionsConfig,
     chain: Sequence[tuple[str, dict[str, str]]],
     by_devices: bool,
+    device_policy: str | None = None,
 ) -> tuple[Any, Exception | None, list[str]]:
     """One attempt with ``(ort_name, options)`` pairs: ``(session, None, msgs)`` or ``(None, error, msgs)``."""
     source = checkpoint.source
     ort_options = options.to_ort(ort)
     _in_memory_weights(ort, ort_options, checkpoint)
-    if by_devices:
+    if device_policy is not None:
+        policy = getattr(ort.OrtExecutionProviderDevicePolicy, device_policy)
+        ort_options.set_provider_selection_policy(policy)
+        by_devices = True  # no providers= list: ONNX Runtime chooses
+    elif by_devices:
         try:
             _add_devices(ort_options, chain)
         except _NoDevice as exc:
@@ -189,6 +194,7 @@ def create_session(
     *,
     strict: bool,
     libraries: Sequence[EpLibrary | None] = (),
+    device_policy: str | None = None,
 ) -> SessionBuild:
     """Create the session for ``chain`` (strict or graceful, see the module docstring).
 
@@ -206,7 +212,9 @@ def create_session(
             remaining, libraries, requested, strict, messages
         )
     while True:
-        session, error, captured = _try_create(ort, checkpoint, options, remaining, by_devices)
+        session, error, captured = _try_create(
+            ort, checkpoint, options, remaining, by_devices, device_policy
+        )
         messages.extend(captured)
         if error is None:
             break

@@ -15,6 +15,7 @@ from .._runtime import require_onnxruntime
 from ..checkpoint import CheckpointMetadata, ResolvedCheckpoint
 from ..errors import InputValidationError, RunTerminatedError
 from ..run_options import RunOptionsConfig
+from ._placement import enforce_share
 from ._plan import SessionPlan, plan_session, resolve_checkpoint
 from ._run import bfloat16_as_ort_values, check_into_outputs, feed_by_name, select_outputs
 from ._session import create_session
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
     from ..session_options import SessionOptionsConfig
     from .binding import Binding
     from .introspection import MemoryInfo, ModelInfo, ValueInfo
+    from .report import ProviderReport
 
 __all__ = ["OnnxBackend"]
 
@@ -75,6 +77,7 @@ class OnnxBackend:
         self._chain_reasons: tuple[tuple[str, str], ...] = ()
         self._rebuild: Callable[[SessionOptionsConfig], Any] | None = None
         self._options: SessionOptionsConfig | None = None
+        self._plan: SessionPlan | None = None
 
     def _adopt(self, session: Any) -> None:
         """Take ``session`` as this backend's (at construction and after a rebuild)."""
@@ -110,6 +113,7 @@ class OnnxBackend:
         *,
         policy: ProviderPolicy | None = None,
         plugins: PluginHost | None = None,
+        min_accelerator_share: float | None = None,
     ) -> Self:
         """Build a backend by loading a checkpoint into a new ONNX Runtime session.
 
@@ -119,7 +123,9 @@ class OnnxBackend:
         ``"CUDAExecutionProvider"``) is used as given and enforced strictly: a
         requested accelerator that is not realized raises
         :class:`~ortplug.errors.ProviderNotRealizedError`. ``plugins`` selects the
-        plugin host (default: the process-wide one).
+        plugin host (default: the process-wide one). ``min_accelerator_share``
+        (0..1) also treats a session whose accelerators took fewer of the graph's
+        nodes as a fallback: an error for an explicit chain, a warning for a policy's.
         """
         resolved = resolve_checkpoint(checkpoint)
         plan = plan_session(resolved, providers, session_options, policy, plugins)
@@ -128,8 +134,14 @@ class OnnxBackend:
         backend._requested = build.requested
         backend._build_messages = build.messages
         backend._chain_reasons = tuple(zip((c.kind for c in plan.chain), plan.reasons))
+        if plan.device_policy is not None:
+            reason = f"chosen by ONNX Runtime's {plan.device_policy} device policy"
+            backend._chain_reasons = tuple((name, reason) for name in backend.providers)
         backend._options = plan.options
+        backend._plan = plan
         backend._rebuild = lambda options: _build(resolved, plan, options).session
+        if min_accelerator_share is not None:
+            enforce_share(backend.report, min_accelerator_share, strict=plan.strict)
         return backend
 
     # -- what the backend is ------------------------------------------------------------------
@@ -251,6 +263,28 @@ class OnnxBackend:
         for subgraph in subgraphs:
             counts[subgraph.ep_name] = counts.get(subgraph.ep_name, 0) + len(subgraph.get_nodes())
         return counts
+
+    @property
+    def report(self) -> ProviderReport:
+        """Why this session runs where it runs: chain, options, node placement, messages, reasons."""
+        from .report import ProviderReport
+
+        session = self._live()
+        try:
+            nodes = self.node_assignment()
+        except RuntimeError:
+            nodes = {}
+        plan = self._plan
+        return ProviderReport(
+            requested=self._requested,
+            realized=self._providers,
+            provider_options=session.get_provider_options(),
+            nodes=nodes,
+            messages=self._build_messages,
+            reasons=self._chain_reasons,
+            declined=plan.declined if plan else (),
+            host=plan.host.to_dict() if plan else {},
+        )
 
     @property
     def closed(self) -> bool:
@@ -584,5 +618,10 @@ def _option_text(value: object) -> str:
 
 def _build(resolved: ResolvedCheckpoint, plan: SessionPlan, options: SessionOptionsConfig) -> Any:
     return create_session(
-        resolved, options, plan.chain, strict=plan.strict, libraries=plan.libraries
+        resolved,
+        options,
+        plan.chain,
+        strict=plan.strict,
+        libraries=plan.libraries,
+        device_policy=plan.device_policy,
     )

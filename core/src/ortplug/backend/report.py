@@ -1,0 +1,72 @@
+"""``ProviderReport``: why a session runs where it runs, in one value (``backend.report``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any
+
+import attrs
+
+from ..providers import CPU_EP
+
+__all__ = ["ProviderReport"]
+
+
+def _frozen(value: Mapping[str, Any]) -> Mapping[str, Any]:
+    return MappingProxyType(dict(value))
+
+
+@attrs.frozen
+class ProviderReport:
+    """Requested and realized chain, options, node placement, ORT's messages, host and reasons.
+
+    ``nodes`` counts graph nodes per realized provider (empty when ONNX Runtime
+    did not record placement). ``reasons`` and ``declined`` are ``(kind, reason)``
+    pairs from the plugins that chose, or declined, each provider.
+    """
+
+    requested: tuple[str, ...]
+    realized: tuple[str, ...]
+    provider_options: Mapping[str, Mapping[str, str]] = attrs.field(converter=_frozen)
+    nodes: Mapping[str, int] = attrs.field(converter=_frozen)
+    messages: tuple[str, ...]
+    reasons: tuple[tuple[str, str], ...]
+    declined: tuple[tuple[str, str], ...]
+    host: Mapping[str, Any] = attrs.field(converter=_frozen)
+
+    @property
+    def accelerator_share(self) -> float | None:
+        """The share of graph nodes that did not land on the CPU provider (``None``: unknown)."""
+        total = sum(self.nodes.values())
+        if not total:
+            return None
+        return 1 - self.nodes.get(CPU_EP, 0) / total
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {
+            "requested": list(self.requested),
+            "realized": list(self.realized),
+            "provider_options": {k: dict(v) for k, v in self.provider_options.items()},
+            "nodes": dict(self.nodes),
+            "accelerator_share": self.accelerator_share,
+            "messages": list(self.messages),
+            "reasons": [list(r) for r in self.reasons],
+            "declined": [list(d) for d in self.declined],
+            "host": dict(self.host),
+        }
+
+    def lines(self) -> list[str]:
+        """The report as people read it, one fact per line."""
+        out = [f"requested  {', '.join(self.requested) or 'chosen by ONNX Runtime'}"]
+        out.append(f"realized   {', '.join(self.realized)}")
+        if self.nodes:
+            share = self.accelerator_share
+            placed = ", ".join(f"{name} {count}" for name, count in self.nodes.items())
+            tail = f" ({share:.0%} off the CPU)" if share is not None else ""
+            out.append(f"nodes      {placed}{tail}")
+        out += [f"chosen     {kind}: {reason}" for kind, reason in self.reasons]
+        out += [f"declined   {kind}: {reason}" for kind, reason in self.declined]
+        out += [f"onnxrt     {message}" for message in self.messages]
+        return out

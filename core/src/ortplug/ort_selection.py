@@ -1,0 +1,95 @@
+"""Bridges to ONNX Runtime's own provider selection, in both directions.
+
+* :class:`OrtDevicePolicy` hands the choice to ONNX Runtime's device policy
+  (``prefer_gpu``, ``max_efficiency``...): ortplug registers the plugin-EP
+  libraries its plugins know, then lets ``SessionOptions.set_provider_selection_policy``
+  pick among the devices ONNX Runtime discovered. Right when every provider
+  you need is a plugin-EP library whose devices ONNX Runtime discovers
+  reliably (Windows ML, NPUs).
+* :func:`ort_delegate` is the reverse: any ortplug policy as ONNX Runtime's
+  selection delegate (``set_provider_selection_policy_delegate``), for code
+  that builds ``onnxruntime.InferenceSession`` itself.
+
+ONNX Runtime's device discovery misses devices on some Linux hosts (a
+``simple-framebuffer`` card, Jetson, WSL), so ortplug's probes stay the default.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from .checkpoint import CheckpointMetadata
+from .host import HostCapabilities
+from .providers import CPU_EP, ProviderConfig
+
+if TYPE_CHECKING:
+    from .policy import ProviderPolicy
+
+__all__ = ["DEVICE_POLICIES", "OrtDevicePolicy", "ort_delegate"]
+
+#: Short names of ``OrtExecutionProviderDevicePolicy`` members.
+DEVICE_POLICIES = MappingProxyType(
+    {
+        "default": "DEFAULT",
+        "prefer_cpu": "PREFER_CPU",
+        "prefer_npu": "PREFER_NPU",
+        "prefer_gpu": "PREFER_GPU",
+        "max_performance": "MAX_PERFORMANCE",
+        "max_efficiency": "MAX_EFFICIENCY",
+        "min_overall_power": "MIN_OVERALL_POWER",
+    }
+)
+
+
+def _policy_name(value: str) -> str:
+    key = str(value).lower()
+    if key not in DEVICE_POLICIES:
+        raise ValueError(
+            f"OrtDevicePolicy: expected one of {', '.join(DEVICE_POLICIES)}, got {value!r}"
+        )
+    return key
+
+
+@attrs.frozen
+class OrtDevicePolicy:
+    """Let ONNX Runtime choose the providers with one of its device policies."""
+
+    name: str = attrs.field(converter=_policy_name)
+
+    @property
+    def ort_member(self) -> str:
+        """The ``OrtExecutionProviderDevicePolicy`` member name."""
+        return DEVICE_POLICIES[self.name]
+
+    def select(self, metadata: CheckpointMetadata, host: HostCapabilities) -> list[ProviderConfig]:
+        """Nothing: ONNX Runtime picks when the session is built (see ``backend.providers``)."""
+        return []
+
+
+def ort_delegate(
+    policy: ProviderPolicy, metadata: CheckpointMetadata, host: HostCapabilities
+) -> Callable[[Sequence[Any], Mapping[str, str], Mapping[str, str], int], list[Any]]:
+    """An ONNX Runtime selection delegate that picks devices in ``policy``'s chain order.
+
+    Use it as ``session_options.set_provider_selection_policy_delegate(...)``;
+    the chain is chosen once, for ``metadata`` on ``host``. The CPU device is
+    the answer when none of the chain's providers has a device.
+    """
+    chain = [config.to_ort()[0] for config in policy.select(metadata, host)]
+
+    def delegate(
+        ep_devices: Sequence[Any],
+        model_metadata: Mapping[str, str],
+        runtime_metadata: Mapping[str, str],
+        max_selections: int,
+    ) -> list[Any]:
+        chosen = [device for name in chain for device in ep_devices if device.ep_name == name]
+        if not chosen:
+            chosen = [device for device in ep_devices if device.ep_name == CPU_EP]
+        return chosen[: max(1, max_selections)]
+
+    return delegate
