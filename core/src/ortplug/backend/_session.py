@@ -108,8 +108,9 @@ def _try_create(
     checkpoint: ResolvedCheckpoint,
     options: SessionOptionsConfig,
     chain: Sequence[tuple[str, dict[str, str]]],
+    *,
     by_devices: bool,
-    device_policy: str | None = None,
+    device_policy: str | None,
 ) -> tuple[Any, Exception | None, list[str]]:
     """One attempt with ``(ort_name, options)`` pairs: ``(session, None, msgs)`` or ``(None, error, msgs)``."""
     source = checkpoint.source
@@ -213,7 +214,7 @@ def create_session(
         )
     while True:
         session, error, captured = _try_create(
-            ort, checkpoint, options, remaining, by_devices, device_policy
+            ort, checkpoint, options, remaining, by_devices=by_devices, device_policy=device_policy
         )
         messages.extend(captured)
         if error is None:
