@@ -12,6 +12,7 @@ import pytest
 from ortplug import (
     CheckpointMetadata,
     DefaultProviderPolicy,
+    DoctorCheck,
     InMemoryCheckpoint,
     OnnxBackend,
     OrtplugPluginWarning,
@@ -155,6 +156,26 @@ def test_a_broken_or_wrong_prepare_is_a_plugin_failure(plugin_host: PluginHost, 
     assert (
         "'wrongkind' failed in ortplug_prepare_provider: TypeError: expected a 'cpu'" in messages[1]
     )
+
+
+class _DoctorPlugin:
+    @hookimpl
+    def ortplug_doctor_checks(self, host):
+        usable = host.fact("cpu", "usable_cpus")
+        yield DoctorCheck("acme npu", usable > 100, f"{usable} CPUs", fix="buy a bigger host")
+
+
+def test_hook_ortplug_doctor_checks(plugin_host: PluginHost, cpu_host) -> None:
+    assert plugin_host.register(_DoctorPlugin(), name="acme")
+    checks = {c.name: c for c in plugin_host.doctor_checks(cpu_host)}
+    assert checks["acme npu"] == DoctorCheck(
+        "acme npu", False, "8 CPUs", "buy a bigger host", "acme"
+    )
+    assert checks["cpu threads"].ok and checks["cpu threads"].plugin == "cpu"
+    from ortplug.doctor import run_checks
+
+    names = [c.name for c in run_checks(plugin_host)]
+    assert names[0] == "onnxruntime" and "acme npu" in names
 
 
 class _DeterministicPlugin:

@@ -28,6 +28,7 @@ from .errors import (
 )
 from .host import HostCapabilities
 from .plugins import (
+    DoctorCheck,
     HostProbe,
     PluginHost,
     ProviderDecline,
@@ -49,6 +50,7 @@ __all__ = [
     "Binding",
     "CheckpointMetadata",
     "DefaultProviderPolicy",
+    "DoctorCheck",
     "FreeDimensionOverride",
     "HostCapabilities",
     "HostProbe",

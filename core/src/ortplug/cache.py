@@ -8,7 +8,6 @@ so a changed input gets a new directory instead of a stale entry.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from collections.abc import Mapping
@@ -51,5 +50,7 @@ def cache_dir(*parts: str, environ: Mapping[str, str] | None = None) -> Path:
 
 def cache_key(*parts: object) -> str:
     """A short, stable hex key for a cache entry from JSON-serializable parts."""
+    import hashlib  # deferred: OpenSSL start-up is only paid by code that keys a cache
+
     text = json.dumps(parts, sort_keys=True, default=str, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:24]

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 __all__ = [
     "InputValidationError",
+    "OrtplugCacheWarning",
     "OrtplugPluginWarning",
     "PluginConflictError",
     "ProviderFallbackWarning",
@@ -58,3 +59,7 @@ class ProviderFallbackWarning(RuntimeWarning):
 
 class OrtplugPluginWarning(RuntimeWarning):
     """A plugin failed to load or raised in a hook; the host goes on without it."""
+
+
+class OrtplugCacheWarning(RuntimeWarning):
+    """A file in ortplug's cache directory is corrupt, foreign or unreadable; it is ignored."""

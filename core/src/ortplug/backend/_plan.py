@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from .. import autotune
 from .._runtime import INSTALL_HINT
 from ..checkpoint import ResolvedCheckpoint
 from ..environment import global_thread_pools
@@ -109,6 +111,10 @@ def plan_session(
                 f"(installed provider kinds: {installed}); {INSTALL_HINT}"
             )
         chain, strict = list(chosen), False
+        if policy is None or type(policy) is DefaultProviderPolicy:
+            chain, reasons, session_options = _apply_tuning(
+                chain, reasons, session_options, checkpoint, host=host, plugins=plugins
+            )
     chain = [plugins.prepare_provider(config, checkpoint, host) for config in chain]
     options = plugins.adjust_session_options(session_options, chain, metadata, host)
     options = options.with_config_entries({_RECORD_ASSIGNMENT: "1"})  # cheap; the user's value wins
@@ -136,6 +142,34 @@ def _policy_chain(
         return list(selection.chain), reasons, declined
     chain = list(policy.select(checkpoint.metadata, host))
     return chain, [f"chosen by {type(policy).__name__}"] * len(chain), []
+
+
+def _apply_tuning(
+    chain: list[ProviderConfig],
+    reasons: list[str],
+    options: SessionOptionsConfig,
+    checkpoint: ResolvedCheckpoint,
+    *,
+    host: HostCapabilities,
+    plugins: PluginHost,
+) -> tuple[list[ProviderConfig], list[str], SessionOptionsConfig]:
+    """Use what ``ortplug bench --save`` measured for this model here, where the user left it open."""
+    tuned = autotune.lookup(checkpoint, host)
+    if tuned is None:
+        return chain, reasons, options
+    by_kind = {config.kind: config for config in chain}
+    registry = plugins.provider_registry()
+    if set(tuned.chain) - set(by_kind) - {"cpu"} or "cpu" not in registry.kinds():
+        return chain, reasons, options  # a provider it measured is no longer offered here
+    chain = [by_kind.get(kind) or registry.parse(kind) for kind in tuned.chain]
+    reasons = [tuned.describe()] * len(chain)
+    if (
+        tuned.intra_op_num_threads is not None
+        and options.intra_op_num_threads is None
+        and "ORT_INTRA_OP_NUM_THREADS" not in os.environ
+    ):
+        options = options.evolve(intra_op_num_threads=tuned.intra_op_num_threads)
+    return chain, reasons, options
 
 
 def _ort_policy_plan(

@@ -76,6 +76,10 @@ def run(args: argparse.Namespace) -> int:
         backend = OnnxBackend.from_checkpoint(checkpoint, providers=providers)
         build_ms = (time.perf_counter() - started) * 1e3
     chain = [{"kind": kind, "reason": reason} for kind, reason in backend.chain_reasons]
+    options = backend.session_options
+    settings = {
+        k: v for k, v in (options.to_dict() if options else {}).items() if k != "config_entries"
+    }
     with backend:
         feed, generated = build_feed(backend.input_specs, parse_input_args(args.input))
         started = time.perf_counter()
@@ -91,6 +95,7 @@ def run(args: argparse.Namespace) -> int:
         "model": str(args.model or "demo.onnx (shipped with ortplug)"),
         "metadata": checkpoint.metadata.to_dict(),
         "chain": chain,
+        "session_options": settings,
         "realized": realized,
         "generated_inputs": generated,
         "outputs": {name: _summary(value) for name, value in outputs.items()},
@@ -111,6 +116,8 @@ def run(args: argparse.Namespace) -> int:
     for row in chain:
         print(f"chain     {row['kind']:<10} {row['reason']}")
     print(f"realized  {', '.join(realized)}")
+    if settings:
+        print("options   " + ", ".join(f"{k}={v}" for k, v in settings.items()))
     if generated:
         print(f"inputs    generated from seed 0: {', '.join(generated)}")
     for name, out in report["outputs"].items():

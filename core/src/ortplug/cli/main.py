@@ -39,6 +39,34 @@ def _parser() -> argparse.ArgumentParser:
 
     plugins = sub.add_parser("plugins", help="plugins that are loaded, blocked or failed")
     plugins.add_argument("--json", action="store_true", help="machine-readable output")
+
+    doctor = sub.add_parser(
+        "doctor", help="check this host and installation; print a fix per problem"
+    )
+    doctor.add_argument("--json", action="store_true", help="machine-readable output")
+
+    inspect = sub.add_parser("inspect", help="a model's inputs, outputs, metadata and placement")
+    inspect.add_argument("model", help="path to an .onnx file")
+    inspect.add_argument("--json", action="store_true", help="machine-readable output")
+
+    bench = sub.add_parser("bench", help="candidate chains and thread counts side by side")
+    bench.add_argument("model", help="path to an .onnx file")
+    bench.add_argument(
+        "--providers",
+        action="append",
+        default=[],
+        metavar="LIST",
+        help="a chain to try, e.g. cuda,cpu (repeatable; default: the policy's and alternatives)",
+    )
+    bench.add_argument("--threads", help="intra-op thread counts to try, e.g. 1,2,4")
+    bench.add_argument("--rounds", type=int, default=5, help="interleaved rounds (5)")
+    bench.add_argument(
+        "--calls", type=int, default=20, help="timed calls per candidate and round (20)"
+    )
+    bench.add_argument(
+        "--save", action="store_true", help="remember the fastest for this model on this host"
+    )
+    bench.add_argument("--json", action="store_true", help="machine-readable output")
     return parser
 
 
@@ -48,6 +76,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     from . import _commands
 
     command = {"run": _commands.run, "info": _commands.info, "plugins": _commands.plugins}
+    if args.command in ("doctor", "inspect"):
+        from . import _diagnose
+
+        command = {"doctor": _diagnose.doctor, "inspect": _diagnose.inspect}
+    elif args.command == "bench":
+        from ._bench import bench
+
+        command = {"bench": bench}
     try:
         return command[args.command](args)
     except Exception as exc:  # one line per failure; ORTPLUG_DEBUG=1 shows the traceback

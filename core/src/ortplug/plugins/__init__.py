@@ -3,6 +3,7 @@
 from .hookspecs import PROJECT, hookimpl, hookspec
 from .manager import PluginHost, get_plugin_host, reset_plugin_host
 from .types import (
+    DoctorCheck,
     HostProbe,
     PluginFailure,
     PluginInfo,
@@ -13,6 +14,7 @@ from .types import (
 
 __all__ = [
     "PROJECT",
+    "DoctorCheck",
     "HostProbe",
     "PluginFailure",
     "PluginHost",

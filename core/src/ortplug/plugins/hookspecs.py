@@ -19,13 +19,14 @@ if TYPE_CHECKING:
     from ..host import HostCapabilities
     from ..providers import ProviderConfig
     from ..session_options import SessionOptionsConfig
-    from .types import HostProbe, ProviderDecline, ProviderOffer, ProviderType
+    from .types import DoctorCheck, HostProbe, ProviderDecline, ProviderOffer, ProviderType
 
 __all__ = [
     "PROJECT",
     "hookimpl",
     "hookspec",
     "ortplug_adjust_session_options",
+    "ortplug_doctor_checks",
     "ortplug_host_probes",
     "ortplug_offer_providers",
     "ortplug_prepare_provider",
@@ -142,5 +143,18 @@ def ortplug_adjust_session_options(
     :param chain: the provider configs of the session, in priority order.
     :param metadata: the checkpoint's metadata.
     :param host: the host facts.
+    """
+    raise NotImplementedError
+
+
+@hookspec
+def ortplug_doctor_checks(host: HostCapabilities) -> Iterable[DoctorCheck]:
+    """Checks ``ortplug doctor`` runs for your provider, each with a fix line when it fails.
+
+    Report what breaks your provider on this host (a driver/runtime version
+    mismatch, a setting wider than the host allows) as ``DoctorCheck(name, ok,
+    detail, fix)``; say nothing about hosts your provider does not apply to.
+
+    :param host: the host facts, your probe's included.
     """
     raise NotImplementedError

@@ -22,7 +22,14 @@ from ..providers import (
     is_provider_config,
 )
 from . import hookspecs
-from .types import HostProbe, PluginFailure, PluginInfo, ProviderDecline, ProviderOffer
+from .types import (
+    DoctorCheck,
+    HostProbe,
+    PluginFailure,
+    PluginInfo,
+    ProviderDecline,
+    ProviderOffer,
+)
 
 if TYPE_CHECKING:
     from ..checkpoint import CheckpointMetadata, ResolvedCheckpoint
@@ -334,6 +341,13 @@ class PluginHost:
                 continue
             return configs
         return []
+
+    def doctor_checks(self, host: HostCapabilities) -> list[DoctorCheck]:
+        """Every plugin's doctor checks, tagged with the plugin name."""
+        return [
+            attrs.evolve(check, plugin=plugin)
+            for plugin, check in self._collect("ortplug_doctor_checks", (DoctorCheck,), host=host)
+        ]
 
     def prepare_provider(
         self, config: ProviderConfig, checkpoint: ResolvedCheckpoint, host: HostCapabilities

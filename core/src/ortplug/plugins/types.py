@@ -11,6 +11,7 @@ import attrs
 from ..providers import ProviderConfig, ProviderType, is_provider_config
 
 __all__ = [
+    "DoctorCheck",
     "HostProbe",
     "PluginFailure",
     "PluginInfo",
@@ -126,6 +127,21 @@ class PluginInfo:
     status: str  # "active", "blocked" or "failed"
     hooks: tuple[str, ...] = ()
     error: str | None = None
+
+    def to_dict(self) -> dict[str, object]:
+        """JSON-ready form for ``--json``."""
+        return attrs.asdict(self)
+
+
+@attrs.frozen
+class DoctorCheck:
+    """One line of ``ortplug doctor``: what was checked, whether it is fine, and the fix if not."""
+
+    name: str = attrs.field(validator=attrs.validators.min_len(1))
+    ok: bool = attrs.field(validator=attrs.validators.instance_of(bool))
+    detail: str = attrs.field(validator=attrs.validators.instance_of(str))
+    fix: str = ""
+    plugin: str = ""
 
     def to_dict(self) -> dict[str, object]:
         """JSON-ready form for ``--json``."""

@@ -7,6 +7,7 @@ from collections.abc import Iterable, Sequence
 
 from ortplug import (
     CheckpointMetadata,
+    DoctorCheck,
     HostCapabilities,
     HostProbe,
     ProviderConfig,
@@ -21,6 +22,7 @@ from .probes import CPU_FACTS, detect_cpu
 
 __all__ = [
     "ortplug_adjust_session_options",
+    "ortplug_doctor_checks",
     "ortplug_host_probes",
     "ortplug_offer_providers",
     "ortplug_provider_types",
@@ -91,3 +93,30 @@ def ortplug_adjust_session_options(
     if cpu.allow_spinning is not None:
         options = options.with_config_entries({_SPINNING_KEY: "1" if cpu.allow_spinning else "0"})
     return options if options is not session_options else None
+
+
+_THREAD_VARIABLES = ("ORT_INTRA_OP_NUM_THREADS", "OMP_NUM_THREADS")
+
+
+@hookimpl
+def ortplug_doctor_checks(host: HostCapabilities) -> Iterable[DoctorCheck]:
+    """Thread settings wider than the CPUs this process may use (cgroup quota, affinity)."""
+    usable = host.fact("cpu", "usable_cpus")
+    if not isinstance(usable, int):
+        return
+    quota = host.fact("cpu", "cgroup_cpu_quota")
+    limit = f"{usable} usable CPUs" + (f" (cgroup quota {quota:g})" if quota else "")
+    wide = []
+    for variable in _THREAD_VARIABLES:
+        value = os.environ.get(variable, "")
+        if value.isdigit() and int(value) > usable:
+            wide.append(f"{variable}={value}")
+    if wide:
+        yield DoctorCheck(
+            "cpu threads",
+            False,
+            f"{', '.join(wide)} is wider than the {limit}: threads oversubscribe and spin",
+            f"unset it, or set it to {usable} or less (ortplug sizes intra-op threads itself)",
+        )
+    else:
+        yield DoctorCheck("cpu threads", True, limit)

@@ -7,6 +7,7 @@ from collections.abc import Iterable
 import attrs
 from ortplug import (
     CheckpointMetadata,
+    DoctorCheck,
     HostCapabilities,
     HostProbe,
     ProviderConfig,
@@ -22,6 +23,7 @@ from .probes import CUDA_FACTS, detect_cuda
 from .readiness import assess_cuda
 
 __all__ = [
+    "ortplug_doctor_checks",
     "ortplug_host_probes",
     "ortplug_offer_providers",
     "ortplug_prepare_provider",
@@ -89,3 +91,18 @@ def ortplug_prepare_provider(config: ProviderConfig) -> ProviderConfig | None:
     if isinstance(config, CudaProvider) and config.preload_dlls:
         preload_runtime_libraries(config.dll_directory)
     return None
+
+
+@hookimpl
+def ortplug_doctor_checks(host: HostCapabilities) -> Iterable[DoctorCheck]:
+    """On a host with an NVIDIA GPU or a CUDA build of ONNX Runtime: can CUDA run, and if not, why."""
+    has_gpu = bool(host.fact("cuda", "devices"))
+    if not has_gpu and not host.has_provider(CudaProvider.ort_name):
+        return  # nothing NVIDIA here: not this plugin's business
+    readiness = assess_cuda(host)
+    if readiness.ready:
+        yield DoctorCheck("cuda", True, readiness.describe(host))
+        return
+    problem = readiness.problem or "no CUDA device"
+    detail, _, fix = problem.partition("; ")
+    yield DoctorCheck("cuda", False, detail, fix or "see the detail")

@@ -1,0 +1,81 @@
+"""The ``doctor`` and ``inspect`` commands."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from ..backend import OnnxBackend
+from ..checkpoint import LocalCheckpoint
+from ..checkpoint._onnx_wire import summarize_file
+from ..doctor import run_checks
+from ..plugins.manager import get_plugin_host
+
+__all__ = ["doctor", "inspect"]
+
+
+def _print_json(data: Any) -> None:
+    print(json.dumps(data, indent=2, default=str))
+
+
+def doctor(args: argparse.Namespace) -> int:
+    """Run every check; print each with its fix; exit 1 when something is wrong."""
+    checks = run_checks(get_plugin_host())
+    failed = [c for c in checks if not c.ok]
+    if args.json:
+        _print_json({"ok": not failed, "checks": [c.to_dict() for c in checks]})
+    else:
+        for check in checks:
+            print(f"{'ok  ' if check.ok else 'FAIL'}  {check.name:<28} {check.detail}")
+            if not check.ok:
+                print(f"      {'':<28} fix: {check.fix}")
+        print(f"{len(failed)} problem(s) found" if failed else "no problems found")
+    return 1 if failed else 0
+
+
+def _shape(shape: Any) -> str:
+    if shape is None:
+        return "[any]"
+    return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
+
+
+def inspect(args: argparse.Namespace) -> int:
+    """A model's interface, metadata and where the current policy would run its nodes."""
+    path = Path(args.model)
+    checkpoint = LocalCheckpoint(path).resolve()
+    summary = summarize_file(path)
+    with OnnxBackend.from_checkpoint(checkpoint) as backend:
+        report = backend.report
+        data: dict[str, Any] = {
+            "model": str(path),
+            "producer": summary.producer,
+            "graph": summary.graph_name,
+            "opsets": {domain or "ai.onnx": version for domain, version in summary.opsets},
+            "metadata": checkpoint.metadata.to_dict(),
+            "inputs": [
+                {"name": i.name, "type": i.type, "shape": list(i.shape or ())}
+                for i in backend.inputs
+            ],
+            "outputs": [
+                {"name": o.name, "type": o.type, "shape": list(o.shape or ())}
+                for o in backend.outputs
+            ],
+            "placement": report.to_dict(),
+        }
+    if args.json:
+        _print_json(data)
+        return 0
+    meta = checkpoint.metadata
+    print(f"model      {path} ({path.stat().st_size} bytes)")
+    print(f"producer   {summary.producer or '?'}; graph {summary.graph_name or '?'}; opsets "
+          + ", ".join(f"{d} {v}" for d, v in data["opsets"].items()))  # fmt: skip
+    print(f"metadata   {meta.model_family}, {meta.precision}, "
+          f"{'static' if meta.static_shapes else 'dynamic'} shapes")  # fmt: skip
+    for kind in ("input", "output"):
+        for item in data[kind + "s"]:
+            print(f"{kind:<10} {item['name']}: {item['type']} {_shape(item['shape'])}")
+    for line in report.lines():
+        print(line)
+    return 0

@@ -1,0 +1,120 @@
+"""``ortplug doctor``: the core's checks plus every plugin's, each failure with the line that fixes it."""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+from ._runtime import INSTALL_HINT, duplicate_runtime_problem, installed_runtimes
+from .autotune import stale_records
+from .cache import CACHE_ENV, cache_root
+from .ep_libraries import ensure_library
+from .plugins.types import DoctorCheck
+
+if TYPE_CHECKING:
+    from .plugins.manager import PluginHost
+
+__all__ = ["run_checks"]
+
+
+def _runtime_checks() -> list[DoctorCheck]:
+    runtimes = installed_runtimes()
+    if not runtimes:
+        return [
+            DoctorCheck("onnxruntime", False, "no ONNX Runtime wheel is installed", INSTALL_HINT)
+        ]
+    problem = duplicate_runtime_problem(runtimes)
+    if problem:
+        detail, _, fix = problem.partition(" Fix: ")
+        return [DoctorCheck("onnxruntime", False, detail, fix)]
+    (runtime,) = runtimes
+    return [
+        DoctorCheck("onnxruntime", True, f"{runtime.name} {runtime.version}, one runtime wheel")
+    ]
+
+
+def _plugin_checks(plugins: PluginHost) -> list[DoctorCheck]:
+    failures = plugins.failures
+    checks = [
+        DoctorCheck(
+            f"plugin {failure.plugin}",
+            False,
+            f"failed in {failure.phase}: {failure.error}",
+            f"reinstall {failure.distribution or 'its distribution'}, or disable it with "
+            f"ORTPLUG_DISABLE_PLUGINS={failure.plugin}",
+        )
+        for failure in failures
+    ]
+    if not failures:
+        active = [name for name in plugins.plugin_names() if not name.startswith("ortplug.")]
+        checks.append(DoctorCheck("plugins", True, f"{len(active)} loaded: {', '.join(active)}"))
+    return checks
+
+
+def _library_checks(plugins: PluginHost) -> list[DoctorCheck]:
+    checks = []
+    for spec in plugins.provider_registry().specs():
+        library = spec.type.library
+        if library is None:
+            continue
+        status = ensure_library(library)
+        problem = status.problem()
+        name = f"library {spec.type.ort_name}"
+        if problem is None:
+            devices = ", ".join(d.describe() for d in status.devices)
+            checks.append(DoctorCheck(name, True, f"{status.path}: {devices}"))
+        else:
+            fix = (
+                f"install the {library.package or 'library'} build made for this ONNX Runtime"
+                if status.error
+                else f"this host has no device for it: uninstall the plugin or set "
+                f"ORTPLUG_DISABLE_PLUGINS={spec.plugin}"
+            )
+            checks.append(DoctorCheck(name, False, problem, fix))
+    return checks
+
+
+def _cache_checks(ort_version: str | None) -> list[DoctorCheck]:
+    root = cache_root()
+    if root.exists() and not root.is_dir():
+        return [
+            DoctorCheck(
+                "cache",
+                False,
+                f"{root} is not a directory",
+                f"set {CACHE_ENV} to a writable directory",
+            )
+        ]
+    probe = root if root.is_dir() else root.parent
+    if probe.exists() and not os.access(probe, os.W_OK):
+        return [
+            DoctorCheck(
+                "cache",
+                False,
+                f"{probe} is not writable",
+                f"set {CACHE_ENV} to a writable directory",
+            )
+        ]
+    stale = stale_records(ort_version)
+    if stale:
+        listed = " ".join(str(p) for p in stale)
+        return [
+            DoctorCheck(
+                "cache",
+                False,
+                f"{len(stale)} autotune record(s) from another ONNX Runtime version or unreadable",
+                f"rm {listed}  (then `ortplug bench MODEL --save` again)",
+            )
+        ]
+    return [DoctorCheck("cache", True, f"{root}")]
+
+
+def run_checks(plugins: PluginHost) -> list[DoctorCheck]:
+    """Every check, core first, then each plugin's (a failing plugin is itself a finding)."""
+    host = plugins.host_capabilities()
+    checks = _runtime_checks()
+    plugin_checks = plugins.doctor_checks(host)
+    checks += _plugin_checks(plugins)
+    checks += _library_checks(plugins)
+    checks += _cache_checks(host.ort_version)
+    return checks + plugin_checks

@@ -1,0 +1,152 @@
+"""``ortplug doctor``, ``inspect`` and ``bench`` as real subprocesses of the installed console script."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import models
+import pytest
+
+ORTPLUG = shutil.which("ortplug", path=os.path.dirname(sys.executable)) or "ortplug"
+FAKE_DISTS = Path(__file__).parent / "data" / "fake_dists"
+
+
+def _cli(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [ORTPLUG, *args], capture_output=True, text=True, env={**os.environ, **env}, timeout=300
+    )
+
+
+def _checks(done: subprocess.CompletedProcess[str]) -> dict[str, dict]:
+    report = json.loads(done.stdout)
+    assert done.returncode == (0 if report["ok"] else 1)
+    return {check["name"]: check for check in report["checks"]}
+
+
+def test_doctor_reports_every_check_and_exits_by_the_result() -> None:
+    checks = _checks(_cli("doctor", "--json"))
+    assert checks["onnxruntime"]["ok"] and checks["onnxruntime"]["detail"].startswith(
+        "onnxruntime "
+    )
+    assert checks["plugins"]["ok"]
+    assert checks["cache"]["ok"]
+    assert checks["cpu threads"]["ok"] and checks["cpu threads"]["plugin"] == "cpu"
+    library = checks["library OpenVINOExecutionProvider"]  # the example plugin's plugin-EP library
+    assert library["ok"] or "offers no device on this host" in library["detail"]
+    assert "cuda" not in checks  # no NVIDIA GPU and a CPU build: nothing for the CUDA plugin to say
+
+
+def test_doctor_flags_threads_wider_than_the_cpus() -> None:
+    done = _cli("doctor", ORT_INTRA_OP_NUM_THREADS="512")
+    assert done.returncode == 1
+    assert (
+        "FAIL  cpu threads" in done.stdout
+        and "ORT_INTRA_OP_NUM_THREADS=512 is wider than the" in done.stdout
+    )
+    assert "fix: unset it, or set it to" in done.stdout
+
+
+def test_doctor_flags_an_unusable_cache_dir(tmp_path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    checks = _checks(_cli("doctor", "--json", ORTPLUG_CACHE_DIR=str(blocker)))
+    assert checks["cache"] == {
+        "name": "cache", "ok": False, "detail": f"{blocker} is not a directory",
+        "fix": "set ORTPLUG_CACHE_DIR to a writable directory", "plugin": "",
+    }  # fmt: skip
+
+
+def test_doctor_flags_stale_autotune_records(tmp_path) -> None:
+    records = tmp_path / "autotune"
+    records.mkdir()
+    (records / "old.json").write_text(json.dumps({"schema": 1, "ort_version": "1.0.0"}))
+    (records / "junk.json").write_text("{")
+    checks = _checks(_cli("doctor", "--json", ORTPLUG_CACHE_DIR=str(tmp_path)))
+    assert not checks["cache"]["ok"]
+    assert checks["cache"]["detail"].startswith(
+        "2 autotune record(s) from another ONNX Runtime version"
+    )
+    assert str(records / "old.json") in checks["cache"]["fix"]
+
+
+def test_doctor_flags_a_broken_plugin_and_keeps_going() -> None:
+    done = _cli(
+        "doctor",
+        "--json",
+        PYTHONPATH=str(FAKE_DISTS),
+        ORTPLUG_DISABLE_PLUGINS="fake_never_imported",
+    )
+    checks = _checks(done)
+    broken = checks["plugin fake_import_error"]
+    assert not broken["ok"] and broken["detail"].startswith("failed in import")
+    assert (
+        broken["fix"]
+        == "reinstall ortplug-fakes 1.0, or disable it with ORTPLUG_DISABLE_PLUGINS=fake_import_error"
+    )
+    assert checks["onnxruntime"]["ok"]  # the other checks still ran
+
+
+def test_inspect_describes_interface_metadata_and_placement(tmp_path) -> None:
+    model = models.write(tmp_path, "shared.onnx", models.shared_dim_model())
+    data = json.loads(_cli("inspect", str(model), "--json").stdout)
+    assert data["inputs"] == [
+        {"name": "a", "type": "tensor(float)", "shape": ["batch", 4]},
+        {"name": "b", "type": "tensor(float)", "shape": ["batch", 4]},
+    ]
+    assert data["opsets"] == {"ai.onnx": 17}
+    assert data["metadata"]["precision"] == "fp32" and data["metadata"]["static_shapes"] is False
+    assert sum(data["placement"]["nodes"].values()) == 1
+    assert data["placement"]["realized"][-1] == "CPUExecutionProvider"
+    human = _cli("inspect", str(model)).stdout
+    assert "input      a: tensor(float) [batch, 4]" in human and "realized   " in human
+
+
+def test_inspect_of_a_missing_model_is_one_line() -> None:
+    done = _cli("inspect", "missing.onnx")
+    assert (
+        done.returncode == 1
+        and done.stderr.strip() == "ortplug inspect: error: ONNX model not found: missing.onnx"
+    )
+
+
+def test_bench_compares_candidates_and_save_drives_the_next_run(tmp_path) -> None:
+    model = models.write(tmp_path, "mm.onnx", models.matmul_model())
+    cache = tmp_path / "cache"
+    done = _cli("bench", str(model), "--providers", "cpu", "--providers", "cuda,cpu", "--threads", "1,2",
+                "--rounds", "2", "--calls", "3", "--save", "--json", ORTPLUG_CACHE_DIR=str(cache))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert [(row["chain"], row["threads"]) for row in result["rows"]] == [
+        (["cpu"], 1),
+        (["cpu"], 2),
+    ]
+    assert result["rows"][0]["ratio"] == 1.0
+    assert set(result["skipped"]) == {"cuda,cpu / 1 threads", "cuda,cpu / 2 threads"}
+    assert "ProviderNotRealizedError" in result["skipped"]["cuda,cpu / 1 threads"]
+    saved = Path(result["saved"])
+    assert saved.parent == cache / "autotune" and saved.is_file()
+    best_threads = int(result["best"].split(" / ")[1].split()[0])
+    run = json.loads(
+        _cli("run", str(model), "--json", "--repeat", "1", ORTPLUG_CACHE_DIR=str(cache)).stdout
+    )
+    assert run["chain"][0]["reason"].startswith("autotuned by `ortplug bench --save`: cpu")
+    assert run["session_options"]["intra_op_num_threads"] == best_threads
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--rounds", "0"), "--rounds and --calls: expected positive counts, got 0 and 20"),
+        (("--providers", "cuda,cpu"), "no candidate could be built"),
+    ],
+)
+def test_bench_errors_are_one_line(tmp_path, args, message) -> None:
+    model = models.write(tmp_path, "mm.onnx", models.matmul_model())
+    done = _cli("bench", str(model), *args, "--threads", "1")
+    assert done.returncode == 1 and message in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
