@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import argparse
 import importlib.resources
-import statistics
-import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
 
+from ._timing import median_ms
 from .backend import OnnxBackend
 from .checkpoint import InMemoryCheckpoint, LocalCheckpoint, ResolvedCheckpoint
 from .cli._inputs import build_feed
@@ -43,16 +42,6 @@ def _checkpoint(model: str | None, extra: Mapping[str, Any]) -> ResolvedCheckpoi
         metadata = attrs.evolve(resolved.metadata, extra={**resolved.metadata.extra, **extra})
         resolved = attrs.evolve(resolved, metadata=metadata)
     return resolved
-
-
-def _median_ms(run: Callable[[], object], repeat: int) -> float:
-    run()
-    timings = []
-    for _ in range(repeat):
-        started = time.perf_counter()
-        run()
-        timings.append((time.perf_counter() - started) * 1e3)
-    return statistics.median(timings)
 
 
 def _check_available(kind: str, checkpoint: ResolvedCheckpoint) -> str:
@@ -91,8 +80,10 @@ def _check_sessions(
         nodes = explicit.node_assignment()
         out(f"explicit chain {list(explicit.providers)}; nodes per provider {nodes}")
         feed, _ = build_feed(explicit.input_specs, {})
-        accelerated = _median_ms(lambda: explicit.run(feed), repeat)
-        baseline = _median_ms(lambda: cpu.run(feed), repeat)
+        explicit.run(feed)
+        cpu.run(feed)  # warm both before timing
+        accelerated = median_ms(lambda: explicit.run(feed), repeat)
+        baseline = median_ms(lambda: cpu.run(feed), repeat)
         out(
             f"latency        {kind} {accelerated:.3f} ms, cpu {baseline:.3f} ms "
             f"(ratio {accelerated / baseline:.2f}x over {repeat} runs)"

@@ -7,14 +7,14 @@ import functools
 import json
 import statistics
 import sys
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import attrs
 
 from .. import autotune
+from .._timing import median_ms
 from ..backend import OnnxBackend
 from ..checkpoint import LocalCheckpoint, ResolvedCheckpoint
 from ..plugins.manager import get_plugin_host
@@ -75,15 +75,6 @@ class _Progress:
                 sys.stderr.write("\n")
 
 
-def _median_ms(run: Callable[[], object], calls: int) -> float:
-    timings = []
-    for _ in range(calls):
-        started = time.perf_counter()
-        run()
-        timings.append((time.perf_counter() - started) * 1e3)
-    return statistics.median(timings)
-
-
 def _build(checkpoint: ResolvedCheckpoint, candidate: _Candidate) -> OnnxBackend:
     options = SessionOptionsConfig(intra_op_num_threads=candidate.threads)
     return OnnxBackend.from_checkpoint(
@@ -121,7 +112,7 @@ def bench(args: argparse.Namespace) -> int:
         for candidate in order[round_index % len(order) :] + order[: round_index % len(order)]:
             run = functools.partial(backends[candidate].run, feed)
             run()  # warm this candidate after the others ran
-            samples[candidate].append(_median_ms(run, args.calls))
+            samples[candidate].append(median_ms(run, args.calls))
             progress.step(candidate.label)
     for backend in backends.values():
         backend.close()
