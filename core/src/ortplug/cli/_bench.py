@@ -75,6 +75,27 @@ class _Progress:
                 sys.stderr.write("\n")
 
 
+#: A candidate must beat the baseline by this much (median of per-round ratios) to replace it.
+_MARGIN = 0.97
+
+
+def _winner(samples: dict[_Candidate, list[float]], baseline: _Candidate) -> _Candidate:
+    """The fastest candidate that clearly beat the baseline; else the baseline.
+
+    Clearly: its median per-round ratio is at most ``_MARGIN`` and it was faster
+    in at least two thirds of the rounds. A "win" inside run-to-run noise would
+    pin a setting that is not better.
+    """
+
+    def clearly_faster(candidate: _Candidate) -> bool:
+        ratios = [mine / theirs for mine, theirs in zip(samples[candidate], samples[baseline])]
+        faster = sum(ratio < 1 for ratio in ratios)
+        return statistics.median(ratios) <= _MARGIN and 3 * faster >= 2 * len(ratios)
+
+    contenders = [c for c in samples if c == baseline or clearly_faster(c)]
+    return min(contenders, key=lambda c: statistics.median(samples[c]))
+
+
 def _build(checkpoint: ResolvedCheckpoint, candidate: _Candidate) -> OnnxBackend:
     options = SessionOptionsConfig(intra_op_num_threads=candidate.threads)
     return OnnxBackend.from_checkpoint(
@@ -118,7 +139,7 @@ def bench(args: argparse.Namespace) -> int:
         backend.close()
     baseline = order[0]  # the policy's chain with default threads
     medians = {c: statistics.median(v) for c, v in samples.items()}
-    best = min(medians, key=lambda c: medians[c])
+    best = _winner(samples, baseline)
     rows = [
         {
             "chain": list(c.chain),
@@ -156,6 +177,11 @@ def _print(result: dict[str, Any], as_json: bool) -> None:
         print(f"{label:<44}{row['median_ms']:>12.4f}{row['ratio']:>13.3f}x")
     for label, error in result["skipped"].items():
         print(f"{label:<44} skipped: {error}")
-    print(f"best: {result['best']} (baseline: {result['baseline']})")
+    verdict = (
+        ""
+        if result["best"] != result["baseline"]
+        else (" — no candidate beat it by 3% in every round")
+    )
+    print(f"best: {result['best']} (baseline: {result['baseline']}){verdict}")
     if "saved" in result:
         print(f"saved: {result['saved']}; the default policy uses it for this model on this host")
