@@ -39,6 +39,11 @@ def test_gpu_runtime_wheels_are_pinned_with_their_library_wheels() -> None:
         assert re.fullmatch(r"onnxruntime-gpu\[cuda,cudnn\]==\d+\.\d+\.\d+", runtime), runtime
 
 
+def test_the_ray_extra_brings_no_runtime_wheel() -> None:
+    requirements = _project(ROOT / "core" / "pyproject.toml")["optional-dependencies"]["ray"]
+    assert _runtime_requirements(requirements) == [] and requirements[0].startswith("ray[data]")
+
+
 @pytest.mark.parametrize("plugin", PLUGINS)
 def test_plugins_depend_on_the_core_only(plugin: str) -> None:
     project = _project(ROOT / "plugins" / plugin / "pyproject.toml")

@@ -67,6 +67,21 @@ def _parser() -> argparse.ArgumentParser:
         "--save", action="store_true", help="remember the fastest for this model on this host"
     )
     bench.add_argument("--json", action="store_true", help="machine-readable output")
+
+    batch = sub.add_parser(
+        "batch", help="run a folder of inputs through a model, locally or on Ray"
+    )
+    batch.add_argument("model", help="path to an .onnx file")
+    batch.add_argument(
+        "--input-dir", required=True, help="<input>.npy files, or Parquet with --ray"
+    )
+    batch.add_argument("--output-dir", required=True, help="where <output>.npy (or Parquet) go")
+    batch.add_argument(
+        "--ray", action="store_true", help="run on Ray Data (pip install 'ortplug[ray]')"
+    )
+    batch.add_argument("--batch-size", type=int, default=256, help="rows per batch (256)")
+    batch.add_argument("--providers", help="explicit chain, e.g. cuda,cpu (default: the policy)")
+    batch.add_argument("--json", action="store_true", help="machine-readable output")
     return parser
 
 
@@ -84,6 +99,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from ._bench import bench
 
         command = {"bench": bench}
+    elif args.command == "batch":
+        from ._batch import batch
+
+        command = {"batch": batch}
     try:
         return command[args.command](args)
     except Exception as exc:  # one line per failure; ORTPLUG_DEBUG=1 shows the traceback
