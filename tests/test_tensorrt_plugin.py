@@ -287,3 +287,16 @@ def test_an_unusable_cache_dir_is_reported_before_any_build(
     from ortplug import DefaultProviderPolicy
 
     assert DefaultProviderPolicy(all_plugins).select(checkpoint.metadata, host)[0].kind == "cuda"
+
+
+def test_a_user_engine_folder_that_does_not_exist_yet_is_a_cold_build(
+    all_plugins, caplog, tmp_path
+) -> None:
+    checkpoint = _dynamic_checkpoint()
+    mine = TensorrtProvider(engine_cache_path=str(tmp_path / "engines" / "new"))
+    with caplog.at_level(logging.WARNING, logger="ortplug.tensorrt"):
+        prepared = all_plugins.prepare_provider(mine, checkpoint, HOST)
+    assert prepared.engine_cache_path == str(
+        tmp_path / "engines" / "new"
+    )  # the user's path is kept
+    assert "building TensorRT engine" in caplog.text

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 
 import attrs
 from ortplug import (
@@ -218,7 +219,7 @@ def _announce_build(config: TensorrtProvider, checkpoint: ResolvedCheckpoint) ->
             "on every session",
             checkpoint.label,
         )
-    elif not any(os.scandir(folder)):
+    elif not Path(folder).is_dir() or not any(Path(folder).iterdir()):
         _log.warning(
             "building TensorRT engine for %s: this can take minutes; it is cached in %s for "
             "the next session",
