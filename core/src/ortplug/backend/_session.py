@@ -19,7 +19,6 @@ from types import ModuleType
 from typing import Any
 
 import attrs
-import numpy as np
 
 from .._runtime import require_onnxruntime
 from ..checkpoint import ResolvedCheckpoint
@@ -70,13 +69,14 @@ def _capture_messages(ort: ModuleType) -> Iterator[list[str]]:
 
 
 def _in_memory_weights(ort: ModuleType, ort_options: Any, checkpoint: ResolvedCheckpoint) -> None:
-    """Hand ONNX Runtime the initializers and external-data files the checkpoint holds in memory."""
+    """Hand ONNX Runtime the initializers and external-data files the checkpoint holds in memory.
+
+    ONNX Runtime reads these buffers in place: the backend keeps the checkpoint
+    (which owns them, contiguous) alive as long as the session.
+    """
     if checkpoint.initializers:
         names = list(checkpoint.initializers)
-        values = [
-            ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(checkpoint.initializers[n]))
-            for n in names
-        ]
+        values = [ort.OrtValue.ortvalue_from_numpy(checkpoint.initializers[n]) for n in names]
         ort_options.add_external_initializers(names, values)
     if checkpoint.external_data:
         files = list(checkpoint.external_data)

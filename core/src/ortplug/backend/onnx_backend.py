@@ -78,6 +78,7 @@ class OnnxBackend:
         self._rebuild: Callable[[SessionOptionsConfig], Any] | None = None
         self._options: SessionOptionsConfig | None = None
         self._plan: SessionPlan | None = None
+        self._checkpoint: ResolvedCheckpoint | None = None
 
     def _adopt(self, session: Any) -> None:
         """Take ``session`` as this backend's (at construction and after a rebuild)."""
@@ -139,6 +140,7 @@ class OnnxBackend:
             backend._chain_reasons = tuple((name, reason) for name in backend.providers)
         backend._options = plan.options
         backend._plan = plan
+        backend._checkpoint = resolved  # owns in-memory weights ORT reads for the session's life
         backend._rebuild = lambda options: _build(resolved, plan, options).session
         if min_accelerator_share is not None:
             enforce_share(backend.report, min_accelerator_share, strict=plan.strict)

@@ -23,6 +23,15 @@ def _frozen_mapping(value: Mapping[str, Any]) -> Mapping[str, Any]:
     return MappingProxyType(dict(value))
 
 
+def _initializer_arrays(value: Mapping[str, Any]) -> Mapping[str, Any]:
+    """Contiguous arrays the checkpoint owns: ONNX Runtime reads them in place for the session's life."""
+    if not isinstance(value, Mapping):
+        raise TypeError(
+            f"expected a mapping of initializer names to arrays, got {type(value).__name__}"
+        )
+    return MappingProxyType({name: np.ascontiguousarray(array) for name, array in value.items()})
+
+
 def _exactly_one_source(instance: ResolvedCheckpoint, _: object, __: Path | None) -> None:
     if (instance.weights_path is None) == (instance.model_bytes is None):
         raise ValueError(
@@ -45,7 +54,7 @@ class ResolvedCheckpoint:
     model_bytes: bytes | None = attrs.field(default=None, repr=False, kw_only=True)
     #: Initializer values held in memory, by initializer name (``add_external_initializers``).
     initializers: Mapping[str, Any] = attrs.field(
-        factory=dict, converter=_frozen_mapping, repr=False, eq=False, kw_only=True
+        factory=dict, converter=_initializer_arrays, repr=False, eq=False, kw_only=True
     )
     #: The model's external-data files held in memory, by the file name the model refers to.
     external_data: Mapping[str, bytes] = attrs.field(
@@ -78,8 +87,7 @@ class ResolvedCheckpoint:
         if not self.initializers and not self.external_data:
             return model
         digest = hashlib.sha256(model.encode())
-        for name, value in sorted(self.initializers.items()):
-            array = np.ascontiguousarray(value)
+        for name, array in sorted(self.initializers.items()):
             digest.update(f"{name}:{array.dtype.str}:{array.shape}".encode())
             digest.update(array.tobytes())
         for name, data in sorted(self.external_data.items()):
@@ -160,7 +168,7 @@ class InMemoryCheckpoint:
     model_bytes: bytes = attrs.field(repr=False, validator=attrs.validators.instance_of(bytes))
     metadata: CheckpointMetadata | None = None
     initializers: Mapping[str, Any] = attrs.field(
-        factory=dict, converter=_frozen_mapping, repr=False, eq=False, kw_only=True
+        factory=dict, converter=_initializer_arrays, repr=False, eq=False, kw_only=True
     )
     external_data: Mapping[str, bytes] = attrs.field(
         factory=dict, converter=_frozen_mapping, repr=False, eq=False, kw_only=True
