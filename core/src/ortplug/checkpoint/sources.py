@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -17,9 +17,14 @@ from .metadata import CheckpointMetadata
 __all__ = ["InMemoryCheckpoint", "LocalCheckpoint", "ResolvedCheckpoint", "metadata_path_for"]
 
 
-def _frozen_mapping(value: Mapping[str, Any]) -> Mapping[str, Any]:
+def _external_files(value: Mapping[str, bytes]) -> Mapping[str, bytes]:
     if not isinstance(value, Mapping):
-        raise TypeError(f"expected a mapping of names, got {type(value).__name__}")
+        raise TypeError(
+            f"external_data: expected a mapping of file names to bytes, got {type(value).__name__}"
+        )
+    bad = [name for name, data in value.items() if not isinstance(data, (bytes, bytearray))]
+    if bad:
+        raise ValueError(f"external_data: expected bytes for every file, not for {bad}")
     return MappingProxyType(dict(value))
 
 
@@ -58,8 +63,10 @@ class ResolvedCheckpoint:
     )
     #: The model's external-data files held in memory, by the file name the model refers to.
     external_data: Mapping[str, bytes] = attrs.field(
-        factory=dict, converter=_frozen_mapping, repr=False, eq=False, kw_only=True
+        factory=dict, converter=_external_files, repr=False, eq=False, kw_only=True
     )
+    # What is costly to derive (the fingerprint, the parsed graph), computed once per checkpoint.
+    _memo: dict[str, Any] = attrs.field(factory=dict, init=False, repr=False, eq=False)
 
     @property
     def source(self) -> str | bytes:
@@ -74,8 +81,12 @@ class ResolvedCheckpoint:
     def fingerprint(self) -> str:
         """SHA-256 of the model's bytes: the part of every cache key that says "same weights".
 
-        Hashed once per file version (path, size, modification time) per process.
+        Hashed once per checkpoint, and once per file version (path, size,
+        modification time) per process.
         """
+        return str(self._remember("fingerprint", self._hash))
+
+    def _hash(self) -> str:
         import hashlib  # deferred: ~4 ms of OpenSSL start-up that most processes never need
 
         source = self.source
@@ -97,9 +108,27 @@ class ResolvedCheckpoint:
 
     def input_shapes(self) -> dict[str, tuple[int | str | None, ...] | None]:
         """Each fed input's shape as the graph declares it (ints, symbolic names, ``None``)."""
-        source = self.source
-        summary = summarize_model(source) if isinstance(source, bytes) else summarize_file(source)
+        summary: ModelSummary = self._remember("summary", self._summarize)
         return {info.name: info.shape for info in summary.feed_inputs}
+
+    def _summarize(self) -> ModelSummary:
+        source = self.source
+        return summarize_model(source) if isinstance(source, bytes) else summarize_file(source)
+
+    def _version(self) -> object:
+        """What identifies the weights' content: the bytes object, or the file's size and mtime."""
+        if self.weights_path is None:
+            return id(self.model_bytes)
+        stat = self.weights_path.stat()
+        return (stat.st_size, stat.st_mtime_ns)
+
+    def _remember(self, key: str, compute: Callable[[], Any]) -> Any:
+        """``compute()`` once per version of the weights (a rewritten file is read again)."""
+        version = self._version()
+        known = self._memo.get(key)
+        if known is None or known[0] != version:
+            known = self._memo[key] = (version, compute())
+        return known[1]
 
 
 _FINGERPRINTS: dict[tuple[str, int, int], str] = {}
@@ -153,7 +182,7 @@ class LocalCheckpoint:
             _require_fits(metadata, summary, origin=str(meta_path))
         else:
             metadata = CheckpointMetadata.from_summary(summary)
-        return ResolvedCheckpoint(self.path, metadata)
+        return _with_summary(ResolvedCheckpoint(self.path, metadata), summary)
 
 
 @attrs.frozen
@@ -171,7 +200,7 @@ class InMemoryCheckpoint:
         factory=dict, converter=_initializer_arrays, repr=False, eq=False, kw_only=True
     )
     external_data: Mapping[str, bytes] = attrs.field(
-        factory=dict, converter=_frozen_mapping, repr=False, eq=False, kw_only=True
+        factory=dict, converter=_external_files, repr=False, eq=False, kw_only=True
     )
 
     def resolve(self) -> ResolvedCheckpoint:
@@ -191,16 +220,20 @@ class InMemoryCheckpoint:
                 f"initializers: {unknown} are not initializers of the model; it has "
                 f"{sorted(summary.initializer_names)}"
             )
-        bad = [k for k, v in self.external_data.items() if not isinstance(v, (bytes, bytearray))]
-        if bad:
-            raise ValueError(f"external_data: expected bytes for every file, not for {bad}")
-        return ResolvedCheckpoint(
+        resolved = ResolvedCheckpoint(
             None,
             metadata,
             model_bytes=self.model_bytes,
             initializers=self.initializers,
             external_data=self.external_data,
         )
+        return _with_summary(resolved, summary)
+
+
+def _with_summary(checkpoint: ResolvedCheckpoint, summary: ModelSummary) -> ResolvedCheckpoint:
+    """Keep the graph summary ``resolve`` already read, so nothing parses the model again."""
+    checkpoint._memo["summary"] = (checkpoint._version(), summary)
+    return checkpoint
 
 
 def _load_metadata_file(path: Path) -> CheckpointMetadata:
