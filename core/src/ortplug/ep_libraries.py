@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib
 import threading
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,14 @@ import attrs
 
 from ._runtime import require_onnxruntime
 
-__all__ = ["EpDevice", "EpLibrary", "EpLibraryStatus", "devices_for", "ensure_library"]
+__all__ = [
+    "EpDevice",
+    "EpLibrary",
+    "EpLibraryStatus",
+    "describe_device",
+    "devices_for",
+    "ensure_library",
+]
 
 
 def _names(value: Any) -> tuple[str, ...]:
@@ -70,9 +78,14 @@ class EpDevice:
     name: str
 
     def describe(self) -> str:
-        """``GPU NVIDIA (vendor 0x10de)``-style one-liner."""
-        label = f" {self.name}" if self.name else ""
-        return f"{self.type} {self.vendor}{label}"
+        """``CPU Intel Intel(R) Xeon(R) Processor``: type, vendor and name."""
+        return describe_device(attrs.asdict(self))
+
+
+def describe_device(fact: Mapping[str, Any]) -> str:
+    """One device of a probe's ``devices`` fact (an ``EpDevice`` as a dict) in a few words."""
+    name = fact.get("name")
+    return f"{fact.get('type')} {fact.get('vendor')}{' ' + name if name else ''}"
 
 
 @attrs.frozen

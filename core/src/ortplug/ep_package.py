@@ -22,11 +22,11 @@ from typing import Any, ClassVar
 
 import attrs
 
-from .checkpoint import CheckpointMetadata
-from .ep_libraries import EpLibrary, ensure_library
+from .ep_libraries import EpLibrary, describe_device, ensure_library
 from .host import HostCapabilities
 from .plugins.hookspecs import hookimpl
 from .plugins.types import HostProbe, ProviderDecline, ProviderOffer
+from .provider_options import encode_option
 from .providers import ProviderType
 
 __all__ = ["EpPackagePlugin", "LibraryProvider"]
@@ -41,7 +41,7 @@ def _string_options(value: Mapping[str, object]) -> Mapping[str, str]:
     for key, item in value.items():
         if not isinstance(key, str) or not key:
             raise ValueError(f"options: expected string option names, got {key!r}")
-        encoded[key] = ("1" if item else "0") if isinstance(item, bool) else str(item)
+        encoded[key] = encode_option(item)
     return MappingProxyType(encoded)
 
 
@@ -80,6 +80,7 @@ class EpPackagePlugin:
         self.config_cls = config_cls
         self.preference = preference
         self.kind = config_cls.kind
+        self.probe = self.kind.replace("_", "")  # probe names are letters and digits
         self.library = EpLibrary(
             name=f"ortplug.{self.kind}", ep_names=(config_cls.ort_name,), package=package
         )
@@ -102,7 +103,7 @@ class EpPackagePlugin:
     def ortplug_host_probes(self) -> Iterable[HostProbe]:
         """Registers the library (once per process) and lists its devices."""
         yield HostProbe(
-            name=self.kind.replace("_", ""),
+            name=self.probe,
             facts=_PROBE_FACTS,
             detect=lambda: ensure_library(self.library).facts(),
             description=f"the {self.package} library and the devices it offers",
@@ -110,19 +111,17 @@ class EpPackagePlugin:
 
     @hookimpl
     def ortplug_offer_providers(
-        self, metadata: CheckpointMetadata, host: HostCapabilities
+        self, host: HostCapabilities
     ) -> Iterable[ProviderOffer | ProviderDecline]:
         """An offer when the library offers a device here; else a decline with the reason."""
-        probe = self.kind.replace("_", "")
-        devices: list[dict[str, Any]] = host.fact(probe, "devices", [])
+        devices: list[dict[str, Any]] = host.fact(self.probe, "devices", [])
         if not devices:
-            reason = host.fact(probe, "error") or f"{self.package} offers no device on this host"
-            yield ProviderDecline(self.kind, reason)
+            error = host.fact(self.probe, "error")
+            yield ProviderDecline(
+                self.kind, error or f"{self.package} offers no device on this host"
+            )
             return
-        listed = ", ".join(
-            f"{d.get('type')} {d.get('vendor')}{' ' + d['name'] if d.get('name') else ''}"
-            for d in devices
-        )
+        listed = ", ".join(describe_device(d) for d in devices)
         yield ProviderOffer(
             config=self.config_cls(),
             preference=self.preference,

@@ -15,6 +15,7 @@ import attrs
 __all__ = [
     "bool_field",
     "choice_field",
+    "encode_option",
     "int_field",
     "ort_options",
     "path_field",
@@ -109,7 +110,8 @@ def path_field() -> Any:
     return attrs.field(default=None, converter=convert, validator=check)
 
 
-def _encode(value: object) -> str:
+def encode_option(value: object) -> str:
+    """One option value as ONNX Runtime reads it: booleans ``"1"``/``"0"``, the rest ``str()``."""
     if isinstance(value, bool):
         return "1" if value else "0"
     return str(value)
@@ -122,7 +124,7 @@ def ort_options(pairs: Iterable[tuple[str, object]]) -> dict[str, str]:
     become ``"1"``/``"0"``, the one spelling every provider parses as intended
     (CoreML compares against ``"1"``, so ``str(True)`` would switch it off).
     """
-    return {name: _encode(value) for name, value in pairs if value is not None}
+    return {name: encode_option(value) for name, value in pairs if value is not None}
 
 
 def plain_options(config: Any, exclude: Iterable[str] = ()) -> dict[str, object]:

@@ -14,6 +14,7 @@ import numpy as np
 from .._runtime import require_onnxruntime
 from ..checkpoint import CheckpointMetadata, ResolvedCheckpoint
 from ..errors import InputValidationError, RunTerminatedError
+from ..provider_options import encode_option
 from ..run_options import RunOptionsConfig
 from ._placement import enforce_share
 from ._plan import SessionPlan, plan_session, resolve_checkpoint
@@ -541,7 +542,7 @@ class OnnxBackend:
             raise ValueError(
                 f"set_ep_dynamic_options: expected a non-empty mapping, got {options!r}"
             )
-        values = {str(k): _option_text(v) for k, v in options.items()}
+        values = {str(k): encode_option(v) for k, v in options.items()}
         self._live().set_ep_dynamic_options(values)
 
     def register_custom_op_library(self, path: str | os.PathLike[str]) -> None:
@@ -610,12 +611,6 @@ class OnnxBackend:
     def __repr__(self) -> str:
         state = "closed" if self._session is None else f"providers={list(self._providers)}"
         return f"<OnnxBackend {self._metadata.model_family!r} {state}>"
-
-
-def _option_text(value: object) -> str:
-    if isinstance(value, bool):
-        return "1" if value else "0"
-    return str(value)
 
 
 def _build(resolved: ResolvedCheckpoint, plan: SessionPlan, options: SessionOptionsConfig) -> Any:
