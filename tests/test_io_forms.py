@@ -254,12 +254,16 @@ def test_terminate_covers_bindings_with_their_own_run_options(demo) -> None:
 def test_in_memory_weights_stay_valid_for_the_session_life(plugin_host) -> None:
     import gc
 
-    strided = np.arange(8, dtype=np.float32)[::2]  # not contiguous: the checkpoint keeps its own copy
+    strided = np.arange(8, dtype=np.float32)[
+        ::2
+    ]  # not contiguous: the checkpoint keeps its own copy
     checkpoint = InMemoryCheckpoint(models.external_weights_model(), initializers={"w": strided})
     backend = OnnxBackend.from_checkpoint(checkpoint.resolve(), plugins=plugin_host)
     del checkpoint, strided
     gc.collect()
-    junk = [np.full(4, -1.0, np.float32) for _ in range(1000)]  # reuse freed memory if any was freed
+    junk = [
+        np.full(4, -1.0, np.float32) for _ in range(1000)
+    ]  # reuse freed memory if any was freed
     for _ in range(3):
         assert backend.run({"x": np.zeros(4, np.float32)})["y"].tolist() == [0, 2, 4, 6]
     assert len(junk) == 1000

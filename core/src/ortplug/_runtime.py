@@ -17,6 +17,7 @@ __all__ = [
     "INSTALL_HINT",
     "RuntimeDistribution",
     "duplicate_runtime_problem",
+    "duplicate_runtimes",
     "installed_runtimes",
     "onnxruntime_or_none",
     "preload_runtime_libraries",
@@ -78,20 +79,27 @@ def installed_runtimes(path: Iterable[str] | None = None) -> tuple[RuntimeDistri
     return tuple(sorted(found.values(), key=lambda d: d.name.lower()))
 
 
-def duplicate_runtime_problem(runtimes: Iterable[RuntimeDistribution]) -> str | None:
-    """One line naming the clashing runtime wheels and the command that fixes it, or ``None``."""
+def duplicate_runtimes(
+    runtimes: Iterable[RuntimeDistribution],
+) -> tuple[str, str] | None:
+    """``(problem, fix)`` when several runtime wheels share the ``onnxruntime`` module, or ``None``."""
     dists = list(runtimes)
     if len(dists) < 2:
         return None
     names = [d.name for d in dists]
-    gpu = any("gpu" in name.lower() for name in names)
-    extra = "cuda" if gpu else "cpu"
+    extra = "cuda" if any("gpu" in name.lower() for name in names) else "cpu"
     listed = " and ".join(f"{d.name} {d.version}" for d in dists)
     return (
         f"{listed} are installed side by side; they share the onnxruntime module and overwrite "
-        f"each other's files, which breaks GPU providers. Fix: pip uninstall -y {' '.join(names)} "
-        f"&& pip install 'ortplug[{extra}]'"
+        "each other's files, which breaks GPU providers.",
+        f"pip uninstall -y {' '.join(names)} && pip install 'ortplug[{extra}]'",
     )
+
+
+def duplicate_runtime_problem(runtimes: Iterable[RuntimeDistribution]) -> str | None:
+    """One line naming the clashing runtime wheels and the command that fixes it, or ``None``."""
+    found = duplicate_runtimes(runtimes)
+    return f"{found[0]} Fix: {found[1]}" if found else None
 
 
 def preload_runtime_libraries(directory: str | None = None) -> str:

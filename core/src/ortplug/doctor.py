@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from ._runtime import INSTALL_HINT, duplicate_runtime_problem, installed_runtimes
+from ._runtime import INSTALL_HINT, duplicate_runtimes, installed_runtimes
 from .autotune import stale_records
 from .cache import CACHE_ENV, cache_root
 from .ep_libraries import ensure_library
@@ -23,10 +23,9 @@ def _runtime_checks() -> list[DoctorCheck]:
         return [
             DoctorCheck("onnxruntime", False, "no ONNX Runtime wheel is installed", INSTALL_HINT)
         ]
-    problem = duplicate_runtime_problem(runtimes)
-    if problem:
-        detail, _, fix = problem.partition(" Fix: ")
-        return [DoctorCheck("onnxruntime", False, detail, fix)]
+    duplicates = duplicate_runtimes(runtimes)
+    if duplicates:
+        return [DoctorCheck("onnxruntime", False, *duplicates)]
     (runtime,) = runtimes
     return [
         DoctorCheck("onnxruntime", True, f"{runtime.name} {runtime.version}, one runtime wheel")

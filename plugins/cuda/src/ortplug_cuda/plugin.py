@@ -64,7 +64,7 @@ def ortplug_offer_providers(
     """CUDA when a usable GPU is found; never for int8 checkpoints (few CUDA int8 kernels)."""
     readiness = assess_cuda(host)
     if not readiness.ready:
-        yield ProviderDecline("cuda", readiness.problem or "no CUDA device")
+        yield ProviderDecline("cuda", readiness.reason)
         return
     if metadata.precision == "int8":
         yield ProviderDecline(
@@ -103,6 +103,4 @@ def ortplug_doctor_checks(host: HostCapabilities) -> Iterable[DoctorCheck]:
     if readiness.ready:
         yield DoctorCheck("cuda", True, readiness.describe(host))
         return
-    problem = readiness.problem or "no CUDA device"
-    detail, _, fix = problem.partition("; ")
-    yield DoctorCheck("cuda", False, detail, fix or "see the detail")
+    yield DoctorCheck("cuda", False, str(readiness.problem), readiness.fix)

@@ -14,7 +14,7 @@ from typing import Any
 
 from ortplug.probing import run_probe_script
 
-__all__ = ["CUDA_FACTS", "detect_cuda", "nvidia_library_dirs", "ort_cuda_version"]
+__all__ = ["CUDA_FACTS", "cuda_major", "detect_cuda", "nvidia_library_dirs", "ort_cuda_version"]
 
 CUDA_FACTS = (
     "driver_version",
@@ -62,7 +62,8 @@ def ort_cuda_version() -> str | None:
     return getattr(onnxruntime, "cuda_version", "") or None
 
 
-def _major(version: str | None) -> int | None:
+def cuda_major(version: object) -> int | None:
+    """The major of a version like ``"12.4"`` (``None`` when absent or not a version)."""
     try:
         return int(str(version).split(".")[0]) if version else None
     except ValueError:
@@ -74,7 +75,7 @@ def detect_cuda() -> dict[str, Any]:
     ort_cuda = ort_cuda_version()
     answer = run_probe_script(
         _QUERY_SCRIPT,
-        {"cuda_major": _major(ort_cuda), "library_dirs": nvidia_library_dirs()},
+        {"cuda_major": cuda_major(ort_cuda), "library_dirs": nvidia_library_dirs()},
         timeout=_QUERY_TIMEOUT_S,
     )
     if "error" in answer:  # the child itself failed: say so as a driver problem

@@ -8,6 +8,7 @@ import attrs
 from ortplug import HostCapabilities
 
 from .config import CudaProvider
+from .probes import cuda_major
 
 __all__ = ["CudaReadiness", "assess_cuda"]
 
@@ -18,10 +19,16 @@ _FIX_RUNTIME = (
 
 @attrs.frozen
 class CudaReadiness:
-    """The verdict: the device to use, or why CUDA cannot run here."""
+    """The verdict: the device to use, or why CUDA cannot run here and what fixes it."""
 
     device: dict[str, Any] | None
     problem: str | None
+    fix: str = ""
+
+    @property
+    def reason(self) -> str:
+        """Problem and fix in one line (a decline's reason)."""
+        return f"{self.problem}; {self.fix}" if self.fix else str(self.problem)
 
     @property
     def ready(self) -> bool:
@@ -41,33 +48,35 @@ class CudaReadiness:
         )
 
 
-def _major(version: object) -> int | None:
-    try:
-        return int(str(version).split(".")[0]) if version else None
-    except ValueError:
-        return None
-
-
 def assess_cuda(host: HostCapabilities) -> CudaReadiness:
     """Check, in order: driver, visible devices, ORT build, driver vs ORT CUDA, libraries."""
     driver_error = host.fact("cuda", "driver_error")
     if driver_error:
-        return CudaReadiness(None, f"no usable NVIDIA driver: {driver_error}")
+        return CudaReadiness(
+            None,
+            f"no usable NVIDIA driver: {driver_error}",
+            "install or repair the NVIDIA driver (nvidia-smi must list the GPU)",
+        )
     devices = host.fact("cuda", "devices", [])
     if not devices:
         visible = host.fact("cuda", "visible_devices")
         hint = f" (CUDA_VISIBLE_DEVICES={visible!r})" if visible is not None else ""
-        return CudaReadiness(None, f"the NVIDIA driver reports no CUDA device{hint}")
+        return CudaReadiness(
+            None,
+            f"the NVIDIA driver reports no CUDA device{hint}",
+            "check CUDA_VISIBLE_DEVICES and nvidia-smi",
+        )
     if not host.has_provider(CudaProvider.ort_name):
         return CudaReadiness(
             None,
             f"this ONNX Runtime build ({host.ort_version or 'not installed'}) has no "
-            f"CUDAExecutionProvider; {_FIX_RUNTIME}; `ortplug info` also reports two "
-            "onnxruntime wheels installed side by side",
+            "CUDAExecutionProvider",
+            f"{_FIX_RUNTIME}; `ortplug info` also reports two onnxruntime wheels installed "
+            "side by side",
         )
     needed = host.fact("cuda", "ort_cuda_version")
     supported = host.fact("cuda", "driver_cuda_version")
-    needed_major, supported_major = _major(needed), _major(supported)
+    needed_major, supported_major = cuda_major(needed), cuda_major(supported)
     if needed_major and supported_major and supported_major < needed_major:
         older_build = (
             " or install the CUDA 12 build: pip install 'ortplug[cuda12]'"
@@ -77,13 +86,13 @@ def assess_cuda(host: HostCapabilities) -> CudaReadiness:
         return CudaReadiness(
             None,
             f"the NVIDIA driver supports CUDA up to {supported} but onnxruntime "
-            f"{host.ort_version} is built for CUDA {needed}: update the driver (CUDA 13 needs "
-            f"r580 or newer){older_build}",
+            f"{host.ort_version} is built for CUDA {needed}",
+            f"update the driver (CUDA 13 needs r580 or newer){older_build}",
         )
     library_error = host.fact("cuda", "library_error")
     if library_error:
         return CudaReadiness(
-            None, f"CUDA libraries for onnxruntime do not load ({library_error}); {_FIX_RUNTIME}"
+            None, f"CUDA libraries for onnxruntime do not load ({library_error})", _FIX_RUNTIME
         )
     device = max(devices, key=lambda d: d.get("memory_mib", 0))
     return CudaReadiness(dict(device), None)
