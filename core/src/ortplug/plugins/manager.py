@@ -6,8 +6,8 @@ import importlib
 import os
 import threading
 import warnings
-from collections.abc import Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 import pluggy
@@ -43,6 +43,8 @@ __all__ = [
     "get_plugin_host",
     "reset_plugin_host",
 ]
+
+_T = TypeVar("_T")
 
 ENV_ALLOW = "ORTPLUG_PLUGINS"
 ENV_DENY = "ORTPLUG_DISABLE_PLUGINS"
@@ -227,10 +229,21 @@ class PluginHost:
         """A hook's implementations in pluggy's call order (tryfirst first, trylast last)."""
         return list(reversed(getattr(self._pm.hook, hook_name).get_hookimpls()))
 
-    def _call(self, impl: Any, hook_name: str, kwargs: Mapping[str, Any]) -> tuple[bool, Any]:
-        """Call one implementation with the arguments it asks for; a failure is recorded."""
+    def _call(
+        self,
+        impl: Any,
+        hook_name: str,
+        kwargs: Mapping[str, Any],
+        propagate: tuple[type[BaseException], ...] = (),
+    ) -> tuple[bool, Any]:
+        """Call one implementation with the arguments it asks for; a failure is recorded.
+
+        Exceptions of the ``propagate`` types are the user's to fix and are re-raised.
+        """
         try:
             return True, impl.function(*(kwargs[arg] for arg in impl.argnames))
+        except propagate:
+            raise
         except Exception as exc:
             self._fail(impl.plugin_name, hook_name, exc)
             return False, None
@@ -358,29 +371,16 @@ class PluginHost:
         checkpoint) or an ``OSError`` (an unusable cache directory) propagates:
         the user must fix it. Any other exception is a plugin failure.
         """
-        hook_name = "ortplug_prepare_provider"
-        for impl in self._impls(hook_name):
-            kwargs = {"config": config, "checkpoint": checkpoint, "host": host}
-            try:
-                result = impl.function(*(kwargs[arg] for arg in impl.argnames))
-            except (ValueError, OSError):
-                raise
-            except Exception as exc:
-                self._fail(impl.plugin_name, hook_name, exc)
-                continue
-            if result is None:
-                continue
-            if is_provider_config(result) and result.kind == config.kind:
-                config = result
-            else:
-                self._fail(
-                    impl.plugin_name,
-                    hook_name,
-                    TypeError(
-                        f"expected a {config.kind!r} provider config or None, got {result!r}"
-                    ),
-                )
-        return config
+        return self._fold(
+            "ortplug_prepare_provider",
+            "config",
+            config,
+            lambda result: is_provider_config(result) and result.kind == config.kind,
+            f"a {config.kind!r} provider config",
+            propagate=(ValueError, OSError),
+            checkpoint=checkpoint,
+            host=host,
+        )
 
     def adjust_session_options(
         self,
@@ -392,29 +392,39 @@ class PluginHost:
         """Fold the options through every ``ortplug_adjust_session_options`` implementation."""
         from ..session_options import SessionOptionsConfig
 
-        options = session_options
-        hook_name = "ortplug_adjust_session_options"
+        return self._fold(
+            "ortplug_adjust_session_options",
+            "session_options",
+            session_options,
+            lambda result: isinstance(result, SessionOptionsConfig),
+            "SessionOptionsConfig",
+            chain=chain,
+            metadata=metadata,
+            host=host,
+        )
+
+    def _fold(
+        self,
+        hook_name: str,
+        argument: str,
+        value: _T,
+        accepts: Callable[[Any], bool],
+        expected: str,
+        *,
+        propagate: tuple[type[BaseException], ...] = (),
+        **kwargs: Any,
+    ) -> _T:
+        """Pass ``value`` through every implementation in order; ``None`` keeps it, a wrong type is a failure."""
         for impl in self._impls(hook_name):
-            kwargs = {
-                "session_options": options,
-                "chain": chain,
-                "metadata": metadata,
-                "host": host,
-            }
-            ok, result = self._call(impl, hook_name, kwargs)
+            ok, result = self._call(impl, hook_name, {argument: value, **kwargs}, propagate)
             if not ok or result is None:
                 continue
-            if isinstance(result, SessionOptionsConfig):
-                options = result
+            if accepts(result):
+                value = result
             else:
-                self._fail(
-                    impl.plugin_name,
-                    hook_name,
-                    TypeError(
-                        f"expected SessionOptionsConfig or None, got {type(result).__name__}"
-                    ),
-                )
-        return options
+                error = TypeError(f"expected {expected} or None, got {type(result).__name__}")
+                self._fail(impl.plugin_name, hook_name, error)
+        return value
 
 
 _default_host: PluginHost | None = None
