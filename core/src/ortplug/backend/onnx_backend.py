@@ -94,6 +94,7 @@ class OnnxBackend:
         self._session: Any = session
         self._output_names = output_names
         self._checker = checker
+        self._overridable = tuple(sorted(checker.overridable))
         self._providers = tuple(session.get_providers())
         self._run_options = RunOptionsConfig().to_ort(self._ort)
         self._inflight: set[Any] = set()
@@ -318,10 +319,8 @@ class OnnxBackend:
         ``RuntimeError`` when the backend is closed.
         """
         if type(inputs) is not dict:
-            inputs = feed_by_name(inputs, self._checker.names, sorted(self._checker.overridable))
-        names = (
-            self._output_names if outputs is None else select_outputs(outputs, self._output_names)
-        )
+            inputs = self._feed(inputs)
+        names = self._output_names if outputs is None else self._selected(outputs)
         try:
             if run_options is None:
                 results = self._run(names, inputs)
@@ -333,6 +332,13 @@ class OnnxBackend:
                 self._raise_explained(inputs, exc)
             return self.run(wrapped, names, run_options=run_options)
         return dict(zip(names, results))
+
+    def _feed(self, inputs: object) -> dict[str, Any]:
+        """A feed dict from a mapping or from values in model order (then overridable initializers)."""
+        return feed_by_name(inputs, self._checker.names, self._overridable)
+
+    def _selected(self, outputs: object) -> list[str]:
+        return select_outputs(outputs, self._output_names)
 
     def _run_with(self, names: list[str], feed: Any, config: RunOptionsConfig) -> list[Any]:
         options = self._own_run_options(config)
@@ -368,11 +374,7 @@ class OnnxBackend:
         allocates nothing per call.
         """
         session = self._live()
-        feed = (
-            inputs
-            if type(inputs) is dict
-            else feed_by_name(inputs, self._checker.names, sorted(self._checker.overridable))
-        )
+        feed = inputs if type(inputs) is dict else self._feed(inputs)
         cache = self._into
         signature = (
             tuple(
@@ -452,10 +454,8 @@ class OnnxBackend:
         if not callable(callback):
             raise TypeError(f"callback: expected a callable, got {type(callback).__name__}")
         session = self._live()
-        feed = feed_by_name(inputs, self._checker.names, sorted(self._checker.overridable))
-        names = (
-            self._output_names if outputs is None else select_outputs(outputs, self._output_names)
-        )
+        feed = self._feed(inputs)
+        names = self._output_names if outputs is None else self._selected(outputs)
         options = self._run_options if run_options is None else self._own_run_options(run_options)
 
         def done(results: Any, _user_data: Any, error: str) -> None:
