@@ -94,12 +94,19 @@ def plan_session(
         )
     host = plugins.host_capabilities()
     metadata = checkpoint.metadata
+    device_policy = None
+    chain: list[ProviderConfig]
+    reasons: list[str]
+    declined: list[tuple[str, str]]
     if isinstance(policy, OrtDevicePolicy) and providers is None:
-        return _ort_policy_plan(policy, checkpoint, session_options, plugins, host)
-    if providers is not None:
+        # ONNX Runtime picks the providers; it must see every plugin-EP library we know.
+        chain, reasons, strict = [], [], False
+        declined = _register_libraries(plugins)
+        device_policy = policy.ort_member
+    elif providers is not None:
         chain, strict = _explicit_chain(providers, plugins), True
         reasons = ["requested explicitly (strict)"] * len(chain)
-        declined: list[tuple[str, str]] = []
+        declined = []
     else:
         chosen, reasons, declined = _policy_chain(
             policy or DefaultProviderPolicy(plugins), checkpoint, host
@@ -128,6 +135,7 @@ def plan_session(
         host=host,
         libraries=tuple(registry.library_of(config.kind) for config in chain),
         declined=tuple(declined),
+        device_policy=device_policy,
     )
 
 
@@ -172,33 +180,15 @@ def _apply_tuning(
     return chain, reasons, options
 
 
-def _ort_policy_plan(
-    policy: OrtDevicePolicy,
-    checkpoint: ResolvedCheckpoint,
-    session_options: SessionOptionsConfig,
-    plugins: PluginHost,
-    host: HostCapabilities,
-) -> SessionPlan:
-    """Register every plugin-EP library the plugins know, and leave the choice to ONNX Runtime."""
-    registry = plugins.provider_registry()
-    libraries = [spec.type.library for spec in registry.specs() if spec.type.library is not None]
+def _register_libraries(plugins: PluginHost) -> list[tuple[str, str]]:
+    """Register every plugin-EP library the plugins know; ``(kind, problem)`` for those that fail."""
     declined = []
-    for library in libraries:
-        problem = ensure_library(library).problem()
-        if problem:
-            declined.append((library.name, problem))
-    options = session_options.with_config_entries({_RECORD_ASSIGNMENT: "1"})
-    _check_options_fit(options, checkpoint)
-    return SessionPlan(
-        chain=(),
-        reasons=(),
-        options=options,
-        strict=False,
-        host=host,
-        libraries=(),
-        declined=tuple(declined),
-        device_policy=policy.ort_member,
-    )
+    for spec in plugins.provider_registry().specs():
+        if spec.type.library is not None:
+            problem = ensure_library(spec.type.library).problem()
+            if problem:
+                declined.append((spec.type.kind, f"{problem} [{spec.plugin}]"))
+    return declined
 
 
 def _check_options_fit(options: SessionOptionsConfig, checkpoint: ResolvedCheckpoint) -> None:
