@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import threading
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import numpy as np
@@ -341,9 +342,18 @@ class OnnxBackend:
         return select_outputs(outputs, self._output_names)
 
     def _run_with(self, names: list[str], feed: Any, config: RunOptionsConfig) -> list[Any]:
+        with self._options_for(config) as options:
+            return list(self._live().run(names, feed, options))
+
+    @contextlib.contextmanager
+    def _options_for(self, config: RunOptionsConfig | None) -> Iterator[Any]:
+        """The shared run options, or ``config``'s own, which terminate() reaches while in flight."""
+        if config is None:
+            yield self._run_options
+            return
         options = self._own_run_options(config)
         try:
-            return list(self._live().run(names, feed, options))
+            yield options
         finally:
             with self._inflight_lock:
                 self._inflight.discard(options)
@@ -389,15 +399,8 @@ class OnnxBackend:
         try:
             for name, value in feed.items():
                 binding.bind_cpu_input(name, np.ascontiguousarray(value))
-            if run_options is None:
-                session.run_with_iobinding(binding, self._run_options)
-            else:
-                options = self._own_run_options(run_options)
-                try:
-                    session.run_with_iobinding(binding, options)
-                finally:
-                    with self._inflight_lock:
-                        self._inflight.discard(options)
+            with self._options_for(run_options) as options:
+                session.run_with_iobinding(binding, options)
         except Exception as exc:
             cache.signature = None
             self._raise_explained(feed, exc)
