@@ -9,7 +9,7 @@ import attrs
 import models
 import pytest
 from ortplug import InMemoryCheckpoint, OnnxBackend, SessionOptionsConfig
-from ortplug.autotune import TunedSetting, lookup, save, stale_records
+from ortplug.selection.autotune import TunedSetting, lookup, save, stale_records
 from ortplug.errors import OrtplugCacheWarning
 
 

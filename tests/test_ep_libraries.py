@@ -108,9 +108,13 @@ def test_a_plugin_whose_library_is_missing_keeps_the_host_working(ghost_host) ->
         OnnxBackend.from_checkpoint(checkpoint, providers=["ghost", "cpu"], plugins=ghost_host)
     assert "library file not found: /nonexistent/libghost.so" in str(caught.value)
     assert caught.value.missing == ("GhostExecutionProvider",)
-    with pytest.warns(ProviderFallbackWarning, match="libghost.so"):
-        backend = OnnxBackend.from_checkpoint(checkpoint, plugins=ghost_host)
+    assert caught.value.declines == {}  # an explicit chain: ONNX Runtime's word only
+    # A policy never offers it: the core declines it at offer time, with the reason.
+    backend = OnnxBackend.from_checkpoint(checkpoint, plugins=ghost_host)
     assert backend.providers == ("CPUExecutionProvider",)
+    (reason,) = [r for kind, r in backend.report.declined if kind == "ghost"]
+    assert "libghost.so" in reason
+    assert "checked by ortplug" in reason
 
 
 def test_a_library_provider_cannot_share_a_session_with_a_deviceless_builtin(plugin_host) -> None:

@@ -38,8 +38,8 @@ def test_empty_override_means_absent() -> None:
 
 
 def test_detect_uses_the_plugin_host_and_caches(plugin_host: PluginHost) -> None:
-    first = HostCapabilities.detect(plugin_host)
-    assert first is HostCapabilities.detect(plugin_host)
+    first = plugin_host.host_capabilities()
+    assert first is plugin_host.host_capabilities()
     assert first.ort_version and "CPUExecutionProvider" in first.available_providers
     assert set(first.to_dict()) == {
         "platform",

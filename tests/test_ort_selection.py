@@ -9,7 +9,7 @@ import onnxruntime as ort
 import ortplug_openvino
 import pytest
 from ortplug import DefaultProviderPolicy, InMemoryCheckpoint, OnnxBackend
-from ortplug.ort_selection import DEVICE_POLICIES, OrtDevicePolicy, ort_delegate
+from ortplug.selection.ort_device import DEVICE_POLICIES, OrtDevicePolicy, ort_delegate
 
 DEMO = (files("ortplug.data") / "demo.onnx").read_bytes()
 X = np.ones((2, 8), np.float32)

@@ -18,28 +18,42 @@ from .checkpoint import (
     ResolvedCheckpoint,
 )
 from .errors import (
+    BackendClosedError,
+    BuildTimeoutError,
+    CheckpointError,
     InputValidationError,
+    ModelLoadError,
+    NoProviderError,
+    OptionError,
+    OrtplugError,
     OrtplugPluginWarning,
     PluginConflictError,
+    PluginError,
     ProviderFallbackWarning,
     ProviderNotRealizedError,
     RunTerminatedError,
     RuntimeNotInstalledError,
 )
-from .host import HostCapabilities
+from .host import HostCapabilities, HostProbe
 from .plugins import (
     DoctorCheck,
-    HostProbe,
     PluginHost,
     ProviderDecline,
     ProviderOffer,
     ProviderType,
     get_plugin_host,
     hookimpl,
+    parse_provider,
 )
-from .policy import DefaultProviderPolicy, ProviderPolicy, ProviderSelection
-from .providers import ProviderConfig, parse_provider
+from .providers import ProviderConfig
 from .run_options import RunOptionsConfig
+from .selection import (
+    DefaultProviderPolicy,
+    ProviderPolicy,
+    ProviderSelection,
+    SelectingPolicy,
+    SelectionRequest,
+)
 from .session_options import FreeDimensionOverride, SessionOptionsConfig
 
 if TYPE_CHECKING:
@@ -47,7 +61,10 @@ if TYPE_CHECKING:
     from .environment import configure
 
 __all__ = [
+    "BackendClosedError",
     "Binding",
+    "BuildTimeoutError",
+    "CheckpointError",
     "CheckpointMetadata",
     "DefaultProviderPolicy",
     "DoctorCheck",
@@ -59,10 +76,15 @@ __all__ = [
     "InputValidationError",
     "LocalCheckpoint",
     "MemoryInfo",
+    "ModelLoadError",
     "ModelInfo",
+    "NoProviderError",
     "OnnxBackend",
+    "OptionError",
+    "OrtplugError",
     "OrtplugPluginWarning",
     "PluginConflictError",
+    "PluginError",
     "PluginHost",
     "ProviderConfig",
     "ProviderDecline",
@@ -75,6 +97,8 @@ __all__ = [
     "ResolvedCheckpoint",
     "RunOptionsConfig",
     "RunTerminatedError",
+    "SelectingPolicy",
+    "SelectionRequest",
     "RuntimeDistribution",
     "RuntimeNotInstalledError",
     "SessionOptionsConfig",

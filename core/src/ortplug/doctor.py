@@ -6,10 +6,10 @@ import os
 from typing import TYPE_CHECKING
 
 from ._runtime import INSTALL_HINT, duplicate_runtimes, installed_runtimes
-from .autotune import stale_records
 from .cache import CACHE_ENV, cache_root
 from .ep_libraries import ensure_library
 from .plugins.types import DoctorCheck
+from .selection.autotune import stale_records
 
 if TYPE_CHECKING:
     from .plugins.manager import PluginHost

@@ -13,6 +13,7 @@ import threading
 import attrs
 
 from ._runtime import require_onnxruntime
+from .errors import OptionError
 
 __all__ = ["GlobalThreadPools", "configure", "global_thread_pools"]
 
@@ -30,7 +31,7 @@ class GlobalThreadPools:
 
 def _count(name: str, value: object) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise ValueError(f"{name}: expected a non-negative integer (0 = default), got {value!r}")
+        raise OptionError(f"{name}: expected a non-negative integer (0 = default), got {value!r}")
     return value
 
 
@@ -48,7 +49,7 @@ def configure(
     ort = require_onnxruntime()
     if log_severity_level is not None:
         if log_severity_level not in (0, 1, 2, 3, 4):
-            raise ValueError(
+            raise OptionError(
                 f"log_severity_level: expected 0 (verbose) to 4 (fatal), got {log_severity_level!r}"
             )
         ort.set_default_logger_severity(log_severity_level)

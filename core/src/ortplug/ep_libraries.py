@@ -20,6 +20,7 @@ from typing import Any
 import attrs
 
 from ._runtime import require_onnxruntime
+from .errors import OptionError
 
 __all__ = [
     "EpDevice",
@@ -34,7 +35,7 @@ __all__ = [
 def _names(value: Any) -> tuple[str, ...]:
     names = (value,) if isinstance(value, str) else tuple(value)
     if not names or not all(isinstance(n, str) and n for n in names):
-        raise ValueError(f"EpLibrary.ep_names: expected provider names, got {value!r}")
+        raise OptionError(f"EpLibrary.ep_names: expected provider names, got {value!r}")
     return names
 
 
@@ -53,7 +54,7 @@ class EpLibrary:
 
     def __attrs_post_init__(self) -> None:
         if (self.path is None) == (self.package is None):
-            raise ValueError(
+            raise OptionError(
                 f"EpLibrary {self.name!r}: expected exactly one of path= or package=, "
                 f"got path={self.path!r}, package={self.package!r}"
             )

@@ -23,11 +23,12 @@ from typing import Any, ClassVar
 import attrs
 
 from .ep_libraries import EpLibrary, describe_device, ensure_library
-from .host import HostCapabilities
+from .errors import OptionError
+from .host import HostCapabilities, HostProbe
 from .plugins.hookspecs import hookimpl
-from .plugins.types import HostProbe, ProviderDecline, ProviderOffer
+from .plugins.registry import ProviderType
+from .plugins.types import ProviderDecline, ProviderOffer
 from .provider_options import encode_option
-from .providers import ProviderType
 
 __all__ = ["EpPackagePlugin", "LibraryProvider"]
 
@@ -36,11 +37,11 @@ _PROBE_FACTS = ("library", "error", "devices")
 
 def _string_options(value: Mapping[str, object]) -> Mapping[str, str]:
     if not isinstance(value, Mapping):
-        raise ValueError(f"options: expected a mapping of option names to values, got {value!r}")
+        raise OptionError(f"options: expected a mapping of option names to values, got {value!r}")
     encoded = {}
     for key, item in value.items():
         if not isinstance(key, str) or not key:
-            raise ValueError(f"options: expected string option names, got {key!r}")
+            raise OptionError(f"options: expected string option names, got {key!r}")
         encoded[key] = encode_option(item)
     return MappingProxyType(encoded)
 

@@ -1,14 +1,51 @@
-"""Exceptions and warnings ortplug raises; each message names the thing, the expected and the given."""
+"""Exceptions and warnings ortplug raises; each message names the thing, the expected and the given.
+
+Every exception ortplug raises on purpose derives from :class:`OrtplugError`
+and keeps the builtin base code catches today, so ``except ValueError`` and
+``except OrtplugError`` both work::
+
+    OrtplugError
+    ├── OptionError (ValueError)             an argument, option or metadata value is invalid
+    │   ├── InputValidationError             the inputs given to run() do not fit the model
+    │   ├── CheckpointError                  a model or metadata file cannot be read
+    │   ├── ModelLoadError                   ONNX Runtime refused to load the model
+    │   └── PluginConflictError              two plugins claim one provider kind, alias or probe
+    ├── OptionTypeError (TypeError)          an argument of the wrong type
+    ├── MissingFileError (FileNotFoundError) a file the user named does not exist
+    ├── CacheError (OSError)                 ortplug's cache directory cannot be used
+    ├── RuntimeNotInstalledError (ImportError) no ONNX Runtime wheel is installed
+    ├── BuildTimeoutError (TimeoutError)     building a session took longer than load_timeout_s
+    ├── NoProviderError (RuntimeError)       no plugin offered a provider for the checkpoint
+    ├── ProviderNotRealizedError (RuntimeError) an explicitly requested accelerator did not run
+    ├── BackendClosedError (RuntimeError)    the backend (or binding) was closed
+    ├── RunTerminatedError (RuntimeError)    a run stopped because terminate() was called
+    └── PluginError (RuntimeError)           a plugin failed (raised only with ORTPLUG_STRICT_PLUGINS=1)
+
+Warnings: :class:`ProviderFallbackWarning`, :class:`OrtplugPluginWarning`,
+:class:`OrtplugCacheWarning`, :class:`OrtplugConfigWarning`, all ``RuntimeWarning``.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 __all__ = [
+    "BackendClosedError",
+    "BuildTimeoutError",
+    "CacheError",
+    "CheckpointError",
     "InputValidationError",
+    "MissingFileError",
+    "ModelLoadError",
+    "NoProviderError",
+    "OptionError",
+    "OptionTypeError",
     "OrtplugCacheWarning",
+    "OrtplugConfigWarning",
+    "OrtplugError",
     "OrtplugPluginWarning",
     "PluginConflictError",
+    "PluginError",
     "ProviderFallbackWarning",
     "ProviderNotRealizedError",
     "RunTerminatedError",
@@ -16,11 +53,47 @@ __all__ = [
 ]
 
 
-class RuntimeNotInstalledError(ImportError):
+class OrtplugError(Exception):
+    """Base of every exception ortplug raises on purpose."""
+
+
+class OptionError(OrtplugError, ValueError):
+    """An argument, provider option, session option or metadata value is invalid."""
+
+
+class OptionTypeError(OrtplugError, TypeError):
+    """An argument has the wrong type; the message names it, the expected and the given type."""
+
+
+class MissingFileError(OrtplugError, FileNotFoundError):
+    """A file the user named (model, metadata, input, library) does not exist."""
+
+
+class CacheError(OrtplugError, OSError):
+    """ortplug's cache directory cannot be created or written; the message names the fix."""
+
+
+class CheckpointError(OptionError):
+    """A model or metadata file cannot be read; the message names the file."""
+
+
+class ModelLoadError(OptionError):
+    """ONNX Runtime refused to load the model (not a provider problem)."""
+
+
+class RuntimeNotInstalledError(OrtplugError, ImportError):
     """No ONNX Runtime wheel is installed; the message names the command that installs one."""
 
 
-class InputValidationError(ValueError):
+class BuildTimeoutError(OrtplugError, TimeoutError):
+    """Building the session took longer than ``SessionOptionsConfig.load_timeout_s``."""
+
+
+class NoProviderError(OrtplugError, RuntimeError):
+    """No plugin offered an execution provider for this checkpoint on this host."""
+
+
+class InputValidationError(OptionError):
     """The inputs given to ``run`` do not fit the model; ``problems`` lists every mismatch."""
 
     def __init__(self, problems: Sequence[str]) -> None:
@@ -28,29 +101,62 @@ class InputValidationError(ValueError):
         super().__init__("invalid model inputs:\n  - " + "\n  - ".join(self.problems))
 
 
-class ProviderNotRealizedError(RuntimeError):
-    """An explicitly requested accelerator is missing from the session ONNX Runtime built."""
+def _declines_text(declines: Mapping[str, str]) -> str:
+    return "; ".join(f"{kind}: {reason}" for kind, reason in declines.items())
+
+
+class ProviderNotRealizedError(OrtplugError, RuntimeError):
+    """An explicitly requested accelerator is missing from the session ONNX Runtime built.
+
+    ``cause`` is what ONNX Runtime said; ``declines`` maps each missing
+    provider kind to the reason its plugin gave for not offering it here.
+    """
 
     def __init__(
-        self, requested: Sequence[str], realized: Sequence[str], missing: Sequence[str], cause: str
+        self,
+        requested: Sequence[str],
+        realized: Sequence[str],
+        missing: Sequence[str],
+        cause: str,
+        declines: Mapping[str, str] | None = None,
     ) -> None:
         self.requested = tuple(requested)
         self.realized = tuple(realized)
         self.missing = tuple(missing)
         self.cause = cause
+        self.declines = dict(declines or {})
+        plugin_part = f"; the plugins say: {_declines_text(self.declines)}" if self.declines else ""
         super().__init__(
             f"requested execution provider(s) {', '.join(missing)} not realized; "
             f"requested chain: {list(requested)}, realized chain: {list(realized)}; "
-            f"cause reported by ONNX Runtime: {cause or 'none given'}"
+            f"ONNX Runtime said: {cause or 'nothing'}{plugin_part}"
         )
 
 
-class RunTerminatedError(RuntimeError):
+class BackendClosedError(OrtplugError, RuntimeError):
+    """The backend (or a binding of it) was closed; build a new one."""
+
+
+class RunTerminatedError(OrtplugError, RuntimeError):
     """A run stopped (or refused to start) because ``OnnxBackend.terminate()`` was called."""
 
 
-class PluginConflictError(ValueError):
-    """Two plugins claim the same provider kind or alias."""
+class PluginConflictError(OptionError):
+    """Two plugins claim the same provider kind, alias, ONNX Runtime name or probe name."""
+
+
+class PluginError(OrtplugError, RuntimeError):
+    """A plugin failed to import, register or run a hook (raised with ``ORTPLUG_STRICT_PLUGINS=1``).
+
+    ``plugin``, ``phase`` (the hook or step) and ``error`` (exception type and
+    message) say what failed; the original exception is the ``__cause__``.
+    """
+
+    def __init__(self, plugin: str, phase: str, error: str) -> None:
+        self.plugin = plugin
+        self.phase = phase
+        self.error = error
+        super().__init__(f"ortplug plugin {plugin!r} failed in {phase}: {error}")
 
 
 class ProviderFallbackWarning(RuntimeWarning):
@@ -59,6 +165,10 @@ class ProviderFallbackWarning(RuntimeWarning):
 
 class OrtplugPluginWarning(RuntimeWarning):
     """A plugin failed to load or raised in a hook; the host goes on without it."""
+
+
+class OrtplugConfigWarning(RuntimeWarning):
+    """An ``ORTPLUG_*`` environment variable or metadata key is invalid or unknown; it is ignored."""
 
 
 class OrtplugCacheWarning(RuntimeWarning):

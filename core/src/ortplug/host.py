@@ -5,20 +5,90 @@ from __future__ import annotations
 import json
 import os
 import platform
+import re
 import sys
-from collections.abc import Iterable, Mapping
+import warnings
+from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import attrs
 
 from ._runtime import onnxruntime_or_none
+from .errors import OptionError, OrtplugConfigWarning
 
-if TYPE_CHECKING:
-    from .plugins.manager import PluginHost
-    from .plugins.types import HostProbe
+__all__ = [
+    "DEFAULT_PROBE_TIMEOUT_S",
+    "OVERRIDE_PREFIX",
+    "HostCapabilities",
+    "HostProbe",
+    "compose_host",
+    "override_variable",
+]
 
-__all__ = ["OVERRIDE_PREFIX", "HostCapabilities", "compose_host", "override_variable"]
+#: Seconds a probe may take before its facts are taken as unknown.
+DEFAULT_PROBE_TIMEOUT_S = 10.0
+
+_PROBE_NAME = re.compile(r"^[a-z][a-z0-9]*$")
+_FACT_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+
+
+def _check_probe_name(_: Any, __: Any, value: str) -> None:
+    if not isinstance(value, str) or not _PROBE_NAME.match(value):
+        raise OptionError(
+            f"HostProbe.name: expected lower-case letters and digits like 'cuda', got {value!r}"
+        )
+
+
+def _as_names(value: Iterable[str]) -> tuple[str, ...]:
+    return tuple(value)
+
+
+def _check_fact_names(_: Any, __: Any, value: tuple[str, ...]) -> None:
+    for name in value:
+        if not isinstance(name, str) or not _FACT_NAME.match(name):
+            raise OptionError(
+                f"HostProbe.facts: expected lower-case identifiers like 'driver_version', "
+                f"got {name!r}"
+            )
+
+
+def _check_timeout(_: Any, __: Any, value: float) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 600:
+        raise OptionError(f"HostProbe.timeout: expected seconds in (0, 600], got {value!r}")
+
+
+def _freeze_types(value: Mapping[str, Any]) -> Mapping[str, Any]:
+    return MappingProxyType(dict(value))
+
+
+@attrs.frozen
+class HostProbe:
+    """A lazily run detector of host facts.
+
+    ``detect`` returns a mapping of the declared ``facts``; the plugin host runs
+    it at most once per process, in a thread, when a build or a command needs
+    this probe's plugin. Past ``timeout`` seconds its facts are ``None`` and
+    the probe is reported as a failure (it never blocks a later call); an
+    exception it raises is reported the same way. Each fact can be forced with
+    ``ORTPLUG_OVERRIDE_<NAME>_<FACT>`` (a JSON value, a plain string, or empty
+    for absent) so a test or a person can simulate a host; ``types`` declares
+    the type a fact's override must have (``{"usable_cpus": int}``). Probes
+    that call into native libraries which could crash should run them in a
+    subprocess (:func:`ortplug.probing.run_probe_script`).
+    """
+
+    name: str = attrs.field(validator=_check_probe_name)
+    facts: tuple[str, ...] = attrs.field(converter=_as_names, validator=_check_fact_names)
+    detect: Callable[[], Mapping[str, object]] = attrs.field(
+        validator=attrs.validators.is_callable()
+    )
+    description: str = ""
+    timeout: float = attrs.field(default=DEFAULT_PROBE_TIMEOUT_S, validator=_check_timeout)
+    types: Mapping[str, type | tuple[type, ...]] = attrs.field(
+        factory=dict, converter=_freeze_types, eq=False, hash=False
+    )
+
 
 #: Prefix of the environment variables that force host facts (``ORTPLUG_OVERRIDE_CPU_USABLE_CPUS=2``).
 OVERRIDE_PREFIX = "ORTPLUG_OVERRIDE_"
@@ -73,24 +143,40 @@ class HostCapabilities:
             "facts": {k: dict(v) for k, v in self.facts.items()},
         }
 
-    @classmethod
-    def detect(cls, plugins: PluginHost | None = None) -> HostCapabilities:
-        """Probe this host once per plugin host (cached), with ``ORTPLUG_OVERRIDE_*`` applied."""
-        if plugins is None:
-            from .plugins.manager import get_plugin_host
 
-            plugins = get_plugin_host()
-        return plugins.host_capabilities()
+_MISSING = object()
 
 
-def _parse_override(raw: str) -> Any:
-    """An override is JSON (``2``, ``true``, ``["avx2"]``); anything else is a plain string."""
+def _bad_override(variable: str, raw: str, expected: str) -> object:
+    warnings.warn(
+        f"ignoring {variable}={raw!r}: expected {expected}; unset it or fix the value",
+        OrtplugConfigWarning,
+        stacklevel=4,
+    )
+    return _MISSING
+
+
+def _parse_override(
+    variable: str, raw: str, allowed: type | tuple[type, ...] | None = None
+) -> object:
+    """An override is JSON (``2``, ``true``, ``["avx2"]``), a plain string, or empty (absent).
+
+    A value of another type than ``allowed`` is ignored with one warning naming the variable.
+    """
     if raw == "":
         return None
     try:
-        return json.loads(raw)
-    except ValueError:
-        return raw
+        value: object = json.loads(raw)
+    except (ValueError, RecursionError):
+        value = raw
+    if allowed is None:
+        return value
+    allowed_types = allowed if isinstance(allowed, tuple) else (allowed,)
+    wrong_bool = isinstance(value, bool) and bool not in allowed_types
+    if wrong_bool or not isinstance(value, allowed_types):
+        names = " or ".join(t.__name__ for t in allowed_types)
+        return _bad_override(variable, raw, f"a JSON {names}")
+    return value
 
 
 def _base_facts() -> dict[str, Any]:
@@ -110,8 +196,10 @@ def _apply_base_overrides(base: dict[str, Any], environ: Mapping[str, str]) -> d
             raw = environ[variable]
             if name == "available_providers":
                 base[name] = tuple(p.strip() for p in raw.split(",") if p.strip())
+            elif raw.strip() or name == "ort_version":
+                base[name] = raw.strip() or None
             else:
-                base[name] = raw or None
+                _bad_override(variable, raw, f"a non-empty {name} such as {base[name]!r}")
     return base
 
 
@@ -123,7 +211,9 @@ def _probe_facts(
     for name in probe.facts:
         variable = override_variable(probe.name, name)
         if variable in environ:
-            values[name] = _parse_override(environ[variable])
+            value = _parse_override(variable, environ[variable], probe.types.get(name))
+            if value is not _MISSING:
+                values[name] = value
     return values
 
 

@@ -12,6 +12,8 @@ from typing import Any
 
 import attrs
 
+from .errors import OptionError
+
 __all__ = [
     "bool_field",
     "choice_field",
@@ -26,7 +28,7 @@ __all__ = [
 
 def _check_optional_bool(_: Any, attribute: attrs.Attribute[Any], value: object) -> None:
     if value is not None and not isinstance(value, bool):
-        raise ValueError(f"{attribute.name}: expected true, false or null, got {value!r}")
+        raise OptionError(f"{attribute.name}: expected true, false or null, got {value!r}")
 
 
 def bool_field(default: bool | None = None) -> Any:
@@ -48,7 +50,7 @@ def int_field(default: int | None = None, *, minimum: int = 0, maximum: int | No
         )
         if not in_range:
             bounds = f"{minimum}..{maximum}" if maximum is not None else f">= {minimum}"
-            raise ValueError(
+            raise OptionError(
                 f"{attribute.name}: expected an integer {bounds} or null, got {value!r}"
             )
 
@@ -59,7 +61,7 @@ def _check_seconds(_: Any, attribute: attrs.Attribute[Any], value: object) -> No
     if value is not None and (
         not isinstance(value, (int, float)) or isinstance(value, bool) or not value > 0
     ):
-        raise ValueError(
+        raise OptionError(
             f"{attribute.name}: expected a positive number of seconds or null, got {value!r}"
         )
 
@@ -92,7 +94,7 @@ def choice_field(
         if value is not None and value not in canonical:
             accepted = ", ".join(canonical)
             extra = f" (aliases: {', '.join(aliases)})" if aliases else ""
-            raise ValueError(f"{attribute.name}: expected one of {accepted}{extra}, got {value!r}")
+            raise OptionError(f"{attribute.name}: expected one of {accepted}{extra}, got {value!r}")
 
     return attrs.field(default=default, converter=normalize, validator=check)
 
@@ -105,7 +107,7 @@ def path_field() -> Any:
 
     def check(_: Any, attribute: attrs.Attribute[Any], value: object) -> None:
         if value is not None and (not isinstance(value, str) or not value):
-            raise ValueError(f"{attribute.name}: expected a path or null, got {value!r}")
+            raise OptionError(f"{attribute.name}: expected a path or null, got {value!r}")
 
     return attrs.field(default=None, converter=convert, validator=check)
 

@@ -9,6 +9,7 @@ from typing import Any
 import attrs
 
 from ._config_dicts import string_entries
+from .errors import OptionError
 from .provider_options import bool_field, int_field
 
 __all__ = ["RunOptionsConfig"]
@@ -21,7 +22,7 @@ _GRAPH_ID_ENTRY = ("gpu_graph_id", "0")
 
 def _tag(_: Any, attribute: attrs.Attribute[Any], value: object) -> None:
     if value is not None and not isinstance(value, str):
-        raise ValueError(f"{attribute.name}: expected a string or null, got {value!r}")
+        raise OptionError(f"{attribute.name}: expected a string or null, got {value!r}")
 
 
 @attrs.frozen(kw_only=True)
@@ -44,7 +45,7 @@ class RunOptionsConfig:
         allowed = [f.name for f in attrs.fields(cls)]
         unknown = sorted(set(data) - set(allowed))
         if unknown:
-            raise ValueError(
+            raise OptionError(
                 f"run options: unknown field(s) {unknown}; allowed: {', '.join(allowed)}"
             )
         return cls(**data)

@@ -11,6 +11,7 @@ from typing import Any
 import attrs
 
 from ._config_dicts import config_from_dict, string_entries
+from .errors import MissingFileError, OptionError, OptionTypeError
 from .provider_options import bool_field, int_field, seconds_field
 
 __all__ = [
@@ -46,7 +47,7 @@ def _enum(field_name: str, table: Mapping[str, str], value: object) -> str | Non
         for short, ort_name in table.items():
             if key == ort_name.lower():
                 return short
-    raise ValueError(
+    raise OptionError(
         f"{field_name}: expected one of {', '.join(table)} "
         f"(or {', '.join(table.values())}), got {value!r}"
     )
@@ -62,7 +63,7 @@ def _execution_mode(value: object) -> str | None:
 
 def _threads(_: Any, attribute: attrs.Attribute[Any], value: object) -> None:
     if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
-        raise ValueError(
+        raise OptionError(
             f"{attribute.name}: expected a non-negative integer (0 = ONNX Runtime default), "
             f"got {value!r}"
         )
@@ -70,7 +71,7 @@ def _threads(_: Any, attribute: attrs.Attribute[Any], value: object) -> None:
 
 def _severity(_: Any, attribute: attrs.Attribute[Any], value: object) -> None:
     if value is not None and value not in (0, 1, 2, 3, 4):
-        raise ValueError(
+        raise OptionError(
             f"{attribute.name}: expected 0 (verbose) to 4 (fatal) or null, got {value!r}"
         )
 
@@ -93,7 +94,7 @@ def _free_dimensions(value: object) -> tuple[FreeDimensionOverride, ...]:
     elif isinstance(value, (list, tuple)):
         items = list(value)
     else:
-        raise ValueError(
+        raise OptionError(
             "free_dimension_overrides: expected {dim_name: size} or a list of "
             f"{{'by': 'name'|'denotation', 'key': ..., 'value': ...}}, got {value!r}"
         )
@@ -104,12 +105,12 @@ def _free_dimensions(value: object) -> tuple[FreeDimensionOverride, ...]:
             continue
         try:
             if not isinstance(item, Mapping) or set(item) != {"by", "key", "value"}:
-                raise TypeError("expected exactly the keys by, key, value")
+                raise OptionTypeError("expected exactly the keys by, key, value")
             if isinstance(item["value"], bool):
-                raise TypeError("value must be an integer")
+                raise OptionTypeError("value must be an integer")
             overrides.append(FreeDimensionOverride(**item))
         except (TypeError, ValueError) as exc:
-            raise ValueError(
+            raise OptionError(
                 f"free_dimension_overrides: bad entry {item!r} ({exc}); expected "
                 "{'by': 'name' or 'denotation', 'key': a dimension name, 'value': a size >= 1}"
             ) from exc
@@ -122,13 +123,13 @@ def _paths(value: object) -> tuple[str, ...]:
     if not isinstance(value, (list, tuple)) or not all(
         isinstance(p, (str, os.PathLike)) and str(p) for p in value
     ):
-        raise ValueError(f"custom_op_libraries: expected a path or a list of paths, got {value!r}")
+        raise OptionError(f"custom_op_libraries: expected a path or a list of paths, got {value!r}")
     return tuple(os.fspath(p) for p in value)
 
 
 def _optional_text(_: Any, attribute: attrs.Attribute[Any], value: object) -> None:
     if value is not None and (not isinstance(value, str) or not value):
-        raise ValueError(f"{attribute.name}: expected a non-empty string or null, got {value!r}")
+        raise OptionError(f"{attribute.name}: expected a non-empty string or null, got {value!r}")
 
 
 @attrs.frozen(kw_only=True)
@@ -186,6 +187,11 @@ class SessionOptionsConfig:
         """Return a copy with ``changes`` applied (validated like the constructor)."""
         return attrs.evolve(self, **changes)
 
+    def with_defaults(self, defaults: Mapping[str, Any]) -> SessionOptionsConfig:
+        """Return a copy with ``defaults`` filled in where this config leaves a field unset."""
+        unset = {name: value for name, value in defaults.items() if getattr(self, name) is None}
+        return attrs.evolve(self, **unset) if unset else self
+
     def with_config_entries(self, entries: Mapping[str, str]) -> SessionOptionsConfig:
         """Return a copy with ``entries`` added; entries already set here win."""
         return attrs.evolve(self, config_entries={**entries, **self.config_entries})
@@ -215,11 +221,11 @@ class SessionOptionsConfig:
                 options.add_free_dimension_override_by_denotation(override.key, override.value)
         for library in self.custom_op_libraries:
             if not Path(library).is_file():
-                raise FileNotFoundError(f"custom_op_libraries: file not found: {library}")
+                raise MissingFileError(f"custom_op_libraries: file not found: {library}")
             try:
                 options.register_custom_ops_library(library)
             except Exception as exc:
-                raise ValueError(
+                raise OptionError(
                     f"custom_op_libraries: {library} is not a loadable custom-op library: {exc}"
                 ) from exc
         for key, value in self.config_entries.items():

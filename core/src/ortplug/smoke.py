@@ -21,7 +21,7 @@ from .backend import OnnxBackend
 from .checkpoint import InMemoryCheckpoint, LocalCheckpoint, ResolvedCheckpoint
 from .cli._inputs import build_feed
 from .plugins.manager import get_plugin_host
-from .policy import DefaultProviderPolicy
+from .selection import DefaultProviderPolicy
 
 __all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_UNAVAILABLE", "main", "run_smoke"]
 

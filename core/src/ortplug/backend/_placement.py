@@ -5,7 +5,7 @@ from __future__ import annotations
 import warnings
 from typing import TYPE_CHECKING
 
-from ..errors import ProviderFallbackWarning, ProviderNotRealizedError
+from ..errors import OptionError, ProviderFallbackWarning, ProviderNotRealizedError
 from ..providers import CPU_EP
 
 if TYPE_CHECKING:
@@ -17,7 +17,7 @@ __all__ = ["enforce_share"]
 def enforce_share(report: ProviderReport, minimum: float, *, strict: bool) -> None:
     """Raise (strict) or warn (graceful) when accelerators took less than ``minimum`` of the nodes."""
     if not isinstance(minimum, (int, float)) or isinstance(minimum, bool) or not 0 <= minimum <= 1:
-        raise ValueError(f"min_accelerator_share: expected a number from 0 to 1, got {minimum!r}")
+        raise OptionError(f"min_accelerator_share: expected a number from 0 to 1, got {minimum!r}")
     accelerators = [name for name in report.requested if name != CPU_EP]
     share = report.accelerator_share
     if not accelerators or share is None or share >= minimum:

@@ -1,26 +1,35 @@
-"""Planning a session: the provider chain (explicit or from the policy) and the adjusted options."""
+"""Planning a session: the provider chain (explicit, or the policy's selection) and the options.
+
+The policy owns "which providers" (:func:`~ortplug.selection.select_providers`);
+this module only asks it, then lets the plugins finish each chain entry and
+the session options.
+"""
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from .. import autotune
 from .._runtime import INSTALL_HINT
 from ..checkpoint import ResolvedCheckpoint
 from ..environment import global_thread_pools
-from ..ep_libraries import EpLibrary, ensure_library
-from ..ort_selection import OrtDevicePolicy
-from ..policy import DefaultProviderPolicy, ProviderPolicy
+from ..ep_libraries import EpLibrary
+from ..errors import NoProviderError, OptionError, OptionTypeError
+from ..plugins.manager import PluginHost, resolve_plugin_host
+from ..plugins.types import ProviderDecline
 from ..providers import ProviderConfig
+from ..selection import (
+    DefaultProviderPolicy,
+    ProviderSelection,
+    SelectionRequest,
+    select_providers,
+)
 from ..session_options import SessionOptionsConfig
 
 if TYPE_CHECKING:
     from ..host import HostCapabilities
-    from ..plugins.manager import PluginHost
 
 __all__ = ["SessionPlan", "plan_session", "resolve_checkpoint"]
 
@@ -41,6 +50,10 @@ class SessionPlan:
     libraries: tuple[EpLibrary | None, ...]  # one per chain entry: where a plugin-EP provider lives
     declined: tuple[tuple[str, str], ...] = ()  # (kind, reason) of providers the plugins declined
     device_policy: str | None = None  # an OrtDevicePolicy member: ONNX Runtime picks the providers
+    #: kinds -> the reason each one's plugin gives for not offering it here (asked on demand).
+    explain_declines: Callable[[Sequence[str]], Mapping[str, str]] = attrs.field(
+        default=lambda kinds: {}, eq=False, repr=False
+    )
 
 
 def resolve_checkpoint(checkpoint: object) -> ResolvedCheckpoint:
@@ -52,7 +65,7 @@ def resolve_checkpoint(checkpoint: object) -> ResolvedCheckpoint:
         resolved = resolve()
         if isinstance(resolved, ResolvedCheckpoint):
             return resolved
-    raise TypeError(
+    raise OptionTypeError(
         "checkpoint: expected a ResolvedCheckpoint (e.g. LocalCheckpoint(path).resolve()), "
         f"got {type(checkpoint).__name__}"
     )
@@ -60,70 +73,69 @@ def resolve_checkpoint(checkpoint: object) -> ResolvedCheckpoint:
 
 def _explicit_chain(providers: object, plugins: PluginHost) -> list[ProviderConfig]:
     if isinstance(providers, (str, Mapping)) or not isinstance(providers, Iterable):
-        raise TypeError(
+        raise OptionTypeError(
             "providers: expected a list such as ['cuda', 'cpu'] or None to let the policy "
             f"choose, got {type(providers).__name__} {providers!r}"
         )
     registry = plugins.provider_registry()
     chain = [registry.parse(item) for item in providers]
     if not chain:
-        raise ValueError("providers: expected at least one provider, got an empty list")
+        raise OptionError("providers: expected at least one provider, got an empty list")
     return chain
+
+
+def _checked_options(session_options: object) -> SessionOptionsConfig:
+    if session_options is None:
+        return SessionOptionsConfig()
+    if not isinstance(session_options, SessionOptionsConfig):
+        raise OptionTypeError(
+            "session_options: expected a SessionOptionsConfig (SessionOptionsConfig.from_dict "
+            f"reads a dict), got {type(session_options).__name__}"
+        )
+    return session_options
 
 
 def plan_session(
     checkpoint: ResolvedCheckpoint,
     providers: Sequence[Any] | None,
     session_options: SessionOptionsConfig | None,
-    policy: ProviderPolicy | None,
+    policy: object | None,
     plugins: PluginHost | None,
 ) -> SessionPlan:
-    """Pick the chain (explicit: strict; policy: graceful) and let plugins adjust the options."""
-    if plugins is None:
-        plugins = getattr(policy, "plugins", None)
-    if plugins is None:
-        from ..plugins.manager import get_plugin_host
-
-        plugins = get_plugin_host()
-    if session_options is None:
-        session_options = SessionOptionsConfig()
-    elif not isinstance(session_options, SessionOptionsConfig):
-        raise TypeError(
-            "session_options: expected a SessionOptionsConfig (SessionOptionsConfig.from_dict "
-            f"reads a dict), got {type(session_options).__name__}"
-        )
-    host = plugins.host_capabilities()
+    """Pick the chain (explicit: strict; the policy's: graceful) and let plugins finish it."""
+    plugins = resolve_plugin_host(plugins)
+    options = _checked_options(session_options)
     metadata = checkpoint.metadata
-    device_policy = None
-    chain: list[ProviderConfig]
-    reasons: list[str]
-    declined: list[tuple[str, str]]
-    if isinstance(policy, OrtDevicePolicy) and providers is None:
-        # ONNX Runtime picks the providers; it must see every plugin-EP library we know.
-        chain, reasons, strict = [], [], False
-        declined = _register_libraries(plugins)
-        device_policy = policy.ort_member
-    elif providers is not None:
-        chain, strict = _explicit_chain(providers, plugins), True
-        reasons = ["requested explicitly (strict)"] * len(chain)
-        declined = []
+    if providers is not None:
+        chain = _explicit_chain(providers, plugins)
+        host = plugins.host_capabilities(kinds={config.kind for config in chain})
+        reasons = ("requested explicitly (strict)",) * len(chain)
+        declined: tuple[tuple[str, str], ...] = ()
+        device_policy = None
+
+        def explain(kinds: Sequence[str]) -> Mapping[str, str]:
+            answers = plugins.offer_providers(metadata, host, checkpoint)
+            declines = [a for a in answers if isinstance(a, ProviderDecline) and a.kind in kinds]
+            return {d.kind: f"{d.reason} [{d.plugin}]" for d in declines}
+
     else:
-        chosen, reasons, declined = _policy_chain(
-            policy or DefaultProviderPolicy(plugins), checkpoint, host
-        )
-        if not chosen:
-            installed = ", ".join(plugins.provider_registry().kinds()) or "none"
-            raise RuntimeError(
-                f"no plugin offered a provider for {checkpoint.label} on this host "
-                f"(installed provider kinds: {installed}); {INSTALL_HINT}"
-            )
-        chain, strict = list(chosen), False
-        if policy is None or type(policy) is DefaultProviderPolicy:
-            chain, reasons, session_options = _apply_tuning(
-                chain, reasons, session_options, checkpoint, host=host, plugins=plugins
-            )
+        host = plugins.host_capabilities()
+        request = SelectionRequest(metadata, host, plugins, checkpoint)
+        selection = select_providers(policy or DefaultProviderPolicy(plugins), request)
+        if not selection.chain and selection.device_policy is None:
+            raise NoProviderError(_no_provider_message(checkpoint.label, plugins, selection))
+        chain = list(selection.chain)
+        reasons = selection.reasons
+        declined = tuple(selection.decline_reasons().items())
+        device_policy = selection.device_policy
+        options = options.with_defaults(selection.session_defaults)
+        known = dict(declined)
+
+        def explain(kinds: Sequence[str]) -> Mapping[str, str]:
+            return {kind: known[kind] for kind in kinds if kind in known}
+
     chain = [plugins.prepare_provider(config, checkpoint, host) for config in chain]
-    options = plugins.adjust_session_options(session_options, chain, metadata, host)
+    options = plugins.adjust_session_options(options, chain, metadata, host)
     options = options.with_config_entries({_RECORD_ASSIGNMENT: "1"})  # cheap; the user's value wins
     _check_options_fit(options, checkpoint)
     registry = plugins.provider_registry()
@@ -131,64 +143,27 @@ def plan_session(
         chain=tuple(chain),
         reasons=tuple(reasons),
         options=options,
-        strict=strict,
+        strict=providers is not None,
         host=host,
         libraries=tuple(registry.library_of(config.kind) for config in chain),
-        declined=tuple(declined),
+        declined=declined,
         device_policy=device_policy,
+        explain_declines=explain,
     )
 
 
-def _policy_chain(
-    policy: ProviderPolicy, checkpoint: ResolvedCheckpoint, host: HostCapabilities
-) -> tuple[list[ProviderConfig], list[str], list[tuple[str, str]]]:
-    """The policy's chain, a reason per provider (a plain policy gives its class name), declines."""
-    if isinstance(policy, DefaultProviderPolicy):
-        selection = policy.explain(checkpoint.metadata, host, checkpoint)
-        reasons = [selection.reason_for(c) for c in selection.chain]
-        declined = [(d.kind, f"{d.reason} [{d.plugin}]") for d in selection.declined]
-        return list(selection.chain), reasons, declined
-    chain = list(policy.select(checkpoint.metadata, host))
-    return chain, [f"chosen by {type(policy).__name__}"] * len(chain), []
-
-
-def _apply_tuning(
-    chain: list[ProviderConfig],
-    reasons: list[str],
-    options: SessionOptionsConfig,
-    checkpoint: ResolvedCheckpoint,
-    *,
-    host: HostCapabilities,
-    plugins: PluginHost,
-) -> tuple[list[ProviderConfig], list[str], SessionOptionsConfig]:
-    """Use what ``ortplug bench --save`` measured for this model here, where the user left it open."""
-    tuned = autotune.lookup(checkpoint, host)
-    if tuned is None:
-        return chain, reasons, options
-    by_kind = {config.kind: config for config in chain}
-    registry = plugins.provider_registry()
-    if set(tuned.chain) - set(by_kind) - {"cpu"} or "cpu" not in registry.kinds():
-        return chain, reasons, options  # a provider it measured is no longer offered here
-    chain = [by_kind.get(kind) or registry.parse(kind) for kind in tuned.chain]
-    reasons = [tuned.describe()] * len(chain)
-    if (
-        tuned.intra_op_num_threads is not None
-        and options.intra_op_num_threads is None
-        and "ORT_INTRA_OP_NUM_THREADS" not in os.environ
-    ):
-        options = options.evolve(intra_op_num_threads=tuned.intra_op_num_threads)
-    return chain, reasons, options
-
-
-def _register_libraries(plugins: PluginHost) -> list[tuple[str, str]]:
-    """Register every plugin-EP library the plugins know; ``(kind, problem)`` for those that fail."""
-    declined = []
-    for spec in plugins.provider_registry().specs():
-        if spec.type.library is not None:
-            problem = ensure_library(spec.type.library).problem()
-            if problem:
-                declined.append((spec.type.kind, f"{problem} [{spec.plugin}]"))
-    return declined
+def _no_provider_message(label: str, plugins: PluginHost, selection: ProviderSelection) -> str:
+    installed = ", ".join(plugins.provider_registry().kinds()) or "none"
+    declined = "; ".join(f"{k}: {r}" for k, r in selection.decline_reasons().items())
+    by_hook = (
+        f"the provider-chain hook of plugin {selection.chain_plugin!r} returned an empty chain; "
+        if selection.chain_plugin and selection.offers
+        else ""
+    )
+    return (
+        f"no provider for {label} on this host: {by_hook}installed provider kinds: {installed}"
+        f"{'; declined: ' + declined if declined else ''}; {INSTALL_HINT}"
+    )
 
 
 def _check_options_fit(options: SessionOptionsConfig, checkpoint: ResolvedCheckpoint) -> None:
@@ -203,12 +178,12 @@ def _check_options_fit(options: SessionOptionsConfig, checkpoint: ResolvedCheckp
         }
         unknown = [key for key in by_name if key not in symbolic]
         if unknown:
-            raise ValueError(
+            raise OptionError(
                 f"free_dimension_overrides: {unknown} not a symbolic dimension of the inputs of "
                 f"{checkpoint.label}; it has {sorted(symbolic) or 'none'}"
             )
     if options.use_per_session_threads is False and global_thread_pools() is None:
-        raise ValueError(
+        raise OptionError(
             "use_per_session_threads=False needs the process-wide thread pools: call "
             "ortplug.configure(global_intra_op_num_threads=..., global_inter_op_num_threads=...) "
             "first"

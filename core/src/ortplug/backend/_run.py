@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..errors import OptionError, OptionTypeError
+
 if TYPE_CHECKING:
     from .introspection import ValueInfo
 
@@ -27,12 +29,12 @@ def feed_by_name(
     if isinstance(inputs, (list, tuple)):
         slots = [*input_names, *overridable]
         if len(inputs) > len(slots):
-            raise ValueError(
+            raise OptionError(
                 f"inputs: got {len(inputs)} positional values, the model takes at most "
                 f"{len(slots)} ({slots})"
             )
         return dict(zip(slots, inputs))
-    raise TypeError(
+    raise OptionTypeError(
         "inputs: expected a mapping of input name to value, or a list in model order "
         f"({list(input_names)}), got {type(inputs).__name__}"
     )
@@ -42,13 +44,13 @@ def select_outputs(requested: object, output_names: Sequence[str]) -> list[str]:
     """Validate an output subset (names, or one name); errors list the model's outputs."""
     names = [requested] if isinstance(requested, str) else requested
     if not isinstance(names, (list, tuple)) or not names:
-        raise ValueError(
+        raise OptionError(
             f"outputs: expected a non-empty list of output names from {list(output_names)}, "
             f"got {requested!r}"
         )
     unknown = [name for name in names if name not in output_names]
     if unknown:
-        raise ValueError(
+        raise OptionError(
             f"outputs: {unknown} not outputs of the model; its outputs are {list(output_names)}"
         )
     return list(names)
@@ -76,7 +78,7 @@ def check_into_outputs(
 ) -> dict[str, np.ndarray]:
     """Check caller-owned output arrays before ONNX Runtime runs: names, dtype, layout, shape."""
     if not isinstance(targets, Mapping) or not targets:
-        raise TypeError(
+        raise OptionTypeError(
             "outputs: expected a mapping of output name to a preallocated numpy array, "
             f"got {type(targets).__name__}"
         )
@@ -112,7 +114,7 @@ def check_into_outputs(
                 f"output {name!r}: expected shape {shown} for these inputs, got {array.shape}"
             )
     if problems:
-        raise ValueError("run_into: " + "; ".join(problems))
+        raise OptionError("run_into: " + "; ".join(problems))
     return dict(targets)
 
 

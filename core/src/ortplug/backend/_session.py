@@ -14,7 +14,7 @@ import contextlib
 import logging
 import threading
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from types import ModuleType
 from typing import Any
 
@@ -23,7 +23,12 @@ import attrs
 from .._runtime import require_onnxruntime
 from ..checkpoint import ResolvedCheckpoint
 from ..ep_libraries import EpLibrary, devices_for, ensure_library
-from ..errors import ProviderFallbackWarning, ProviderNotRealizedError
+from ..errors import (
+    BuildTimeoutError,
+    ModelLoadError,
+    ProviderFallbackWarning,
+    ProviderNotRealizedError,
+)
 from ..providers import CPU_EP, ProviderConfig
 from ..session_options import SessionOptionsConfig
 
@@ -87,11 +92,18 @@ def _in_memory_weights(ort: ModuleType, ort_options: Any, checkpoint: ResolvedCh
 
 
 class _NoDevice(Exception):
-    """A provider of a plugin-EP library offers no device on this host."""
+    """A provider of a plugin-EP library offers no device on this host (ortplug's finding)."""
 
     def __init__(self, ep_name: str, reason: str) -> None:
         super().__init__(reason)
         self.ep_name = ep_name
+
+
+def _cause(error: Exception) -> str:
+    """Who said it and what: ONNX Runtime's error class and message, or ortplug's own check."""
+    if isinstance(error, _NoDevice):
+        return f"ortplug: {error}"
+    return f"ONNX Runtime {type(error).__name__}: {error}"
 
 
 def _add_devices(ort_options: Any, chain: Sequence[tuple[str, dict[str, str]]]) -> None:
@@ -165,6 +177,7 @@ def _split_mixed_chain(
     requested: tuple[str, ...],
     strict: bool,
     messages: list[str],
+    declines: Callable[[Sequence[str]], Mapping[str, str]],
 ) -> tuple[list[tuple[str, dict[str, str]]], bool]:
     """Library providers are appended by device; a built-in without devices cannot join them.
 
@@ -177,11 +190,11 @@ def _split_mixed_chain(
         return chain, True
     library_eps = [name for (name, _), lib in zip(chain, libraries) if lib is not None]
     cause = (
-        f"{', '.join(library_eps)} (plugin-EP library) cannot share a session with "
+        f"ortplug: {', '.join(library_eps)} (plugin-EP library) cannot share a session with "
         f"{', '.join(deviceless)}, for which ONNX Runtime lists no device"
     )
     if strict:
-        raise ProviderNotRealizedError(requested, (), library_eps, cause)
+        raise ProviderNotRealizedError(requested, (), library_eps, cause, declines(library_eps))
     messages.append(cause)
     _log.warning("dropping %s from the chain: %s", ", ".join(library_eps), cause)
     kept = [entry for entry, lib in zip(chain, libraries) if lib is None]
@@ -196,21 +209,29 @@ def create_session(
     strict: bool,
     libraries: Sequence[EpLibrary | None] = (),
     device_policy: str | None = None,
+    explain_declines: Callable[[Sequence[str]], Mapping[str, str]] = lambda kinds: {},
 ) -> SessionBuild:
     """Create the session for ``chain`` (strict or graceful, see the module docstring).
 
     When a provider of the chain lives in a plugin-EP library, the whole chain
     is appended by device (``add_provider_for_devices``) in chain order.
+    ``explain_declines(kinds)`` gives the plugins' reasons for providers that
+    did not run, for the error or warning.
     """
     ort = require_onnxruntime()
     label = checkpoint.label
     remaining = [config.to_ort() for config in chain]
     requested = tuple(name for name, _ in remaining)
+    kind_of = {config.to_ort()[0]: config.kind for config in chain}
+
+    def declines(ort_names: Sequence[str]) -> Mapping[str, str]:
+        return explain_declines([kind_of[name] for name in ort_names if name in kind_of])
+
     by_devices = any(lib is not None for lib in libraries)
     messages: list[str] = _library_messages(libraries)
     if by_devices:
         remaining, by_devices = _split_mixed_chain(
-            remaining, libraries, requested, strict, messages
+            remaining, libraries, requested, strict, messages, declines
         )
     while True:
         session, error, captured = _try_create(
@@ -221,29 +242,29 @@ def create_session(
             break
         kind = type(error).__name__
         if kind == "ModelLoadCanceled":
-            raise TimeoutError(
+            raise BuildTimeoutError(
                 f"building the session for {label} on {list(requested)} took longer than "
                 f"load_timeout_s={options.load_timeout_s}; raise it (a first TensorRT engine "
                 "build can take minutes and is cached afterwards)"
             ) from error
-        cause = f"{kind}: {error}"
+        cause = _cause(error)
         accelerators = [name for name, _ in remaining if name != CPU_EP]
         if (
             kind in _MODEL_ERRORS
             or not accelerators
             or (isinstance(error, _NoDevice) and error.ep_name == CPU_EP)
         ):
-            raise ValueError(f"ONNX Runtime could not load {label}: {cause}") from error
+            raise ModelLoadError(f"could not load {label}: {cause}") from error
         culprit = error.ep_name if isinstance(error, _NoDevice) else accelerators[0]
         if strict:
             raise ProviderNotRealizedError(
-                requested, (), [culprit], _join(messages, cause)
+                requested, (), [culprit], _join(messages, cause), declines([culprit])
             ) from error
         _log.warning("dropping %s from the chain: %s", culprit, cause)
         messages.append(cause)
         remaining.remove(next(entry for entry in remaining if entry[0] == culprit))
     realized = tuple(session.get_providers())
-    _enforce(requested, realized, messages, strict)
+    _enforce(requested, realized, messages, strict, declines)
     _log.info("session for %s: requested %s, realized %s", label, requested, realized)
     return SessionBuild(session, requested, tuple(messages))
 
@@ -254,18 +275,26 @@ def _join(messages: Sequence[str], extra: str = "") -> str:
 
 
 def _enforce(
-    requested: Sequence[str], realized: Sequence[str], messages: Sequence[str], strict: bool
+    requested: Sequence[str],
+    realized: Sequence[str],
+    messages: Sequence[str],
+    strict: bool,
+    declines: Callable[[Sequence[str]], Mapping[str, str]],
 ) -> None:
     accelerators = [name for name in requested if name != CPU_EP]
     missing = [name for name in accelerators if name not in realized]
     if not missing:
         return
     if strict:
-        raise ProviderNotRealizedError(requested, realized, missing, _join(messages))
+        raise ProviderNotRealizedError(
+            requested, realized, missing, _join(messages), declines(missing)
+        )
     if len(missing) == len(accelerators):
+        reasons = "; ".join(f"{k}: {r}" for k, r in declines(missing).items())
         warnings.warn(
             f"no accelerator was realized: requested {list(requested)}, running on "
-            f"{list(realized)}; cause reported by ONNX Runtime: {_join(messages) or 'none given'}",
+            f"{list(realized)}; ONNX Runtime said: {_join(messages) or 'nothing'}"
+            f"{'; the plugins say: ' + reasons if reasons else ''}",
             ProviderFallbackWarning,
             stacklevel=4,
         )

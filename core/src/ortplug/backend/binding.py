@@ -12,13 +12,13 @@ from typing import Any, NoReturn
 
 import numpy as np
 
-from ..errors import RunTerminatedError
+from ..errors import OptionError, OptionTypeError, RunTerminatedError
 from .introspection import ValueInfo
 
 __all__ = ["Binding"]
 
 
-class _BackendClosedError(RuntimeError):
+class _BackendClosedError(BackendClosedError):
     """The backend that made the binding was closed."""
 
 
@@ -49,7 +49,7 @@ class Binding:
     def bind_input(self, name: str, value: Any) -> Binding:
         """Bind an input (or overridable initializer) to a numpy array or an ``OrtValue``."""
         if name not in self._inputs:
-            raise ValueError(
+            raise OptionError(
                 f"bind_input: {name!r} is not an input of the model; inputs: {list(self._inputs)}"
             )
         if isinstance(value, self._ort_value):
@@ -58,7 +58,7 @@ class Binding:
             array = np.ascontiguousarray(value)
             expected = self._inputs[name].dtype
             if expected is not None and array.dtype != expected:
-                raise ValueError(
+                raise OptionError(
                     f"bind_input: input {name!r} expects dtype {expected} "
                     f"({self._inputs[name].type}), got {array.dtype}"
                 )
@@ -73,12 +73,12 @@ class Binding:
         allocate it on ``device`` (``"cpu"``, or ``"cuda"`` to keep it on the GPU)."""
         info = self._outputs.get(name)
         if info is None:
-            raise ValueError(
+            raise OptionError(
                 f"bind_output: {name!r} is not an output of the model; outputs: {list(self._outputs)}"
             )
         if target is None:
             if not isinstance(device, str) or not device:
-                raise ValueError(
+                raise OptionError(
                     f"bind_output: device: expected a name like 'cpu' or 'cuda', got {device!r}"
                 )
             self._binding.bind_output(name, device, device_id)
@@ -86,17 +86,17 @@ class Binding:
             self._binding.bind_ortvalue_output(name, target)
         elif isinstance(target, np.ndarray):
             if info.dtype is None or target.dtype != info.dtype:
-                raise ValueError(
+                raise OptionError(
                     f"bind_output: output {name!r} is {info.type}, got an array of dtype {target.dtype}"
                 )
             if not (target.flags.c_contiguous and target.flags.writeable):
-                raise ValueError(
+                raise OptionError(
                     f"bind_output: output {name!r}: expected a writeable C-contiguous array"
                 )
             self._binding.bind_ortvalue_output(name, self._ort_value.ortvalue_from_numpy(target))
             self._keep["->" + name] = target
         else:
-            raise TypeError(
+            raise OptionTypeError(
                 f"bind_output: target: expected a numpy array, an OrtValue or None, got {type(target).__name__}"
             )
         if name not in self._bound_outputs:

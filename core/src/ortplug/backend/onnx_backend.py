@@ -14,7 +14,14 @@ import numpy as np
 
 from .._runtime import require_onnxruntime
 from ..checkpoint import CheckpointMetadata, ResolvedCheckpoint
-from ..errors import InputValidationError, RunTerminatedError
+from ..errors import (
+    BackendClosedError,
+    InputValidationError,
+    MissingFileError,
+    OptionError,
+    OptionTypeError,
+    RunTerminatedError,
+)
 from ..provider_options import encode_option
 from ..run_options import RunOptionsConfig
 from ._placement import enforce_share
@@ -27,7 +34,7 @@ if TYPE_CHECKING:
     from typing_extensions import Self
 
     from ..plugins.manager import PluginHost
-    from ..policy import ProviderPolicy
+    from ..selection import ProviderPolicy
     from ..session_options import SessionOptionsConfig
     from .binding import Binding
     from .introspection import MemoryInfo, ModelInfo, ValueInfo
@@ -40,7 +47,7 @@ RunCallback = Callable[[Mapping[str, Any] | None, BaseException | None], None]
 
 
 def _closed_run(*_: object) -> NoReturn:
-    raise RuntimeError(
+    raise BackendClosedError(
         "this OnnxBackend is closed; build a new one with OnnxBackend.from_checkpoint(...)"
     )
 
@@ -66,9 +73,11 @@ class OnnxBackend:
 
     def __init__(self, metadata: CheckpointMetadata, session: Any) -> None:
         if not isinstance(metadata, CheckpointMetadata):
-            raise TypeError(f"metadata: expected CheckpointMetadata, got {type(metadata).__name__}")
+            raise OptionTypeError(
+                f"metadata: expected CheckpointMetadata, got {type(metadata).__name__}"
+            )
         if not callable(getattr(session, "run", None)):
-            raise TypeError(
+            raise OptionTypeError(
                 f"session: expected an onnxruntime.InferenceSession, got {type(session).__name__}"
             )
         self._metadata = metadata
@@ -360,7 +369,7 @@ class OnnxBackend:
 
     def _own_run_options(self, config: RunOptionsConfig) -> Any:
         if not isinstance(config, RunOptionsConfig):
-            raise TypeError(
+            raise OptionTypeError(
                 f"run_options: expected a RunOptionsConfig, got {type(config).__name__}"
             )
         options = config.to_ort(self._ort)
@@ -455,7 +464,7 @@ class OnnxBackend:
         to your own thread. Exactly one of its arguments is ``None``.
         """
         if not callable(callback):
-            raise TypeError(f"callback: expected a callable, got {type(callback).__name__}")
+            raise OptionTypeError(f"callback: expected a callable, got {type(callback).__name__}")
         session = self._live()
         feed = self._feed(inputs)
         names = self._output_names if outputs is None else self._selected(outputs)
@@ -542,7 +551,7 @@ class OnnxBackend:
     def set_ep_dynamic_options(self, options: Mapping[str, object]) -> None:
         """Change provider settings on the live session; keys and values are sent as strings."""
         if not isinstance(options, Mapping) or not options:
-            raise ValueError(
+            raise OptionError(
                 f"set_ep_dynamic_options: expected a non-empty mapping, got {options!r}"
             )
         values = {str(k): encode_option(v) for k, v in options.items()}
@@ -556,7 +565,7 @@ class OnnxBackend:
         """
         library = os.fspath(path)
         if not os.path.isfile(library):
-            raise FileNotFoundError(f"register_custom_op_library: file not found: {library}")
+            raise MissingFileError(f"register_custom_op_library: file not found: {library}")
         if self._rebuild is None or self._options is None:
             raise RuntimeError(
                 "register_custom_op_library: this backend wraps a session it did not build; "
@@ -624,4 +633,5 @@ def _build(resolved: ResolvedCheckpoint, plan: SessionPlan, options: SessionOpti
         strict=plan.strict,
         libraries=plan.libraries,
         device_policy=plan.device_policy,
+        explain_declines=plan.explain_declines,
     )

@@ -10,6 +10,7 @@ from typing import Any, ClassVar
 
 import attrs
 
+from ..errors import OptionError
 from ._onnx_wire import (
     BFLOAT16,
     DOUBLE,
@@ -40,14 +41,14 @@ _FLOAT_PRECISION = {FLOAT: "fp32", DOUBLE: "fp32", FLOAT16: "fp16", BFLOAT16: "b
 
 def _names(field_name: str, value: Iterable[str]) -> tuple[str, ...]:
     if isinstance(value, str) or not isinstance(value, Iterable):
-        raise ValueError(f"{field_name}: expected a list of names, got {value!r}")
+        raise OptionError(f"{field_name}: expected a list of names, got {value!r}")
     names = tuple(value)
     for name in names:
         if not isinstance(name, str) or not name:
-            raise ValueError(f"{field_name}: expected non-empty strings, got {name!r}")
+            raise OptionError(f"{field_name}: expected non-empty strings, got {name!r}")
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
-        raise ValueError(f"{field_name}: names must be unique, {duplicates} repeat")
+        raise OptionError(f"{field_name}: names must be unique, {duplicates} repeat")
     return names
 
 
@@ -61,26 +62,26 @@ def _output_names(value: Iterable[str]) -> tuple[str, ...]:
 
 def _check_precision(_: Any, __: Any, value: str) -> None:
     if value not in PRECISIONS:
-        raise ValueError(f"precision: expected one of {', '.join(PRECISIONS)}, got {value!r}")
+        raise OptionError(f"precision: expected one of {', '.join(PRECISIONS)}, got {value!r}")
 
 
 def _check_bool(_: Any, attribute: attrs.Attribute[Any], value: object) -> None:
     if not isinstance(value, bool):
-        raise ValueError(f"{attribute.name}: expected true or false, got {value!r}")
+        raise OptionError(f"{attribute.name}: expected true or false, got {value!r}")
 
 
 def _check_family(_: Any, __: Any, value: object) -> None:
     if not isinstance(value, str) or not value:
-        raise ValueError(f"model_family: expected a non-empty string, got {value!r}")
+        raise OptionError(f"model_family: expected a non-empty string, got {value!r}")
 
 
 def _freeze_extra(value: Mapping[str, Any]) -> Mapping[str, Any]:
     if not isinstance(value, Mapping):
-        raise ValueError(f"extra: expected a JSON object, got {type(value).__name__}")
+        raise OptionError(f"extra: expected a JSON object, got {type(value).__name__}")
     try:
         copied = json.loads(json.dumps(dict(value)))
     except (TypeError, ValueError) as exc:
-        raise ValueError(f"extra: values must be JSON-serializable ({exc})") from exc
+        raise OptionError(f"extra: values must be JSON-serializable ({exc})") from exc
     return MappingProxyType(copied)
 
 
@@ -123,25 +124,25 @@ class CheckpointMetadata:
     def from_dict(cls, data: Mapping[str, Any]) -> CheckpointMetadata:
         """Build from a dict, rejecting unknown fields and newer schema versions by name."""
         if not isinstance(data, Mapping):
-            raise ValueError(f"checkpoint metadata: expected a JSON object, got {data!r}")
+            raise OptionError(f"checkpoint metadata: expected a JSON object, got {data!r}")
         fields = dict(data)
         version = fields.pop("schema_version", SCHEMA_VERSION)
         if not isinstance(version, int) or isinstance(version, bool) or version < 1:
-            raise ValueError(f"schema_version: expected a positive integer, got {version!r}")
+            raise OptionError(f"schema_version: expected a positive integer, got {version!r}")
         if version > SCHEMA_VERSION:
-            raise ValueError(
+            raise OptionError(
                 f"schema_version: this ortplug reads versions up to {SCHEMA_VERSION}, "
                 f"got {version}; upgrade ortplug to read this checkpoint"
             )
         allowed = [f.name for f in attrs.fields(cls)]
         unknown = sorted(set(fields) - set(allowed))
         if unknown:
-            raise ValueError(
+            raise OptionError(
                 f"checkpoint metadata: unknown field(s) {unknown}; allowed: {', '.join(allowed)}"
             )
         missing = [name for name in ("input_names", "output_names") if name not in fields]
         if missing:
-            raise ValueError(f"checkpoint metadata: missing required field(s) {missing}")
+            raise OptionError(f"checkpoint metadata: missing required field(s) {missing}")
         return cls(**fields)
 
     @classmethod
@@ -150,7 +151,7 @@ class CheckpointMetadata:
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
-            raise ValueError(f"checkpoint metadata is not valid JSON: {exc}") from exc
+            raise OptionError(f"checkpoint metadata is not valid JSON: {exc}") from exc
         return cls.from_dict(data)
 
     @classmethod
@@ -178,7 +179,7 @@ class CheckpointMetadata:
         ):
             unknown = [name for name in names if name not in accepted]
             if unknown:
-                raise ValueError(
+                raise OptionError(
                     f"{origin}: {field} {unknown} not in the model; the model has {list(known)}"
                 )
 

@@ -11,6 +11,7 @@ from typing import Any
 import attrs
 import numpy as np
 
+from ..errors import MissingFileError, OptionError, OptionTypeError
 from ._onnx_wire import ModelSummary, WireFormatError, summarize_file, summarize_model
 from .metadata import CheckpointMetadata
 
@@ -19,19 +20,19 @@ __all__ = ["InMemoryCheckpoint", "LocalCheckpoint", "ResolvedCheckpoint", "metad
 
 def _external_files(value: Mapping[str, bytes]) -> Mapping[str, bytes]:
     if not isinstance(value, Mapping):
-        raise TypeError(
+        raise OptionTypeError(
             f"external_data: expected a mapping of file names to bytes, got {type(value).__name__}"
         )
     bad = [name for name, data in value.items() if not isinstance(data, (bytes, bytearray))]
     if bad:
-        raise ValueError(f"external_data: expected bytes for every file, not for {bad}")
+        raise OptionError(f"external_data: expected bytes for every file, not for {bad}")
     return MappingProxyType(dict(value))
 
 
 def _initializer_arrays(value: Mapping[str, Any]) -> Mapping[str, Any]:
     """Contiguous arrays the checkpoint owns: ONNX Runtime reads them in place for the session's life."""
     if not isinstance(value, Mapping):
-        raise TypeError(
+        raise OptionTypeError(
             f"expected a mapping of initializer names to arrays, got {type(value).__name__}"
         )
     return MappingProxyType({name: np.ascontiguousarray(array) for name, array in value.items()})
@@ -39,7 +40,7 @@ def _initializer_arrays(value: Mapping[str, Any]) -> Mapping[str, Any]:
 
 def _exactly_one_source(instance: ResolvedCheckpoint, _: object, __: Path | None) -> None:
     if (instance.weights_path is None) == (instance.model_bytes is None):
-        raise ValueError(
+        raise OptionError(
             "ResolvedCheckpoint: expected exactly one of weights_path or model_bytes, "
             f"got weights_path={instance.weights_path!r} and "
             f"{'model_bytes' if instance.model_bytes is not None else 'no model_bytes'}"
@@ -171,11 +172,11 @@ class LocalCheckpoint:
     def resolve(self) -> ResolvedCheckpoint:
         """Check the files and return weights plus metadata (validated against the graph)."""
         if not self.path.is_file():
-            raise FileNotFoundError(f"ONNX model not found: {self.path}")
+            raise MissingFileError(f"ONNX model not found: {self.path}")
         summary = summarize_file(self.path)
         meta_path = self.metadata_path
         if meta_path is not None and not meta_path.is_file():
-            raise FileNotFoundError(f"checkpoint metadata file not found: {meta_path}")
+            raise MissingFileError(f"checkpoint metadata file not found: {meta_path}")
         meta_path = meta_path or metadata_path_for(self.path)
         if meta_path.is_file():
             metadata = _load_metadata_file(meta_path)
@@ -208,7 +209,7 @@ class InMemoryCheckpoint:
         try:
             summary = summarize_model(self.model_bytes)
         except WireFormatError as exc:
-            raise ValueError(f"model bytes are not a valid ONNX model: {exc}") from exc
+            raise OptionError(f"model bytes are not a valid ONNX model: {exc}") from exc
         metadata = self.metadata
         if metadata is None:
             metadata = CheckpointMetadata.from_summary(summary)
@@ -216,7 +217,7 @@ class InMemoryCheckpoint:
             _require_fits(metadata, summary, origin="metadata")
         unknown = sorted(set(self.initializers) - summary.initializer_names)
         if unknown:
-            raise ValueError(
+            raise OptionError(
                 f"initializers: {unknown} are not initializers of the model; it has "
                 f"{sorted(summary.initializer_names)}"
             )
@@ -240,7 +241,7 @@ def _load_metadata_file(path: Path) -> CheckpointMetadata:
     try:
         return CheckpointMetadata.from_json(path.read_bytes())
     except ValueError as exc:
-        raise ValueError(f"{path}: {exc}") from exc
+        raise OptionError(f"{path}: {exc}") from exc
 
 
 def _require_fits(metadata: CheckpointMetadata, summary: ModelSummary, origin: str) -> None:

@@ -16,6 +16,7 @@ import numpy as np
 
 from ..backend import OnnxBackend
 from ..checkpoint import LocalCheckpoint
+from ..errors import MissingFileError, OptionError
 
 __all__ = ["batch"]
 
@@ -23,14 +24,14 @@ __all__ = ["batch"]
 def _load_npy_inputs(folder: Path, names: list[str]) -> dict[str, np.ndarray]:
     missing = [name for name in names if not (folder / f"{name}.npy").is_file()]
     if missing:
-        raise FileNotFoundError(
+        raise MissingFileError(
             f"--input-dir {folder}: expected {', '.join(f'{n}.npy' for n in names)}; missing "
             f"{', '.join(f'{n}.npy' for n in missing)}"
         )
     arrays = {name: np.load(folder / f"{name}.npy", allow_pickle=False) for name in names}
     rows = {name: len(array) for name, array in arrays.items()}
     if len(set(rows.values())) != 1:
-        raise ValueError(f"--input-dir {folder}: inputs have different row counts {rows}")
+        raise OptionError(f"--input-dir {folder}: inputs have different row counts {rows}")
     return arrays
 
 
@@ -88,15 +89,15 @@ def _output_names(model: Path) -> list[str]:
 def batch(args: argparse.Namespace) -> int:
     """Run every row of ``--input-dir`` through the model; write the outputs to ``--output-dir``."""
     if args.batch_size < 1:
-        raise ValueError(f"--batch-size: expected a positive count, got {args.batch_size}")
+        raise OptionError(f"--batch-size: expected a positive count, got {args.batch_size}")
     model, source, target = Path(args.model), Path(args.input_dir), Path(args.output_dir)
     if not source.is_dir():
-        raise FileNotFoundError(f"--input-dir: not a directory: {source}")
+        raise MissingFileError(f"--input-dir: not a directory: {source}")
     providers = [p.strip() for p in args.providers.split(",")] if args.providers else None
     target.mkdir(parents=True, exist_ok=True)
     if sorted(source.glob("*.parquet")):
         if not args.ray:
-            raise ValueError(
+            raise OptionError(
                 f"--input-dir {source}: Parquet input needs --ray (pip install 'ortplug[ray]')"
             )
         written = _run_ray_parquet(model, source, target, args.batch_size, providers)

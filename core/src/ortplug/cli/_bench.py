@@ -13,12 +13,12 @@ from typing import Any
 
 import attrs
 
-from .. import autotune
 from .._timing import median_ms
 from ..backend import OnnxBackend
 from ..checkpoint import LocalCheckpoint, ResolvedCheckpoint
+from ..errors import OptionError
 from ..plugins.manager import get_plugin_host
-from ..policy import DefaultProviderPolicy
+from ..selection import DefaultProviderPolicy, autotune
 from ..session_options import SessionOptionsConfig
 from ._inputs import build_feed
 
@@ -106,7 +106,7 @@ def _build(checkpoint: ResolvedCheckpoint, candidate: _Candidate) -> OnnxBackend
 def bench(args: argparse.Namespace) -> int:
     """Build every candidate, run them interleaved for ``--rounds``, print medians and ratios."""
     if args.rounds < 1 or args.calls < 1:
-        raise ValueError(
+        raise OptionError(
             f"--rounds and --calls: expected positive counts, got {args.rounds} and {args.calls}"
         )
     checkpoint = LocalCheckpoint(Path(args.model)).resolve()

@@ -22,8 +22,9 @@ from .._runtime import (
 )
 from ..backend import OnnxBackend
 from ..checkpoint import LocalCheckpoint, ResolvedCheckpoint
+from ..errors import OptionError
 from ..plugins.manager import get_plugin_host
-from ..policy import DefaultProviderPolicy
+from ..selection import DefaultProviderPolicy
 from ._inputs import build_feed, parse_input_args
 
 __all__ = ["info", "plugins", "run"]
@@ -68,7 +69,7 @@ def _summary(array: np.ndarray) -> dict[str, Any]:
 def run(args: argparse.Namespace) -> int:
     """Build a backend, run it once and ``--repeat`` times, print chain, outputs and latency."""
     if args.repeat < 1:
-        raise ValueError(f"--repeat: expected a positive count, got {args.repeat}")
+        raise OptionError(f"--repeat: expected a positive count, got {args.repeat}")
     providers = [p.strip() for p in args.providers.split(",")] if args.providers else None
     with _model_path(args.model) as path:
         checkpoint = LocalCheckpoint(path).resolve()

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from ..backend import InputSpec
+from ..errors import MissingFileError, OptionError
 
 __all__ = ["build_feed", "parse_input_args"]
 
@@ -29,21 +30,21 @@ def parse_input_args(values: Sequence[str]) -> dict[str, np.ndarray]:
     for value in values:
         name, sep, path = value.partition("=")
         if not sep or not name or not path:
-            raise ValueError(f"--input: expected NAME=FILE.npy, got {value!r}")
+            raise OptionError(f"--input: expected NAME=FILE.npy, got {value!r}")
         file = Path(path)
         if not file.is_file():
-            raise FileNotFoundError(f"--input {name}: file not found: {file}")
+            raise MissingFileError(f"--input {name}: file not found: {file}")
         try:
             feed[name] = np.load(file, allow_pickle=False)
         except ValueError as exc:
-            raise ValueError(f"--input {name}: {file} is not a .npy array: {exc}") from exc
+            raise OptionError(f"--input {name}: {file} is not a .npy array: {exc}") from exc
     return feed
 
 
 def _generate(spec: InputSpec, rng: np.random.Generator) -> np.ndarray:
     dtype = _GENERATED_DTYPES.get(spec.type)
     if dtype is None:
-        raise ValueError(
+        raise OptionError(
             f"input {spec.name!r} of type {spec.type} cannot be generated; "
             f"pass it with --input {spec.name}=FILE.npy"
         )

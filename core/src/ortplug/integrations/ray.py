@@ -30,7 +30,7 @@ from ..backend import OnnxBackend
 from ..checkpoint import CheckpointMetadata, InMemoryCheckpoint, LocalCheckpoint, ResolvedCheckpoint
 from ..host import HostCapabilities
 from ..plugins.manager import get_plugin_host
-from ..policy import DefaultProviderPolicy
+from ..selection import DefaultProviderPolicy
 from ..session_options import SessionOptionsConfig
 
 __all__ = ["BackendConfig", "BatchError", "OnnxPredictor", "actor_resources", "predict"]

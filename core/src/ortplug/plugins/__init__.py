@@ -1,29 +1,37 @@
-"""Plugin machinery: hook specs, the values hooks return and the plugin host that calls them."""
+"""Plugin machinery: hook specs with their call contracts, the values hooks return, the provider
+registry and the plugin host that calls them."""
 
-from .hookspecs import PROJECT, hookimpl, hookspec
-from .manager import PluginHost, get_plugin_host, reset_plugin_host
-from .types import (
-    DoctorCheck,
-    HostProbe,
-    PluginFailure,
-    PluginInfo,
-    ProviderDecline,
-    ProviderOffer,
-    ProviderType,
+from ..host import HostProbe
+from .hookspecs import CONTRACTS, PROJECT, CallMode, HookContract, hookimpl, hookspec
+from .manager import (
+    PluginHost,
+    get_plugin_host,
+    parse_provider,
+    reset_plugin_host,
+    resolve_plugin_host,
 )
+from .registry import ProviderRegistry, ProviderSpec, ProviderType
+from .types import DoctorCheck, PluginFailure, PluginInfo, ProviderDecline, ProviderOffer
 
 __all__ = [
+    "CONTRACTS",
     "PROJECT",
+    "CallMode",
     "DoctorCheck",
+    "HookContract",
     "HostProbe",
     "PluginFailure",
     "PluginHost",
     "PluginInfo",
     "ProviderDecline",
     "ProviderOffer",
+    "ProviderRegistry",
+    "ProviderSpec",
     "ProviderType",
     "get_plugin_host",
     "hookimpl",
     "hookspec",
+    "parse_provider",
     "reset_plugin_host",
+    "resolve_plugin_host",
 ]

@@ -1,28 +1,40 @@
 """The ``ortplug_*`` hook specifications every plugin implements a subset of.
 
 Implementations take keyword arguments named exactly as below (a subset is
-fine) and must not give them defaults. The host calls collecting hooks plugin
-by plugin, so one raising plugin is reported and skipped instead of hiding the
-others. Wrapper implementations are not supported; use ``tryfirst`` or
+fine) and must not give them defaults. Each spec declares, beside it, how the
+host calls it (:class:`HookContract`): **collect** (every plugin's items,
+plugin by plugin, type-checked and bounded), **first result** (the first
+non-``None`` answer in hook order) or **fold** (a value passed through every
+plugin in order). A raising plugin is reported and skipped instead of hiding
+the others. Wrapper implementations are not supported; use ``tryfirst`` or
 ``trylast`` to order.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING
+import enum
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
+import attrs
 import pluggy
+
+from ..host import HostProbe
+from ..providers import ProviderConfig, is_provider_config
+from ..session_options import SessionOptionsConfig
+from .registry import ProviderType
+from .types import DoctorCheck, ProviderDecline, ProviderOffer
 
 if TYPE_CHECKING:
     from ..checkpoint import CheckpointMetadata, ResolvedCheckpoint
     from ..host import HostCapabilities
-    from ..providers import ProviderConfig
-    from ..session_options import SessionOptionsConfig
-    from .types import DoctorCheck, HostProbe, ProviderDecline, ProviderOffer, ProviderType
 
 __all__ = [
+    "CONTRACTS",
+    "MAX_ITEMS",
     "PROJECT",
+    "CallMode",
+    "HookContract",
     "hookimpl",
     "hookspec",
     "ortplug_adjust_session_options",
@@ -37,11 +49,70 @@ __all__ = [
 #: The one name used for the entry-point group, the hook prefix and the env-var prefix.
 PROJECT = "ortplug"
 
+#: At most this many items are taken from one plugin's answer to a collecting hook.
+MAX_ITEMS = 64
+
 hookspec = pluggy.HookspecMarker(PROJECT)
 hookimpl = pluggy.HookimplMarker(PROJECT)
 
+_F = TypeVar("_F", bound=Callable[..., Any])
 
-@hookspec
+
+class CallMode(enum.Enum):
+    """How the host calls a hook's implementations."""
+
+    COLLECT = "collect"
+    FIRST_RESULT = "first result"
+    FOLD = "fold"
+
+
+@attrs.frozen
+class HookContract:
+    """How one hook is called and what its implementations may return.
+
+    ``items``: the types a collecting hook's items (or a first-result list's
+    entries) must have. ``fold_argument``: the argument a fold passes along;
+    ``accepts(before, after)`` says whether an implementation's result may
+    replace it. ``propagate``: exception types that are the user's to fix and
+    reach them as raised, instead of counting as a plugin failure.
+    """
+
+    mode: CallMode
+    items: tuple[type, ...] = ()
+    fold_argument: str | None = None
+    accepts: Callable[[Any, Any], bool] | None = None
+    propagate: tuple[type[BaseException], ...] = ()
+
+    def describe_items(self) -> str:
+        """The expected item types, for error messages."""
+        return " or ".join(t.__name__ for t in self.items)
+
+
+#: Every hook's contract, by hook name; filled by the specs below.
+CONTRACTS: dict[str, HookContract] = {}
+
+
+def _spec(contract: HookContract) -> Callable[[_F], _F]:
+    """Declare a hook spec together with its call contract (the only way a spec is declared)."""
+
+    def mark(function: _F) -> _F:
+        CONTRACTS[function.__name__] = contract
+        first = contract.mode is CallMode.FIRST_RESULT
+        marked: _F = hookspec(firstresult=first)(function)
+        return marked
+
+    return mark
+
+
+def _same_kind(before: Any, after: Any) -> bool:
+    return is_provider_config(after) and after.kind == before.kind
+
+
+def _session_options(_: Any, after: Any) -> bool:
+    return isinstance(after, SessionOptionsConfig)
+
+
+@_spec(HookContract(CallMode.COLLECT, items=(ProviderType,)))
 def ortplug_provider_types() -> Iterable[ProviderType]:
     """Contribute provider kinds: tag, ONNX Runtime name, config class and aliases.
 
@@ -57,7 +128,7 @@ def ortplug_provider_types() -> Iterable[ProviderType]:
     raise NotImplementedError
 
 
-@hookspec
+@_spec(HookContract(CallMode.COLLECT, items=(HostProbe,)))
 def ortplug_host_probes() -> Iterable[HostProbe]:
     """Contribute lazy host probes; their facts land in ``HostCapabilities.facts[probe.name]``.
 
@@ -67,7 +138,7 @@ def ortplug_host_probes() -> Iterable[HostProbe]:
     raise NotImplementedError
 
 
-@hookspec
+@_spec(HookContract(CallMode.COLLECT, items=(ProviderOffer, ProviderDecline)))
 def ortplug_offer_providers(
     metadata: CheckpointMetadata,
     host: HostCapabilities,
@@ -88,7 +159,7 @@ def ortplug_offer_providers(
     raise NotImplementedError
 
 
-@hookspec(firstresult=True)
+@_spec(HookContract(CallMode.FIRST_RESULT, items=(ProviderConfig,)))
 def ortplug_provider_chain(
     offers: Sequence[ProviderOffer], metadata: CheckpointMetadata, host: HostCapabilities
 ) -> list[ProviderConfig] | None:
@@ -105,7 +176,14 @@ def ortplug_provider_chain(
     raise NotImplementedError
 
 
-@hookspec
+@_spec(
+    HookContract(
+        CallMode.FOLD,
+        fold_argument="config",
+        accepts=_same_kind,
+        propagate=(ValueError, OSError),
+    )
+)
 def ortplug_prepare_provider(
     config: ProviderConfig, checkpoint: ResolvedCheckpoint, host: HostCapabilities
 ) -> ProviderConfig | None:
@@ -126,7 +204,7 @@ def ortplug_prepare_provider(
     raise NotImplementedError
 
 
-@hookspec
+@_spec(HookContract(CallMode.FOLD, fold_argument="session_options", accepts=_session_options))
 def ortplug_adjust_session_options(
     session_options: SessionOptionsConfig,
     chain: Sequence[ProviderConfig],
@@ -147,7 +225,7 @@ def ortplug_adjust_session_options(
     raise NotImplementedError
 
 
-@hookspec
+@_spec(HookContract(CallMode.COLLECT, items=(DoctorCheck,)))
 def ortplug_doctor_checks(host: HostCapabilities) -> Iterable[DoctorCheck]:
     """Checks ``ortplug doctor`` runs for your provider, each with a fix line when it fails.
 

@@ -1,35 +1,36 @@
-"""``PluginHost``: discovers plugins through entry points, isolates their failures, calls their hooks."""
+"""``PluginHost``: discovers plugins through entry points, enforces their contract, calls their hooks.
+
+Nothing a plugin does can take the host down: an exception of any kind but
+``KeyboardInterrupt`` (``SystemExit`` included) in its import, registration,
+hooks or probes is one :class:`~ortplug.errors.OrtplugPluginWarning` and the
+plugin's contribution is left out; a probe past its deadline leaves its facts
+unknown; a plugin claiming a provider kind, alias, ONNX Runtime name or probe
+name another plugin registered first is skipped whole.
+"""
 
 from __future__ import annotations
 
 import importlib
+import inspect
+import itertools
 import os
 import threading
+import time
 import warnings
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 import pluggy
 
-from ..errors import OrtplugPluginWarning
-from ..host import HostCapabilities, compose_host
-from ..providers import (
-    ProviderConfig,
-    ProviderRegistry,
-    ProviderSpec,
-    ProviderType,
-    is_provider_config,
-)
+from ..ep_libraries import devices_for, ensure_library
+from ..errors import OrtplugPluginWarning, PluginError
+from ..host import HostCapabilities, HostProbe, compose_host
+from ..providers import ProviderConfig
 from . import hookspecs
-from .types import (
-    DoctorCheck,
-    HostProbe,
-    PluginFailure,
-    PluginInfo,
-    ProviderDecline,
-    ProviderOffer,
-)
+from .hookspecs import CONTRACTS, MAX_ITEMS, CallMode, HookContract
+from .registry import ProviderRegistry, ProviderSpec, ProviderType
+from .types import DoctorCheck, PluginFailure, PluginInfo, ProviderDecline, ProviderOffer
 
 if TYPE_CHECKING:
     from ..checkpoint import CheckpointMetadata, ResolvedCheckpoint
@@ -41,7 +42,9 @@ __all__ = [
     "ENV_STRICT",
     "PluginHost",
     "get_plugin_host",
+    "parse_provider",
     "reset_plugin_host",
+    "resolve_plugin_host",
 ]
 
 _T = TypeVar("_T")
@@ -62,8 +65,72 @@ def _env_names(environ: Mapping[str, str], variable: str) -> frozenset[str] | No
 
 
 def _describe(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+    """The exception type and its whole message on one line (pluggy's validation spans lines)."""
+    text = " ".join(line.strip() for line in str(exc).strip().splitlines() if line.strip())
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _hook_implementations(plugin: object) -> dict[str, Any]:
+    """The ``ortplug_*`` functions of a plugin object marked with ``@hookimpl``."""
+    found = {}
+    for attr in dir(plugin):
+        if not attr.startswith(f"{hookspecs.PROJECT}_"):
+            continue
+        function = getattr(plugin, attr, None)
+        if getattr(function, f"{hookspecs.PROJECT}_impl", None) is not None:
+            found[attr] = function
+    return found
+
+
+def _check_contract(plugin: object) -> None:
+    """Refuse what pluggy would accept but ortplug cannot call safely."""
+    implementations = _hook_implementations(plugin)
+    if not implementations:
+        raise TypeError(
+            f"{plugin!r} has no @hookimpl-marked ortplug_* function; a plugin implements at "
+            f"least one of {', '.join(sorted(CONTRACTS))}"
+        )
+    for name, function in implementations.items():
+        options = getattr(function, f"{hookspecs.PROJECT}_impl")
+        if options.get("wrapper") or options.get("hookwrapper"):
+            raise TypeError(
+                f"hook implementation {name!r} is a wrapper; ortplug calls plugins one by "
+                "one and supports only tryfirst/trylast ordering"
+            )
+        defaults = [
+            parameter.name
+            for parameter in inspect.signature(function).parameters.values()
+            if parameter.default is not inspect.Parameter.empty
+        ]
+        if defaults:
+            raise TypeError(
+                f"hook implementation {name!r} gives argument(s) {defaults} a default; the "
+                "host passes them by name, so remove the defaults"
+            )
+
+
+@attrs.define
+class _ProbeRun:
+    """One probe's run in its own thread; waited for at most until its deadline, once."""
+
+    plugin: str
+    probe: HostProbe
+    started: float
+    done: threading.Event = attrs.field(factory=threading.Event)
+    facts: Mapping[str, object] | None = None
+    error: BaseException | None = None
+    settled: bool = False  # the outcome (facts, error or time-out) has been taken
+
+    def run(self) -> None:
+        try:
+            detected = self.probe.detect()
+            if not isinstance(detected, Mapping):
+                raise TypeError(f"expected a mapping of facts, got {type(detected).__name__}")
+            self.facts = detected
+        except BaseException as exc:  # isolated: nothing a probe raises may escape its thread
+            self.error = exc
+        finally:
+            self.done.set()
 
 
 class PluginHost:
@@ -73,7 +140,8 @@ class PluginHost:
     ``ORTPLUG_PLUGINS`` (allow-list) and ``ORTPLUG_DISABLE_PLUGINS`` (deny-list)
     of entry-point names apply before a plugin is imported. A plugin that fails
     to import, register or run a hook is reported once and skipped;
-    ``ORTPLUG_STRICT_PLUGINS=1`` re-raises instead, for plugin authors.
+    ``ORTPLUG_STRICT_PLUGINS=1`` raises :class:`~ortplug.errors.PluginError` instead,
+    for plugin authors.
     """
 
     def __init__(
@@ -90,9 +158,12 @@ class PluginHost:
         self._failures: dict[PluginFailure, None] = {}  # ordered set: each failure reported once
         self._distributions: dict[str, tuple[str, str]] = {}
         self._entry_points: dict[str, str] = {}  # name -> "module:attr" already seen
+        self._skipped: set[str] = set()  # plugins removed for claiming what another one has
         self._lock = threading.RLock()
         self._registry: ProviderRegistry | None = None
-        self._host: HostCapabilities | None = None
+        self._probes: list[tuple[str, HostProbe]] | None = None
+        self._probe_runs: dict[str, _ProbeRun] = {}
+        self._hosts: dict[frozenset[str] | None, HostCapabilities] = {}
         if builtins:
             for module_name in _BUILTIN_PLUGINS:
                 self.register(importlib.import_module(module_name), name=module_name)
@@ -102,17 +173,20 @@ class PluginHost:
     # -- registration -------------------------------------------------------------------------
 
     def register(self, plugin: object, name: str) -> bool:
-        """Register a plugin object (module, class instance) under ``name``; False if it failed."""
+        """Register a plugin object (module, class instance) under ``name``; False if refused."""
         with self._lock:
             try:
-                self._check_no_wrappers(plugin)
+                _check_contract(plugin)
                 self._pm.register(plugin, name=name)
                 self._pm.check_pending()
-            except Exception as exc:
+            except KeyboardInterrupt:
+                raise
+            except BaseException as exc:
                 if self._pm.get_plugin(name) is not None:
                     self._pm.unregister(name=name)
                 self._fail(name, "registration", exc)
                 return False
+            self._skipped.discard(name)
             self._invalidate()
             return True
 
@@ -153,53 +227,52 @@ class PluginHost:
                 continue  # loaded by an earlier call
             try:
                 plugin = entry_point.load()
-            except Exception as exc:
+            except KeyboardInterrupt:
+                raise
+            except BaseException as exc:
                 self._fail(name, "import", exc)
                 continue
             loaded += self.register(plugin, name=name)
         return loaded
 
-    @staticmethod
-    def _check_no_wrappers(plugin: object) -> None:
-        for attr in dir(plugin):
-            options = getattr(getattr(plugin, attr, None), f"{hookspecs.PROJECT}_impl", None)
-            if options and (options.get("wrapper") or options.get("hookwrapper")):
-                raise TypeError(
-                    f"hook implementation {attr!r} is a wrapper; ortplug calls plugins one by "
-                    "one and supports only tryfirst/trylast ordering"
-                )
-
     def _invalidate(self) -> None:
         self._registry = None
-        self._host = None
+        self._probes = None
+        self._hosts.clear()
 
     def _fail(self, plugin: str, phase: str, exc: BaseException) -> None:
-        if self._strict:
-            raise exc
-        dist = self._distributions.get(plugin)
         failure = PluginFailure(
             plugin=plugin,
-            distribution=f"{dist[0]} {dist[1]}" if dist else None,
+            distribution=self._distribution(plugin),
             phase=phase,
             error=_describe(exc),
         )
+        if self._strict:
+            raise PluginError(plugin, phase, failure.error) from exc
         if failure not in self._failures:
             self._failures[failure] = None
             warnings.warn(failure.message(), OrtplugPluginWarning, stacklevel=3)
+
+    def _distribution(self, plugin: str) -> str | None:
+        dist = self._distributions.get(plugin)
+        return f"{dist[0]} {dist[1]}" if dist else None
 
     # -- introspection ------------------------------------------------------------------------
 
     @property
     def failures(self) -> tuple[PluginFailure, ...]:
         """Every distinct failure recorded so far, in order."""
+        self._validated()
         return tuple(self._failures)
 
     def plugin_names(self) -> list[str]:
         """Names of the registered (active) plugins."""
+        self._validated()
         return [name for name, plugin in self._pm.list_name_plugin() if plugin is not None]
 
     def plugin_infos(self) -> list[PluginInfo]:
         """Active, blocked and failed plugins with their distributions, for ``ortplug plugins``."""
+        self._validated()
         rows: dict[str, PluginInfo] = {}
 
         def row(
@@ -211,7 +284,8 @@ class PluginHost:
         hooks_of: dict[str, tuple[str, ...]] = {}
         for name, plugin in self._pm.list_name_plugin():
             if plugin is None:
-                row(name, "blocked")
+                if name not in self._skipped:
+                    row(name, "blocked")
             else:
                 hooks_of[name] = tuple(
                     sorted(c.name for c in self._pm.get_hookcallers(plugin) or ())
@@ -223,97 +297,205 @@ class PluginHost:
             row(failure.plugin, status, hooks_of.get(failure.plugin, ()), error)
         return list(rows.values())
 
-    # -- isolated hook calls ------------------------------------------------------------------
+    # -- claims: provider names and probe names are each one plugin's -------------------------
+
+    def _validated(self) -> tuple[ProviderRegistry, list[tuple[str, HostProbe]]]:
+        """Provider types and probes of the plugins whose claims do not collide (cached).
+
+        Plugins are taken in registration order; one that claims a kind, alias,
+        ONNX Runtime name or probe name an earlier plugin holds is skipped whole.
+        """
+        with self._lock:
+            if self._registry is not None and self._probes is not None:
+                return self._registry, self._probes
+            types = self._collect("ortplug_provider_types")
+            probes = self._collect("ortplug_host_probes")
+            owners: dict[str, tuple[str, int]] = {}  # claimed name -> (plugin, item index)
+            skipped: set[str] = set()
+            claims = [(p, i, n) for i, (p, t) in enumerate(types) for n in _provider_names(t)]
+            claims += [(p, i, f"probe name {probe.name!r}") for i, (p, probe) in enumerate(probes)]
+            for plugin, index, claim in claims:
+                owner, owner_index = owners.setdefault(claim, (plugin, index))
+                if (owner, owner_index) != (plugin, index) and not {plugin, owner} & skipped:
+                    skipped.add(plugin)
+                    self._skip(plugin, claim, owner)
+            self._registry = ProviderRegistry(
+                ProviderSpec(type=t, plugin=p) for p, t in types if p not in skipped
+            )
+            self._probes = [(p, probe) for p, probe in probes if p not in skipped]
+            return self._registry, self._probes
+
+    def _skip(self, plugin: str, claim: str, owner: str) -> None:
+        theirs = self._distribution(owner) or "the core"
+        ours = self._distribution(plugin) or "no distribution"
+        error = ValueError(
+            f"{claim} is already claimed by plugin {owner!r} ({theirs}); this plugin ({ours}) "
+            "is skipped: uninstall one of the two"
+        )
+        self._pm.unregister(name=plugin)
+        self._pm.set_blocked(plugin)
+        self._skipped.add(plugin)
+        self._fail(plugin, "provider and probe names", error)
+
+    # -- the one call path --------------------------------------------------------------------
 
     def _impls(self, hook_name: str) -> list[Any]:
         """A hook's implementations in pluggy's call order (tryfirst first, trylast last)."""
         return list(reversed(getattr(self._pm.hook, hook_name).get_hookimpls()))
 
-    def _call(
-        self,
-        impl: Any,
-        hook_name: str,
-        kwargs: Mapping[str, Any],
-        propagate: tuple[type[BaseException], ...] = (),
+    def _call_one(
+        self, impl: Any, hook_name: str, kwargs: Mapping[str, Any], contract: HookContract
     ) -> tuple[bool, Any]:
-        """Call one implementation with the arguments it asks for; a failure is recorded.
-
-        Exceptions of the ``propagate`` types are the user's to fix and are re-raised.
-        """
+        """Call one implementation with the arguments it asks for; a failure is recorded."""
         try:
             return True, impl.function(*(kwargs[arg] for arg in impl.argnames))
-        except propagate:
+        except contract.propagate:
             raise
-        except Exception as exc:
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:
             self._fail(impl.plugin_name, hook_name, exc)
             return False, None
 
-    def _each(self, hook_name: str, **kwargs: Any) -> Iterator[tuple[str, Any]]:
-        """Call every implementation of a hook in order, isolating each one."""
-        for impl in self._impls(hook_name):
-            ok, result = self._call(impl, hook_name, kwargs)
-            if ok:
-                yield impl.plugin_name, result
+    def _items(
+        self, plugin: str, hook_name: str, result: Any, contract: HookContract
+    ) -> list[Any] | None:
+        """At most ``MAX_ITEMS`` of an iterable answer, each of the contract's item types.
 
-    def _collect(
-        self, hook_name: str, expected: tuple[type, ...], **kwargs: Any
-    ) -> list[tuple[str, Any]]:
-        """Materialize each plugin's iterable result, checking item types, isolating failures."""
+        ``None`` when the answer is malformed (reported as a failure of ``plugin``).
+        """
+        try:
+            items = list(itertools.islice(iter(result), MAX_ITEMS + 1))
+            wrong = [item for item in items if not isinstance(item, contract.items)]
+            if wrong:
+                raise TypeError(
+                    f"expected {contract.describe_items()} items, got {type(wrong[0]).__name__}"
+                )
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:
+            self._fail(plugin, hook_name, exc)
+            return None
+        if len(items) > MAX_ITEMS:
+            error = ValueError(f"yielded more than {MAX_ITEMS} items; the first {MAX_ITEMS} kept")
+            self._fail(plugin, hook_name, error)
+            items = items[:MAX_ITEMS]
+        return items
+
+    def _collect(self, hook_name: str, **kwargs: Any) -> list[tuple[str, Any]]:
+        """Every plugin's items, ``(plugin, item)``, in hook order."""
+        contract = CONTRACTS[hook_name]
         collected: list[tuple[str, Any]] = []
-        for plugin, result in self._each(hook_name, **kwargs):
-            if result is None:
-                continue
-            try:
-                items = list(result)
-                for item in items:
-                    if not isinstance(item, expected):
-                        names = " or ".join(t.__name__ for t in expected)
-                        raise TypeError(f"expected {names} items, got {type(item).__name__}")
-            except Exception as exc:
-                self._fail(plugin, hook_name, exc)
-                continue
-            collected.extend((plugin, item) for item in items)
+        for impl in self._impls(hook_name):
+            ok, result = self._call_one(impl, hook_name, kwargs, contract)
+            if ok and result is not None:
+                items = self._items(impl.plugin_name, hook_name, result, contract) or []
+                collected.extend((impl.plugin_name, item) for item in items)
         return collected
+
+    def _first_result(self, hook_name: str, **kwargs: Any) -> tuple[str, list[Any]] | None:
+        """The first non-``None`` answer, ``(plugin, items)``; a malformed one counts as none."""
+        contract = CONTRACTS[hook_name]
+        for impl in self._impls(hook_name):
+            ok, result = self._call_one(impl, hook_name, kwargs, contract)
+            if ok and result is not None:
+                items = self._items(impl.plugin_name, hook_name, result, contract)
+                if items is not None:
+                    return impl.plugin_name, items
+        return None
+
+    def _fold(self, hook_name: str, value: _T, **kwargs: Any) -> _T:
+        """Pass ``value`` through every implementation; ``None`` keeps it, a wrong type is a failure."""
+        contract = CONTRACTS[hook_name]
+        argument = str(contract.fold_argument)
+        accepts = contract.accepts or (lambda _before, _after: True)
+        for impl in self._impls(hook_name):
+            ok, result = self._call_one(impl, hook_name, {argument: value, **kwargs}, contract)
+            if not ok or result is None:
+                continue
+            if accepts(value, result):
+                value = result
+            else:
+                error = TypeError(
+                    f"expected a result like its {argument!r} argument or None, "
+                    f"got {type(result).__name__}"
+                )
+                self._fail(impl.plugin_name, hook_name, error)
+        return value
+
+    def call(self, hook_name: str, **kwargs: Any) -> Any:
+        """Call a hook the way its contract declares (collect, first result or fold).
+
+        A fold takes its value as the keyword named by the contract's ``fold_argument``.
+        """
+        contract = CONTRACTS[hook_name]
+        if contract.mode is CallMode.FOLD:
+            value = kwargs.pop(str(contract.fold_argument))
+            return self._fold(hook_name, value, **kwargs)
+        caller = {CallMode.COLLECT: self._collect, CallMode.FIRST_RESULT: self._first_result}
+        return caller[contract.mode](hook_name, **kwargs)
 
     # -- typed facade -------------------------------------------------------------------------
 
     def provider_registry(self) -> ProviderRegistry:
         """Every provider type the plugins contribute (cached until plugins change)."""
-        with self._lock:
-            if self._registry is None:
-                specs = [
-                    ProviderSpec(type=ptype, plugin=plugin)
-                    for plugin, ptype in self._collect("ortplug_provider_types", (ProviderType,))
-                ]
-                self._registry = ProviderRegistry(specs)
-            return self._registry
+        return self._validated()[0]
 
     def host_probes(self) -> list[tuple[str, HostProbe]]:
         """``(plugin, probe)`` pairs contributed by the plugins."""
-        return self._collect("ortplug_host_probes", (HostProbe,))
+        return list(self._validated()[1])
 
-    def host_capabilities(self) -> HostCapabilities:
-        """Run every probe once (isolated) and compose the host; cached until plugins change."""
+    def host_capabilities(self, kinds: Collection[str] | None = None) -> HostCapabilities:
+        """The host as the probes see it (cached); ``kinds``: only the probes those providers need.
+
+        A provider kind needs the probes of the plugin that contributed it. Each
+        probe runs once per plugin host, all of them in parallel, each waited for
+        until its own deadline.
+        """
+        registry, probes = self._validated()
+        plugins = (
+            None
+            if kinds is None
+            else frozenset(spec.plugin for spec in registry.specs() if spec.type.kind in kinds)
+        )
         with self._lock:
-            if self._host is None:
-                self._host = compose_host(
-                    [
-                        (probe, self._run_probe(plugin, probe))
-                        for plugin, probe in self.host_probes()
-                    ],
-                    environ=self._environ,
-                )
-            return self._host
+            host = self._hosts.get(plugins)
+            if host is not None:
+                return host
+            needed = [(p, probe) for p, probe in probes if plugins is None or p in plugins]
+            runs = [self._start_probe(plugin, probe) for plugin, probe in needed]
+            results = [(run.probe, self._settle(run)) for run in runs]
+            host = compose_host(results, environ=self._environ)
+            self._hosts[plugins] = host
+            return host
 
-    def _run_probe(self, plugin: str, probe: HostProbe) -> Mapping[str, object] | None:
-        try:
-            detected = probe.detect()
-            if not isinstance(detected, Mapping):
-                raise TypeError(f"expected a mapping of facts, got {type(detected).__name__}")
-            return detected
-        except Exception as exc:
-            self._fail(plugin, f"host probe {probe.name!r}", exc)
-            return None
+    def _start_probe(self, plugin: str, probe: HostProbe) -> _ProbeRun:
+        run = self._probe_runs.get(probe.name)
+        if run is None or run.probe is not probe:
+            run = _ProbeRun(plugin, probe, started=time.monotonic())
+            self._probe_runs[probe.name] = run
+            thread = threading.Thread(
+                target=run.run, name=f"ortplug-probe-{probe.name}", daemon=True
+            )
+            thread.start()
+        return run
+
+    def _settle(self, run: _ProbeRun) -> Mapping[str, object] | None:
+        """The probe's facts, waiting at most until its deadline; failures reported once."""
+        remaining = run.probe.timeout - (time.monotonic() - run.started)
+        if not run.settled:
+            finished = run.done.wait(max(0.0, remaining))
+            run.settled = True
+            phase = f"host probe {run.probe.name!r}"
+            if not finished:
+                error = TimeoutError(
+                    f"no answer within {run.probe.timeout:g} s; its facts are unknown "
+                    "(raise HostProbe.timeout if the probe is legitimately slow)"
+                )
+                self._fail(run.plugin, phase, error)
+            elif run.error is not None:
+                self._fail(run.plugin, phase, run.error)
+        return run.facts if run.done.is_set() and run.error is None else None
 
     def offer_providers(
         self,
@@ -321,45 +503,61 @@ class PluginHost:
         host: HostCapabilities,
         checkpoint: ResolvedCheckpoint | None = None,
     ) -> list[ProviderOffer | ProviderDecline]:
-        """Every plugin's offers and declines for this checkpoint here, tagged with the plugin."""
-        return [
-            attrs.evolve(item, plugin=plugin)
-            for plugin, item in self._collect(
-                "ortplug_offer_providers",
-                (ProviderOffer, ProviderDecline),
-                metadata=metadata,
-                host=host,
-                checkpoint=checkpoint,
-            )
-        ]
+        """Every plugin's offers and declines for this checkpoint here, tagged with the plugin.
+
+        The core's own checks apply: an item for a kind no plugin registered is
+        dropped (a plugin failure), and an offer of a plugin-EP provider whose
+        library does not load or offers no device becomes a decline with the reason.
+        """
+        registry = self.provider_registry()
+        answers: list[ProviderOffer | ProviderDecline] = []
+        collected = self._collect(
+            "ortplug_offer_providers", metadata=metadata, host=host, checkpoint=checkpoint
+        )
+        for plugin, item in collected:
+            kind = item.config.kind if isinstance(item, ProviderOffer) else item.kind
+            if not registry.has_kind(kind):
+                self._unknown_kind(plugin, "ortplug_offer_providers", kind, registry)
+                continue
+            answers.append(_library_checked(attrs.evolve(item, plugin=plugin), registry))
+        return answers
+
+    def _unknown_kind(
+        self, plugin: str, hook_name: str, kind: str, registry: ProviderRegistry
+    ) -> None:
+        known = ", ".join(registry.kinds()) or "none"
+        error = ValueError(
+            f"provider kind {kind!r} is not registered by any plugin (registered: {known}); "
+            "contribute it with ortplug_provider_types"
+        )
+        self._fail(plugin, hook_name, error)
 
     def provider_chain(
         self,
         offers: Sequence[ProviderOffer],
         metadata: CheckpointMetadata,
         host: HostCapabilities,
-    ) -> list[ProviderConfig]:
-        """The first non-None chain from the ``ortplug_provider_chain`` implementations."""
+    ) -> tuple[list[ProviderConfig], str | None]:
+        """The first chain a ``ortplug_provider_chain`` implementation gives, and its plugin.
+
+        Entries of unregistered kinds are dropped (a plugin failure).
+        """
         hook_name = "ortplug_provider_chain"
-        for plugin, chain in self._each(hook_name, offers=offers, metadata=metadata, host=host):
-            if chain is None:
-                continue
-            try:
-                configs = list(chain)
-                wrong = [c for c in configs if not is_provider_config(c)]
-                if wrong:
-                    raise TypeError(f"expected a list of provider configs, got {wrong!r} in it")
-            except Exception as exc:
-                self._fail(plugin, hook_name, exc)
-                continue
-            return configs
-        return []
+        answer = self._first_result(hook_name, offers=offers, metadata=metadata, host=host)
+        if answer is None:
+            return [], None
+        plugin, chain = answer
+        registry = self.provider_registry()
+        for config in chain:
+            if not registry.has_kind(config.kind):
+                self._unknown_kind(plugin, hook_name, config.kind, registry)
+        return [config for config in chain if registry.has_kind(config.kind)], plugin
 
     def doctor_checks(self, host: HostCapabilities) -> list[DoctorCheck]:
         """Every plugin's doctor checks, tagged with the plugin name."""
         return [
             attrs.evolve(check, plugin=plugin)
-            for plugin, check in self._collect("ortplug_doctor_checks", (DoctorCheck,), host=host)
+            for plugin, check in self._collect("ortplug_doctor_checks", host=host)
         ]
 
     def prepare_provider(
@@ -371,16 +569,10 @@ class PluginHost:
         checkpoint) or an ``OSError`` (an unusable cache directory) propagates:
         the user must fix it. Any other exception is a plugin failure.
         """
-        return self._fold(
-            "ortplug_prepare_provider",
-            "config",
-            config,
-            lambda result: is_provider_config(result) and result.kind == config.kind,
-            f"a {config.kind!r} provider config",
-            propagate=(ValueError, OSError),
-            checkpoint=checkpoint,
-            host=host,
+        prepared: ProviderConfig = self.call(
+            "ortplug_prepare_provider", config=config, checkpoint=checkpoint, host=host
         )
+        return prepared
 
     def adjust_session_options(
         self,
@@ -390,41 +582,38 @@ class PluginHost:
         host: HostCapabilities,
     ) -> SessionOptionsConfig:
         """Fold the options through every ``ortplug_adjust_session_options`` implementation."""
-        from ..session_options import SessionOptionsConfig
-
-        return self._fold(
+        adjusted: SessionOptionsConfig = self.call(
             "ortplug_adjust_session_options",
-            "session_options",
-            session_options,
-            lambda result: isinstance(result, SessionOptionsConfig),
-            "SessionOptionsConfig",
+            session_options=session_options,
             chain=chain,
             metadata=metadata,
             host=host,
         )
+        return adjusted
 
-    def _fold(
-        self,
-        hook_name: str,
-        argument: str,
-        value: _T,
-        accepts: Callable[[Any], bool],
-        expected: str,
-        *,
-        propagate: tuple[type[BaseException], ...] = (),
-        **kwargs: Any,
-    ) -> _T:
-        """Pass ``value`` through every implementation in order; ``None`` keeps it, a wrong type is a failure."""
-        for impl in self._impls(hook_name):
-            ok, result = self._call(impl, hook_name, {argument: value, **kwargs}, propagate)
-            if not ok or result is None:
-                continue
-            if accepts(result):
-                value = result
-            else:
-                error = TypeError(f"expected {expected} or None, got {type(result).__name__}")
-                self._fail(impl.plugin_name, hook_name, error)
-        return value
+
+def _provider_names(ptype: ProviderType) -> Iterator[str]:
+    """What a provider type claims: its kind, aliases and ONNX Runtime name (case-insensitive)."""
+    for name in sorted({n.lower() for n in (ptype.kind, *ptype.aliases, ptype.ort_name)}):
+        yield f"provider name {name!r}"
+
+
+def _library_checked(
+    item: ProviderOffer | ProviderDecline, registry: ProviderRegistry
+) -> ProviderOffer | ProviderDecline:
+    """An offer of a plugin-EP provider whose library cannot run here, as a decline."""
+    if not isinstance(item, ProviderOffer):
+        return item
+    library = registry.library_of(item.config.kind)
+    if library is None:
+        return item
+    ort_name = item.config.to_ort()[0]
+    problem = ensure_library(library).problem()
+    if problem is None and not devices_for(ort_name):
+        problem = f"{ort_name} offers no device on this host"
+    if problem is None:
+        return item
+    return ProviderDecline(item.config.kind, f"{problem} (checked by ortplug)", item.plugin)
 
 
 _default_host: PluginHost | None = None
@@ -438,6 +627,19 @@ def get_plugin_host() -> PluginHost:
         if _default_host is None:
             _default_host = PluginHost()
         return _default_host
+
+
+def resolve_plugin_host(plugins: PluginHost | None) -> PluginHost:
+    """``plugins`` itself, or the process-wide host when ``None`` (the one place that decides)."""
+    return get_plugin_host() if plugins is None else plugins
+
+
+def parse_provider(value: object, *, plugins: PluginHost | None = None) -> ProviderConfig:
+    """Parse one provider given as a config, a dict with ``kind``, a short or an ORT name.
+
+    ``plugins`` is the plugin host whose registry knows the kinds (default: the process-wide one).
+    """
+    return resolve_plugin_host(plugins).provider_registry().parse(value)
 
 
 def reset_plugin_host() -> None:

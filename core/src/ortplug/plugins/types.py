@@ -2,74 +2,27 @@
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import attrs
 
-from ..providers import ProviderConfig, ProviderType, is_provider_config
+from ..errors import OptionError, OptionTypeError
+from ..providers import ProviderConfig, is_provider_config
 
 __all__ = [
     "DoctorCheck",
-    "HostProbe",
     "PluginFailure",
     "PluginInfo",
     "ProviderDecline",
     "ProviderOffer",
-    "ProviderType",
 ]
-
-_PROBE_NAME = re.compile(r"^[a-z][a-z0-9]*$")
-_FACT_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
-
-
-def _check_probe_name(_: Any, __: Any, value: str) -> None:
-    if not isinstance(value, str) or not _PROBE_NAME.match(value):
-        raise ValueError(
-            f"HostProbe.name: expected lower-case letters and digits like 'cuda', got {value!r}"
-        )
-
-
-def _as_names(value: Iterable[str]) -> tuple[str, ...]:
-    return tuple(value)
-
-
-def _check_fact_names(_: Any, __: Any, value: tuple[str, ...]) -> None:
-    for name in value:
-        if not isinstance(name, str) or not _FACT_NAME.match(name):
-            raise ValueError(
-                f"HostProbe.facts: expected lower-case identifiers like 'driver_version', "
-                f"got {name!r}"
-            )
 
 
 def _check_config(_: Any, __: Any, value: Any) -> None:
     if not is_provider_config(value):
-        raise TypeError(
+        raise OptionTypeError(
             f"ProviderOffer.config: expected a provider config (a 'kind' and to_ort()), got {value!r}"
         )
-
-
-@attrs.frozen
-class HostProbe:
-    """A lazily run detector of host facts.
-
-    ``detect`` returns a mapping of the declared ``facts``; it runs only when
-    :meth:`HostCapabilities.detect` is called, at most once per process. Any
-    exception it raises is reported as a plugin failure and its facts are
-    ``None``. Each fact can be forced with ``ORTPLUG_OVERRIDE_<NAME>_<FACT>``
-    (a JSON value; an empty string means absent), so a test or a person can
-    simulate a host. Probes that call into native libraries which could crash
-    should run them in a subprocess with a timeout.
-    """
-
-    name: str = attrs.field(validator=_check_probe_name)
-    facts: tuple[str, ...] = attrs.field(converter=_as_names, validator=_check_fact_names)
-    detect: Callable[[], Mapping[str, object]] = attrs.field(
-        validator=attrs.validators.is_callable()
-    )
-    description: str = ""
 
 
 @attrs.frozen

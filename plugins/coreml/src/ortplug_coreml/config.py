@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 import attrs
+from ortplug.errors import OptionError
 from ortplug.provider_options import bool_field, choice_field, ort_options, path_field
 
 __all__ = ["COMPUTE_UNITS", "COREML_FLAGS", "CoreMLProvider"]
@@ -55,7 +56,7 @@ def _check_flags(_: Any, attribute: attrs.Attribute[Any], value: object) -> None
     if value is not None and (
         not isinstance(value, int) or isinstance(value, bool) or value < 0 or value & ~_ALL_FLAGS
     ):
-        raise ValueError(
+        raise OptionError(
             f"{attribute.name}: expected a combination of {', '.join(COREML_FLAGS)} "
             f"(0..{_ALL_FLAGS:#x}), got {value!r}"
         )
@@ -144,7 +145,7 @@ class CoreMLProvider:
             if ane_with_all:
                 chosen[setting] = ("ALL", previous_source)
                 continue
-            raise ValueError(
+            raise OptionError(
                 f"coreml: {previous_source} and {source} contradict each other "
                 f"({setting} {previous!r} vs {value!r}); keep one"
             )

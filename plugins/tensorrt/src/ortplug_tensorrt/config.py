@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from typing import Any, ClassVar
 
 import attrs
+from ortplug.errors import OptionError
 from ortplug.provider_options import (
     bool_field,
     int_field,
@@ -24,20 +25,20 @@ def _op_types(value: object) -> tuple[str, ...]:
         return tuple(op.strip() for op in value.split(",") if op.strip())
     if isinstance(value, Iterable):
         return tuple(value)
-    raise ValueError(f"op_types_to_exclude: expected op names, got {value!r}")
+    raise OptionError(f"op_types_to_exclude: expected op names, got {value!r}")
 
 
 def _check_op_types(_: Any, __: Any, value: tuple[object, ...]) -> None:
     bad = [op for op in value if not isinstance(op, str) or not op.isidentifier()]
     if bad:
-        raise ValueError(
+        raise OptionError(
             f"op_types_to_exclude: expected ONNX op type names like 'Loop', got {bad!r}"
         )
 
 
 def _check_shapes(_: Any, attribute: attrs.Attribute[Any], value: object) -> None:
     if value is not None and (not isinstance(value, str) or not value):
-        raise ValueError(
+        raise OptionError(
             f"{attribute.name}: expected 'input:1x3x224x224,...' or null, got {value!r}"
         )
 
@@ -98,7 +99,7 @@ class TensorrtProvider:
         shapes = (self.profile_min_shapes, self.profile_opt_shapes, self.profile_max_shapes)
         if any(s is not None for s in shapes):
             if any(s is None for s in shapes):
-                raise ValueError(
+                raise OptionError(
                     "profile_min_shapes, profile_opt_shapes and profile_max_shapes: give all "
                     f"three or none, got {shapes}"
                 )

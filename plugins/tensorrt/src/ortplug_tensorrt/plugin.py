@@ -21,6 +21,7 @@ from ortplug import (
     hookimpl,
     preload_runtime_libraries,
 )
+from ortplug.errors import OptionError
 
 from .config import TensorrtProvider
 from .engine_cache import (
@@ -170,7 +171,7 @@ def _with_profiles(config: TensorrtProvider, checkpoint: ResolvedCheckpoint) -> 
         unknown = sorted(set(listed) - set(shapes))
         missing = [name for name in dynamic if name not in listed]
         if unknown or missing:
-            raise ValueError(
+            raise OptionError(
                 f"TensorRT profile shapes for {checkpoint.label}: every dynamic input must be "
                 f"listed and only model inputs; missing {missing}, not inputs {unknown} "
                 f"(model inputs: {sorted(shapes)})"

@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
+from ortplug.errors import OptionError
+
 __all__ = [
     "ShapeProfile",
     "check_dim_ranges",
@@ -26,13 +28,13 @@ def parse_profile(field: str, text: str) -> ShapeProfile:
     for item in text.split(","):
         match = _ITEM.match(item.strip())
         if match is None:
-            raise ValueError(
+            raise OptionError(
                 f"{field}: expected 'input:1x3x224x224' items separated by commas, got {item!r} "
                 f"in {text!r}"
             )
         name = match["name"].strip()
         if name in profile:
-            raise ValueError(f"{field}: input {name!r} is listed twice in {text!r}")
+            raise OptionError(f"{field}: input {name!r} is listed twice in {text!r}")
         profile[name] = tuple(int(d) for d in match["dims"].split("x"))
     return profile
 
@@ -48,18 +50,18 @@ def check_profiles(min_text: str, opt_text: str, max_text: str) -> None:
     parsed = [parse_profile(f, t) for f, t in zip(fields, (min_text, opt_text, max_text))]
     names = [sorted(p) for p in parsed]
     if names[0] != names[1] or names[0] != names[2]:
-        raise ValueError(
+        raise OptionError(
             "profile_min_shapes, profile_opt_shapes and profile_max_shapes must list the same "
             f"inputs, got {names[0]}, {names[1]} and {names[2]}"
         )
     low, mid, high = parsed
     for name in low:
         if not len(low[name]) == len(mid[name]) == len(high[name]):
-            raise ValueError(
+            raise OptionError(
                 f"profile shapes of {name!r}: ranks differ ({low[name]}, {mid[name]}, {high[name]})"
             )
         if any(not a <= b <= c for a, b, c in zip(low[name], mid[name], high[name])):
-            raise ValueError(
+            raise OptionError(
                 f"profile shapes of {name!r}: expected min <= opt <= max in every dimension, got "
                 f"{low[name]}, {mid[name]}, {high[name]}"
             )
@@ -95,7 +97,7 @@ def profiles_from_ranges(
 def check_dim_ranges(value: object) -> dict[str, tuple[int, int, int]]:
     """Validate checkpoint metadata ``extra.dim_ranges``: ``{dim_name: [min, opt, max]}``."""
     if not isinstance(value, Mapping):
-        raise ValueError(
+        raise OptionError(
             f"metadata extra.dim_ranges: expected {{dim: [min, opt, max]}}, got {value!r}"
         )
     ranges = {}
@@ -107,7 +109,7 @@ def check_dim_ranges(value: object) -> dict[str, tuple[int, int, int]]:
             and triple[0] <= triple[1] <= triple[2]
         )
         if not ok:
-            raise ValueError(
+            raise OptionError(
                 f"metadata extra.dim_ranges[{dim!r}]: expected [min, opt, max] positive integers "
                 f"with min <= opt <= max, got {triple!r}"
             )

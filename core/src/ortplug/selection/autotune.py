@@ -9,6 +9,7 @@ and the policy decides as usual. A corrupt or foreign file is ignored with an
 from __future__ import annotations
 
 import json
+import os
 import warnings
 from collections.abc import Iterable
 from pathlib import Path
@@ -16,12 +17,22 @@ from typing import Any
 
 import attrs
 
-from .cache import cache_dir, cache_key, cache_root
-from .checkpoint import ResolvedCheckpoint
-from .errors import OrtplugCacheWarning
-from .host import HostCapabilities
+from ..cache import cache_dir, cache_key, cache_root
+from ..checkpoint import ResolvedCheckpoint
+from ..errors import OptionError, OrtplugCacheWarning
+from ..host import HostCapabilities
+from ..plugins.manager import PluginHost
+from .protocol import ProviderSelection
 
-__all__ = ["RECORD_SCHEMA", "TunedSetting", "host_signature", "lookup", "save", "stale_records"]
+__all__ = [
+    "RECORD_SCHEMA",
+    "TunedSetting",
+    "apply_tuning",
+    "host_signature",
+    "lookup",
+    "save",
+    "stale_records",
+]
 
 RECORD_SCHEMA = 1
 _FOLDER = "autotune"
@@ -86,19 +97,19 @@ def save(checkpoint: ResolvedCheckpoint, host: HostCapabilities, setting: TunedS
 def _parse(path: Path, checkpoint: ResolvedCheckpoint, host: HostCapabilities) -> TunedSetting:
     record = json.loads(path.read_text())
     if not isinstance(record, dict) or record.get("schema") != RECORD_SCHEMA:
-        raise ValueError(f"not an ortplug autotune record (schema {RECORD_SCHEMA})")
+        raise OptionError(f"not an ortplug autotune record (schema {RECORD_SCHEMA})")
     if (
         record.get("model") != checkpoint.fingerprint()
         or record.get("ort_version") != host.ort_version
     ):
-        raise ValueError("it belongs to another model or ONNX Runtime version")
+        raise OptionError("it belongs to another model or ONNX Runtime version")
     setting = record["setting"]
     threads = setting["intra_op_num_threads"]
     if threads is not None and (not isinstance(threads, int) or threads < 1):
-        raise ValueError(f"intra_op_num_threads {threads!r} is not a positive integer")
+        raise OptionError(f"intra_op_num_threads {threads!r} is not a positive integer")
     chain = setting["chain"]
     if not isinstance(chain, list) or not chain or not all(isinstance(k, str) for k in chain):
-        raise ValueError(f"chain {chain!r} is not a list of provider kinds")
+        raise OptionError(f"chain {chain!r} is not a list of provider kinds")
     return TunedSetting(chain, threads, float(setting["speedup"]), float(setting["median_ms"]))
 
 
@@ -135,3 +146,32 @@ def stale_records(ort_version: str | None) -> list[Path]:
         except (OSError, ValueError):
             stale.append(path)
     return stale
+
+
+def apply_tuning(
+    selection: ProviderSelection,
+    checkpoint: ResolvedCheckpoint,
+    host: HostCapabilities,
+    plugins: PluginHost,
+) -> ProviderSelection:
+    """The selection with what ``ortplug bench --save`` measured for this model here, if anything.
+
+    A record naming a provider the plugins no longer offer is not used.
+    """
+    tuned = lookup(checkpoint, host)
+    if tuned is None:
+        return selection
+    by_kind = {config.kind: config for config in selection.chain}
+    registry = plugins.provider_registry()
+    if set(tuned.chain) - set(by_kind) - {"cpu"} or not registry.has_kind("cpu"):
+        return selection
+    chain = tuple(by_kind.get(kind) or registry.parse(kind) for kind in tuned.chain)
+    defaults = dict(selection.session_defaults)
+    if tuned.intra_op_num_threads is not None and "ORT_INTRA_OP_NUM_THREADS" not in os.environ:
+        defaults["intra_op_num_threads"] = tuned.intra_op_num_threads
+    return attrs.evolve(
+        selection,
+        chain=chain,
+        reasons=(tuned.describe(),) * len(chain),
+        session_defaults=defaults,
+    )

@@ -22,12 +22,16 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from .checkpoint import CheckpointMetadata
-from .host import HostCapabilities
-from .providers import CPU_EP, ProviderConfig
+from ..checkpoint import CheckpointMetadata
+from ..ep_libraries import ensure_library
+from ..errors import OptionError
+from ..host import HostCapabilities
+from ..plugins.types import ProviderDecline
+from ..providers import CPU_EP, ProviderConfig
+from .protocol import ProviderSelection, SelectionRequest
 
 if TYPE_CHECKING:
-    from .policy import ProviderPolicy
+    from .protocol import ProviderPolicy
 
 __all__ = ["DEVICE_POLICIES", "OrtDevicePolicy", "ort_delegate"]
 
@@ -48,7 +52,7 @@ DEVICE_POLICIES = MappingProxyType(
 def _policy_name(value: str) -> str:
     key = str(value).lower()
     if key not in DEVICE_POLICIES:
-        raise ValueError(
+        raise OptionError(
             f"OrtDevicePolicy: expected one of {', '.join(DEVICE_POLICIES)}, got {value!r}"
         )
     return key
@@ -64,6 +68,22 @@ class OrtDevicePolicy:
     def ort_member(self) -> str:
         """The ``OrtExecutionProviderDevicePolicy`` member name."""
         return DEVICE_POLICIES[self.name]
+
+    def choose(self, request: SelectionRequest) -> ProviderSelection:
+        """No chain: ONNX Runtime picks when the session is built, among every device it sees.
+
+        Every plugin-EP library the plugins know is registered first; one that
+        cannot be is a decline with the reason.
+        """
+        declined = []
+        for spec in request.plugins.provider_registry().specs():
+            if spec.type.library is not None:
+                problem = ensure_library(spec.type.library).problem()
+                if problem:
+                    declined.append(ProviderDecline(spec.type.kind, problem, spec.plugin))
+        return ProviderSelection(
+            chain=(), reasons=(), declined=tuple(declined), device_policy=self.ort_member
+        )
 
     def select(self, metadata: CheckpointMetadata, host: HostCapabilities) -> list[ProviderConfig]:
         """Nothing: ONNX Runtime picks when the session is built (see ``backend.providers``)."""

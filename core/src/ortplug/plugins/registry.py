@@ -1,0 +1,156 @@
+"""The provider registry: every kind the plugins contribute, and parsing user input into configs."""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import attrs
+
+from ..ep_libraries import EpLibrary
+from ..errors import OptionError, PluginConflictError
+from ..providers import ProviderConfig, is_provider_config
+
+__all__ = ["ProviderRegistry", "ProviderSpec", "ProviderType"]
+
+_KIND_PATTERN = re.compile(r"^[a-z][a-z0-9_]*$")
+
+
+def _check_kind(_: Any, attribute: attrs.Attribute[Any], value: str) -> None:
+    if not isinstance(value, str) or not _KIND_PATTERN.match(value):
+        raise OptionError(
+            f"{attribute.name}: expected a lower-case identifier like 'cuda', got {value!r}"
+        )
+
+
+def _as_names(value: Iterable[str]) -> tuple[str, ...]:
+    return tuple(value)
+
+
+@attrs.frozen
+class ProviderType:
+    """A provider kind a plugin contributes: its tag, ONNX Runtime name, config class and aliases."""
+
+    kind: str = attrs.field(validator=_check_kind)
+    ort_name: str = attrs.field(validator=attrs.validators.min_len(1))
+    config_cls: type[Any]
+    aliases: tuple[str, ...] = attrs.field(default=(), converter=_as_names)
+    description: str = ""
+    #: The plugin-EP library that holds this provider (``None``: built into ONNX Runtime).
+    library: EpLibrary | None = attrs.field(
+        default=None,
+        validator=attrs.validators.optional(attrs.validators.instance_of(EpLibrary)),
+        kw_only=True,
+    )
+
+    def __attrs_post_init__(self) -> None:
+        declared = getattr(self.config_cls, "kind", None)
+        if declared != self.kind:
+            raise OptionError(
+                f"provider type {self.kind!r}: config class {self.config_cls.__name__} "
+                f"declares kind {declared!r}; they must match"
+            )
+
+
+@attrs.frozen
+class ProviderSpec:
+    """A registered provider type together with the plugin that contributed it."""
+
+    type: ProviderType
+    plugin: str
+
+
+class ProviderRegistry:
+    """Every provider kind the loaded plugins contribute, looked up by kind, alias or ORT name."""
+
+    def __init__(self, specs: Iterable[ProviderSpec]) -> None:
+        self._by_kind: dict[str, ProviderSpec] = {}
+        self._by_name: dict[str, ProviderSpec] = {}
+        for spec in specs:
+            self._add(spec)
+
+    def _add(self, spec: ProviderSpec) -> None:
+        ptype = spec.type
+        if ptype.kind in self._by_kind:
+            self._conflict("kind", ptype.kind, self._by_kind[ptype.kind], spec)
+        for name in (ptype.kind, *ptype.aliases, ptype.ort_name):
+            other = self._by_name.get(name.lower())
+            if other is not None and other.type.kind != ptype.kind:
+                self._conflict("name", name, other, spec)
+        self._by_kind[ptype.kind] = spec
+        for name in (ptype.kind, *ptype.aliases, ptype.ort_name):
+            self._by_name[name.lower()] = spec
+
+    @staticmethod
+    def _conflict(what: str, name: str, first: ProviderSpec, second: ProviderSpec) -> None:
+        raise PluginConflictError(
+            f"provider {what} {name!r} is claimed by plugin {first.plugin!r} (kind "
+            f"{first.type.kind!r}) and by plugin {second.plugin!r} (kind {second.type.kind!r}); "
+            f"uninstall one, or disable one with ORTPLUG_DISABLE_PLUGINS={first.plugin} "
+            f"or ORTPLUG_DISABLE_PLUGINS={second.plugin}"
+        )
+
+    def has_kind(self, kind: str) -> bool:
+        """Whether a plugin registered this kind."""
+        return kind in self._by_kind
+
+    def kinds(self) -> list[str]:
+        """Registered kinds, sorted."""
+        return sorted(self._by_kind)
+
+    def specs(self) -> list[ProviderSpec]:
+        """Registered provider types with their plugins."""
+        return list(self._by_kind.values())
+
+    def library_of(self, kind: str) -> EpLibrary | None:
+        """The plugin-EP library of a registered kind (``None`` for built-ins and unknown kinds)."""
+        spec = self._by_kind.get(kind)
+        return spec.type.library if spec is not None else None
+
+    def lookup(self, name: str) -> ProviderSpec:
+        """Find a provider by kind, alias or ONNX Runtime name (case-insensitive)."""
+        spec = self._by_name.get(name.lower())
+        if spec is None:
+            hint = difflib.get_close_matches(name.lower(), list(self._by_name), n=1)
+            did_you_mean = f" (did you mean {hint[0]!r}?)" if hint else ""
+            known = ", ".join(self.kinds()) or "none: no provider plugin is installed"
+            raise OptionError(f"unknown provider {name!r}{did_you_mean}; known kinds: {known}")
+        return spec
+
+    def parse(self, value: object) -> ProviderConfig:
+        """Turn a config object, a dict with ``kind``, a short name or an ORT name into a config."""
+        if isinstance(value, str):
+            return self._build(self.lookup(value), {})
+        if isinstance(value, Mapping):
+            fields = dict(value)
+            kind = fields.pop("kind", None)
+            if not isinstance(kind, str):
+                raise OptionError(
+                    f"provider dict: expected a 'kind' string (one of {', '.join(self.kinds())}), "
+                    f"got {kind!r}"
+                )
+            return self._build(self.lookup(kind), fields)
+        if is_provider_config(value):
+            return value  # type: ignore[return-value]
+        raise OptionError(
+            "provider: expected a provider config, a dict with 'kind', or a name such as "
+            f"'cpu', got {type(value).__name__} {value!r}"
+        )
+
+    @staticmethod
+    def _build(spec: ProviderSpec, fields: dict[str, Any]) -> ProviderConfig:
+        cls = spec.type.config_cls
+        allowed = [f.name for f in attrs.fields(cls)] if attrs.has(cls) else []
+        unknown = sorted(set(fields) - set(allowed))
+        if unknown:
+            raise OptionError(
+                f"provider {spec.type.kind!r}: unknown option(s) {unknown}; "
+                f"allowed: {', '.join(allowed) or 'none'}"
+            )
+        try:
+            config: ProviderConfig = cls(**fields)
+        except (TypeError, ValueError) as exc:
+            raise OptionError(f"provider {spec.type.kind!r}: {exc}") from exc
+        return config

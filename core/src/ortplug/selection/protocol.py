@@ -1,0 +1,121 @@
+"""The one protocol that decides which providers a checkpoint runs on, and the answer it gives.
+
+Every policy answers :meth:`SelectingPolicy.choose` with a
+:class:`ProviderSelection`: the chain, a reason per entry, every decline with
+its reason, and ONNX Runtime's device policy where one decides instead. A
+user's policy that only has ``select(metadata, host)`` (the original
+:class:`ProviderPolicy` protocol) keeps working through :func:`select_providers`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+import attrs
+
+from ..checkpoint import CheckpointMetadata
+from ..host import HostCapabilities
+from ..plugins.manager import PluginHost
+from ..plugins.types import ProviderDecline, ProviderOffer
+from ..providers import ProviderConfig
+
+if TYPE_CHECKING:
+    from ..checkpoint import ResolvedCheckpoint
+
+__all__ = [
+    "ProviderPolicy",
+    "ProviderSelection",
+    "SelectingPolicy",
+    "SelectionRequest",
+    "select_providers",
+]
+
+
+@runtime_checkable
+class ProviderPolicy(Protocol):
+    """Chooses the ordered provider chain for a checkpoint on a host (the simple protocol).
+
+    A chain chosen by a policy is enforced gracefully: the backend warns only
+    when none of its accelerators was realized.
+    """
+
+    def select(self, metadata: CheckpointMetadata, host: HostCapabilities) -> list[ProviderConfig]:
+        """Return provider configs in priority order."""
+        ...
+
+
+@attrs.frozen
+class SelectionRequest:
+    """What a policy decides from: metadata, host, the weights when known, and the plugins."""
+
+    metadata: CheckpointMetadata
+    host: HostCapabilities
+    plugins: PluginHost
+    checkpoint: ResolvedCheckpoint | None = None
+
+
+def _frozen(value: Mapping[str, Any]) -> Mapping[str, Any]:
+    return MappingProxyType(dict(value))
+
+
+@attrs.frozen
+class ProviderSelection:
+    """A policy's answer: the chain with a reason per entry, the declines, and what else it decided.
+
+    ``device_policy`` (an ``OrtExecutionProviderDevicePolicy`` member) hands
+    the choice to ONNX Runtime when the session is built; the chain is then
+    empty. ``session_defaults`` are ``SessionOptionsConfig`` fields the policy
+    recommends where the user left them unset (an autotuned thread count).
+    ``chain_plugin`` names the plugin whose chain hook ordered the chain.
+    """
+
+    chain: tuple[ProviderConfig, ...]
+    reasons: tuple[str, ...]
+    offers: tuple[ProviderOffer, ...] = ()
+    declined: tuple[ProviderDecline, ...] = ()
+    device_policy: str | None = None
+    session_defaults: Mapping[str, Any] = attrs.field(factory=dict, converter=_frozen)
+    chain_plugin: str | None = None
+
+    def __attrs_post_init__(self) -> None:
+        if len(self.reasons) != len(self.chain):
+            raise ValueError(
+                f"ProviderSelection: expected one reason per chain entry ({len(self.chain)}), "
+                f"got {len(self.reasons)}"
+            )
+
+    def reason_for(self, config: ProviderConfig) -> str:
+        """The reason that put ``config`` in the chain."""
+        for entry, reason in zip(self.chain, self.reasons):
+            if entry == config:
+                return reason
+        return "not in the chain"
+
+    def decline_reasons(self) -> dict[str, str]:
+        """``kind -> reason [plugin]`` of every declined provider."""
+        return {d.kind: f"{d.reason} [{d.plugin}]" for d in self.declined}
+
+
+@runtime_checkable
+class SelectingPolicy(Protocol):
+    """A policy that explains itself: the protocol every ortplug policy implements."""
+
+    def choose(self, request: SelectionRequest) -> ProviderSelection:
+        """The chain for ``request`` with its reasons and declines."""
+        ...
+
+
+def select_providers(policy: object, request: SelectionRequest) -> ProviderSelection:
+    """Ask ``policy`` through :meth:`~SelectingPolicy.choose`, or its plain ``select()``."""
+    if isinstance(policy, SelectingPolicy):
+        return policy.choose(request)
+    if isinstance(policy, ProviderPolicy):
+        chain = tuple(policy.select(request.metadata, request.host))
+        reason = f"chosen by {type(policy).__name__}"
+        return ProviderSelection(chain=chain, reasons=(reason,) * len(chain))
+    raise TypeError(
+        "policy: expected an object with choose(request) or select(metadata, host), "
+        f"got {type(policy).__name__}"
+    )
