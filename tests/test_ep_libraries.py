@@ -108,7 +108,7 @@ def test_a_plugin_whose_library_is_missing_keeps_the_host_working(ghost_host) ->
         OnnxBackend.from_checkpoint(checkpoint, providers=["ghost", "cpu"], plugins=ghost_host)
     assert "library file not found: /nonexistent/libghost.so" in str(caught.value)
     assert caught.value.missing == ("GhostExecutionProvider",)
-    assert caught.value.declines == {}  # an explicit chain: ONNX Runtime's word only
+    assert "checked by ortplug" in caught.value.declines["ghost"]  # ortplug's part, named
     # A policy never offers it: the core declines it at offer time, with the reason.
     backend = OnnxBackend.from_checkpoint(checkpoint, plugins=ghost_host)
     assert backend.providers == ("CPUExecutionProvider",)

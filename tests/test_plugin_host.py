@@ -13,6 +13,7 @@ from ortplug import (
     InMemoryCheckpoint,
     OnnxBackend,
     OrtplugPluginWarning,
+    PluginError,
     PluginHost,
     ProviderOffer,
     hookimpl,
@@ -76,11 +77,15 @@ def test_raising_provider_types_hook_keeps_other_kinds(plugin_host: PluginHost) 
         assert plugin_host.provider_registry().kinds() == ["cpu"]
 
 
-def test_strict_mode_reraises_for_plugin_authors() -> None:
+def test_strict_mode_names_plugin_hook_and_exception_type() -> None:
     host = PluginHost(load_entry_points=False, environ={"ORTPLUG_STRICT_PLUGINS": "1"})
     host.register(_RaisingProbe(), name="broken")
-    with pytest.raises(OSError, match="nvml crashed"):
+    with pytest.raises(PluginError) as caught:
         host.host_capabilities()
+    assert str(caught.value) == (
+        "ortplug plugin 'broken' failed in host probe 'broken': OSError: nvml crashed"
+    )
+    assert isinstance(caught.value.__cause__, OSError)
 
 
 def test_wrapper_implementations_are_refused(plugin_host: PluginHost) -> None:

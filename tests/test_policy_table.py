@@ -190,8 +190,7 @@ def test_strict_explicit_cuda_chain_raises_on_this_cpu_machine(all_plugins) -> N
 
 def test_the_same_chain_from_the_policy_only_warns(monkeypatch) -> None:
     # Simulate a GPU host through the documented overrides; the real CPU wheel then lacks CUDA.
-    from conftest import PROVIDER_PLUGINS
-    from ortplug import PluginHost
+    from ortplug.testing import make_plugin_host
 
     overrides = {
         "ORTPLUG_OVERRIDE_AVAILABLE_PROVIDERS": "CUDAExecutionProvider,CPUExecutionProvider",
@@ -199,9 +198,7 @@ def test_the_same_chain_from_the_policy_only_warns(monkeypatch) -> None:
         "ORTPLUG_OVERRIDE_CUDA_LIBRARY_ERROR": "",
         "ORTPLUG_OVERRIDE_CUDA_DEVICES": '[{"index": 0, "name": "NVIDIA L4", "compute_capability": "8.9", "memory_mib": 23034}]',
     }
-    plugins = PluginHost(load_entry_points=False, environ=overrides)
-    for name, module in PROVIDER_PLUGINS.items():
-        plugins.register(module, name=name)
+    plugins = make_plugin_host("cuda", "tensorrt", "coreml", environ=overrides)
     checkpoint = InMemoryCheckpoint(models.add_model()).resolve()
     with pytest.warns(ProviderFallbackWarning, match="no accelerator was realized"):
         backend = OnnxBackend.from_checkpoint(checkpoint, plugins=plugins)

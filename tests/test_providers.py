@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from ortplug.errors import OrtplugPluginWarning
 from ortplug import PluginConflictError, PluginHost, ProviderType, hookimpl, parse_provider
 from ortplug_cpu import CpuProvider
 from plugin_objects import FakeCudaPlugin, FakeCudaProvider
@@ -72,14 +73,16 @@ class _OtherGpu:
         return "OtherExecutionProvider", {}
 
 
-def test_alias_claimed_twice_names_both_plugins(host) -> None:
+def test_alias_claimed_twice_skips_the_later_plugin_and_names_both(host) -> None:
     assert host.register(_ClaimsGpuAlias(), name="other")
-    with pytest.raises(PluginConflictError) as info:
-        host.provider_registry()
-    message = str(info.value)
+    with pytest.warns(OrtplugPluginWarning) as caught:
+        registry = host.provider_registry()
+    message = str(caught[0].message)
     assert "'gpu'" in message and "'fakecuda'" in message and "'other'" in message
     assert "ORTPLUG_DISABLE_PLUGINS=other" in message
-    assert "ORTPLUG_DISABLE_PLUGINS=fakecuda" in message
+    assert registry.lookup("gpu").plugin == "fakecuda"  # the first claim stands
+    assert "other" not in host.plugin_names()
+    assert {p.name: p.status for p in host.plugin_infos()}["other"] == "failed"
 
 
 def test_provider_type_must_match_its_config_class() -> None:

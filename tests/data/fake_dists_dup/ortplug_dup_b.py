@@ -1,1 +1,8 @@
 """Second of two distributions that claim the entry-point name dup."""
+
+from ortplug import hookimpl
+
+
+@hookimpl
+def ortplug_doctor_checks():
+    return []

@@ -103,7 +103,8 @@ def plan_session(
     plugins: PluginHost | None,
 ) -> SessionPlan:
     """Pick the chain (explicit: strict; the policy's: graceful) and let plugins finish it."""
-    plugins = resolve_plugin_host(plugins)
+    # A policy may carry the plugin host it asks (DefaultProviderPolicy(plugins) does).
+    plugins = resolve_plugin_host(plugins or getattr(policy, "plugins", None))
     options = _checked_options(session_options)
     metadata = checkpoint.metadata
     if providers is not None:
@@ -161,7 +162,8 @@ def _no_provider_message(label: str, plugins: PluginHost, selection: ProviderSel
         else ""
     )
     return (
-        f"no provider for {label} on this host: {by_hook}installed provider kinds: {installed}"
+        f"no plugin offered a provider for {label} on this host: {by_hook}"
+        f"installed provider kinds: {installed}"
         f"{'; declined: ' + declined if declined else ''}; {INSTALL_HINT}"
     )
 

@@ -12,7 +12,7 @@ from typing import Any, NoReturn
 
 import numpy as np
 
-from ..errors import OptionError, OptionTypeError, RunTerminatedError
+from ..errors import BackendClosedError, OptionError, OptionTypeError, RunTerminatedError
 from .introspection import ValueInfo
 
 __all__ = ["Binding"]

@@ -72,15 +72,15 @@ class HookContract:
 
     ``items``: the types a collecting hook's items (or a first-result list's
     entries) must have. ``fold_argument``: the argument a fold passes along;
-    ``accepts(before, after)`` says whether an implementation's result may
-    replace it. ``propagate``: exception types that are the user's to fix and
+    ``check(before, after)`` says what is wrong with an implementation's result
+    (``None``: it may replace the value). ``propagate``: exception types that are the user's to fix and
     reach them as raised, instead of counting as a plugin failure.
     """
 
     mode: CallMode
     items: tuple[type, ...] = ()
     fold_argument: str | None = None
-    accepts: Callable[[Any, Any], bool] | None = None
+    check: Callable[[Any, Any], str | None] | None = None
     propagate: tuple[type[BaseException], ...] = ()
 
     def describe_items(self) -> str:
@@ -104,12 +104,16 @@ def _spec(contract: HookContract) -> Callable[[_F], _F]:
     return mark
 
 
-def _same_kind(before: Any, after: Any) -> bool:
-    return is_provider_config(after) and after.kind == before.kind
+def _same_kind(before: Any, after: Any) -> str | None:
+    if is_provider_config(after) and after.kind == before.kind:
+        return None
+    return f"expected a {before.kind!r} provider config or None, got {type(after).__name__}"
 
 
-def _session_options(_: Any, after: Any) -> bool:
-    return isinstance(after, SessionOptionsConfig)
+def _session_options(_: Any, after: Any) -> str | None:
+    if isinstance(after, SessionOptionsConfig):
+        return None
+    return f"expected a SessionOptionsConfig or None, got {type(after).__name__}"
 
 
 @_spec(HookContract(CallMode.COLLECT, items=(ProviderType,)))
@@ -180,7 +184,7 @@ def ortplug_provider_chain(
     HookContract(
         CallMode.FOLD,
         fold_argument="config",
-        accepts=_same_kind,
+        check=_same_kind,
         propagate=(ValueError, OSError),
     )
 )
@@ -204,7 +208,7 @@ def ortplug_prepare_provider(
     raise NotImplementedError
 
 
-@_spec(HookContract(CallMode.FOLD, fold_argument="session_options", accepts=_session_options))
+@_spec(HookContract(CallMode.FOLD, fold_argument="session_options", check=_session_options))
 def ortplug_adjust_session_options(
     session_options: SessionOptionsConfig,
     chain: Sequence[ProviderConfig],

@@ -308,8 +308,10 @@ class PluginHost:
         with self._lock:
             if self._registry is not None and self._probes is not None:
                 return self._registry, self._probes
-            types = self._collect("ortplug_provider_types")
-            probes = self._collect("ortplug_host_probes")
+            order = {name: i for i, (name, _) in enumerate(self._pm.list_name_plugin())}
+            by_registration = lambda pair: order.get(pair[0], len(order))  # noqa: E731
+            types = sorted(self._collect("ortplug_provider_types"), key=by_registration)
+            probes = sorted(self._collect("ortplug_host_probes"), key=by_registration)
             owners: dict[str, tuple[str, int]] = {}  # claimed name -> (plugin, item index)
             skipped: set[str] = set()
             claims = [(p, i, n) for i, (p, t) in enumerate(types) for n in _provider_names(t)]
@@ -408,19 +410,15 @@ class PluginHost:
         """Pass ``value`` through every implementation; ``None`` keeps it, a wrong type is a failure."""
         contract = CONTRACTS[hook_name]
         argument = str(contract.fold_argument)
-        accepts = contract.accepts or (lambda _before, _after: True)
         for impl in self._impls(hook_name):
             ok, result = self._call_one(impl, hook_name, {argument: value, **kwargs}, contract)
             if not ok or result is None:
                 continue
-            if accepts(value, result):
+            problem = contract.check(value, result) if contract.check else None
+            if problem is None:
                 value = result
             else:
-                error = TypeError(
-                    f"expected a result like its {argument!r} argument or None, "
-                    f"got {type(result).__name__}"
-                )
-                self._fail(impl.plugin_name, hook_name, error)
+                self._fail(impl.plugin_name, hook_name, TypeError(problem))
         return value
 
     def call(self, hook_name: str, **kwargs: Any) -> Any:

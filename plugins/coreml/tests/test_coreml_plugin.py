@@ -158,13 +158,13 @@ def test_bad_values_are_rejected_naming_the_field(all_plugins, fields, message) 
 
 
 def test_prepare_requires_static_shapes_and_keys_the_model_cache(
-    all_plugins, _isolated_environment
+    all_plugins, _private_cache
 ) -> None:
     checkpoint = InMemoryCheckpoint(models.matmul_model(static=True)).resolve()
     prepared = all_plugins.prepare_provider(CoreMLProvider(), checkpoint, MAC)
     assert prepared.require_static_input_shapes is True
     folder = Path(prepared.model_cache_directory)
-    assert folder.is_dir() and folder.parent == _isolated_environment / "coreml"
+    assert folder.is_dir() and folder.parent == _private_cache / "coreml"
     assert all_plugins.prepare_provider(CoreMLProvider(), checkpoint, MAC) == prepared
     mine = CoreMLProvider(model_cache_directory="/mine")
     assert all_plugins.prepare_provider(mine, checkpoint, MAC).model_cache_directory == "/mine"

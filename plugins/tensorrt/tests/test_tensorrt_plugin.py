@@ -165,7 +165,7 @@ def test_profiles_come_from_metadata_dim_ranges() -> None:
     assert profiles_from_ranges({"x": (1, 4)}, {}) is None  # nothing dynamic
 
 
-def test_prepare_derives_profiles_and_keyed_cache_dirs(all_plugins, _isolated_environment) -> None:
+def test_prepare_derives_profiles_and_keyed_cache_dirs(all_plugins, _private_cache) -> None:
     checkpoint = _dynamic_checkpoint({"dim_ranges": {"batch": [1, 16, 64]}})
     prepared = all_plugins.prepare_provider(TensorrtProvider(), checkpoint, HOST)
     assert (
@@ -178,11 +178,11 @@ def test_prepare_derives_profiles_and_keyed_cache_dirs(all_plugins, _isolated_en
         "x:64x4",
     )
     engines = Path(prepared.engine_cache_path)
-    assert engines.is_dir() and engines.parent == _isolated_environment / "tensorrt" / "engines"
+    assert engines.is_dir() and engines.parent == _private_cache / "tensorrt" / "engines"
     assert engines.name == engine_cache_key(prepared, checkpoint, HOST)
     assert (
         Path(prepared.timing_cache_path)
-        == _isolated_environment / "tensorrt" / "timing" / "trt10.13.3-sm8.9"
+        == _private_cache / "tensorrt" / "timing" / "trt10.13.3-sm8.9"
     )
     # the same inputs give the same directory
     assert all_plugins.prepare_provider(TensorrtProvider(), checkpoint, HOST) == prepared

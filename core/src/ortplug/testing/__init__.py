@@ -1,0 +1,126 @@
+"""``ortplug.testing``: what a plugin's tests need, for this repository and third parties alike.
+
+Installed with ortplug and registered as a pytest plugin (entry point
+``pytest11``), so its fixtures are there without an import:
+
+* ``plugin_host`` — a :class:`~ortplug.PluginHost` with the built-in defaults and
+  the CPU plugin, no entry points: register your plugin object on it;
+* ``cpu_host`` — hand-made :class:`~ortplug.HostCapabilities` of a CPU-only Linux host;
+* ``ortplug_cache`` — ``ORTPLUG_CACHE_DIR`` in a temporary folder and a fresh
+  process-wide plugin host, for tests that write caches or use the defaults.
+
+And the functions behind them: :func:`make_plugin_host`, :func:`make_host`,
+:func:`demo_model` (the small model shipped in the core).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from importlib.metadata import entry_points
+from importlib.resources import files
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ..host import HostCapabilities
+from ..plugins.hookspecs import PROJECT
+from ..plugins.manager import PluginHost, reset_plugin_host
+
+__all__ = [
+    "cpu_host",
+    "demo_model",
+    "demo_static_model",
+    "make_host",
+    "make_plugin_host",
+    "ortplug_cache",
+    "plugin_host",
+]
+
+#: Facts of the CPU plugin's probe on the host :func:`make_host` builds by default.
+_CPU_FACTS = {"logical_cpus": 8, "usable_cpus": 8, "isa_flags": ["avx2"]}
+
+
+def demo_model() -> Path:
+    """The small MLP shipped in the core (``input`` -> ``probs``, dynamic batch)."""
+    return Path(str(files("ortplug.data").joinpath("demo.onnx")))
+
+
+def demo_static_model() -> Path:
+    """The shipped MLP with a static batch of 1."""
+    return Path(str(files("ortplug.data").joinpath("demo_static.onnx")))
+
+
+def _installed_plugin(name: str) -> object:
+    found = entry_points(group=PROJECT, name=name)
+    if not found:
+        raise LookupError(
+            f"no installed ortplug plugin named {name!r}; install its distribution "
+            "(e.g. pip install ortplug-cpu) or pass the plugin object itself"
+        )
+    return next(iter(found)).load()
+
+
+def make_plugin_host(
+    *plugins: str | tuple[str, object],
+    environ: Mapping[str, str] | None = None,
+    cpu: bool = True,
+) -> PluginHost:
+    """A plugin host with the built-in defaults and the given plugins, no entry-point discovery.
+
+    Each plugin is an installed plugin's entry-point name (``"cuda"``) or a
+    ``(name, plugin_object)`` pair; ``cpu`` adds the installed CPU plugin.
+    A plugin the host refuses fails the call, with the host's warning as the reason.
+    """
+    host = PluginHost(load_entry_points=False, environ=dict(environ or {}))
+    wanted: list[str | tuple[str, object]] = ["cpu"] if cpu else []
+    wanted += [p for p in plugins if p != "cpu" or not cpu]
+    for plugin in wanted:
+        name, obj = (plugin, _installed_plugin(plugin)) if isinstance(plugin, str) else plugin
+        if not host.register(obj, name=name):
+            reason = host.failures[-1].message() if host.failures else "refused"
+            raise AssertionError(f"plugin {name!r} was not registered: {reason}")
+    return host
+
+
+def make_host(
+    *,
+    platform: str = "linux",
+    machine: str = "x86_64",
+    ort_version: str = "1.32.0",
+    providers: tuple[str, ...] = ("CPUExecutionProvider",),
+    **facts: Mapping[str, Any],
+) -> HostCapabilities:
+    """Hand-made host facts: ``make_host(cuda={"device_count": 1, ...})`` simulates a GPU host.
+
+    The CPU plugin's facts default to an 8-CPU x86 host; each keyword names a probe.
+    """
+    return HostCapabilities(
+        platform=platform,
+        machine=machine,
+        ort_version=ort_version,
+        available_providers=providers,
+        facts={"cpu": _CPU_FACTS, **facts},
+    )
+
+
+@pytest.fixture
+def plugin_host() -> PluginHost:
+    """Built-in defaults plus the CPU plugin, no entry points: register your plugin on it."""
+    return make_plugin_host()
+
+
+@pytest.fixture
+def cpu_host() -> HostCapabilities:
+    """A CPU-only Linux host with 8 usable CPUs, built by hand."""
+    return make_host()
+
+
+@pytest.fixture
+def ortplug_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A private cache folder and a fresh process-wide plugin host for the test."""
+    cache = tmp_path / "ortplug-cache"
+    monkeypatch.setenv("ORTPLUG_CACHE_DIR", str(cache))
+    reset_plugin_host()
+    yield cache
+    reset_plugin_host()
