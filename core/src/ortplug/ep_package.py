@@ -28,7 +28,7 @@ from .host import HostCapabilities, HostProbe
 from .plugins.hookspecs import hookimpl
 from .plugins.registry import ProviderType
 from .plugins.types import ProviderDecline, ProviderOffer
-from .provider_options import encode_option
+from .provider_options import encode_option, ort_options
 
 __all__ = ["EpPackagePlugin", "LibraryProvider"]
 
@@ -50,20 +50,47 @@ def _string_options(value: Mapping[str, object]) -> Mapping[str, str]:
 class LibraryProvider:
     """Base of configs for providers that live in a plugin-EP library.
 
-    Subclasses set ``kind`` and ``ort_name``; ``options`` go to the provider as
-    strings (the library validates them when the session is built).
+    Subclasses set ``kind`` and ``ort_name``, and may declare typed attrs
+    fields (validated, ``None`` meaning "the library's default"): each reaches
+    ``to_ort()`` under its own name. ``options`` carries anything else as
+    strings. When a subclass sets ``known_options`` (the library's option
+    names), a free-form key outside them and the typed fields is refused; a
+    key given both typed and free-form is always refused.
     """
 
     kind: ClassVar[str]
     ort_name: ClassVar[str]
+    known_options: ClassVar[frozenset[str] | None] = None
 
     options: Mapping[str, str] = attrs.field(
         factory=dict, converter=_string_options, eq=False, hash=False
     )
 
+    def __attrs_post_init__(self) -> None:
+        typed = set(self._typed_fields())
+        both = sorted(typed & set(self.options))
+        if both:
+            raise OptionError(
+                f"provider {self.kind!r}: {both} given both as typed field(s) and in options; "
+                "set each once, as the typed field"
+            )
+        if self.known_options is not None:
+            allowed = typed | set(self.known_options)
+            unknown = sorted(set(self.options) - allowed)
+            if unknown:
+                raise OptionError(
+                    f"provider {self.kind!r}: unknown option(s) {unknown}; "
+                    f"allowed: {', '.join(sorted(allowed))}"
+                )
+
+    @classmethod
+    def _typed_fields(cls) -> list[str]:
+        return [f.name for f in attrs.fields(cls) if f.name != "options"]
+
     def to_ort(self) -> tuple[str, dict[str, str]]:
-        """ONNX Runtime's provider name and the options as given."""
-        return self.ort_name, dict(self.options)
+        """ONNX Runtime's provider name; the typed fields that are set, then the free-form options."""
+        typed = ort_options((name, getattr(self, name)) for name in self._typed_fields())
+        return self.ort_name, {**typed, **self.options}
 
 
 class EpPackagePlugin:

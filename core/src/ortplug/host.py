@@ -119,7 +119,7 @@ class HostCapabilities:
     platform: str = attrs.field(converter=_normalize_platform)
     machine: str
     ort_version: str | None = None
-    available_providers: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    available_providers: tuple[str, ...] = attrs.field(default=(), converter=_as_names)
     facts: Mapping[str, Mapping[str, Any]] = attrs.field(
         factory=dict, converter=_freeze_facts, eq=False, hash=False
     )

@@ -177,6 +177,7 @@ def _split_mixed_chain(
     requested: tuple[str, ...],
     strict: bool,
     messages: list[str],
+    *,
     declines: Callable[[Sequence[str]], Mapping[str, str]],
 ) -> tuple[list[tuple[str, dict[str, str]]], bool]:
     """Library providers are appended by device; a built-in without devices cannot join them.
@@ -231,7 +232,7 @@ def create_session(
     messages: list[str] = _library_messages(libraries)
     if by_devices:
         remaining, by_devices = _split_mixed_chain(
-            remaining, libraries, requested, strict, messages, declines
+            remaining, libraries, requested, strict, messages, declines=declines
         )
     while True:
         session, error, captured = _try_create(

@@ -17,6 +17,20 @@ __all__ = ["ProviderRegistry", "ProviderSpec", "ProviderType"]
 
 _KIND_PATTERN = re.compile(r"^[a-z][a-z0-9_]*$")
 
+#: Providers whose plugins this project ships: kind -> (ONNX Runtime name, distribution, extra).
+_SHIPPED = {
+    "cpu": ("CPUExecutionProvider", "ortplug-cpu", "ortplug[cpu]"),
+    "cuda": ("CUDAExecutionProvider", "ortplug-cuda", "ortplug[cuda]"),
+    "tensorrt": ("TensorrtExecutionProvider", "ortplug-tensorrt", "ortplug[tensorrt]"),
+    "coreml": ("CoreMLExecutionProvider", "ortplug-coreml", "ortplug[coreml]"),
+    "webgpu": ("WebGpuExecutionProvider", "ortplug-webgpu", "ortplug[webgpu]"),
+}
+_SHIPPED_BY_NAME = {
+    name.lower(): (kind, distribution, extra)
+    for kind, (ort_name, distribution, extra) in _SHIPPED.items()
+    for name in (kind, ort_name)
+}
+
 
 def _check_kind(_: Any, attribute: attrs.Attribute[Any], value: str) -> None:
     if not isinstance(value, str) or not _KIND_PATTERN.match(value):
@@ -111,13 +125,28 @@ class ProviderRegistry:
 
     def lookup(self, name: str) -> ProviderSpec:
         """Find a provider by kind, alias or ONNX Runtime name (case-insensitive)."""
-        spec = self._by_name.get(name.lower())
+        spec = self._by_name.get(name.lower()) if isinstance(name, str) else None
         if spec is None:
-            hint = difflib.get_close_matches(name.lower(), list(self._by_name), n=1)
-            did_you_mean = f" (did you mean {hint[0]!r}?)" if hint else ""
-            known = ", ".join(self.kinds()) or "none: no provider plugin is installed"
-            raise OptionError(f"unknown provider {name!r}{did_you_mean}; known kinds: {known}")
+            raise OptionError(self._unknown(name))
         return spec
+
+    def _unknown(self, name: object) -> str:
+        """Why ``name`` is not a provider here, and what to do about it."""
+        known = ", ".join(self.kinds()) or "none: no provider plugin is installed"
+        text = name.strip().lower() if isinstance(name, str) else ""
+        if not text:
+            return f"provider: expected a provider kind such as 'cpu', got {name!r}"
+        shipped = _SHIPPED_BY_NAME.get(text)
+        if shipped is not None:
+            kind, distribution, extra = shipped
+            return (
+                f"provider {name!r} ({kind}) is not installed: it comes with {distribution}; "
+                f"install it with pip install '{extra}' (installed kinds: {known})"
+            )
+        short_names = [n for n, spec in self._by_name.items() if n != spec.type.ort_name.lower()]
+        hint = difflib.get_close_matches(text, short_names, n=1)
+        did_you_mean = f" (did you mean {hint[0]!r}?)" if hint else ""
+        return f"unknown provider {name!r}{did_you_mean}; known kinds: {known}"
 
     def parse(self, value: object) -> ProviderConfig:
         """Turn a config object, a dict with ``kind``, a short name or an ORT name into a config."""

@@ -6,7 +6,7 @@ from typing import Any
 
 import attrs
 
-from ..errors import OptionError, OptionTypeError
+from ..errors import OptionTypeError
 from ..providers import ProviderConfig, is_provider_config
 
 __all__ = [

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 import attrs
 
 from ..checkpoint import CheckpointMetadata
+from ..errors import OptionError, OptionTypeError
 from ..host import HostCapabilities
 from ..plugins.manager import PluginHost
 from ..plugins.types import ProviderDecline, ProviderOffer
@@ -81,7 +82,7 @@ class ProviderSelection:
 
     def __attrs_post_init__(self) -> None:
         if len(self.reasons) != len(self.chain):
-            raise ValueError(
+            raise OptionError(
                 f"ProviderSelection: expected one reason per chain entry ({len(self.chain)}), "
                 f"got {len(self.reasons)}"
             )
@@ -109,13 +110,16 @@ class SelectingPolicy(Protocol):
 
 def select_providers(policy: object, request: SelectionRequest) -> ProviderSelection:
     """Ask ``policy`` through :meth:`~SelectingPolicy.choose`, or its plain ``select()``."""
-    if isinstance(policy, SelectingPolicy):
-        return policy.choose(request)
-    if isinstance(policy, ProviderPolicy):
-        chain = tuple(policy.select(request.metadata, request.host))
-        reason = f"chosen by {type(policy).__name__}"
+    choose = getattr(policy, "choose", None)
+    if callable(choose):
+        selection: ProviderSelection = choose(request)
+        return selection
+    select = getattr(policy, "select", None)
+    if callable(select):
+        chain = tuple(select(request.metadata, request.host))
+        reason = f"chosen by {policy.__class__.__name__}"
         return ProviderSelection(chain=chain, reasons=(reason,) * len(chain))
-    raise TypeError(
+    raise OptionTypeError(
         "policy: expected an object with choose(request) or select(metadata, host), "
-        f"got {type(policy).__name__}"
+        f"got {policy.__class__.__name__}"
     )
