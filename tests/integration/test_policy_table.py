@@ -1,4 +1,8 @@
-"""The default policy with the four provider plugins, on simulated hosts and checkpoints."""
+"""Integration of the shipped plugins: the default policy with all four, on simulated hosts.
+
+The only core-side tests that import the GPU plugins (they test them together);
+each plugin's own tests live beside it in plugins/<name>/tests.
+"""
 
 from __future__ import annotations
 
