@@ -214,3 +214,23 @@ def _with_fact(host, probe: str, **facts):
 def test_readme_hook_headings_match_the_specs() -> None:
     documented = set(re.findall(r"`(ortplug_[a-z_]+)\(", README.read_text()))
     assert documented == set(SPECS)
+
+
+class _KeysPlugin:
+    @hookimpl
+    def ortplug_metadata_keys(self):
+        from ortplug import MetadataKey
+
+        yield MetadataKey("acme_tiles", int, "tile count")
+
+
+def test_hook_ortplug_metadata_keys(plugin_host: PluginHost) -> None:
+    assert plugin_host.register(_KeysPlugin(), name="acme")
+    keys = plugin_host.metadata_keys()
+    assert keys["acme_tiles"].plugin == "acme" and keys["dim_ranges"].plugin.startswith("ortplug.")
+    meta = CheckpointMetadata(
+        input_names=["a"], output_names=["c"], extra={"acme_tiles": 2.5, "acme_tile": 2}
+    )
+    problems = plugin_host.metadata_problems(meta)
+    assert problems[0].startswith("metadata extra 'acme_tiles': expected int")
+    assert "did you mean 'acme_tiles'" in problems[1]

@@ -37,6 +37,7 @@ from .errors import (
 from .host import HostCapabilities, HostProbe
 from .plugins import (
     DoctorCheck,
+    MetadataKey,
     PluginHost,
     ProviderDecline,
     ProviderOffer,
@@ -75,6 +76,7 @@ __all__ = [
     "InferenceBackend",
     "InputValidationError",
     "LocalCheckpoint",
+    "MetadataKey",
     "MemoryInfo",
     "ModelInfo",
     "ModelLoadError",

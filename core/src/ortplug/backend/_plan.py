@@ -7,6 +7,7 @@ the session options.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -16,7 +17,7 @@ from .._runtime import INSTALL_HINT
 from ..checkpoint import ResolvedCheckpoint
 from ..environment import global_thread_pools
 from ..ep_libraries import EpLibrary
-from ..errors import NoProviderError, OptionError, OptionTypeError
+from ..errors import NoProviderError, OptionError, OptionTypeError, OrtplugConfigWarning
 from ..plugins.manager import PluginHost, resolve_plugin_host
 from ..plugins.types import ProviderDecline
 from ..providers import ProviderConfig
@@ -135,6 +136,8 @@ def plan_session(
         def explain(kinds: Sequence[str]) -> Mapping[str, str]:
             return {kind: known[kind] for kind in kinds if kind in known}
 
+    for problem in plugins.metadata_problems(metadata):
+        warnings.warn(f"{checkpoint.label}: {problem}", OrtplugConfigWarning, stacklevel=4)
     chain = [plugins.prepare_provider(config, checkpoint, host) for config in chain]
     options = plugins.adjust_session_options(options, chain, metadata, host)
     options = options.with_config_entries({_RECORD_ASSIGNMENT: "1"})  # cheap; the user's value wins

@@ -11,7 +11,14 @@ from .manager import (
     resolve_plugin_host,
 )
 from .registry import ProviderRegistry, ProviderSpec, ProviderType
-from .types import DoctorCheck, PluginFailure, PluginInfo, ProviderDecline, ProviderOffer
+from .types import (
+    DoctorCheck,
+    MetadataKey,
+    PluginFailure,
+    PluginInfo,
+    ProviderDecline,
+    ProviderOffer,
+)
 
 __all__ = [
     "CONTRACTS",
@@ -20,6 +27,7 @@ __all__ = [
     "DoctorCheck",
     "HookContract",
     "HostProbe",
+    "MetadataKey",
     "PluginFailure",
     "PluginHost",
     "PluginInfo",

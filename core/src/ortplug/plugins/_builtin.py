@@ -6,9 +6,22 @@ from collections.abc import Sequence
 
 from ..providers import ProviderConfig, is_accelerator
 from .hookspecs import hookimpl
-from .types import ProviderOffer
+from .types import MetadataKey, ProviderOffer
 
-__all__ = ["ortplug_provider_chain"]
+__all__ = ["ortplug_metadata_keys", "ortplug_provider_chain"]
+
+
+@hookimpl
+def ortplug_metadata_keys() -> list[MetadataKey]:
+    """The ``extra`` keys the core itself reads."""
+    return [
+        MetadataKey(
+            "dim_ranges",
+            dict,
+            "per input, per symbolic dimension: [min, opt, max], for generated inputs and "
+            "accelerator profiles",
+        )
+    ]
 
 
 @hookimpl(trylast=True)

@@ -23,7 +23,7 @@ from ..host import HostProbe
 from ..providers import ProviderConfig, is_provider_config
 from ..session_options import SessionOptionsConfig
 from .registry import ProviderType
-from .types import DoctorCheck, ProviderDecline, ProviderOffer
+from .types import DoctorCheck, MetadataKey, ProviderDecline, ProviderOffer
 
 if TYPE_CHECKING:
     from ..checkpoint import CheckpointMetadata, ResolvedCheckpoint
@@ -40,6 +40,7 @@ __all__ = [
     "ortplug_adjust_session_options",
     "ortplug_doctor_checks",
     "ortplug_host_probes",
+    "ortplug_metadata_keys",
     "ortplug_offer_providers",
     "ortplug_prepare_provider",
     "ortplug_provider_chain",
@@ -138,6 +139,23 @@ def ortplug_host_probes() -> Iterable[HostProbe]:
 
     Keep the hook itself cheap: only return :class:`HostProbe` values. The
     expensive work goes in ``HostProbe.detect``, which runs on first use.
+    """
+    raise NotImplementedError
+
+
+@_spec(HookContract(CallMode.COLLECT, items=(MetadataKey,)))
+def ortplug_metadata_keys() -> Iterable[MetadataKey]:
+    """Declare the ``CheckpointMetadata.extra`` keys your plugin reads, with their types.
+
+    A checkpoint whose ``extra`` holds a key no plugin declares, or a value of
+    another type, gets one :class:`~ortplug.errors.OrtplugConfigWarning` naming
+    the key when it is built, so a typo does not silently change nothing.
+
+    Example::
+
+        @hookimpl
+        def ortplug_metadata_keys():
+            yield MetadataKey("acme_tiles", int, "tile count for the Acme compiler")
     """
     raise NotImplementedError
 

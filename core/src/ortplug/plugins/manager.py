@@ -10,6 +10,7 @@ name another plugin registered first is skipped whole.
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import inspect
 import itertools
@@ -30,7 +31,14 @@ from ..providers import ProviderConfig
 from . import hookspecs
 from .hookspecs import CONTRACTS, MAX_ITEMS, CallMode, HookContract
 from .registry import ProviderRegistry, ProviderSpec, ProviderType
-from .types import DoctorCheck, PluginFailure, PluginInfo, ProviderDecline, ProviderOffer
+from .types import (
+    DoctorCheck,
+    MetadataKey,
+    PluginFailure,
+    PluginInfo,
+    ProviderDecline,
+    ProviderOffer,
+)
 
 if TYPE_CHECKING:
     from ..checkpoint import CheckpointMetadata, ResolvedCheckpoint
@@ -550,6 +558,30 @@ class PluginHost:
             if not registry.has_kind(config.kind):
                 self._unknown_kind(plugin, hook_name, config.kind, registry)
         return [config for config in chain if registry.has_kind(config.kind)], plugin
+
+    def metadata_keys(self) -> dict[str, MetadataKey]:
+        """The ``extra`` keys the plugins read, by name (the first declaration of a name wins)."""
+        keys: dict[str, MetadataKey] = {}
+        for plugin, key in self._collect("ortplug_metadata_keys"):
+            keys.setdefault(key.name, attrs.evolve(key, plugin=plugin))
+        return keys
+
+    def metadata_problems(self, metadata: CheckpointMetadata) -> list[str]:
+        """Each ``extra`` key no plugin reads (with the closest declared one) or of the wrong type."""
+        keys = self.metadata_keys()
+        problems = []
+        for name, value in metadata.extra.items():
+            key = keys.get(name)
+            if key is None:
+                close = difflib.get_close_matches(name, list(keys), n=1)
+                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                known = ", ".join(sorted(keys)) or "none"
+                problems.append(
+                    f"metadata extra {name!r} is read by no installed plugin{hint}; known: {known}"
+                )
+            elif (problem := key.problem(value)) is not None:
+                problems.append(problem)
+        return problems
 
     def doctor_checks(self, host: HostCapabilities) -> list[DoctorCheck]:
         """Every plugin's doctor checks, tagged with the plugin name."""

@@ -11,6 +11,7 @@ from ..providers import ProviderConfig, is_provider_config
 
 __all__ = [
     "DoctorCheck",
+    "MetadataKey",
     "PluginFailure",
     "PluginInfo",
     "ProviderDecline",
@@ -99,3 +100,32 @@ class DoctorCheck:
     def to_dict(self) -> dict[str, object]:
         """JSON-ready form for ``--json``."""
         return attrs.asdict(self)
+
+
+def _as_types(value: type | tuple[type, ...]) -> tuple[type, ...]:
+    return value if isinstance(value, tuple) else (value,)
+
+
+@attrs.frozen
+class MetadataKey:
+    """A key of ``CheckpointMetadata.extra`` a plugin reads, with the type its value must have.
+
+    The host warns about an ``extra`` key no plugin declares (a typo such as
+    ``dim_range``) and about a value of another type (``"tensorrt": "yes"``).
+    """
+
+    name: str = attrs.field(validator=attrs.validators.min_len(1))
+    types: tuple[type, ...] = attrs.field(converter=_as_types)
+    description: str = attrs.field(validator=attrs.validators.instance_of(str))
+    plugin: str = ""
+
+    def problem(self, value: object) -> str | None:
+        """What is wrong with ``value`` for this key, or ``None``."""
+        wrong_bool = isinstance(value, bool) and bool not in self.types
+        if not wrong_bool and isinstance(value, self.types):
+            return None
+        expected = " or ".join(t.__name__ for t in self.types)
+        return (
+            f"metadata extra {self.name!r}: expected {expected} ({self.description}), "
+            f"got {type(value).__name__} {value!r}"
+        )

@@ -11,7 +11,14 @@ from collections.abc import Iterable
 from typing import ClassVar
 
 import attrs
-from ortplug import CheckpointMetadata, HostCapabilities, ProviderOffer, ProviderType, hookimpl
+from ortplug import (
+    CheckpointMetadata,
+    HostCapabilities,
+    MetadataKey,
+    ProviderOffer,
+    ProviderType,
+    hookimpl,
+)
 
 
 @attrs.frozen
@@ -27,6 +34,11 @@ class AzureProvider:
 @hookimpl
 def ortplug_provider_types() -> Iterable[ProviderType]:
     yield ProviderType("azure", "AzureExecutionProvider", AzureProvider, aliases=("cloud",))
+
+
+@hookimpl
+def ortplug_metadata_keys() -> Iterable[MetadataKey]:
+    yield MetadataKey("ortplug_azuretest", bool, "true asks for the Azure provider")
 
 
 @hookimpl
