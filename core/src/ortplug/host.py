@@ -76,6 +76,12 @@ class HostProbe:
     the type a fact's override must have (``{"usable_cpus": int}``). Probes
     that call into native libraries which could crash should run them in a
     subprocess (:func:`ortplug.probing.run_probe_script`).
+
+    ``identity`` makes a slow probe's facts last across processes: a cheap
+    callable returning what they depend on besides the boot, ortplug's, ONNX
+    Runtime's and the plugin's versions (library files' paths and mtimes,
+    environment variables such as ``CUDA_VISIBLE_DEVICES``), JSON-serializable.
+    Probes without one run in every process.
     """
 
     name: str = attrs.field(validator=_check_probe_name)
@@ -88,6 +94,7 @@ class HostProbe:
     types: Mapping[str, type | tuple[type, ...]] = attrs.field(
         factory=dict, converter=_freeze_types, eq=False, hash=False
     )
+    identity: Callable[[], object] | None = attrs.field(default=None, eq=False, hash=False)
 
 
 #: Prefix of the environment variables that force host facts (``ORTPLUG_OVERRIDE_CPU_USABLE_CPUS=2``).

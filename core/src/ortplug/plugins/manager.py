@@ -28,7 +28,7 @@ from ..ep_libraries import devices_for, ensure_library
 from ..errors import OrtplugPluginWarning, PluginError
 from ..host import HostCapabilities, HostProbe, compose_host
 from ..providers import ProviderConfig
-from . import hookspecs
+from . import _probe_cache, hookspecs
 from .hookspecs import CONTRACTS, MAX_ITEMS, CallMode, HookContract
 from .registry import ProviderRegistry, ProviderSpec, ProviderType
 from .types import (
@@ -124,6 +124,7 @@ class _ProbeRun:
     plugin: str
     probe: HostProbe
     started: float
+    cache_key: str | None = None  # set for probes whose facts last across processes
     done: threading.Event = attrs.field(factory=threading.Event)
     facts: Mapping[str, object] | None = None
     error: BaseException | None = None
@@ -476,15 +477,36 @@ class PluginHost:
             return host
 
     def _start_probe(self, plugin: str, probe: HostProbe) -> _ProbeRun:
+        """The probe's run in this host: started now, or taken from the cross-process cache."""
         run = self._probe_runs.get(probe.name)
-        if run is None or run.probe is not probe:
-            run = _ProbeRun(plugin, probe, started=time.monotonic())
-            self._probe_runs[probe.name] = run
+        if run is not None and run.probe is probe:
+            return run
+        version = self._distributions.get(plugin, (None, None))[1]
+        run = _ProbeRun(
+            plugin, probe, time.monotonic(), _probe_cache.entry_key(probe, plugin, version)
+        )
+        self._probe_runs[probe.name] = run
+        cached = _probe_cache.load(run.cache_key) if run.cache_key else None
+        if cached is not None:
+            run.facts = cached
+            run.settled = True  # nothing to report or store
+            run.done.set()
+        else:
             thread = threading.Thread(
                 target=run.run, name=f"ortplug-probe-{probe.name}", daemon=True
             )
             thread.start()
         return run
+
+    def refresh_probes(self) -> int:
+        """Forget every probe result, in this process and across processes; probes run again.
+
+        Returns how many cached entries were removed (``ortplug info --refresh``).
+        """
+        with self._lock:
+            self._probe_runs.clear()
+            self._hosts.clear()
+            return _probe_cache.clear()
 
     def _settle(self, run: _ProbeRun) -> Mapping[str, object] | None:
         """The probe's facts, waiting at most until its deadline; failures reported once."""
@@ -501,6 +523,8 @@ class PluginHost:
                 self._fail(run.plugin, phase, error)
             elif run.error is not None:
                 self._fail(run.plugin, phase, run.error)
+            elif run.cache_key is not None and run.facts is not None:
+                _probe_cache.store(run.cache_key, run.facts)
         return run.facts if run.done.is_set() and run.error is None else None
 
     def offer_providers(
