@@ -4,19 +4,39 @@ Everything lives under ``platformdirs.user_cache_dir("ortplug")``, or under
 ``ORTPLUG_CACHE_DIR`` when set. Entries are keyed by a hash of everything that
 makes them valid (model fingerprint, ONNX Runtime version, provider options...),
 so a changed input gets a new directory instead of a stale entry.
+
+Every file ortplug writes there goes through :func:`atomic_write` (readers see
+the old file or the new one, never a part of one), and every file it reads
+back goes through :func:`read_cache_file` (regular files only, bounded size).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import stat
 from collections.abc import Mapping
 from pathlib import Path
 
-__all__ = ["CACHE_ENV", "cache_dir", "cache_key", "cache_root"]
+from .errors import CacheError
+
+__all__ = [
+    "CACHE_ENV",
+    "atomic_write",
+    "cache_dir",
+    "cache_key",
+    "cache_problem",
+    "cache_root",
+    "check_writable",
+    "read_cache_file",
+]
 
 #: Environment variable that moves the cache root.
 CACHE_ENV = "ORTPLUG_CACHE_DIR"
+
+#: Largest file :func:`read_cache_file` reads unless told otherwise (records are a few hundred bytes).
+_MAX_READ_BYTES = 1 << 20
 
 
 def cache_root(environ: Mapping[str, str] | None = None) -> Path:
@@ -30,22 +50,198 @@ def cache_root(environ: Mapping[str, str] | None = None) -> Path:
     return Path(platformdirs.user_cache_dir("ortplug", appauthor=False))
 
 
+def _fix(root: Path) -> str:
+    return f"set {CACHE_ENV} to a writable directory (now: {root})"
+
+
 def cache_dir(*parts: str, environ: Mapping[str, str] | None = None) -> Path:
     """Create (if needed) and return ``<cache root>/<parts...>``.
 
-    Raises ``OSError`` naming the directory and ``ORTPLUG_CACHE_DIR`` when it
-    cannot be created (for instance when the variable points at a file).
+    Raises :class:`~ortplug.errors.CacheError` (an ``OSError``) naming the
+    directory and ``ORTPLUG_CACHE_DIR`` when it cannot be created (for
+    instance when the variable points at a file).
     """
     root = cache_root(environ)
     path = root.joinpath(*parts)
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise OSError(
+        raise CacheError(
             f"ortplug cache directory {path} cannot be created ({exc.strerror or exc}); "
-            f"set {CACHE_ENV} to a writable directory (now: {root})"
+            f"{_fix(root)}"
         ) from exc
     return path
+
+
+def _temp_name(target: Path) -> Path:
+    """A fresh hidden name beside ``target`` (never matched by ``*.json``-style globs)."""
+    return target.with_name(f".{target.name}.{os.getpid()}.{os.urandom(6).hex()}.tmp")
+
+
+def _create_exclusive(path: Path) -> int:
+    """Open a new file for writing; fails if anything (a file, a link) is already there."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
+    return os.open(path, flags, 0o666)  # the umask applies, as for any file the user creates
+
+
+def _write_probe(folder: Path) -> str | None:
+    """Create and remove one file in ``folder``: the only sure test of writability."""
+    probe = _temp_name(folder / "write-test")
+    try:
+        os.close(_create_exclusive(probe))
+    except OSError as exc:
+        return f"{folder} is not writable ({exc.strerror or exc})"
+    with contextlib.suppress(OSError):
+        os.unlink(probe)
+    return None
+
+
+def _existing_ancestor(path: Path) -> tuple[Path, os.stat_result | str]:
+    """The nearest of ``path`` and its parents that exists, with its stat, or the reason it cannot be used."""
+    current = path
+    while True:
+        try:
+            return current, os.stat(current)
+        except (FileNotFoundError, NotADirectoryError):
+            if os.path.lexists(current):
+                return current, f"{current} is a symbolic link to a missing target"
+        except OSError as exc:  # a symlink loop, a folder we may not enter...
+            return current, f"{current} cannot be used ({exc.strerror or exc})"
+        if current.parent == current:
+            return current, f"{current} does not exist"
+        current = current.parent
+
+
+def cache_problem(*parts: str, environ: Mapping[str, str] | None = None) -> str | None:
+    """Why ``<cache root>/<parts...>`` cannot hold ortplug's files, or ``None`` when it can.
+
+    Cheap and side-effect free apart from one test file created and removed in
+    the directory when it exists: catches a file, a symlink loop, a dangling
+    link or a read-only directory before anything is computed for the cache.
+    """
+    path = cache_root(environ).joinpath(*parts)
+    found, info = _existing_ancestor(path)
+    if isinstance(info, str):
+        return info
+    if not stat.S_ISDIR(info.st_mode):
+        return f"{found} is not a directory"
+    if found != path:  # it would be created inside ``found``
+        return None if os.access(found, os.W_OK | os.X_OK) else f"{found} is not writable"
+    return _write_probe(path)
+
+
+def check_writable(*parts: str, environ: Mapping[str, str] | None = None) -> Path:
+    """Raise :class:`~ortplug.errors.CacheError` unless ``<cache root>/<parts...>`` is usable; returns it.
+
+    For callers that are about to spend time on something they will cache
+    (``ortplug bench --save``): they fail at once, with the fix, instead of at the end.
+    """
+    root = cache_root(environ)
+    problem = cache_problem(*parts, environ=environ)
+    if problem is not None:
+        raise CacheError(
+            f"ortplug cache directory {root.joinpath(*parts)}: {problem}; {_fix(root)}"
+        )
+    return root.joinpath(*parts)
+
+
+def _fsync_directory(folder: Path) -> None:
+    """Make a rename in ``folder`` durable where the platform can (POSIX); best effort."""
+    if os.name != "posix":
+        return
+    try:
+        fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass  # some filesystems refuse fsync on a directory; the rename itself is still atomic
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path: str | os.PathLike[str], data: bytes | str) -> Path:
+    """Replace ``path`` with ``data`` in one step: readers see the old file or the new one, never a part.
+
+    Writes a uniquely named temporary file beside it, fsyncs it, renames it over
+    ``path`` and fsyncs the directory, so concurrent writers never lose or mix a
+    file and a crash leaves either version. ``str`` is written as UTF-8. Raises
+    :class:`~ortplug.errors.CacheError` naming the file; returns the path.
+    """
+    target = Path(path)
+    payload = data.encode() if isinstance(data, str) else bytes(data)
+    temp = _temp_name(target)
+    try:
+        fd = _create_exclusive(temp)
+    except OSError as exc:
+        raise CacheError(
+            f"cannot write ortplug cache file {target} ({exc.strerror or exc}); "
+            f"{_fix(cache_root())}"
+        ) from exc
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(payload)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temp, target)
+    except BaseException as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
+        if isinstance(exc, OSError):
+            raise CacheError(
+                f"cannot write ortplug cache file {target} ({exc.strerror or exc}); "
+                f"{_fix(cache_root())}"
+            ) from exc
+        raise
+    _fsync_directory(target.parent)
+    return target
+
+
+def _kind(mode: int) -> str:
+    for test, name in (
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+    ):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def _check_regular(path: Path, info: os.stat_result, max_bytes: int) -> None:
+    if not stat.S_ISREG(info.st_mode):
+        raise CacheError(f"{path} is {_kind(info.st_mode)}, expected a regular file")
+    if info.st_size > max_bytes:
+        raise CacheError(f"{path} has {info.st_size} bytes, expected at most {max_bytes}")
+
+
+def read_cache_file(path: str | os.PathLike[str], *, max_bytes: int = _MAX_READ_BYTES) -> bytes:
+    """The bytes of a regular file in the cache, at most ``max_bytes`` of them.
+
+    A FIFO, device, socket or directory is never opened for reading (it could
+    block forever or never end): :class:`~ortplug.errors.CacheError` names it.
+    """
+    target = Path(path)
+    _check_regular(target, os.stat(target), max_bytes)
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
+    fd = os.open(target, flags | getattr(os, "O_BINARY", 0))  # non-blocking: a swapped-in FIFO
+    try:
+        _check_regular(target, os.fstat(fd), max_bytes)  # what was opened, not what was named
+        chunks, size = [], 0
+        while size <= max_bytes:
+            chunk = os.read(fd, max_bytes + 1 - size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    finally:
+        os.close(fd)
+    if size > max_bytes:
+        raise CacheError(f"{target} grew past {max_bytes} bytes while being read")
+    return b"".join(chunks)
 
 
 def cache_key(*parts: object) -> str:

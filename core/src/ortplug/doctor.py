@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING
 
 from ._runtime import INSTALL_HINT, duplicate_runtimes, installed_runtimes
-from .cache import CACHE_ENV, cache_root
+from .cache import CACHE_ENV, cache_problem, cache_root
 from .ep_libraries import ensure_library
 from .plugins.types import DoctorCheck
-from .selection.autotune import stale_records
+from .selection.autotune import RECORD_FOLDER, stale_records
 
 if TYPE_CHECKING:
     from .plugins.manager import PluginHost
@@ -74,26 +73,10 @@ def _library_checks(plugins: PluginHost) -> list[DoctorCheck]:
 
 
 def _cache_checks(ort_version: str | None) -> list[DoctorCheck]:
-    root = cache_root()
-    if root.exists() and not root.is_dir():
-        return [
-            DoctorCheck(
-                "cache",
-                False,
-                f"{root} is not a directory",
-                f"set {CACHE_ENV} to a writable directory",
-            )
-        ]
-    probe = root if root.is_dir() else root.parent
-    if probe.exists() and not os.access(probe, os.W_OK):
-        return [
-            DoctorCheck(
-                "cache",
-                False,
-                f"{probe} is not writable",
-                f"set {CACHE_ENV} to a writable directory",
-            )
-        ]
+    """The autotune folder must be (or be creatable as) a writable directory, its records current."""
+    problem = cache_problem(RECORD_FOLDER)
+    if problem is not None:
+        return [DoctorCheck("cache", False, problem, f"set {CACHE_ENV} to a writable directory")]
     stale = stale_records(ort_version)
     if stale:
         listed = " ".join(str(p) for p in stale)
@@ -105,7 +88,7 @@ def _cache_checks(ort_version: str | None) -> list[DoctorCheck]:
                 f"rm {listed}  (then `ortplug bench MODEL --save` again)",
             )
         ]
-    return [DoctorCheck("cache", True, f"{root}")]
+    return [DoctorCheck("cache", True, f"{cache_root()}")]
 
 
 def run_checks(plugins: PluginHost) -> list[DoctorCheck]:

@@ -11,7 +11,7 @@ from typing import Any
 import attrs
 import numpy as np
 
-from ..errors import MissingFileError, OptionError, OptionTypeError
+from ..errors import CheckpointError, MissingFileError, OptionError, OptionTypeError
 from ._onnx_wire import ModelSummary, WireFormatError, summarize_file, summarize_model
 from .metadata import CheckpointMetadata
 
@@ -238,10 +238,16 @@ def _with_summary(checkpoint: ResolvedCheckpoint, summary: ModelSummary) -> Reso
 
 
 def _load_metadata_file(path: Path) -> CheckpointMetadata:
+    """Parse ``<stem>.metadata.json``; any defect, deep nesting included, names the file."""
     try:
         return CheckpointMetadata.from_json(path.read_bytes())
+    except RecursionError:
+        raise CheckpointError(
+            f"{path}: checkpoint metadata is nested too deeply to parse "
+            "(expected a flat JSON object as written by CheckpointMetadata.to_json)"
+        ) from None
     except ValueError as exc:
-        raise OptionError(f"{path}: {exc}") from exc
+        raise CheckpointError(f"{path}: {exc}") from exc
 
 
 def _require_fits(metadata: CheckpointMetadata, summary: ModelSummary, origin: str) -> None:

@@ -109,6 +109,8 @@ def bench(args: argparse.Namespace) -> int:
         raise OptionError(
             f"--rounds and --calls: expected positive counts, got {args.rounds} and {args.calls}"
         )
+    if args.save:
+        autotune.check_can_save()  # an unusable cache fails now, not after the benchmark
     checkpoint = LocalCheckpoint(Path(args.model)).resolve()
     candidates = [
         _Candidate(c, t)

@@ -17,7 +17,7 @@ from typing import Any
 
 import attrs
 
-from ..cache import cache_dir, cache_key, cache_root
+from ..cache import atomic_write, cache_dir, cache_key, cache_root, check_writable, read_cache_file
 from ..checkpoint import ResolvedCheckpoint
 from ..errors import OptionError, OrtplugCacheWarning
 from ..host import HostCapabilities
@@ -25,9 +25,11 @@ from ..plugins.manager import PluginHost
 from .protocol import ProviderSelection
 
 __all__ = [
+    "RECORD_FOLDER",
     "RECORD_SCHEMA",
     "TunedSetting",
     "apply_tuning",
+    "check_can_save",
     "host_signature",
     "lookup",
     "save",
@@ -35,7 +37,8 @@ __all__ = [
 ]
 
 RECORD_SCHEMA = 1
-_FOLDER = "autotune"
+#: The folder under the cache root that holds the records.
+RECORD_FOLDER = "autotune"
 
 
 def _kinds(value: Iterable[str]) -> tuple[str, ...]:
@@ -78,9 +81,21 @@ def _name(checkpoint: ResolvedCheckpoint, host: HostCapabilities) -> str:
     return f"{key}.json"
 
 
+def _record_folder() -> Path:
+    return cache_root() / RECORD_FOLDER
+
+
+def check_can_save() -> Path:
+    """Raise :class:`~ortplug.errors.CacheError` now (with the fix) if a record could not be saved.
+
+    ``ortplug bench --save`` calls it before benchmarking, not after.
+    """
+    return check_writable(RECORD_FOLDER)
+
+
 def save(checkpoint: ResolvedCheckpoint, host: HostCapabilities, setting: TunedSetting) -> Path:
-    """Write the record for this model on this host; returns its path."""
-    path = cache_dir(_FOLDER) / _name(checkpoint, host)
+    """Write the record for this model on this host atomically; returns its path."""
+    path = cache_dir(RECORD_FOLDER) / _name(checkpoint, host)
     record = {
         "schema": RECORD_SCHEMA,
         "model": checkpoint.fingerprint(),
@@ -88,42 +103,121 @@ def save(checkpoint: ResolvedCheckpoint, host: HostCapabilities, setting: TunedS
         "host": host_signature(host),
         "setting": attrs.asdict(setting),
     }
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(record, indent=2))
-    tmp.replace(path)
-    return path
+    return atomic_write(path, json.dumps(record, indent=2))
+
+
+#: Bounds of a record: it is a few hundred bytes of flat JSON written by ``save``.
+_MAX_RECORD_BYTES = 64 * 1024
+_MAX_CHAIN = 16
+_MAX_KIND_CHARS = 64
+_MAX_THREADS = 4096
+_SPEEDUP_RANGE = (1e-6, 1e6)
+_MEDIAN_MS_RANGE = (0.0, 1e9)
+
+
+def _shown(value: object) -> str:
+    """``repr`` cut short: a corrupt record can hold a 400-digit number or a huge string."""
+    try:
+        text = repr(value)
+    except RecursionError:
+        return f"<{type(value).__name__} nested too deeply>"
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _no_constant(name: str) -> object:
+    raise ValueError(f"{name} is not a finite number")
+
+
+def _load_record(path: Path) -> object:
+    """The JSON of a record file: a regular file of bounded size and nesting."""
+    data = read_cache_file(path, max_bytes=_MAX_RECORD_BYTES)
+    try:
+        return json.loads(data, parse_constant=_no_constant)
+    except RecursionError:
+        raise OptionError("its JSON is nested too deeply (expected a flat record)") from None
+
+
+def _number(setting: dict[str, Any], name: str, bounds: tuple[float, float]) -> float:
+    """A finite JSON number within ``bounds`` (booleans, NaN and huge integers are refused)."""
+    value = setting.get(name)
+    low, high = bounds
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
+        raise OptionError(f"{name} {_shown(value)} is not a number from {low:g} to {high:g}")
+    return float(value)
+
+
+def _threads(setting: dict[str, Any]) -> int | None:
+    threads = setting.get("intra_op_num_threads")
+    if threads is None:
+        return None
+    if (
+        isinstance(threads, bool)
+        or not isinstance(threads, int)
+        or not 1 <= threads <= _MAX_THREADS
+    ):
+        raise OptionError(
+            f"intra_op_num_threads {_shown(threads)} is not a positive integer "
+            f"(expected 1 to {_MAX_THREADS} or null)"
+        )
+    return threads
+
+
+def _chain(setting: dict[str, Any]) -> list[str]:
+    chain = setting.get("chain")
+    if (
+        not isinstance(chain, list)
+        or not 1 <= len(chain) <= _MAX_CHAIN
+        or not all(isinstance(k, str) and 0 < len(k) <= _MAX_KIND_CHARS for k in chain)
+        or len(set(chain)) != len(chain)
+    ):
+        raise OptionError(
+            f"chain {_shown(chain)} is not a list of 1 to {_MAX_CHAIN} distinct provider kinds"
+        )
+    return chain
 
 
 def _parse(path: Path, checkpoint: ResolvedCheckpoint, host: HostCapabilities) -> TunedSetting:
-    record = json.loads(path.read_text())
-    if not isinstance(record, dict) or record.get("schema") != RECORD_SCHEMA:
+    """Every field checked against its type and bounds; any defect raises naming the field."""
+    record = _load_record(path)
+    if (
+        not isinstance(record, dict)
+        or type(record.get("schema")) is not int
+        or record["schema"] != RECORD_SCHEMA
+    ):
         raise OptionError(f"not an ortplug autotune record (schema {RECORD_SCHEMA})")
     if (
         record.get("model") != checkpoint.fingerprint()
         or record.get("ort_version") != host.ort_version
     ):
         raise OptionError("it belongs to another model or ONNX Runtime version")
-    setting = record["setting"]
-    threads = setting["intra_op_num_threads"]
-    if threads is not None and (not isinstance(threads, int) or threads < 1):
-        raise OptionError(f"intra_op_num_threads {threads!r} is not a positive integer")
-    chain = setting["chain"]
-    if not isinstance(chain, list) or not chain or not all(isinstance(k, str) for k in chain):
-        raise OptionError(f"chain {chain!r} is not a list of provider kinds")
-    return TunedSetting(chain, threads, float(setting["speedup"]), float(setting["median_ms"]))
+    if record.get("host") != json.loads(json.dumps(host_signature(host))):
+        raise OptionError("it belongs to another host (platform, providers, CPUs or ISA)")
+    setting = record.get("setting")
+    if not isinstance(setting, dict):
+        raise OptionError(f"setting {_shown(setting)} is not an object")
+    return TunedSetting(
+        _chain(setting),
+        _threads(setting),
+        _number(setting, "speedup", _SPEEDUP_RANGE),
+        _number(setting, "median_ms", _MEDIAN_MS_RANGE),
+    )
 
 
 def lookup(checkpoint: ResolvedCheckpoint, host: HostCapabilities) -> TunedSetting | None:
-    """The saved setting for this model on this host, or ``None`` (cheap when nothing was saved)."""
-    folder = cache_root() / _FOLDER
+    """The saved setting for this model on this host, or ``None`` (cheap when nothing was saved).
+
+    A corrupt, foreign, oversized or non-regular file is ignored with an
+    :class:`~ortplug.errors.OrtplugCacheWarning` naming it.
+    """
+    folder = _record_folder()
     if not folder.is_dir() or not any(folder.glob("*.json")):
         return None
     path = folder / _name(checkpoint, host)
-    if not path.is_file():
+    if not os.path.lexists(path):
         return None
     try:
         return _parse(path, checkpoint, host)
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+    except (OSError, ValueError, KeyError, TypeError, RecursionError) as exc:
         warnings.warn(
             f"ignoring autotune record {path}: {exc}; delete it or run `ortplug bench MODEL --save` again",
             OrtplugCacheWarning,
@@ -133,17 +227,20 @@ def lookup(checkpoint: ResolvedCheckpoint, host: HostCapabilities) -> TunedSetti
 
 
 def stale_records(ort_version: str | None) -> list[Path]:
-    """Records written for another ONNX Runtime version, or unreadable ones (for ``ortplug doctor``)."""
-    folder = cache_root() / _FOLDER
+    """Records written for another ONNX Runtime version, or unreadable ones (for ``ortplug doctor``).
+
+    A FIFO, device or directory named ``*.json`` is listed without being opened.
+    """
+    folder = _record_folder()
     if not folder.is_dir():
         return []
     stale = []
     for path in sorted(folder.glob("*.json")):
         try:
-            record = json.loads(path.read_text())
+            record = _load_record(path)
             if not isinstance(record, dict) or record.get("ort_version") != ort_version:
                 stale.append(path)
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):
             stale.append(path)
     return stale
 

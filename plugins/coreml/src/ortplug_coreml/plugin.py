@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterable
 
 import attrs
@@ -17,10 +18,11 @@ from ortplug import (
     hookimpl,
 )
 from ortplug.cache import cache_dir, cache_key
+from ortplug.errors import CacheError, OrtplugCacheWarning
 from ortplug.provider_options import plain_options
 
 from .config import CoreMLProvider
-from .probes import COREML_FACTS, detect_coreml
+from .probes import COREML_FACTS, COREML_TYPES, detect_coreml
 
 __all__ = [
     "model_cache_key",
@@ -55,6 +57,7 @@ def ortplug_host_probes() -> Iterable[HostProbe]:
         facts=COREML_FACTS,
         detect=detect_coreml,
         description="macOS version and whether this Mac has Apple Silicon (Neural Engine)",
+        types=COREML_TYPES,
     )
 
 
@@ -139,6 +142,15 @@ def ortplug_prepare_provider(
     if prepared.require_static_input_shapes is None and checkpoint.metadata.static_shapes:
         prepared = attrs.evolve(prepared, require_static_input_shapes=True)
     if prepared.model_cache and prepared.model_cache_directory is None:
-        folder = cache_dir("coreml", model_cache_key(prepared, checkpoint, host))
-        prepared = attrs.evolve(prepared, model_cache_directory=str(folder))
+        try:
+            folder = cache_dir("coreml", model_cache_key(prepared, checkpoint, host))
+        except CacheError as exc:  # the cache only saves compile time: run without it
+            warnings.warn(
+                f"CoreML compiles {checkpoint.label} again for every session: {exc}",
+                OrtplugCacheWarning,
+                stacklevel=2,
+            )
+            prepared = attrs.evolve(prepared, model_cache=False)
+        else:
+            prepared = attrs.evolve(prepared, model_cache_directory=str(folder))
     return prepared if prepared != config else None

@@ -18,7 +18,7 @@ from ortplug import (
 )
 
 from .config import CpuProvider
-from .probes import CPU_FACTS, detect_cpu
+from .probes import CPU_FACTS, CPU_TYPES, detect_cpu
 
 __all__ = [
     "ortplug_adjust_session_options",
@@ -50,6 +50,7 @@ def ortplug_host_probes() -> Iterable[HostProbe]:
         facts=CPU_FACTS,
         detect=detect_cpu,
         description="CPUs usable by this process and the ISA extensions they have",
+        types=CPU_TYPES,
     )
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 __all__ = [
     "CPU_FACTS",
+    "CPU_TYPES",
     "cgroup_cpu_quota",
     "detect_cpu",
     "isa_flags_from_cpuinfo",
@@ -27,6 +28,14 @@ CPU_FACTS = (
     "usable_cpus",
     "isa_flags",
 )
+#: What an ``ORTPLUG_OVERRIDE_CPU_*`` value must be: anything else is ignored with a warning.
+CPU_TYPES: dict[str, type | tuple[type, ...]] = {
+    "logical_cpus": int,
+    "affinity_cpus": int,
+    "cgroup_cpu_quota": (int, float),
+    "usable_cpus": int,
+    "isa_flags": list,
+}
 
 # /proc/cpuinfo flag -> the name ortplug reports.
 _X86_FLAGS = {

@@ -14,7 +14,14 @@ from typing import Any
 
 from ortplug.probing import run_probe_script
 
-__all__ = ["CUDA_FACTS", "cuda_major", "detect_cuda", "nvidia_library_dirs", "ort_cuda_version"]
+__all__ = [
+    "CUDA_FACTS",
+    "CUDA_TYPES",
+    "cuda_major",
+    "detect_cuda",
+    "nvidia_library_dirs",
+    "ort_cuda_version",
+]
 
 CUDA_FACTS = (
     "driver_version",
@@ -30,6 +37,21 @@ CUDA_FACTS = (
     "library_error",
 )
 
+#: What an ``ORTPLUG_OVERRIDE_CUDA_*`` value must be (a version may be given as ``12.4`` or ``"12.4"``).
+CUDA_TYPES: dict[str, type | tuple[type, ...]] = {
+    "driver_version": (str, int, float),
+    "driver_cuda_version": (str, int, float),
+    "device_count": int,
+    "devices": list,
+    "visible_devices": (str, int),
+    "ort_cuda_version": (str, int, float),
+    "cuda_runtime_version": (str, int, float),
+    "cudnn_version": (str, int, float),
+    "libraries": dict,
+    "driver_error": str,
+    "library_error": str,
+}
+
 _QUERY_SCRIPT = Path(__file__).with_name("_nvquery.py")
 _QUERY_TIMEOUT_S = 15.0
 
@@ -42,12 +64,34 @@ _WHEEL_LIBRARY_DIRS = (
 )
 
 
+def _site_package_dirs() -> list[str]:
+    """The ``sys.path`` entries that are this interpreter's site-packages folders, absolute.
+
+    Never ``''``, a relative entry or another folder such as the current
+    directory: a library planted there must not be loaded by a probe.
+    """
+    import site
+    import sysconfig
+
+    known = [*site.getsitepackages(), *(sysconfig.get_path(k) for k in ("purelib", "platlib"))]
+    if site.ENABLE_USER_SITE:
+        known.append(site.getusersitepackages())
+    real = {os.path.realpath(k) for k in known if k and os.path.isabs(k)}
+    return [e for e in sys.path if os.path.isabs(e) and os.path.realpath(e) in real]
+
+
 def nvidia_library_dirs(search_path: Iterable[str] | None = None) -> list[str]:
-    """Folders of installed nvidia-* wheels that hold CUDA/cuDNN libraries, in search order."""
+    """Absolute folders of installed nvidia-* wheels that hold CUDA/cuDNN libraries, in search order.
+
+    By default only site-packages folders are searched; relative entries of
+    ``search_path`` are skipped (they would resolve against the current directory).
+    """
     found = []
-    for entry in sys.path if search_path is None else search_path:
+    for entry in _site_package_dirs() if search_path is None else search_path:
+        if not os.path.isabs(entry):
+            continue
         for relative in _WHEEL_LIBRARY_DIRS:
-            folder = Path(entry or ".", relative)
+            folder = Path(entry, relative)
             if folder.is_dir():
                 found.append(str(folder))
     return list(dict.fromkeys(found))

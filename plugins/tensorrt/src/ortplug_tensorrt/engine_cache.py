@@ -5,11 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from ortplug import HostCapabilities, ResolvedCheckpoint
-from ortplug.cache import cache_dir, cache_key, cache_root
+from ortplug.cache import CACHE_ENV, cache_dir, cache_key, cache_problem, cache_root
 
 from .config import TensorrtProvider
 
 __all__ = [
+    "cache_unusable",
     "compute_capability",
     "engine_cache_key",
     "engine_dir",
@@ -57,3 +58,22 @@ def has_cached_engine(key: str) -> bool:
     """Whether an engine was already built for this key (without creating directories)."""
     folder = cache_root() / "tensorrt" / "engines" / key
     return folder.is_dir() and any(folder.glob("*.engine"))
+
+
+def cache_unusable(config: TensorrtProvider) -> str | None:
+    """Why ortplug's engine or timing cache folder cannot take this config's files, or ``None``.
+
+    Only the folders ortplug would choose count: a path the user gave is theirs to check.
+    """
+    folders = [
+        ("engines", config.engine_cache and config.engine_cache_path is None),
+        ("timing", config.timing_cache and config.timing_cache_path is None),
+    ]
+    for folder, used in folders:
+        problem = cache_problem("tensorrt", folder) if used else None
+        if problem is not None:
+            return (
+                f"the TensorRT {folder} cache cannot be written ({problem}), so every session "
+                f"would rebuild its engine for minutes; set {CACHE_ENV} to a writable directory"
+            )
+    return None

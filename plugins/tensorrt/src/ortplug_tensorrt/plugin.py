@@ -25,13 +25,14 @@ from ortplug.errors import OptionError
 
 from .config import TensorrtProvider
 from .engine_cache import (
+    cache_unusable,
     compute_capability,
     engine_cache_key,
     engine_dir,
     has_cached_engine,
     timing_dir,
 )
-from .probes import TENSORRT_FACTS, detect_tensorrt
+from .probes import TENSORRT_FACTS, TENSORRT_TYPES, detect_tensorrt
 from .shapes import check_dim_ranges, format_profile, parse_profile, profiles_from_ranges
 
 __all__ = [
@@ -73,6 +74,7 @@ def ortplug_host_probes() -> Iterable[HostProbe]:
         facts=TENSORRT_FACTS,
         detect=detect_tensorrt,
         description="TensorRT library (libnvinfer) version",
+        types=TENSORRT_TYPES,
     )
 
 
@@ -137,24 +139,30 @@ def ortplug_offer_providers(
         )
         return
     version = host.fact("tensorrt", "version")
+    cached = False
     if checkpoint is not None:
         try:
             key = engine_cache_key(_with_profiles(config, checkpoint), checkpoint, host)
         except ValueError as exc:
             yield ProviderDecline("tensorrt", f"cannot prepare TensorRT for this checkpoint: {exc}")
             return
-        if has_cached_engine(key):
-            reason = f"TensorRT {version} engine for this model is cached (sm {capability})"
-            yield ProviderOffer(config=config, preference=PREFERENCE, reason=reason)
-            return
-    if not _opted_in(metadata):
+        cached = has_cached_engine(key)
+    if not cached and not _opted_in(metadata):
         yield ProviderDecline(
             "tensorrt",
             "not chosen automatically: the first TensorRT engine build takes minutes; opt in "
             f"with {OPT_IN_ENV}=1 or metadata extra tensorrt=true, or request it explicitly",
         )
         return
-    reason = f"opted in: TensorRT {version} on sm {capability}, engine cached after the first build"
+    unusable = cache_unusable(config)  # checked only when offering: it touches the disk
+    if unusable is not None:
+        yield ProviderDecline("tensorrt", unusable)
+        return
+    reason = (
+        f"TensorRT {version} engine for this model is cached (sm {capability})"
+        if cached
+        else f"opted in: TensorRT {version} on sm {capability}, engine cached after the first build"
+    )
     yield ProviderOffer(config=config, preference=PREFERENCE, reason=reason)
 
 

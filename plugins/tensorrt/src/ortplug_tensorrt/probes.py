@@ -7,6 +7,7 @@ of ortplug-cuda, which ``ortplug[tensorrt]`` installs too.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Iterable
 from pathlib import Path
@@ -14,22 +15,53 @@ from typing import Any
 
 from ortplug.probing import run_probe_script
 
-__all__ = ["NVINFER_MAJOR", "TENSORRT_FACTS", "detect_tensorrt", "tensorrt_library_dirs"]
+__all__ = [
+    "NVINFER_MAJOR",
+    "TENSORRT_FACTS",
+    "TENSORRT_TYPES",
+    "detect_tensorrt",
+    "tensorrt_library_dirs",
+]
 
 TENSORRT_FACTS = ("version", "library", "library_error")
 
 #: The libnvinfer ABI major the ONNX Runtime GPU wheels (1.19 and later) link against.
 NVINFER_MAJOR = 10
 
+#: What an ``ORTPLUG_OVERRIDE_TENSORRT_*`` value must be (a version may be given as ``10`` or ``"10.3.0"``).
+TENSORRT_TYPES: dict[str, type | tuple[type, ...]] = {
+    "version": (str, int, float),
+    "library": str,
+    "library_error": str,
+}
+
 _QUERY_SCRIPT = Path(__file__).with_name("_trtquery.py")
 
 
+def _site_package_dirs() -> list[str]:
+    """The ``sys.path`` entries that are this interpreter's site-packages folders, absolute.
+
+    Never ``''``, a relative entry or another folder such as the current
+    directory: a library planted there must not be loaded by the probe.
+    """
+    import site
+    import sysconfig
+
+    known = [*site.getsitepackages(), *(sysconfig.get_path(k) for k in ("purelib", "platlib"))]
+    if site.ENABLE_USER_SITE:
+        known.append(site.getusersitepackages())
+    real = {os.path.realpath(k) for k in known if k and os.path.isabs(k)}
+    return [e for e in sys.path if os.path.isabs(e) and os.path.realpath(e) in real]
+
+
 def tensorrt_library_dirs(search_path: Iterable[str] | None = None) -> list[str]:
-    """Folders of installed ``tensorrt-cu*-libs`` wheels (``tensorrt_libs``), in search order."""
-    folders = (
-        Path(entry or ".", "tensorrt_libs")
-        for entry in (sys.path if search_path is None else search_path)
-    )
+    """Absolute folders of installed ``tensorrt-cu*-libs`` wheels (``tensorrt_libs``), in search order.
+
+    By default only site-packages folders are searched; relative entries of
+    ``search_path`` are skipped (they would resolve against the current directory).
+    """
+    entries = _site_package_dirs() if search_path is None else search_path
+    folders = (Path(entry, "tensorrt_libs") for entry in entries if os.path.isabs(entry))
     return list(dict.fromkeys(str(folder) for folder in folders if folder.is_dir()))
 
 
