@@ -48,15 +48,15 @@ def test_run_human_output_and_given_inputs(tmp_path) -> None:
 @pytest.mark.parametrize(
     ("args", "fragment"),
     [
-        (("run", "missing.onnx"), "ONNX model not found: missing.onnx"),
-        (("run", "--providers", "tpu"), "unknown provider 'tpu'"),
-        (("run", "--input", "x"), "--input: expected NAME=FILE.npy, got 'x'"),
-        (("run", "--input", "x=nope.npy"), "file not found: nope.npy"),
+        (("run", "missing.onnx"), "argument model: expected an .onnx file, got 'missing.onnx'"),
+        (("run", "--providers", "tpu"), "--providers: unknown provider 'tpu'"),
+        (("run", "--input", "x"), "argument --input: expected NAME=FILE.npy, got 'x'"),
+        (("run", "--input", "x=nope.npy"), "x: expected a .npy file, got 'nope.npy' (not found)"),
     ],
 )
-def test_errors_go_to_stderr_with_nonzero_exit(args, fragment) -> None:
+def test_usage_errors_go_to_stderr_as_one_line_with_exit_2(args, fragment) -> None:
     done = _cli(*args)
-    assert done.returncode == 1
+    assert done.returncode == 2
     assert fragment in done.stderr and done.stdout == ""
     assert len(done.stderr.strip().splitlines()) == 1
 

@@ -16,7 +16,9 @@ import numpy as np
 
 from ..backend import OnnxBackend
 from ..checkpoint import LocalCheckpoint
-from ..errors import MissingFileError, OptionError
+from ._inputs import quiet_run_options
+from ._providers import resolve_chain
+from ._usage import UsageError
 
 __all__ = ["batch"]
 
@@ -24,19 +26,19 @@ __all__ = ["batch"]
 def _load_npy_inputs(folder: Path, names: list[str]) -> dict[str, np.ndarray]:
     missing = [name for name in names if not (folder / f"{name}.npy").is_file()]
     if missing:
-        raise MissingFileError(
+        raise UsageError(
             f"--input-dir {folder}: expected {', '.join(f'{n}.npy' for n in names)}; missing "
             f"{', '.join(f'{n}.npy' for n in missing)}"
         )
     arrays = {name: np.load(folder / f"{name}.npy", allow_pickle=False) for name in names}
     rows = {name: len(array) for name, array in arrays.items()}
     if len(set(rows.values())) != 1:
-        raise OptionError(f"--input-dir {folder}: inputs have different row counts {rows}")
+        raise UsageError(f"--input-dir {folder}: inputs have different row counts {rows}")
     return arrays
 
 
 def _run_local(
-    model: Path, arrays: dict[str, np.ndarray], batch_size: int, providers: list[str] | None
+    model: Path, arrays: dict[str, np.ndarray], batch_size: int, providers: list[Any] | None
 ) -> dict[str, np.ndarray]:
     with OnnxBackend.from_checkpoint(LocalCheckpoint(model).resolve(), providers) as backend:
         rows = len(next(iter(arrays.values())))
@@ -44,7 +46,7 @@ def _run_local(
         for start in range(0, rows, batch_size):
             feed = {name: array[start : start + batch_size] for name, array in arrays.items()}
             try:
-                outputs = backend.run(feed)
+                outputs = backend.run(feed, run_options=quiet_run_options())
             except Exception as exc:
                 raise RuntimeError(
                     f"batch {start // batch_size} (rows {start}..{start + len(next(iter(feed.values()))) - 1}): {exc}"
@@ -88,16 +90,13 @@ def _output_names(model: Path) -> list[str]:
 
 def batch(args: argparse.Namespace) -> int:
     """Run every row of ``--input-dir`` through the model; write the outputs to ``--output-dir``."""
-    if args.batch_size < 1:
-        raise OptionError(f"--batch-size: expected a positive count, got {args.batch_size}")
     model, source, target = Path(args.model), Path(args.input_dir), Path(args.output_dir)
-    if not source.is_dir():
-        raise MissingFileError(f"--input-dir: not a directory: {source}")
-    providers = [p.strip() for p in args.providers.split(",")] if args.providers else None
+    # configs (typed options included); the Ray helpers hand them to predict() as they are
+    providers: list[Any] | None = resolve_chain(args.providers) if args.providers else None
     target.mkdir(parents=True, exist_ok=True)
     if sorted(source.glob("*.parquet")):
         if not args.ray:
-            raise OptionError(
+            raise UsageError(
                 f"--input-dir {source}: Parquet input needs --ray (pip install 'ortplug[ray]')"
             )
         written = _run_ray_parquet(model, source, target, args.batch_size, providers)

@@ -8,50 +8,63 @@ import json
 import statistics
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import attrs
 
 from .._timing import median_ms
 from ..backend import OnnxBackend
+from ..cache import cache_root
 from ..checkpoint import LocalCheckpoint, ResolvedCheckpoint
-from ..errors import OptionError
+from ..errors import InputValidationError
 from ..plugins.manager import get_plugin_host
-from ..selection import DefaultProviderPolicy, autotune
+from ..providers import ProviderConfig
+from ..selection import DefaultProviderPolicy, ProviderSelection, autotune
 from ..session_options import SessionOptionsConfig
-from ._inputs import build_feed
+from ._inputs import build_feed, first_run_error, load_inputs, quiet_run_options
+from ._providers import ProviderEntry, chain_label, resolve_chain
+from ._usage import UsageError
 
 __all__ = ["bench"]
 
 
 @attrs.frozen
 class _Candidate:
-    chain: tuple[str, ...]
+    """A chain and a thread count to measure; ``chain=None`` is the policy's own choice."""
+
+    chain: tuple[ProviderConfig, ...] | None
     threads: int | None
-
-    @property
-    def label(self) -> str:
-        threads = "default threads" if self.threads is None else f"{self.threads} threads"
-        return f"{','.join(self.chain)} / {threads}"
+    label: str = attrs.field(eq=False)
 
 
-def _chains(checkpoint: ResolvedCheckpoint, given: Sequence[str]) -> list[tuple[str, ...]]:
+def _candidate(
+    chain: tuple[ProviderConfig, ...] | None, threads: int | None, policy: ProviderSelection
+) -> _Candidate:
+    if chain is None:
+        name = f"policy ({chain_label(policy.chain) or 'ONNX Runtime device policy'})"
+    else:
+        name = chain_label(chain)
+    count = "default threads" if threads is None else f"{threads} threads"
+    return _Candidate(chain, threads, f"{name} / {count}")
+
+
+def _chains(
+    policy: ProviderSelection, given: Sequence[Sequence[ProviderEntry]]
+) -> list[tuple[ProviderConfig, ...] | None]:
     """Given chains, or: the policy's, CPU alone, and each offered accelerator before CPU."""
     if given:
-        return [tuple(p.strip() for p in item.split(",") if p.strip()) for item in given]
-    plugins = get_plugin_host()
-    selection = DefaultProviderPolicy(plugins).explain(
-        checkpoint.metadata, plugins.host_capabilities(), checkpoint
-    )
-    chains = [tuple(c.kind for c in selection.chain), ("cpu",)]
-    chains += [(c.kind, "cpu") for c in selection.chain if c.kind != "cpu"]
-    return list(dict.fromkeys(chains))
+        return [tuple(resolve_chain(entries)) for entries in given]
+    chains: list[tuple[ProviderConfig, ...] | None] = [None]
+    cpu = next((c for c in policy.chain if c.kind == "cpu"), None)
+    if cpu is not None:
+        chains.append((cpu,))
+        chains += [(c, cpu) for c in policy.chain if c.kind != "cpu"]
+    return [c for c in dict.fromkeys(chains) if c != policy.chain]
 
 
-def _threads(given: str | None) -> list[int | None]:
+def _threads(given: list[int] | None) -> list[int | None]:
     if given:
-        return [int(t) for t in given.split(",")]
+        return list(given)
     usable = get_plugin_host().host_capabilities().fact("cpu", "usable_cpus", 1)
     return [None, *sorted({1, max(1, usable // 2), usable})]
 
@@ -98,36 +111,86 @@ def _winner(samples: dict[_Candidate, list[float]], baseline: _Candidate) -> _Ca
 
 def _build(checkpoint: ResolvedCheckpoint, candidate: _Candidate) -> OnnxBackend:
     options = SessionOptionsConfig(intra_op_num_threads=candidate.threads)
+    if candidate.chain is None:
+        policy = DefaultProviderPolicy(autotune=False)
+        return OnnxBackend.from_checkpoint(checkpoint, session_options=options, policy=policy)
     return OnnxBackend.from_checkpoint(
         checkpoint, providers=list(candidate.chain), session_options=options
     )
 
 
-def bench(args: argparse.Namespace) -> int:
-    """Build every candidate, run them interleaved for ``--rounds``, print medians and ratios."""
-    if args.rounds < 1 or args.calls < 1:
-        raise OptionError(
-            f"--rounds and --calls: expected positive counts, got {args.rounds} and {args.calls}"
-        )
-    if args.save:
-        autotune.check_can_save()  # an unusable cache fails now, not after the benchmark
-    checkpoint = LocalCheckpoint(Path(args.model)).resolve()
-    candidates = [
-        _Candidate(c, t)
-        for c in _chains(checkpoint, args.providers)
-        for t in _threads(args.threads)
-    ]
+def _short(exc: Exception) -> str:
+    return f"{type(exc).__name__}: {' '.join(str(exc).split())}"
+
+
+def _ready(
+    checkpoint: ResolvedCheckpoint, candidates: list[_Candidate], args: argparse.Namespace
+) -> tuple[dict[_Candidate, OnnxBackend], dict[str, Any], dict[str, str]]:
+    """Each candidate built and run once; those that cannot run here are skipped, with why.
+
+    Inputs that do not fit the model stop the benchmark at once: no candidate could run them.
+    """
     backends: dict[_Candidate, OnnxBackend] = {}
     skipped: dict[str, str] = {}
+    given: dict[str, Any] = {}
+    feed: dict[str, Any] | None = None
+    generated: dict[str, str] = {}
     for candidate in candidates:
         try:
-            backends[candidate] = _build(checkpoint, candidate)
-        except Exception as exc:  # a candidate that cannot run here is reported, not fatal
-            skipped[candidate.label] = f"{type(exc).__name__}: {str(exc).splitlines()[0]}"
-    if not backends:
-        raise RuntimeError(f"no candidate could be built: {skipped}")
-    first = next(iter(backends.values()))
-    feed, _ = build_feed(first.input_specs, {})
+            backend = _build(checkpoint, candidate)
+        except Exception as exc:  # a candidate that cannot be built here is reported, not fatal
+            skipped[candidate.label] = _short(exc)
+            continue
+        if feed is None:
+            given = load_inputs(args.input, backend.input_specs)
+            feed, generated = build_feed(backend.input_specs, given, checkpoint.metadata.extra)
+        try:
+            backend.run(feed, run_options=quiet_run_options())
+        except InputValidationError as exc:
+            error = first_run_error(exc, given, generated)
+            if error is None:
+                raise
+            raise error from exc
+        except Exception as exc:  # nor is one that builds but cannot run
+            backend.close()
+            skipped[candidate.label] = _short(exc)
+            continue
+        backends[candidate] = backend
+    if feed is None or not backends:
+        error = RuntimeError(f"no candidate could be built and run: {skipped}")
+        raise first_run_error(error, given, generated) or error
+    return backends, feed, skipped
+
+
+def _check_saveable(given: Sequence[Sequence[ProviderEntry]]) -> None:
+    """``--save`` keeps provider kinds and a thread count: chains with options cannot be saved."""
+    with_options = [entry.kind for chain in given for entry in chain if entry.options]
+    if with_options:
+        raise UsageError(
+            "--save: expected --providers without options (an autotune record keeps provider "
+            f"kinds and a thread count), got options for {', '.join(with_options)}"
+        )
+
+
+def bench(args: argparse.Namespace) -> int:
+    """Build every candidate, run them interleaved for ``--rounds``, print medians and ratios."""
+    if args.save:
+        _check_saveable(args.providers)
+        autotune.check_can_save()  # an unusable cache fails now, not after the benchmark
+    checkpoint = LocalCheckpoint(args.model).resolve()
+    plugins = get_plugin_host()
+    policy = DefaultProviderPolicy(plugins, autotune=False).explain(
+        checkpoint.metadata, plugins.host_capabilities(), checkpoint
+    )
+    candidates = [
+        _candidate(chain, threads, policy)
+        for chain in _chains(policy, args.providers)
+        for threads in _threads(args.threads)
+    ]
+    default = _candidate(None, None, policy)
+    if args.save and default not in candidates:
+        candidates.insert(0, default)  # --save claims a speedup over the default: measure it
+    backends, feed, skipped = _ready(checkpoint, candidates, args)
     samples: dict[_Candidate, list[float]] = {c: [] for c in backends}
     progress = _Progress(args.rounds * len(backends))
     order = list(backends)
@@ -139,12 +202,13 @@ def bench(args: argparse.Namespace) -> int:
             progress.step(candidate.label)
     for backend in backends.values():
         backend.close()
-    baseline = order[0]  # the policy's chain with default threads
+    baseline = order[0]  # the policy's default (--save or no --providers), else the first chain
     medians = {c: statistics.median(v) for c, v in samples.items()}
     best = _winner(samples, baseline)
     rows = [
         {
-            "chain": list(c.chain),
+            "label": c.label,
+            "chain": [p.kind for p in (policy.chain if c.chain is None else c.chain)],
             "threads": c.threads,
             "median_ms": round(medians[c], 4),
             "ratio": round(medians[c] / medians[baseline], 3),
@@ -159,31 +223,58 @@ def bench(args: argparse.Namespace) -> int:
         "skipped": skipped,
     }
     if args.save:
-        host = get_plugin_host().host_capabilities()
-        setting = autotune.TunedSetting(
-            best.chain, best.threads, medians[baseline] / medians[best], medians[best]
-        )
-        result["saved"] = str(autotune.save(checkpoint, host, setting))
+        result.update(_save(checkpoint, policy, default, best, medians))
     _print(result, args.json)
     return 0
+
+
+def _save(
+    checkpoint: ResolvedCheckpoint,
+    policy: ProviderSelection,
+    default: _Candidate,
+    best: _Candidate,
+    medians: dict[_Candidate, float],
+) -> dict[str, Any]:
+    """Write the autotune record when the winner beat the measured default; else say why not."""
+    host = get_plugin_host().host_capabilities()
+    if default not in medians:
+        return {"not_saved": f"the policy's default ({default.label}) could not be measured here"}
+    if best == default:
+        earlier = autotune.lookup(checkpoint, host)
+        kept = (
+            f"; an earlier record ({earlier.describe()}) still applies: delete "
+            f"{cache_root() / 'autotune'} to drop it"
+            if earlier is not None
+            else ""
+        )
+        return {"not_saved": f"no candidate clearly beat the policy's default{kept}"}
+    chain = tuple(p.kind for p in (policy.chain if best.chain is None else best.chain))
+    if not chain:
+        return {"not_saved": f"a record cannot hold the winner ({best.label})"}
+    speedup = medians[default] / medians[best]
+    setting = autotune.TunedSetting(chain, best.threads, speedup, medians[best])
+    return {"saved": str(autotune.save(checkpoint, host, setting)), "speedup": round(speedup, 3)}
 
 
 def _print(result: dict[str, Any], as_json: bool) -> None:
     if as_json:
         print(json.dumps(result, indent=2))
         return
-    print(f"{'candidate':<44}{'median ms':>12}{'vs baseline':>14}")
+    print(f"{'candidate':<48}{'median ms':>12}{'vs baseline':>14}")
     for row in result["rows"]:
-        threads = "default threads" if row["threads"] is None else f"{row['threads']} threads"
-        label = f"{','.join(row['chain'])} / {threads}"
-        print(f"{label:<44}{row['median_ms']:>12.4f}{row['ratio']:>13.3f}x")
+        print(f"{row['label']:<48}{row['median_ms']:>12.4f}{row['ratio']:>13.3f}x")
     for label, error in result["skipped"].items():
-        print(f"{label:<44} skipped: {error}")
+        print(f"{label:<48} skipped: {error}")
     verdict = (
-        ""
-        if result["best"] != result["baseline"]
-        else (" — no candidate beat it by 3% in every round")
+        " — no candidate beat it clearly (by 3% at the median, in 2 of 3 rounds)"
+        if result["best"] == result["baseline"]
+        else ""
     )
     print(f"best: {result['best']} (baseline: {result['baseline']}){verdict}")
     if "saved" in result:
-        print(f"saved: {result['saved']}; the default policy uses it for this model on this host")
+        print(
+            f"saved: {result['saved']}; it ran {result['speedup']:.2f}x faster than the policy's "
+            "default, which run, inspect and info now use for this model on this host"
+        )
+    if "not_saved" in result:
+        print(f"nothing saved: {result['not_saved']}")

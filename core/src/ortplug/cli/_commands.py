@@ -8,7 +8,7 @@ import importlib.resources
 import json
 import statistics
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -22,19 +22,19 @@ from .._runtime import (
 )
 from ..backend import OnnxBackend
 from ..checkpoint import LocalCheckpoint, ResolvedCheckpoint
-from ..errors import OptionError
 from ..plugins.manager import get_plugin_host
 from ..selection import DefaultProviderPolicy
-from ._inputs import build_feed, parse_input_args
+from ._inputs import build_feed, first_run_error, load_inputs, quiet_run_options
+from ._providers import resolve_chain
 
 __all__ = ["info", "plugins", "run"]
 
 
 @contextlib.contextmanager
-def _model_path(model: str | None) -> Iterator[Path]:
+def _model_path(model: Path | None) -> Iterator[Path]:
     """The given model path, or the demo model shipped inside the package."""
-    if model:
-        yield Path(model)
+    if model is not None:
+        yield model
         return
     with importlib.resources.as_file(importlib.resources.files("ortplug.data") / "demo.onnx") as p:
         yield p
@@ -57,20 +57,63 @@ def _policy_rows(
     return chain, declined
 
 
-def _summary(array: np.ndarray) -> dict[str, Any]:
-    flat = np.asarray(array).ravel()[:4]
-    return {
-        "dtype": str(array.dtype),
-        "shape": list(array.shape),
-        "first": [v.item() if hasattr(v, "item") else v for v in flat],
-    }
+def _summary(value: object) -> dict[str, Any]:
+    """What one output holds, for every ONNX value kind: tensor, sequence, map, or none."""
+    if isinstance(value, np.ndarray):
+        return {
+            "kind": "tensor",
+            "dtype": str(value.dtype),
+            "shape": list(value.shape),
+            "first": [v.item() for v in value.ravel()[:4]],
+        }
+    if isinstance(value, (list, tuple)):
+        return {"kind": "sequence", "length": len(value), "first": [_summary(v) for v in value[:2]]}
+    if isinstance(value, Mapping):
+        first = list(value.items())[:4]
+        return {"kind": "map", "size": len(value), "first": {str(k): _plain(v) for k, v in first}}
+    if value is None:
+        return {"kind": "none"}
+    return {"kind": type(value).__name__, "value": repr(value)}
+
+
+def _plain(value: object) -> object:
+    """A map value as JSON: numbers and text as they are, anything else summarized."""
+    if isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, np.generic):
+        return value.item()
+    return _summary(value)
+
+
+def _number(value: object) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+def _describe(summary: Mapping[str, Any]) -> str:
+    """One output summary as people read it: ``float32 (1, 3) [0.1, 0.2, 0.7, ...]``."""
+    kind = summary["kind"]
+    if kind == "tensor":
+        first = ", ".join(_number(v) for v in summary["first"])
+        return f"{summary['dtype']} {tuple(summary['shape'])} [{first}, ...]"
+    if kind == "sequence":
+        more = ", ..." if summary["length"] > len(summary["first"]) else ""
+        items = ", ".join(_describe(item) for item in summary["first"])
+        return f"sequence of {summary['length']} [{items}{more}]"
+    if kind == "map":
+        more = ", ..." if summary["size"] > len(summary["first"]) else ""
+        items = ", ".join(
+            f"{k}: {_describe(v) if isinstance(v, Mapping) else _number(v)}"
+            for k, v in summary["first"].items()
+        )
+        return f"map of {summary['size']} {{{items}{more}}}"
+    if kind == "none":
+        return "none (an optional output that was not produced)"
+    return f"{kind} {summary['value']}"
 
 
 def run(args: argparse.Namespace) -> int:
     """Build a backend, run it once and ``--repeat`` times, print chain, outputs and latency."""
-    if args.repeat < 1:
-        raise OptionError(f"--repeat: expected a positive count, got {args.repeat}")
-    providers = [p.strip() for p in args.providers.split(",")] if args.providers else None
+    providers = resolve_chain(args.providers) if args.providers else None
     with _model_path(args.model) as path:
         checkpoint = LocalCheckpoint(path).resolve()
         started = time.perf_counter()
@@ -82,9 +125,16 @@ def run(args: argparse.Namespace) -> int:
         k: v for k, v in (options.to_dict() if options else {}).items() if k != "config_entries"
     }
     with backend:
-        feed, generated = build_feed(backend.input_specs, parse_input_args(args.input))
+        given = load_inputs(args.input, backend.input_specs)
+        feed, generated = build_feed(backend.input_specs, given, checkpoint.metadata.extra)
         started = time.perf_counter()
-        outputs = backend.run(feed)
+        try:
+            outputs = backend.run(feed, run_options=quiet_run_options())
+        except Exception as exc:
+            error = first_run_error(exc, given, generated)
+            if error is None:
+                raise
+            raise error from exc
         first_ms = (time.perf_counter() - started) * 1e3
         timings = []
         for _ in range(args.repeat):
@@ -119,11 +169,10 @@ def run(args: argparse.Namespace) -> int:
     print(f"realized  {', '.join(realized)}")
     if settings:
         print("options   " + ", ".join(f"{k}={v}" for k, v in settings.items()))
-    if generated:
-        print(f"inputs    generated from seed 0: {', '.join(generated)}")
+    for name, how in generated.items():
+        print(f"generated {name}: {how} (seed 0; pass real data with --input {name}=FILE.npy)")
     for name, out in report["outputs"].items():
-        first = ", ".join(f"{v:.4g}" if isinstance(v, float) else str(v) for v in out["first"])
-        print(f"output    {name}: {out['dtype']} {tuple(out['shape'])} [{first}, ...]")
+        print(f"output    {name}: {_describe(out)}")
     lat = report["latency_ms"]
     print(
         f"latency   median {lat['median']} ms, min {lat['min']} ms over {lat['runs']} runs "

@@ -1,0 +1,100 @@
+"""Usage errors and argument types: what a user typed is checked here, before any heavy import.
+
+Argument types run inside ``argparse`` (an error exits 2 with ``argument FLAG: ...``);
+:class:`UsageError` is for what can only be checked later (provider options, input
+names), and the CLI also exits 2 for it. Nothing here imports numpy or ONNX Runtime.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import NamedTuple
+
+from ..errors import OptionError
+
+__all__ = [
+    "InputArg",
+    "UsageError",
+    "input_arg",
+    "input_dir",
+    "model_file",
+    "positive_int",
+    "thread_counts",
+]
+
+#: The first bytes of every ``.npy`` file (``numpy.save``).
+_NPY_MAGIC = b"\x93NUMPY"
+
+
+class UsageError(OptionError):
+    """A command-line argument is wrong; the message names the flag, the expected and the given."""
+
+
+def positive_int(value: str) -> int:
+    """A count of 1 or more (``--repeat``, ``--rounds``, ``--calls``, ``--batch-size``)."""
+    try:
+        number = int(value)
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value!r}")
+    return number
+
+
+def thread_counts(value: str) -> list[int]:
+    """Comma-separated intra-op thread counts, each 1 or more (``bench --threads 1,2,4``)."""
+    counts = []
+    for part in value.split(","):
+        try:
+            counts.append(positive_int(part.strip()))
+        except argparse.ArgumentTypeError:
+            raise argparse.ArgumentTypeError(
+                f"expected positive integers separated by commas such as 1,2,4, got {value!r}"
+            ) from None
+    return counts
+
+
+def model_file(value: str) -> Path:
+    """An existing ONNX file; a directory or a missing path says which it is."""
+    path = Path(value)
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"expected an .onnx file, got a directory: {value!r}")
+    if not path.is_file():
+        raise argparse.ArgumentTypeError(f"expected an .onnx file, got {value!r} (no such file)")
+    return path
+
+
+def input_dir(value: str) -> Path:
+    """An existing directory (``batch --input-dir``)."""
+    path = Path(value)
+    if not path.is_dir():
+        what = "a file" if path.exists() else "no such directory"
+        raise argparse.ArgumentTypeError(f"expected a directory, got {value!r} ({what})")
+    return path
+
+
+class InputArg(NamedTuple):
+    """One ``--input NAME=FILE.npy``: the input's name and an existing ``.npy`` file."""
+
+    name: str
+    path: Path
+
+
+def input_arg(value: str) -> InputArg:
+    """Parse ``NAME=FILE.npy`` and check the file is a ``.npy`` array file (``numpy.save``)."""
+    name, sep, file = value.partition("=")
+    if not sep or not name or not file:
+        raise argparse.ArgumentTypeError(f"expected NAME=FILE.npy, got {value!r}")
+    path = Path(file)
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{name}: expected a .npy file, got a directory: {file!r}")
+    if not path.is_file():
+        raise argparse.ArgumentTypeError(f"{name}: expected a .npy file, got {file!r} (not found)")
+    with path.open("rb") as handle:
+        if handle.read(len(_NPY_MAGIC)) != _NPY_MAGIC:
+            raise argparse.ArgumentTypeError(
+                f"{name}: expected a .npy file written by numpy.save, got {file!r} "
+                "(not in .npy format)"
+            )
+    return InputArg(name, path)
