@@ -1,7 +1,8 @@
 """ortplug: run ONNX models on the best execution provider a host has, chosen by plugins.
 
-Importing ortplug imports neither onnxruntime nor onnx; the runtime is loaded
-when the first session is built.
+Importing ortplug costs next to nothing: each public name is loaded on first
+use (PEP 562), numpy with the backend, ONNX Runtime when the first session is
+built, the plugins when a policy or a registry first needs them.
 """
 
 from __future__ import annotations
@@ -9,57 +10,55 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from ._runtime import RuntimeDistribution, installed_runtimes, preload_runtime_libraries
-from .backend import InferenceBackend, OnnxBackend
-from .checkpoint import (
-    CheckpointMetadata,
-    InMemoryCheckpoint,
-    LocalCheckpoint,
-    ResolvedCheckpoint,
-)
-from .errors import (
-    BackendClosedError,
-    BuildTimeoutError,
-    CheckpointError,
-    InputValidationError,
-    ModelLoadError,
-    NoProviderError,
-    OptionError,
-    OrtplugError,
-    OrtplugPluginWarning,
-    PluginConflictError,
-    PluginError,
-    ProviderFallbackWarning,
-    ProviderNotRealizedError,
-    RunTerminatedError,
-    RuntimeNotInstalledError,
-)
-from .host import HostCapabilities, HostProbe
-from .plugins import (
-    DoctorCheck,
-    MetadataKey,
-    PluginHost,
-    ProviderDecline,
-    ProviderOffer,
-    ProviderType,
-    get_plugin_host,
-    hookimpl,
-    parse_provider,
-)
-from .providers import ProviderConfig
-from .run_options import RunOptionsConfig
-from .selection import (
-    DefaultProviderPolicy,
-    ProviderPolicy,
-    ProviderSelection,
-    SelectingPolicy,
-    SelectionRequest,
-)
-from .session_options import FreeDimensionOverride, SessionOptionsConfig
-
 if TYPE_CHECKING:
-    from .backend import Binding, MemoryInfo, ModelInfo, ValueInfo
+    from ._runtime import RuntimeDistribution, installed_runtimes, preload_runtime_libraries
+    from .backend import Binding, InferenceBackend, MemoryInfo, ModelInfo, OnnxBackend, ValueInfo
+    from .checkpoint import (
+        CheckpointMetadata,
+        InMemoryCheckpoint,
+        LocalCheckpoint,
+        ResolvedCheckpoint,
+    )
     from .environment import configure
+    from .errors import (
+        BackendClosedError,
+        BuildTimeoutError,
+        CheckpointError,
+        InputValidationError,
+        ModelLoadError,
+        NoProviderError,
+        OptionError,
+        OrtplugError,
+        OrtplugPluginWarning,
+        PluginConflictError,
+        PluginError,
+        ProviderFallbackWarning,
+        ProviderNotRealizedError,
+        RunTerminatedError,
+        RuntimeNotInstalledError,
+    )
+    from .host import HostCapabilities, HostProbe
+    from .plugins import (
+        DoctorCheck,
+        MetadataKey,
+        PluginHost,
+        ProviderDecline,
+        ProviderOffer,
+        ProviderType,
+        get_plugin_host,
+        hookimpl,
+        parse_provider,
+    )
+    from .providers import ProviderConfig
+    from .run_options import RunOptionsConfig
+    from .selection import (
+        DefaultProviderPolicy,
+        ProviderPolicy,
+        ProviderSelection,
+        SelectingPolicy,
+        SelectionRequest,
+    )
+    from .session_options import FreeDimensionOverride, SessionOptionsConfig
 
 __all__ = [
     "BackendClosedError",
@@ -114,13 +113,57 @@ __all__ = [
 ]
 
 
-# Loaded on first use: not needed to build and run a backend.
+#: Where each public name lives; imported on first access.
 _LAZY = {
+    "BackendClosedError": ".errors",
     "Binding": ".backend",
-    "MemoryInfo": ".backend",
-    "ModelInfo": ".backend",
-    "ValueInfo": ".backend",
+    "BuildTimeoutError": ".errors",
+    "CheckpointError": ".errors",
+    "CheckpointMetadata": ".checkpoint",
     "configure": ".environment",
+    "DefaultProviderPolicy": ".selection",
+    "DoctorCheck": ".plugins",
+    "FreeDimensionOverride": ".session_options",
+    "get_plugin_host": ".plugins",
+    "hookimpl": ".plugins",
+    "HostCapabilities": ".host",
+    "HostProbe": ".host",
+    "InferenceBackend": ".backend",
+    "InMemoryCheckpoint": ".checkpoint",
+    "InputValidationError": ".errors",
+    "installed_runtimes": "._runtime",
+    "LocalCheckpoint": ".checkpoint",
+    "MemoryInfo": ".backend",
+    "MetadataKey": ".plugins",
+    "ModelInfo": ".backend",
+    "ModelLoadError": ".errors",
+    "NoProviderError": ".errors",
+    "OnnxBackend": ".backend",
+    "OptionError": ".errors",
+    "OrtplugError": ".errors",
+    "OrtplugPluginWarning": ".errors",
+    "parse_provider": ".plugins",
+    "PluginConflictError": ".errors",
+    "PluginError": ".errors",
+    "PluginHost": ".plugins",
+    "preload_runtime_libraries": "._runtime",
+    "ProviderConfig": ".providers",
+    "ProviderDecline": ".plugins",
+    "ProviderFallbackWarning": ".errors",
+    "ProviderNotRealizedError": ".errors",
+    "ProviderOffer": ".plugins",
+    "ProviderPolicy": ".selection",
+    "ProviderSelection": ".selection",
+    "ProviderType": ".plugins",
+    "ResolvedCheckpoint": ".checkpoint",
+    "RunOptionsConfig": ".run_options",
+    "RunTerminatedError": ".errors",
+    "RuntimeDistribution": "._runtime",
+    "RuntimeNotInstalledError": ".errors",
+    "SelectingPolicy": ".selection",
+    "SelectionRequest": ".selection",
+    "SessionOptionsConfig": ".session_options",
+    "ValueInfo": ".backend",
 }
 
 
@@ -132,4 +175,10 @@ def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'ortplug' has no attribute {name!r}")
-    return getattr(importlib.import_module(module, __name__), name)
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
