@@ -19,8 +19,8 @@ import attrs
 from ._timing import median_ms
 from .backend import OnnxBackend
 from .checkpoint import InMemoryCheckpoint, LocalCheckpoint, ResolvedCheckpoint
-from .cli._inputs import build_feed
 from .plugins.manager import get_plugin_host
+from .sample_inputs import sample_inputs
 from .selection import DefaultProviderPolicy
 
 __all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_UNAVAILABLE", "main", "run_smoke"]
@@ -79,7 +79,7 @@ def _check_sessions(
     with explicit, cpu:
         nodes = explicit.node_assignment()
         out(f"explicit chain {list(explicit.providers)}; nodes per provider {nodes}")
-        feed, _ = build_feed(explicit.input_specs, {})
+        feed, _ = sample_inputs(explicit.input_specs, checkpoint.metadata.extra)
         explicit.run(feed)
         cpu.run(feed)  # warm both before timing
         accelerated = median_ms(lambda: explicit.run(feed), repeat)

@@ -19,9 +19,10 @@ from ..checkpoint import LocalCheckpoint, ResolvedCheckpoint
 from ..errors import InputValidationError
 from ..plugins.manager import get_plugin_host
 from ..providers import ProviderConfig
+from ..sample_inputs import sample_inputs
 from ..selection import DefaultProviderPolicy, ProviderSelection, autotune
 from ..session_options import SessionOptionsConfig
-from ._inputs import build_feed, first_run_error, load_inputs, quiet_run_options
+from ._inputs import first_run_error, load_inputs, quiet_run_options
 from ._providers import ProviderEntry, chain_label, resolve_chain
 from ._usage import UsageError
 
@@ -143,7 +144,7 @@ def _ready(
             continue
         if feed is None:
             given = load_inputs(args.input, backend.input_specs)
-            feed, generated = build_feed(backend.input_specs, given, checkpoint.metadata.extra)
+            feed, generated = sample_inputs(backend.input_specs, checkpoint.metadata.extra, given)
         try:
             backend.run(feed, run_options=quiet_run_options())
         except InputValidationError as exc:

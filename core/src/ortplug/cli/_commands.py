@@ -23,8 +23,9 @@ from .._runtime import (
 from ..backend import OnnxBackend
 from ..checkpoint import LocalCheckpoint, ResolvedCheckpoint
 from ..plugins.manager import get_plugin_host
+from ..sample_inputs import sample_inputs
 from ..selection import DefaultProviderPolicy
-from ._inputs import build_feed, first_run_error, load_inputs, quiet_run_options
+from ._inputs import first_run_error, load_inputs, quiet_run_options
 from ._providers import resolve_chain
 
 __all__ = ["info", "plugins", "run"]
@@ -126,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
     }
     with backend:
         given = load_inputs(args.input, backend.input_specs)
-        feed, generated = build_feed(backend.input_specs, given, checkpoint.metadata.extra)
+        feed, generated = sample_inputs(backend.input_specs, checkpoint.metadata.extra, given)
         started = time.perf_counter()
         try:
             outputs = backend.run(feed, run_options=quiet_run_options())

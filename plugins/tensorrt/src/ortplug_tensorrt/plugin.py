@@ -12,6 +12,7 @@ from ortplug import (
     CheckpointMetadata,
     HostCapabilities,
     HostProbe,
+    MetadataKey,
     ProviderConfig,
     ProviderDecline,
     ProviderOffer,
@@ -39,6 +40,7 @@ __all__ = [
     "OPT_IN_ENV",
     "ortplug_adjust_session_options",
     "ortplug_host_probes",
+    "ortplug_metadata_keys",
     "ortplug_offer_providers",
     "ortplug_prepare_provider",
     "ortplug_provider_types",
@@ -64,6 +66,12 @@ def ortplug_provider_types() -> Iterable[ProviderType]:
         aliases=("trt",),
         description="ONNX Runtime's TensorRT execution provider (NVIDIA GPUs, compiled engines)",
     )
+
+
+@hookimpl
+def ortplug_metadata_keys() -> Iterable[MetadataKey]:
+    """The checkpoint's own TensorRT opt-in (``dim_ranges`` is the core's key)."""
+    yield MetadataKey("tensorrt", bool, "true lets the default policy choose TensorRT")
 
 
 @hookimpl
