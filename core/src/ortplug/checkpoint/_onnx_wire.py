@@ -2,18 +2,28 @@
 
 It reads only what checkpoint metadata needs (graph inputs and outputs, their
 types and shapes, initializer element types and sizes, node op types) so that
-inferring metadata never imports the ``onnx`` package. Tensor payloads are
-skipped by length, never copied.
+inferring metadata never imports the ``onnx`` package.
+
+It parses as protobuf (and so ONNX Runtime) does: a non-repeated embedded
+message that occurs more than once is merged, the last scalar or string wins,
+fields of an unexpected wire type and groups are skipped as unknown fields,
+strings need not be UTF-8. What it rejects, ONNX Runtime rejects too.
+
+Files are read with ordinary positioned reads, a window at a time, never
+mapped: a file truncated or rewritten under the reader is a
+:class:`~ortplug.errors.CheckpointError`, not a SIGBUS. Tensor payloads are
+skipped by length, never read, and the time taken is linear in the file size.
 """
 
 from __future__ import annotations
 
-import mmap
 import os
-from collections.abc import Iterator
-from math import prod
+import re
+from collections.abc import Callable, Iterable, Iterator
 
 import attrs
+
+from ..errors import CheckpointError, MissingFileError
 
 __all__ = [
     "ModelSummary",
@@ -23,14 +33,36 @@ __all__ = [
     "summarize_model",
 ]
 
-_VARINT, _FIXED64, _LENGTH, _FIXED32 = 0, 1, 2, 5
+_VARINT, _FIXED64, _LENGTH, _START_GROUP, _END_GROUP, _FIXED32 = 0, 1, 2, 3, 4, 5
 
 # ONNX TensorProto.DataType codes used for precision inference.
 FLOAT, UINT8, INT8, FLOAT16, DOUBLE, BFLOAT16 = 1, 2, 3, 10, 11, 16
 
+#: Protobuf reads at most INT_MAX bytes; ONNX Runtime refuses bigger model files outright.
+MAX_MODEL_BYTES = (1 << 31) - 1
+#: Protobuf's default recursion budget, shared by nested messages and groups.
+_MAX_DEPTH = 100
+#: How much of a file one read brings in; larger fields are read whole.
+_WINDOW = 1 << 16
+#: Element counts saturate here (int64's maximum) so absurd dims stay cheap to multiply.
+_MAX_COUNT = (1 << 63) - 1
+_MASK64 = (1 << 64) - 1
+# TypeProto's ``value`` oneof, by field number.
+_KINDS = {1: "tensor", 4: "sequence", 5: "map", 7: "opaque", 8: "sparse_tensor", 9: "optional"}
 
-class WireFormatError(ValueError):
-    """The bytes are not a well-formed ONNX protobuf message."""
+_Span = tuple[int, int]
+
+# Varints inside packed dims (each starts after a byte below 0x80): one over 10 bytes,
+# one of 10 bytes with bit 63 set (a negative int64), one whose low 64 bits are 0.
+_LONG_VARINT = re.compile(rb"[\x80-\xff]{10}")
+_ODD_LAST = b"".join(re.escape(bytes([b])) for b in range(1, 0x80, 2))
+_EVEN_LAST = b"".join(re.escape(bytes([b])) for b in range(0, 0x80, 2))
+_NEGATIVE_VARINT = re.compile(rb"(?<![\x80-\xff])[\x80-\xff]{9}[" + _ODD_LAST + rb"]")
+_ZERO_VARINT = re.compile(rb"(?<![\x80-\xff])(?:\x80{0,8}\x00|\x80{9}[" + _EVEN_LAST + rb"])")
+
+
+class WireFormatError(CheckpointError):
+    """The bytes are not a well-formed ONNX protobuf message; the message names the file."""
 
 
 @attrs.frozen
@@ -45,7 +77,7 @@ class TensorInfo:
 
 @attrs.frozen
 class ModelSummary:
-    """What the reader extracted from a model."""
+    """What the reader extracted from a model; ``label`` names the file (or ``<bytes>``)."""
 
     graph_name: str
     producer: str
@@ -56,6 +88,7 @@ class ModelSummary:
     initializer_sizes: tuple[tuple[int, int], ...]  # (elem_type, element count)
     op_types: frozenset[str]
     metadata_props: tuple[tuple[str, str], ...]
+    label: str = attrs.field(default="<bytes>", kw_only=True, eq=False)
 
     @property
     def feed_inputs(self) -> tuple[TensorInfo, ...]:
@@ -63,172 +96,376 @@ class ModelSummary:
         return tuple(i for i in self.inputs if i.name not in self.initializer_names)
 
 
-def _varint(buf: memoryview, pos: int) -> tuple[int, int]:
-    result = shift = 0
-    end = len(buf)
-    while True:
-        if pos >= end:
-            raise WireFormatError("truncated varint")
-        byte = buf[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return result, pos
-        shift += 7
-        if shift > 63:
-            raise WireFormatError("varint longer than 10 bytes")
+class _Source:
+    """The bytes of one model: all of them in memory, or a window of a buffer or file.
+
+    Positions are absolute offsets into the model; ``data`` holds bytes
+    ``[base, base + len(data))``, refilled through ``read`` on demand.
+    """
+
+    __slots__ = ("base", "data", "label", "read", "size")
+
+    def __init__(
+        self, label: str, size: int, data: bytes, read: Callable[[int, int], bytes] | None
+    ) -> None:
+        self.label = label
+        self.size = size
+        self.data = data
+        self.base = 0
+        self.read = read
+
+    def fail(self, problem: str) -> WireFormatError:
+        """The error for malformed bytes, naming the model."""
+        return WireFormatError(f"{self.label} is not a valid ONNX model: {problem}")
+
+    def _fill(self, pos: int, need: int) -> None:
+        """Move the window to start at ``pos`` with ``need`` bytes or more (fewer at the end)."""
+        if self.read is None:  # pragma: no cover - all bytes are in memory
+            raise AssertionError("an in-memory model has no window to move")
+        self.data = self.read(pos, min(max(need, _WINDOW), self.size - pos))
+        self.base = pos
+
+    def varint(self, pos: int, end: int, width: int = 10, mask: int = _MASK64) -> tuple[int, int]:
+        """Decode the varint at ``pos``, at most ``width`` bytes ending before ``end``.
+
+        Return (value & ``mask``, next position): protobuf keeps the low 64 bits of
+        a value, the low 32 of a field key, and reads keys and lengths of up to 5 bytes.
+        """
+        off = pos - self.base
+        data = self.data
+        if off < 0 or (off + width > len(data) and self.base + len(data) < self.size):
+            self._fill(pos, width)
+            off, data = 0, self.data
+        if pos < end:
+            byte = data[off]
+            if byte < 0x80:
+                return byte, pos + 1
+        result = shift = 0
+        stop = off + min(end - pos, width)
+        i = off
+        while i < stop:
+            byte = data[i]
+            i += 1
+            result |= (byte & 0x7F) << shift
+            if byte < 0x80:
+                return result & mask, pos + i - off
+            shift += 7
+        if end - pos < width:
+            raise self.fail(f"a varint at byte {pos} runs past the end of its message (byte {end})")
+        raise self.fail(f"the varint at byte {pos} is longer than {width} bytes")
+
+    def take(self, start: int, end: int) -> bytes:
+        """The bytes ``[start, end)``, read from the file when the window does not hold them."""
+        off = start - self.base
+        if off < 0 or end - self.base > len(self.data):
+            self._fill(start, end - start)
+            off = 0
+        return self.data[off : off + end - start]
+
+    def text(self, start: int, end: int) -> str:
+        """A string field; bytes that are not UTF-8 become U+FFFD, as protobuf does not check."""
+        return self.take(start, end).decode("utf-8", errors="replace")
 
 
-def _fields(buf: memoryview) -> Iterator[tuple[int, int, int | memoryview]]:
-    """Yield ``(field number, wire type, value)``; length-delimited values are memoryviews."""
-    pos, end = 0, len(buf)
+def _fields(
+    src: _Source, spans: Iterable[_Span], depth: int
+) -> Iterator[tuple[int, int, int, int]]:
+    """Yield the varint and length-delimited fields of one message as (number, wire, a, b).
+
+    A varint's value is ``a``; a length-delimited field spans bytes ``[a, b)``.
+    ``spans`` are the occurrences of the message, read in order as protobuf
+    merges them; ``depth`` is how deep it is nested (groups count). Fixed-width
+    fields and groups are checked and skipped: no field ONNX metadata needs uses them.
+    One-byte keys, values and lengths (most of them) are decoded inline.
+    """
+    for start, end in spans:
+        pos = start
+        data, base = src.data, src.base
+        while pos < end:
+            at = pos
+            off = pos - base
+            if 0 <= off < len(data) - 1 and pos + 1 < end:
+                key = data[off]
+                if key < 0x80:
+                    pos += 1
+                elif data[off + 1] < 0x80:  # fields 16-2047
+                    key, pos = (key & 0x7F) | data[off + 1] << 7, pos + 2
+                else:
+                    key, pos = src.varint(pos, end, 5, 0xFFFFFFFF)
+                    data, base = src.data, src.base
+            else:
+                key, pos = src.varint(pos, end, 5, 0xFFFFFFFF)
+                data, base = src.data, src.base
+            number, wire = key >> 3, key & 7
+            if number == 0:
+                raise src.fail(f"the field key {key} at byte {at} has no valid field number")
+            if wire in (_VARINT, _LENGTH):
+                off = pos - base
+                if pos < end and 0 <= off < len(data) and data[off] < 0x80:
+                    value, pos = data[off], pos + 1
+                else:
+                    value, pos = src.varint(pos, end, 10 if wire == _VARINT else 5)
+                    data, base = src.data, src.base
+                if wire == _VARINT:
+                    yield number, wire, value, 0
+                else:
+                    if value > end - pos:
+                        raise src.fail(
+                            f"field {number} at byte {at} is {value} bytes long, "
+                            f"its message has {end - pos} left"
+                        )
+                    yield number, wire, pos, pos + value
+                    pos += value
+                data, base = src.data, src.base  # the caller may have moved the window
+            elif wire in (_FIXED64, _FIXED32):
+                width = 8 if wire == _FIXED64 else 4
+                if width > end - pos:
+                    raise src.fail(
+                        f"fixed-width field {number} at byte {at} needs {width} bytes, "
+                        f"its message has {end - pos} left"
+                    )
+                pos += width
+            elif wire == _START_GROUP:
+                pos = _skip_group(src, pos, end, number, depth + 1)
+                data, base = src.data, src.base
+            elif wire == _END_GROUP:
+                raise src.fail(f"an end-group tag (field {number}) at byte {at} closes no group")
+            else:
+                raise src.fail(f"field {number} at byte {at} has wire type {wire}, expected 0-5")
+
+
+def _skip_group(src: _Source, pos: int, end: int, number: int, depth: int) -> int:
+    """Skip a group's fields up to its end-group tag; return the position after that tag."""
+    open_groups = [number]
     while pos < end:
-        key, pos = _varint(buf, pos)
-        number, wire = key >> 3, key & 7
-        if number == 0:
-            raise WireFormatError("field number 0")
-        value: int | memoryview
+        if depth + len(open_groups) - 1 > _MAX_DEPTH:
+            raise src.fail(f"groups nested deeper than {_MAX_DEPTH} levels at byte {pos}")
+        at = pos
+        key, pos = src.varint(pos, end, 5, 0xFFFFFFFF)
+        field, wire = key >> 3, key & 7
+        if field == 0:
+            raise src.fail(f"the field key {key} at byte {at} has no valid field number")
         if wire == _VARINT:
-            value, pos = _varint(buf, pos)
+            _, pos = src.varint(pos, end)
         elif wire == _LENGTH:
-            size, pos = _varint(buf, pos)
-            if pos + size > end:
-                raise WireFormatError("truncated length-delimited field")
-            value, pos = buf[pos : pos + size], pos + size
+            size, pos = src.varint(pos, end, 5)
+            pos += size
         elif wire in (_FIXED64, _FIXED32):
-            width = 8 if wire == _FIXED64 else 4
-            if pos + width > end:
-                raise WireFormatError("truncated fixed-width field")
-            value, pos = int.from_bytes(buf[pos : pos + width], "little"), pos + width
+            pos += 8 if wire == _FIXED64 else 4
+        elif wire == _START_GROUP:
+            open_groups.append(field)
+        elif wire == _END_GROUP:
+            if field != open_groups[-1]:
+                raise src.fail(
+                    f"the end-group tag at byte {at} closes group {field}, "
+                    f"expected group {open_groups[-1]}"
+                )
+            open_groups.pop()
+            if not open_groups:
+                return pos
         else:
-            raise WireFormatError(f"unsupported wire type {wire}")
-        yield number, wire, value
+            raise src.fail(f"field {field} at byte {at} has wire type {wire}, expected 0-5")
+        if pos > end:
+            raise src.fail(f"field {field} at byte {at} runs past the end of its message")
+    raise src.fail(f"group {number} is not closed before byte {end}")
 
 
-def _text(value: int | memoryview) -> str:
-    if not isinstance(value, memoryview):
-        raise WireFormatError("expected a string field")
-    try:
-        return bytes(value).decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise WireFormatError("string field is not UTF-8") from exc
-
-
-def _message(value: int | memoryview) -> memoryview:
-    if not isinstance(value, memoryview):
-        raise WireFormatError("expected an embedded message")
-    return value
-
-
-def _int(value: int | memoryview) -> int:
-    if isinstance(value, memoryview):
-        raise WireFormatError("expected an integer field")
-    return value
-
-
-def _signed(value: int) -> int:
+def _int64(value: int) -> int:
+    """An int64 field's value from its varint (two's complement in 64 bits)."""
     return value - (1 << 64) if value >= 1 << 63 else value
 
 
-def _shape(buf: memoryview) -> tuple[int | str | None, ...]:
-    dims: list[int | str | None] = []
-    for number, _, value in _fields(buf):
-        if number != 1:
+def _int32(value: int) -> int:
+    """An int32 field's value: protobuf keeps the varint's low 32 bits."""
+    value &= 0xFFFFFFFF
+    return value - (1 << 32) if value >= 1 << 31 else value
+
+
+def _dimension(src: _Source, span: _Span, depth: int) -> int | str | None:
+    """A ``TensorShapeProto.Dimension``: its value or parameter (a oneof: the last one wins)."""
+    dim: int | str | None = None
+    for number, wire, a, b in _fields(src, (span,), depth):
+        if number == 1 and wire == _VARINT:
+            dim = _int64(a)
+        elif number == 2 and wire == _LENGTH:
+            dim = src.text(a, b)
+    return dim
+
+
+def _shape(src: _Source, spans: list[_Span], depth: int) -> tuple[int | str | None, ...]:
+    """A ``TensorShapeProto``; merged occurrences concatenate their dims."""
+    return tuple(
+        _dimension(src, (a, b), depth + 1)
+        for number, wire, a, b in _fields(src, spans, depth)
+        if number == 1 and wire == _LENGTH
+    )
+
+
+def _type(
+    src: _Source, spans: list[_Span], depth: int
+) -> tuple[str, int | None, tuple[int | str | None, ...] | None]:
+    """A ``TypeProto``: kind, element type and shape (the last member of its oneof wins)."""
+    member = 0
+    member_spans: list[_Span] = []
+    for number, wire, a, b in _fields(src, spans, depth):
+        if number in _KINDS and wire == _LENGTH:
+            if number != member:  # switching oneof members clears the previous one
+                member, member_spans = number, []
+            member_spans.append((a, b))
+    if not member:
+        return "unknown", None, None
+    kind = _KINDS[member]
+    if kind not in ("tensor", "sparse_tensor"):
+        return kind, None, None
+    elem: int | None = None
+    shape_spans: list[_Span] = []
+    for number, wire, a, b in _fields(src, member_spans, depth + 1):
+        if number == 1 and wire == _VARINT:
+            elem = _int32(a)
+        elif number == 2 and wire == _LENGTH:
+            shape_spans.append((a, b))
+    shape = _shape(src, shape_spans, depth + 2) if shape_spans else None
+    return kind, elem, shape
+
+
+def _value_info(src: _Source, span: _Span, depth: int) -> TensorInfo:
+    """A ``ValueInfoProto``: a graph input or output."""
+    name, type_spans = "", []
+    for number, wire, a, b in _fields(src, (span,), depth):
+        if wire != _LENGTH:
             continue
-        dim: int | str | None = None
-        for dnum, _, dval in _fields(_message(value)):
-            if dnum == 1:
-                dim = _signed(_int(dval))
-            elif dnum == 2:
-                dim = _text(dval)
-        dims.append(dim)
-    return tuple(dims)
-
-
-def _type(buf: memoryview) -> tuple[str, int | None, tuple[int | str | None, ...] | None]:
-    kinds = {1: "tensor", 4: "sequence", 5: "map", 8: "sparse_tensor", 9: "optional"}
-    for number, _, value in _fields(buf):
-        kind = kinds.get(number)
-        if kind is None:
-            continue
-        if kind not in ("tensor", "sparse_tensor"):
-            return kind, None, None
-        elem: int | None = None
-        shape: tuple[int | str | None, ...] | None = None
-        for tnum, _, tval in _fields(_message(value)):
-            if tnum == 1:
-                elem = _int(tval)
-            elif tnum == 2:
-                shape = _shape(_message(tval))
-        return kind, elem, shape
-    return "unknown", None, None
-
-
-def _value_info(buf: memoryview) -> TensorInfo:
-    name, kind, elem, shape = "", "unknown", None, None
-    for number, _, value in _fields(buf):
         if number == 1:
-            name = _text(value)
+            name = src.text(a, b)
         elif number == 2:
-            kind, elem, shape = _type(_message(value))
+            type_spans.append((a, b))
+    kind, elem, shape = _type(src, type_spans, depth + 1)
     return TensorInfo(name=name, kind=kind, elem_type=elem, shape=shape)
 
 
-def _tensor(buf: memoryview) -> tuple[str, int, int]:
-    """Return an initializer's (name, element type, element count)."""
-    name, elem, dims = "", 0, []
-    for number, wire, value in _fields(buf):
-        if number == 1:
-            if wire == _LENGTH:  # packed dims
-                packed, pos = _message(value), 0
-                while pos < len(packed):
-                    dim, pos = _varint(packed, pos)
-                    dims.append(dim)
-            else:
-                dims.append(_int(value))
+def _times(count: int, dim: int) -> int:
+    """``count * dim`` saturated at int64's maximum; a negative dim makes the count -1 (invalid)."""
+    if count < 0 or dim < 0:
+        return -1
+    return min(count * dim, _MAX_COUNT)
+
+
+def _packed_count(src: _Source, start: int, end: int, count: int) -> int:
+    """``count`` times every varint of the packed ``dims`` in ``[start, end)`` (see :func:`_times`).
+
+    A crafted model may pack a million dims: they are multiplied in one tight
+    loop until the count is settled (saturated, zero or invalid), and the rest
+    is only searched, at C speed, for what could still change it.
+    """
+    payload = src.take(start, end)
+    if payload and payload[-1] >= 0x80:
+        raise src.fail(f"the packed dims at bytes {start}-{end} end inside a varint")
+    if _LONG_VARINT.search(payload):
+        raise src.fail(f"the packed dims at bytes {start}-{end} hold a varint over 10 bytes")
+    if count in (-1, 0, _MAX_COUNT):
+        return _settled(payload, 0, count)
+    value = shift = 0
+    for index, byte in enumerate(payload):
+        if byte >= 0x80:
+            value |= (byte & 0x7F) << shift
+            shift += 7
+            continue
+        value = (value | byte << shift) & _MASK64
+        count = -1 if value >= 1 << 63 else min(count * value, _MAX_COUNT)
+        value = shift = 0
+        if count in (-1, 0, _MAX_COUNT):
+            return _settled(payload, index + 1, count)
+    return count
+
+
+def _settled(payload: bytes, rest: int, count: int) -> int:
+    """A settled count after the packed dims from ``rest`` on: only a negative or zero dim moves it."""
+    if count != -1 and _NEGATIVE_VARINT.search(payload, rest):
+        return -1
+    if count == _MAX_COUNT and _ZERO_VARINT.search(payload, rest):
+        return 0
+    return count
+
+
+def _tensor(src: _Source, spans: list[_Span], depth: int) -> tuple[str, int, int]:
+    """A ``TensorProto``'s (name, element type, element count); a negative dim counts 0."""
+    name, elem, count = "", 0, 1
+    for number, wire, a, b in _fields(src, spans, depth):
+        if number == 1 and wire == _VARINT:
+            count = _times(count, _int64(a))
+        elif number == 1 and wire == _LENGTH:  # packed dims
+            count = _packed_count(src, a, b, count)
+        elif number == 2 and wire == _VARINT:
+            elem = _int32(a)
+        elif number == 8 and wire == _LENGTH:
+            name = src.text(a, b)
+    return name, elem, max(count, 0)
+
+
+def _sparse_tensor(src: _Source, span: _Span, depth: int) -> tuple[str, int, int]:
+    """A ``SparseTensorProto``'s values tensor (merged across occurrences): name, type, count."""
+    values = [(a, b) for n, w, a, b in _fields(src, (span,), depth) if n == 1 and w == _LENGTH]
+    return _tensor(src, values, depth + 1)
+
+
+def _node_op(src: _Source, span: _Span, depth: int) -> str:
+    """A ``NodeProto``'s op type (the last one wins)."""
+    op = ""
+    for number, wire, a, b in _fields(src, (span,), depth):
+        if number == 4 and wire == _LENGTH:
+            op = src.text(a, b)
+    return op
+
+
+def _opset(src: _Source, span: _Span, depth: int) -> tuple[str, int]:
+    """An ``OperatorSetIdProto``: (domain, version)."""
+    domain, version = "", 0
+    for number, wire, a, b in _fields(src, (span,), depth):
+        if number == 1 and wire == _LENGTH:
+            domain = src.text(a, b)
+        elif number == 2 and wire == _VARINT:
+            version = _int64(a)
+    return domain, version
+
+
+def _entry(src: _Source, span: _Span, depth: int) -> tuple[str, str]:
+    """A ``StringStringEntryProto``: (key, value)."""
+    entry = ["", ""]
+    for number, wire, a, b in _fields(src, (span,), depth):
+        if number in (1, 2) and wire == _LENGTH:
+            entry[number - 1] = src.text(a, b)
+    return entry[0], entry[1]
+
+
+def _summarize(src: _Source) -> ModelSummary:
+    """Parse the ``ModelProto`` in ``src``."""
+    if src.size == 0:
+        raise src.fail("it is empty (0 bytes)")
+    if src.size > MAX_MODEL_BYTES:
+        raise src.fail(
+            f"it is {src.size} bytes, protobuf reads at most {MAX_MODEL_BYTES}; "
+            "store the weights as external data"
+        )
+    has_ir_version, producer = False, ""
+    graph: list[_Span] = []
+    opsets: list[tuple[str, int]] = []
+    props: list[tuple[str, str]] = []
+    for number, wire, a, b in _fields(src, ((0, src.size),), 0):
+        if number == 1 and wire == _VARINT:
+            has_ir_version = True
+        elif wire != _LENGTH:
+            continue
         elif number == 2:
-            elem = _int(value)
-        elif number == 8:
-            name = _text(value)
-    return name, elem, prod(dims)
-
-
-def _sparse_tensor(buf: memoryview) -> tuple[str, int, int]:
-    for number, _, value in _fields(buf):
-        if number == 1:
-            return _tensor(_message(value))
-    return "", 0, 0
-
-
-def _node_op(buf: memoryview) -> str:
-    for number, _, value in _fields(buf):
-        if number == 4:
-            return _text(value)
-    return ""
-
-
-def summarize_model(data: bytes | memoryview) -> ModelSummary:
-    """Read a serialized ``ModelProto``; raise :class:`WireFormatError` when it is not one."""
-    buf = memoryview(data)
-    producer, graph, opsets, props = "", None, [], []
-    for number, _, value in _fields(buf):
-        if number == 2:
-            producer = _text(value)
+            producer = src.text(a, b)
         elif number == 7:
-            graph = _message(value)
+            graph.append((a, b))
         elif number == 8:
-            domain, version = "", 0
-            for onum, _, oval in _fields(_message(value)):
-                if onum == 1:
-                    domain = _text(oval)
-                elif onum == 2:
-                    version = _int(oval)
-            opsets.append((domain, version))
+            opsets.append(_opset(src, (a, b), 1))
         elif number == 14:
-            entry = dict((n, _text(v)) for n, _, v in _fields(_message(value)) if n in (1, 2))
-            props.append((entry.get(1, ""), entry.get(2, "")))
-    if graph is None:
-        raise WireFormatError("the model has no graph")
+            props.append(_entry(src, (a, b), 1))
+    if not has_ir_version:
+        raise src.fail("it has no ir_version (field 1), which ONNX Runtime requires")
+    if not graph:
+        raise src.fail("it has no graph (field 7)")
 
     graph_name = ""
     inputs: list[TensorInfo] = []
@@ -236,22 +473,24 @@ def summarize_model(data: bytes | memoryview) -> ModelSummary:
     init_names: set[str] = set()
     init_sizes: list[tuple[int, int]] = []
     ops: set[str] = set()
-    for number, _, value in _fields(graph):
+    for number, wire, a, b in _fields(src, graph, 1):
+        if wire != _LENGTH:
+            continue
         if number == 1:
-            ops.add(_node_op(_message(value)))
+            ops.add(_node_op(src, (a, b), 2))
         elif number == 2:
-            graph_name = _text(value)
+            graph_name = src.text(a, b)
         elif number in (5, 15):
-            reader = _tensor if number == 5 else _sparse_tensor
-            name, elem, count = reader(_message(value))
+            if number == 5:
+                name, elem, count = _tensor(src, [(a, b)], 2)
+            else:
+                name, elem, count = _sparse_tensor(src, (a, b), 2)
             init_names.add(name)
             init_sizes.append((elem, count))
         elif number == 11:
-            inputs.append(_value_info(_message(value)))
+            inputs.append(_value_info(src, (a, b), 2))
         elif number == 12:
-            outputs.append(_value_info(_message(value)))
-    if not outputs:
-        raise WireFormatError("the graph has no outputs")
+            outputs.append(_value_info(src, (a, b), 2))
     return ModelSummary(
         graph_name=graph_name,
         producer=producer,
@@ -262,21 +501,87 @@ def summarize_model(data: bytes | memoryview) -> ModelSummary:
         initializer_sizes=tuple(init_sizes),
         op_types=frozenset(ops),
         metadata_props=tuple(props),
+        label=src.label,
     )
 
 
+def summarize_model(
+    data: bytes | bytearray | memoryview, *, label: str = "<bytes>"
+) -> ModelSummary:
+    """Read a serialized ``ModelProto``; a :class:`WireFormatError` naming ``label`` if it is not one.
+
+    ``bytes`` are parsed in place; another buffer (a memoryview of a mapping,
+    say) is copied a window at a time and never left exported, so its owner
+    can close it even while an exception from here unwinds.
+    """
+    if isinstance(data, bytes):
+        return _summarize(_Source(label, len(data), data, None))
+    with memoryview(data) as view:
+        flat = view.cast("B") if view.c_contiguous else memoryview(view.tobytes())
+        with flat:
+
+            def read(pos: int, size: int) -> bytes:
+                return flat[pos : pos + size].tobytes()
+
+            return _summarize(_Source(label, flat.nbytes, b"", read))
+
+
+def _stamp(stat: os.stat_result) -> tuple[int, int, int]:
+    """What changes when a file is rewritten: its size and modification times."""
+    return stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns
+
+
 def summarize_file(path: str | os.PathLike[str]) -> ModelSummary:
-    """Read a model file through a memory map; errors name the file."""
-    problem = "the file is empty"
-    with open(path, "rb") as handle:
-        if os.fstat(handle.fileno()).st_size > 0:
-            with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
-                view = memoryview(mapped)
-                try:
-                    return summarize_model(view)
-                except WireFormatError as exc:
-                    # Keep only the text: the traceback pins slices of the mapping.
-                    problem = str(exc)
-                finally:
-                    view.release()
-    raise WireFormatError(f"{os.fspath(path)} is not a valid ONNX model: {problem}")
+    """Read a model file with ordinary reads (never mapped); every error names the file.
+
+    A file that changes while it is read is a :class:`CheckpointError` saying
+    so, whatever the half-read bytes looked like.
+    """
+    label = os.fspath(path)
+    try:
+        handle = open(label, "rb", buffering=0)  # noqa: SIM115 - closed below
+    except FileNotFoundError as exc:
+        raise MissingFileError(f"ONNX model not found: {label}") from exc
+    except OSError as exc:
+        raise CheckpointError(f"{label}: cannot open the model: {exc}") from exc
+    with handle:
+        try:
+            before = _stamp(os.fstat(handle.fileno()))
+
+            def read(pos: int, size: int) -> bytes:
+                handle.seek(pos)
+                chunks, got = [], 0
+                while got < size:
+                    chunk = handle.read(size - got)
+                    if not chunk:
+                        raise _changed(label, f"bytes {pos + got}-{pos + size} are gone")
+                    chunks.append(chunk)
+                    got += len(chunk)
+                return b"".join(chunks)
+
+            source = _Source(label, before[0], b"", read)
+            try:
+                summary = _summarize(source)
+            except WireFormatError:
+                _require_unchanged(handle.fileno(), before, label)
+                raise
+            _require_unchanged(handle.fileno(), before, label)
+            return summary
+        except OSError as exc:
+            raise CheckpointError(f"{label}: cannot read the model: {exc}") from exc
+
+
+def _changed(label: str, detail: str) -> CheckpointError:
+    """The error for a file that moved under the reader, naming it."""
+    return CheckpointError(
+        f"{label} changed while it was being read ({detail}); read it again once it is written"
+    )
+
+
+def _require_unchanged(fd: int, before: tuple[int, int, int], label: str) -> None:
+    """Raise when the open file's size or times moved since ``before``."""
+    after = _stamp(os.fstat(fd))
+    if after != before:
+        raise _changed(
+            label, f"size {before[0]} -> {after[0]} bytes, mtime {before[1]} -> {after[1]} ns"
+        )

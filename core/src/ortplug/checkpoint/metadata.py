@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 import os
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, ClassVar
 
 import attrs
 
-from ..errors import OptionError
+from ..errors import CheckpointError, OptionError
 from ._onnx_wire import (
     BFLOAT16,
     DOUBLE,
@@ -46,7 +47,7 @@ def _names(field_name: str, value: Iterable[str]) -> tuple[str, ...]:
     for name in names:
         if not isinstance(name, str) or not name:
             raise OptionError(f"{field_name}: expected non-empty strings, got {name!r}")
-    duplicates = sorted({n for n in names if names.count(n) > 1})
+    duplicates = sorted(n for n, times in Counter(names).items() if times > 1)
     if duplicates:
         raise OptionError(f"{field_name}: names must be unique, {duplicates} repeat")
     return names
@@ -177,7 +178,8 @@ class CheckpointMetadata:
             ("input_names", self.input_names, model_inputs, (*model_inputs, *also_accepted)),
             ("output_names", self.output_names, model_outputs, model_outputs),
         ):
-            unknown = [name for name in names if name not in accepted]
+            accepted_names = set(accepted)
+            unknown = [name for name in names if name not in accepted_names]
             if unknown:
                 raise OptionError(
                     f"{origin}: {field} {unknown} not in the model; the model has {list(known)}"
@@ -186,6 +188,7 @@ class CheckpointMetadata:
     @classmethod
     def from_summary(cls, summary: ModelSummary) -> CheckpointMetadata:
         """Infer metadata from a parsed model summary (see :func:`summarize_model`)."""
+        _require_metadata_names(summary)
         feeds = summary.feed_inputs
         return cls(
             model_family=summary.graph_name or "unknown",
@@ -199,6 +202,18 @@ class CheckpointMetadata:
                 for i in feeds
             ),
         )
+
+
+def _require_metadata_names(summary: ModelSummary) -> None:
+    """Raise naming the model when its input or output names cannot be metadata (empty, repeated)."""
+    for field, infos in (("input_names", summary.feed_inputs), ("output_names", summary.outputs)):
+        try:
+            _names(field, [info.name for info in infos])
+        except OptionError as exc:
+            raise CheckpointError(
+                f"{summary.label}: cannot infer checkpoint metadata from the graph ({exc}); "
+                "give the metadata explicitly"
+            ) from exc
 
 
 def _infer_precision(summary: ModelSummary) -> str:

@@ -12,7 +12,7 @@ import attrs
 import numpy as np
 
 from ..errors import CheckpointError, MissingFileError, OptionError, OptionTypeError
-from ._onnx_wire import ModelSummary, WireFormatError, summarize_file, summarize_model
+from ._onnx_wire import ModelSummary, summarize_file, summarize_model
 from .metadata import CheckpointMetadata
 
 __all__ = ["InMemoryCheckpoint", "LocalCheckpoint", "ResolvedCheckpoint", "metadata_path_for"]
@@ -114,7 +114,9 @@ class ResolvedCheckpoint:
 
     def _summarize(self) -> ModelSummary:
         source = self.source
-        return summarize_model(source) if isinstance(source, bytes) else summarize_file(source)
+        if isinstance(source, bytes):
+            return summarize_model(source, label=self.label)
+        return summarize_file(source)
 
     def _version(self) -> object:
         """What identifies the weights' content: the bytes object, or the file's size and mtime."""
@@ -206,10 +208,7 @@ class InMemoryCheckpoint:
 
     def resolve(self) -> ResolvedCheckpoint:
         """Validate the bytes and return them with given or inferred metadata."""
-        try:
-            summary = summarize_model(self.model_bytes)
-        except WireFormatError as exc:
-            raise OptionError(f"model bytes are not a valid ONNX model: {exc}") from exc
+        summary = summarize_model(self.model_bytes, label="<model bytes>")
         metadata = self.metadata
         if metadata is None:
             metadata = CheckpointMetadata.from_summary(summary)
