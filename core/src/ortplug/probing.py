@@ -9,14 +9,15 @@ or crash. Probes that need one run a stdlib-only script with
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["run_probe_script"]
+__all__ = ["file_identity", "run_probe_script", "system_library_identity"]
 
 
 def _signal_name(number: int) -> str:
@@ -54,3 +55,31 @@ def run_probe_script(
     if not isinstance(answer, dict):
         return {"error": f"{script.name} answered {type(answer).__name__}, expected an object"}
     return answer
+
+
+def file_identity(paths: Iterable[str | os.PathLike[str]]) -> list[list[object]]:
+    """``[path, mtime_ns, size]`` of each path (``[path]`` when absent): for ``HostProbe.identity``.
+
+    A replaced library, driver or wheel folder changes it, so a cached probe runs again.
+    """
+    identity: list[list[object]] = []
+    for path in paths:
+        try:
+            info = os.stat(path)
+        except OSError:
+            identity.append([str(path)])
+            continue
+        identity.append([str(path), info.st_mtime_ns, info.st_size])
+    return identity
+
+
+def system_library_identity(variables: Iterable[str] = ()) -> dict[str, object]:
+    """What decides which system libraries a probe finds: the loader's cache and search path.
+
+    Plus the named environment variables (``CUDA_VISIBLE_DEVICES``...). Cheap: a few stats.
+    """
+    watched = ("LD_LIBRARY_PATH", "DYLD_LIBRARY_PATH", "PATH", *variables)
+    return {
+        "loader": file_identity(["/etc/ld.so.cache"]),
+        "environment": {name: os.environ.get(name) for name in watched},
+    }
