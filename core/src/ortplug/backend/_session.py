@@ -6,12 +6,38 @@ or warning can name the cause. An explicit chain is strict: a requested
 accelerator that is not realized raises. A policy chain is graceful: an
 accelerator that fails to initialize is dropped and the next one tried, and a
 warning is raised only when no accelerator at all was realized.
+
+Capturing takes only what ORT says on the building thread. Builds run one at
+a time, and ``load_timeout_s`` counts from the moment a build holds the build
+lock, not while it waits for it.
+
+ORT's logger callback is process-wide and ORT offers no getter for it, so
+ortplug wraps ``onnxruntime.set_default_logger_callback`` and
+``set_default_logger_severity`` to remember what the user sets: from the import
+of this module (``from ortplug import OnnxBackend``) when ``onnxruntime`` is
+already imported, else from the import of ``onnxruntime``. During a build
+ortplug's own callback is installed: it keeps the building thread's lines
+(severity >= warning) and hands every line the user's severity admits to the
+user's callback (without one, to stderr, as ORT's own logger would); after the
+build the user's callback and severity are put back. A callback set before
+that point, or through ``onnxruntime.capi._pybind_state`` directly, is unknown
+to ortplug, which then puts ORT's own logger back after a build.
+
+ORT's Python warnings while building (an unavailable or duplicate provider)
+come from ``onnxruntime.capi.onnxruntime_inference_collection``: its
+``warnings`` is replaced by a stand-in that makes a building thread's warnings
+the build's messages and hands every other thread's to Python unchanged.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
+import importlib.abc
+import importlib.machinery
+import importlib.util
 import logging
+import sys
 import threading
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -36,8 +62,10 @@ __all__ = ["SessionBuild", "create_session"]
 
 _log = logging.getLogger("ortplug")
 
-# ORT's logger callback and Python's warning filters are process-global.
-_CAPTURE_LOCK = threading.Lock()
+# Builds run one at a time: each swaps ORT's process-wide logger callback.
+_BUILD_LOCK = threading.Lock()
+_CAPTURED_SEVERITY = 2  # ORT's warning: lines at or above it become build messages
+_SEVERITY_LETTERS = "VIWEF"  # ORT's own logger prefixes a line with its severity's letter
 
 # ORT error classes that describe the model, not a provider: never retried without a provider.
 _MODEL_ERRORS = frozenset({"InvalidProtobuf", "InvalidGraph", "NoSuchFile", "NotImplemented"})
@@ -52,25 +80,181 @@ class SessionBuild:
     messages: tuple[str, ...]
 
 
+class _Building(threading.local):
+    """The messages of the build running on this thread; ``None`` outside a build."""
+
+    messages: list[str] | None = None
+
+
+_BUILDING = _Building()
+
+
+@attrs.define
+class _Logger:
+    """ORT's logger functions as ortplug found them, and what the user last set through them."""
+
+    set_callback: Callable[..., None] | None = None
+    set_severity: Callable[[int], None] | None = None
+    callback: Callable[..., object] | None = None
+    severity: int = _CAPTURED_SEVERITY  # ORT's default
+    capturing: bool = False  # a build runs: ortplug's callback is installed
+    hooked: bool = False  # the setters are wrapped (once per process)
+
+
+_LOGGER = _Logger()
+_LOGGER_LOCK = threading.Lock()  # never taken by _dispatch: ORT may hold its own lock then
+
+
+def _dispatch(severity: int, category: str, logid: str, location: str, message: str) -> None:
+    """ORT's logger callback during a build: keeps the building thread's lines, hands on all."""
+    messages = _BUILDING.messages
+    if messages is not None and severity >= _CAPTURED_SEVERITY:
+        messages.append(message)
+    callback = _LOGGER.callback
+    if severity < _LOGGER.severity:
+        return
+    if callback is not None:
+        callback(severity, category, logid, location, message)
+    elif messages is None:  # another thread's line: where ORT's own logger would have put it
+        letter = _SEVERITY_LETTERS[severity] if 0 <= severity < 5 else "?"
+        sys.stderr.write(f"[{letter}:{category}:{logid}, {location}] {message}\n")
+
+
+def _apply_logger() -> None:
+    """Install ortplug's callback during a build, else the user's settings (lock held)."""
+    set_callback, set_severity = _LOGGER.set_callback, _LOGGER.set_severity
+    if set_callback is None or set_severity is None:
+        return
+    if _LOGGER.capturing:
+        set_callback(_dispatch, min(_LOGGER.severity, _CAPTURED_SEVERITY))
+    elif _LOGGER.callback is not None:
+        set_callback(_LOGGER.callback, _LOGGER.severity)
+    else:
+        set_callback(None)
+        set_severity(_LOGGER.severity)
+
+
+def _remembering(set_callback: Callable[..., None]) -> Callable[..., None]:
+    """``onnxruntime.set_default_logger_callback``, remembered to be put back after builds."""
+
+    @functools.wraps(set_callback)
+    def remembered(callback: Callable[..., object] | None, severity: int = 2) -> None:
+        with _LOGGER_LOCK:
+            set_callback(callback, severity)  # ORT checks the arguments
+            _LOGGER.callback = callback
+            if callback is not None:
+                _LOGGER.severity = int(severity)
+            if _LOGGER.capturing:
+                _apply_logger()
+
+    return remembered
+
+
+def _remembering_severity(set_severity: Callable[[int], None]) -> Callable[[int], None]:
+    """``onnxruntime.set_default_logger_severity``, remembered to be put back after builds."""
+
+    @functools.wraps(set_severity)
+    def remembered(severity: int) -> None:
+        with _LOGGER_LOCK:
+            set_severity(severity)
+            _LOGGER.severity = int(severity)
+            if _LOGGER.capturing:
+                _apply_logger()
+
+    return remembered
+
+
+class _OrtWarnings:
+    """``warnings`` inside ORT's session module: a building thread's warnings become the build's
+    messages; every other thread's go to Python's ``warnings`` unchanged."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(warnings, name)
+
+    @staticmethod
+    def warn(
+        message: Any, category: Any = None, stacklevel: int = 1, source: Any = None, **kwargs: Any
+    ) -> None:
+        """Record ``message`` for this thread's build, or warn as ORT asked (from ORT's frame)."""
+        messages = _BUILDING.messages
+        if messages is None:
+            warnings.warn(message, category, stacklevel + 1, source, **kwargs)
+        else:
+            messages.append(str(message))
+
+
+def _hook_onnxruntime(ort: ModuleType) -> None:
+    """Once per process: wrap ORT's logger setters and its session module's ``warnings``."""
+    with _LOGGER_LOCK:
+        if _LOGGER.hooked:
+            return
+        _LOGGER.hooked = True
+        set_callback = getattr(ort, "set_default_logger_callback", None)
+        set_severity = getattr(ort, "set_default_logger_severity", None)
+        if set_callback is not None and set_severity is not None:
+            _LOGGER.set_callback, _LOGGER.set_severity = set_callback, set_severity
+            vars(ort).update(
+                set_default_logger_callback=_remembering(set_callback),
+                set_default_logger_severity=_remembering_severity(set_severity),
+            )
+        session_module = sys.modules.get("onnxruntime.capi.onnxruntime_inference_collection")
+        if getattr(session_module, "warnings", None) is warnings:
+            session_module.warnings = _OrtWarnings()  # type: ignore[union-attr]
+
+
+class _HookOnImport(importlib.abc.MetaPathFinder):
+    """Hooks ``onnxruntime`` right after its first import, before user code can set a logger."""
+
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        if fullname != "onnxruntime":
+            return None
+        with contextlib.suppress(ValueError):
+            sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(fullname)
+        loader = spec.loader if spec else None
+        exec_module = getattr(loader, "exec_module", None)
+        if exec_module is None:
+            return spec
+
+        def exec_then_hook(module: ModuleType) -> None:
+            vars(loader).pop("exec_module", None)  # the loader's own again (it may be shared)
+            exec_module(module)
+            _hook_onnxruntime(module)
+
+        with contextlib.suppress(AttributeError):  # a loader without instance attributes
+            loader.exec_module = exec_then_hook  # type: ignore[method-assign,union-attr]
+        return spec
+
+
+if isinstance(sys.modules.get("onnxruntime"), ModuleType):
+    _hook_onnxruntime(sys.modules["onnxruntime"])
+elif "onnxruntime" not in sys.modules:
+    sys.meta_path.insert(0, _HookOnImport())
+
+
+def _set_capturing(capturing: bool) -> None:
+    """Start or end a build's capture of ORT's log."""
+    with _LOGGER_LOCK:
+        _LOGGER.capturing = capturing
+        _apply_logger()
+
+
 @contextlib.contextmanager
 def _capture_messages(ort: ModuleType) -> Iterator[list[str]]:
-    """Collect ORT's warnings and log lines (severity >= warning) emitted inside the block."""
+    """Hold the build lock; collect ORT's warnings and log lines (severity >= warning) that
+    this thread emits inside the block."""
+    _hook_onnxruntime(ort)
     messages: list[str] = []
-    set_callback = getattr(ort, "set_default_logger_callback", None)
-    with _CAPTURE_LOCK, warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        if set_callback is not None:
-            set_callback(lambda _sev, _cat, _id, _loc, message: messages.append(message), 2)
+    with _BUILD_LOCK:
+        _set_capturing(True)
+        _BUILDING.messages = messages
         try:
             yield messages
         finally:
-            if set_callback is not None:
-                set_callback(None)
-    for item in caught:
-        if "onnxruntime" in (item.filename or ""):
-            messages.append(str(item.message))
-        else:
-            warnings.warn_explicit(item.message, item.category, item.filename, item.lineno)
+            _BUILDING.messages = None
+            _set_capturing(False)
 
 
 def _in_memory_weights(ort: ModuleType, ort_options: Any, checkpoint: ResolvedCheckpoint) -> None:
@@ -145,14 +329,14 @@ def _try_create(
             "provider_options": [opts for _, opts in chain],
         }
     )
-    timer = None
-    if options.load_timeout_s is not None:
-        timer = threading.Timer(
-            options.load_timeout_s, ort_options.set_load_cancellation_flag, (True,)
-        )
-        timer.daemon = True
-        timer.start()
     with _capture_messages(ort) as captured:
+        timer = None
+        if options.load_timeout_s is not None:  # started once the build lock is held
+            timer = threading.Timer(
+                options.load_timeout_s, ort_options.set_load_cancellation_flag, (True,)
+            )
+            timer.daemon = True
+            timer.start()
         try:
             session = ort.InferenceSession(
                 source, sess_options=ort_options, enable_fallback=0, **providers

@@ -7,7 +7,7 @@ until :meth:`Binding.outputs` copies them to the CPU.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
 import numpy as np
@@ -24,6 +24,13 @@ class _BackendClosedError(BackendClosedError):
 
 def _closed(*_: object) -> NoReturn:
     raise _BackendClosedError("this Binding's OnnxBackend is closed; bind again on a new backend")
+
+
+class _ClosedIoBinding:
+    """Stands in for the released IO binding of a closed backend: every method raises."""
+
+    def __getattr__(self, _name: str) -> Callable[..., NoReturn]:
+        return _closed
 
 
 class Binding:
@@ -145,4 +152,8 @@ class Binding:
         self._keep = {k: v for k, v in self._keep.items() if not k.startswith("->")}
 
     def _close(self) -> None:
+        """Release the IO binding, run options and bound arrays (the backend is closing)."""
+        self._binding = _ClosedIoBinding()
         self._run_with_iobinding = _closed
+        self._run_options = None
+        self._keep = {}

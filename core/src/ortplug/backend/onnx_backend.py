@@ -435,11 +435,7 @@ class OnnxBackend:
         """An IO binding on this session: bind inputs and outputs once, then ``run()`` repeatedly."""
         from .binding import Binding
 
-        if run_options is None:
-            options = self._run_options
-        else:
-            options = run_options.to_ort(self._ort)
-            options.terminate = self._terminated
+        options = self._run_options if run_options is None else run_options.to_ort(self._ort)
         binding = Binding(
             self._live(),
             options,
@@ -447,7 +443,10 @@ class OnnxBackend:
             self.outputs,
             self._ort.OrtValue,
         )
-        self._bindings.add(binding)
+        with self._inflight_lock:  # terminate() iterates the bindings under this lock
+            if options is not self._run_options:
+                options.terminate = self._terminated
+            self._bindings.add(binding)
         return binding
 
     def run_async(
@@ -517,19 +516,19 @@ class OnnxBackend:
         Safe to call from any thread; the stopped runs raise
         :class:`~ortplug.errors.RunTerminatedError` and the backend stays usable.
         """
-        with self._inflight_lock:
-            self._terminated = True
-            self._run_options.terminate = True
-            for options in (*self._inflight, *(b._run_options for b in self._bindings)):
-                options.terminate = True
+        self._set_terminate(True)
 
     def reset_terminate(self) -> None:
         """Accept runs again after :meth:`terminate`."""
+        self._set_terminate(False)
+
+    def _set_terminate(self, terminate: bool) -> None:
+        """Set the flag on every run options in use: shared, in-flight runs', bindings' (none once closed)."""
         with self._inflight_lock:
-            self._terminated = False
-            self._run_options.terminate = False
-            for binding in self._bindings:
-                binding._run_options.terminate = False
+            self._terminated = terminate
+            shared = () if self._run_options is None else (self._run_options,)
+            for options in (*shared, *self._inflight, *(b._run_options for b in self._bindings)):
+                options.terminate = terminate
 
     # -- profiling and live settings -----------------------------------------------------------
 
@@ -566,12 +565,12 @@ class OnnxBackend:
         library = os.fspath(path)
         if not os.path.isfile(library):
             raise MissingFileError(f"register_custom_op_library: file not found: {library}")
+        self._live()
         if self._rebuild is None or self._options is None:
             raise RuntimeError(
                 "register_custom_op_library: this backend wraps a session it did not build; "
                 "build it with OnnxBackend.from_checkpoint to let it rebuild"
             )
-        self._live()
         options = self._options.evolve(
             custom_op_libraries=(*self._options.custom_op_libraries, library)
         )
@@ -605,14 +604,24 @@ class OnnxBackend:
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _close_bindings(self) -> None:
-        for binding in list(self._bindings):
+        with self._inflight_lock:
+            bindings = list(self._bindings)
+            self._bindings = weakref.WeakSet()
+        for binding in bindings:
             binding._close()
 
     def close(self) -> None:
-        """Release the session; later ``run`` calls raise ``RuntimeError``. Idempotent."""
+        """Release the session and everything native made from it, even while this object and its
+        bindings stay referenced; later runs raise :class:`BackendClosedError`. Idempotent."""
         self._close_bindings()
+        with self._inflight_lock:
+            self._inflight.clear()
+            self._run_options = None
         self._session = None
         self._run = _closed_run
+        self._into = _IntoCache()  # drops every thread's run_into IO binding and OrtValues
+        self._rebuild = None
+        self._checkpoint = None  # the in-memory weights the session read
 
     def __enter__(self) -> Self:
         return self
