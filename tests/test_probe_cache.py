@@ -88,3 +88,29 @@ def test_probes_without_identity_run_in_every_host(ortplug_cache: Path) -> None:
     _host(probe).host_capabilities()
     assert probe.runs == 2
     assert not (ortplug_cache / "probes").exists()
+
+
+def _install(folder: Path, name: str) -> None:
+    """A minimal distribution with one ortplug entry point, as pip would leave it."""
+    dist = folder / f"ortplug_{name}-1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: ortplug-{name}\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text(f"[ortplug]\n{name} = ortplug_{name}\n")
+    (folder / f"ortplug_{name}.py").write_text(
+        "from ortplug import hookimpl\n\n@hookimpl\ndef ortplug_doctor_checks():\n    return []\n"
+    )
+
+
+def test_the_plugin_scan_is_remembered_until_a_distribution_changes(
+    ortplug_cache: Path, tmp_path: Path, monkeypatch
+) -> None:
+    site = tmp_path / "site"
+    site.mkdir()
+    _install(site, "first")
+    monkeypatch.syspath_prepend(str(site))
+    assert "first" in PluginHost(environ={}).plugin_names()
+    assert len(list((ortplug_cache / "entry-points").glob("*.json"))) == 1
+    _install(site, "second")  # a new dist-info folder: the folder's mtime changes
+    names = PluginHost(environ={}).plugin_names()
+    assert {"first", "second"} <= set(names)
+    assert len(list((ortplug_cache / "entry-points").glob("*.json"))) == 2

@@ -28,7 +28,7 @@ from ..ep_libraries import devices_for, ensure_library
 from ..errors import OrtplugPluginWarning, PluginError
 from ..host import HostCapabilities, HostProbe, compose_host
 from ..providers import ProviderConfig
-from . import _probe_cache, hookspecs
+from . import _entry_points, _probe_cache, hookspecs
 from .hookspecs import CONTRACTS, MAX_ITEMS, CallMode, HookContract
 from .registry import ProviderRegistry, ProviderSpec, ProviderType
 from .types import (
@@ -207,22 +207,19 @@ class PluginHost:
 
     def load_entry_points(self) -> int:
         """Import and register the ``ortplug`` entry points the allow/deny lists let through."""
-        from importlib.metadata import entry_points  # deferred: ~20 ms, only on discovery
-
         allow = _env_names(self._environ, ENV_ALLOW)
         deny = _env_names(self._environ, ENV_DENY) or frozenset()
         loaded = 0
-        for entry_point in entry_points(group=hookspecs.PROJECT):
+        for entry_point in _entry_points.discover(hookspecs.PROJECT):
             name = entry_point.name
-            dist = entry_point.dist
-            if dist is not None and name not in self._distributions:
-                self._distributions[name] = (dist.metadata["Name"], dist.version)
+            if entry_point.distribution is not None and name not in self._distributions:
+                self._distributions[name] = (entry_point.distribution, entry_point.version or "")
             if name in deny or (allow is not None and name not in allow):
                 self._pm.set_blocked(name)
                 continue
             seen = self._entry_points.setdefault(name, entry_point.value)
             if seen != entry_point.value:
-                owner = f" of {dist.metadata['Name']}" if dist is not None else ""
+                owner = f" of {entry_point.distribution}" if entry_point.distribution else ""
                 self._fail(
                     name,
                     "import",
@@ -499,14 +496,14 @@ class PluginHost:
         return run
 
     def refresh_probes(self) -> int:
-        """Forget every probe result, in this process and across processes; probes run again.
+        """Forget every probe result (and the remembered plugin scan) across processes.
 
-        Returns how many cached entries were removed (``ortplug info --refresh``).
+        Probes run again; returns how many cached entries were removed (``ortplug info --refresh``).
         """
         with self._lock:
             self._probe_runs.clear()
             self._hosts.clear()
-            return _probe_cache.clear()
+            return _probe_cache.clear() + _entry_points.clear()
 
     def _settle(self, run: _ProbeRun) -> Mapping[str, object] | None:
         """The probe's facts, waiting at most until its deadline; failures reported once."""

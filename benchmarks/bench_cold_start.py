@@ -1,0 +1,128 @@
+"""Cold start: time to the first result in a fresh process, ortplug against raw ONNX Runtime.
+
+    python benchmarks/bench_cold_start.py [--rounds 15] [--model PATH]
+
+Every case is a fresh interpreter, the cases interleaved round by round, the
+median reported with its ratio to the baseline measured in the same run:
+
+* ``import ortplug`` against ``import numpy``; ``ortplug --help`` against ``python -c pass``;
+* the first result of the model (default: the demo model shipped in the core) through
+  ``LocalCheckpoint(...).resolve()`` + ``OnnxBackend.from_checkpoint`` + one ``run``,
+  against raw ``InferenceSession(path).run``: with every installed plugin, with only the
+  CPU plugin (``ORTPLUG_PLUGINS=cpu``), and with an explicit ``providers=["cpu"]``.
+
+Bytecode is written (as a pip-installed package has it) and the probe cache is
+warmed by one untimed round first, in a private ``ORTPLUG_CACHE_DIR``: the
+figures are a user's second and later processes. ``--cold-cache`` empties the
+probe cache before every ortplug run instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+_FEED = (
+    "import numpy as np\n"
+    "def feed(specs):\n"
+    "    return {s.name: np.zeros([d if isinstance(d, int) and d > 0 else 1 for d in s.shape or ()],"
+    " np.float32) for s in specs}\n"
+)
+_RAW = (
+    "import onnxruntime as ort\n" + _FEED + "s = ort.InferenceSession(MODEL)\n"
+    "s.run(None, feed(s.get_inputs()))\n"
+)
+_ORTPLUG = (
+    "from ortplug import LocalCheckpoint, OnnxBackend\n"
+    + _FEED
+    + "b = OnnxBackend.from_checkpoint(LocalCheckpoint(MODEL).resolve()EXTRA)\n"
+    "b.run(feed(b.input_specs))\n"
+)
+
+
+def _cases(model: str, cli: str) -> dict[str, tuple[list[str], dict[str, str]]]:
+    python = sys.executable
+    first = _ORTPLUG.replace("MODEL", repr(model)).replace("EXTRA", "")
+    explicit = _ORTPLUG.replace("MODEL", repr(model)).replace("EXTRA", ", providers=['cpu']")
+    return {
+        "python -c pass": ([python, "-c", "pass"], {}),
+        "import numpy": ([python, "-c", "import numpy"], {}),
+        "import ortplug": ([python, "-c", "import ortplug"], {}),
+        "ortplug --help": ([cli, "--help"], {}),
+        "raw ORT first result": ([python, "-c", _RAW.replace("MODEL", repr(model))], {}),
+        "ortplug, all plugins": ([python, "-W", "ignore", "-c", first], {}),
+        "ortplug, CPU plugin only": (
+            [python, "-W", "ignore", "-c", first],
+            {"ORTPLUG_PLUGINS": "cpu"},
+        ),
+        "ortplug, providers=['cpu']": ([python, "-W", "ignore", "-c", explicit], {}),
+    }
+
+
+_RATIOS = {
+    "import ortplug": ("import numpy", "diff"),
+    "ortplug --help": ("python -c pass", "ratio"),
+    "ortplug, all plugins": ("raw ORT first result", "ratio"),
+    "ortplug, CPU plugin only": ("raw ORT first result", "ratio"),
+    "ortplug, providers=['cpu']": ("raw ORT first result", "ratio"),
+}
+
+
+def _time(command: list[str], env: dict[str, str]) -> float:
+    started = time.perf_counter()
+    done = subprocess.run(command, env=env, capture_output=True, text=True)
+    elapsed = time.perf_counter() - started
+    if done.returncode != 0:
+        raise SystemExit(f"{command[:3]} failed:\n{done.stderr}")
+    return elapsed * 1000
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--model", default=None, help="default: the demo model shipped in the core")
+    parser.add_argument("--cold-cache", action="store_true", help="empty the probe cache each run")
+    args = parser.parse_args()
+    from ortplug.testing import demo_model
+
+    model = str(Path(args.model or demo_model()).resolve())
+    cli = shutil.which("ortplug", path=str(Path(sys.executable).parent)) or "ortplug"
+    cache = Path(tempfile.mkdtemp(prefix="ortplug-bench-cache-"))
+    base_env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    base_env["ORTPLUG_CACHE_DIR"] = str(cache)
+    cases = _cases(model, cli)
+    times: dict[str, list[float]] = {name: [] for name in cases}
+    try:
+        for round_number in range(args.rounds + 1):  # round 0 writes bytecode and the caches
+            for name, (command, extra_env) in cases.items():
+                if args.cold_cache and name.startswith("ortplug,"):
+                    shutil.rmtree(cache / "probes", ignore_errors=True)
+                elapsed = _time(command, {**base_env, **extra_env})
+                if round_number:
+                    times[name].append(elapsed)
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
+    medians = {name: statistics.median(values) for name, values in times.items()}
+    print(f"cold start, {args.rounds} rounds, medians, model {Path(model).name}")
+    print(f"{'case':30} {'ms':>8}  against")
+    for name, value in medians.items():
+        against = ""
+        if name in _RATIOS:
+            base, how = _RATIOS[name]
+            if how == "ratio":
+                against = f"{value / medians[base]:.2f}x {base}"
+            else:
+                against = f"{value - medians[base]:+.0f} ms over {base}"
+        print(f"{name:30} {value:8.1f}  {against}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

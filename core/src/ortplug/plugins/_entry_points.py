@@ -1,0 +1,114 @@
+"""The ``ortplug`` entry points of the installed distributions, remembered between processes.
+
+Scanning every distribution's metadata (and importing :mod:`importlib.metadata`)
+costs tens of milliseconds at each start. The answer is kept under the cache
+root, keyed by ``sys.path`` and the modification time of each of its folders:
+installing, upgrading or removing a distribution rewrites its ``*.dist-info``
+folder in one of them, so the key changes and the scan runs again.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import logging
+import os
+import sys
+from collections.abc import Sequence
+
+import attrs
+
+from ..cache import atomic_write, cache_dir, cache_key, cache_root, read_cache_file
+from ..errors import CacheError
+
+__all__ = ["FOLDER", "PluginEntryPoint", "clear", "discover"]
+
+#: Where the remembered scans live under the cache root.
+FOLDER = "entry-points"
+_SCHEMA = 1
+_log = logging.getLogger("ortplug")
+
+
+@attrs.frozen
+class PluginEntryPoint:
+    """One entry point of the group: its name, ``module:attr`` value and distribution."""
+
+    name: str
+    value: str
+    distribution: str | None
+    version: str | None
+
+    def load(self) -> object:
+        """Import the module and resolve the attribute path, like ``EntryPoint.load``."""
+        module_name, _, attributes = self.value.partition(":")
+        target: object = importlib.import_module(module_name.strip())
+        for attribute in filter(None, attributes.strip().split(".")):
+            target = getattr(target, attribute)
+        return target
+
+
+def _key(group: str) -> str:
+    folders = []
+    for entry in sys.path:
+        try:
+            folders.append([entry, os.stat(entry or ".").st_mtime_ns])
+        except OSError:
+            folders.append([entry, None])
+    return cache_key(_SCHEMA, group, sys.version, folders)
+
+
+def _scan(group: str) -> list[PluginEntryPoint]:
+    from importlib.metadata import entry_points  # the slow path, only on a cache miss
+
+    found = []
+    for entry_point in entry_points(group=group):
+        dist = entry_point.dist
+        found.append(
+            PluginEntryPoint(
+                entry_point.name,
+                entry_point.value,
+                dist.metadata["Name"] if dist is not None else None,
+                dist.version if dist is not None else None,
+            )
+        )
+    return found
+
+
+def _read(path: os.PathLike[str]) -> list[PluginEntryPoint] | None:
+    try:
+        rows = json.loads(read_cache_file(path))
+        if not isinstance(rows, list):
+            return None
+        return [PluginEntryPoint(*row) for row in rows if isinstance(row, list) and len(row) == 4]
+    except (OSError, ValueError, TypeError, RecursionError):
+        return None
+
+
+def discover(group: str, *, remember: bool = True) -> Sequence[PluginEntryPoint]:
+    """The group's entry points, from the remembered scan when the installation is unchanged."""
+    if not remember:
+        return _scan(group)
+    path = cache_root() / FOLDER / f"{_key(group)}.json"
+    remembered = _read(path)
+    if remembered is not None:
+        return remembered
+    found = _scan(group)
+    try:
+        rows = [attrs.astuple(entry) for entry in found]
+        atomic_write(cache_dir(FOLDER) / path.name, json.dumps(rows))
+    except (CacheError, TypeError, ValueError) as exc:
+        _log.debug("entry points not remembered: %s", exc)
+    return found
+
+
+def clear() -> int:
+    """Forget every remembered scan; returns how many there were."""
+    folder = cache_root() / FOLDER
+    removed = 0
+    for path in folder.glob("*.json") if folder.is_dir() else ():
+        try:
+            path.unlink()
+            removed += 1
+        except OSError:
+            continue
+    return removed
