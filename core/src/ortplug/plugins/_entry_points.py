@@ -48,10 +48,14 @@ class PluginEntryPoint:
 
 
 def _key(group: str) -> str:
+    """``sys.path``'s absolute folders with their mtimes (the current directory does not count:
+    it changes with every file written there, and plugins are installed, not dropped in it)."""
     folders = []
     for entry in sys.path:
+        if not os.path.isabs(entry):
+            continue
         try:
-            folders.append([entry, os.stat(entry or ".").st_mtime_ns])
+            folders.append([entry, os.stat(entry).st_mtime_ns])
         except OSError:
             folders.append([entry, None])
     return cache_key(_SCHEMA, group, sys.version, folders)
