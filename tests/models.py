@@ -19,13 +19,21 @@ def _model(graph: onnx.GraphProto, opset: int = 17) -> bytes:
     return model.SerializeToString()
 
 
-def add_model(shape: list[int | str] | None = None) -> bytes:
-    """c = a + b, float32, shape [1, 4] by default."""
+def add_model(shape: list[int | str] | None = None, nodes: int = 1) -> bytes:
+    """c = a + b, float32, shape [1, 4] by default.
+
+    ``nodes`` > 1 spreads it over that many nodes (adding zero after the first): a
+    model that computes the same but takes ONNX Runtime longer to build.
+    """
     shape = shape or [1, 4]
     inputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, shape) for n in ("a", "b")]
     out = helper.make_tensor_value_info("c", TensorProto.FLOAT, shape)
-    node = helper.make_node("Add", ["a", "b"], ["c"])
-    return _model(helper.make_graph([node], "add", inputs, [out]))
+    names = ["a", *(f"t{i}" for i in range(1, nodes)), "c"]
+    graph_nodes = [helper.make_node("Add", ["a", "b"], [names[1]])]
+    graph_nodes += [helper.make_node("Add", [names[i], "zero"], [names[i + 1]]) for i in range(1, nodes)]
+    zero = numpy_helper.from_array(np.zeros(1, np.float32), "zero")
+    initializers = [zero] if nodes > 1 else []
+    return _model(helper.make_graph(graph_nodes, "add", inputs, [out], initializer=initializers))
 
 
 def matmul_model(elem: int = TensorProto.FLOAT, static: bool = False) -> bytes:

@@ -55,6 +55,8 @@ class SessionPlan:
     explain_declines: Callable[[Sequence[str]], Mapping[str, str]] = attrs.field(
         default=lambda kinds: {}, eq=False, repr=False
     )
+    #: The plugin host that planned it (a later plan for the same backend asks the same one).
+    plugins: PluginHost | None = attrs.field(default=None, eq=False, repr=False)
 
 
 def resolve_checkpoint(checkpoint: object) -> ResolvedCheckpoint:
@@ -153,6 +155,7 @@ def plan_session(
         declined=declined,
         device_policy=device_policy,
         explain_declines=explain,
+        plugins=plugins,
     )
 
 

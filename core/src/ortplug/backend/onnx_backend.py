@@ -23,11 +23,12 @@ from ..errors import (
     RunTerminatedError,
 )
 from ..provider_options import encode_option
+from ..providers import CPU_EP, is_accelerator
 from ..run_options import RunOptionsConfig
 from ._placement import enforce_share
 from ._plan import SessionPlan, plan_session, resolve_checkpoint
 from ._run import bfloat16_as_ort_values, check_into_outputs, feed_by_name, select_outputs
-from ._session import create_session
+from ._session import SessionBuild, create_session
 from ._validation import InputChecker, InputSpec
 
 if TYPE_CHECKING:
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
     from ..session_options import SessionOptionsConfig
     from .binding import Binding
     from .introspection import MemoryInfo, ModelInfo, ValueInfo
+    from ._startup import StartupSwitch
     from .report import ProviderReport
 
 __all__ = ["OnnxBackend"]
@@ -90,6 +92,7 @@ class OnnxBackend:
         self._options: SessionOptionsConfig | None = None
         self._plan: SessionPlan | None = None
         self._checkpoint: ResolvedCheckpoint | None = None
+        self._startup: StartupSwitch | None = None
 
     def _adopt(self, session: Any) -> None:
         """Take ``session`` as this backend's (at construction and after a rebuild)."""
@@ -127,6 +130,7 @@ class OnnxBackend:
         policy: ProviderPolicy | None = None,
         plugins: PluginHost | None = None,
         min_accelerator_share: float | None = None,
+        startup_fallback: bool = False,
     ) -> Self:
         """Build a backend by loading a checkpoint into a new ONNX Runtime session.
 
@@ -139,24 +143,86 @@ class OnnxBackend:
         plugin host (default: the process-wide one). ``min_accelerator_share``
         (0..1) also treats a session whose accelerators took fewer of the graph's
         nodes as a fallback: an error for an explicit chain, a warning for a policy's.
+
+        ``startup_fallback=True``: when the chain has an accelerator, return as soon
+        as a CPU session serves, and build and warm up the accelerator's session in
+        the background; the backend switches to it between runs (runs in flight
+        finish where they started). :meth:`wait_ready` waits for the switch; an
+        accelerator that fails to build or warm up leaves the CPU serving, with a
+        :class:`~ortplug.errors.ProviderFallbackWarning` carrying the cause (and,
+        for an explicit chain, :attr:`startup_error`).
         """
         resolved = resolve_checkpoint(checkpoint)
         plan = plan_session(resolved, providers, session_options, policy, plugins)
-        build = _build(resolved, plan, plan.options)
-        backend = cls(resolved.metadata, build.session)
-        backend._requested = build.requested
-        backend._build_messages = build.messages
-        backend._chain_reasons = tuple(zip((c.kind for c in plan.chain), plan.reasons))
-        if plan.device_policy is not None:
-            reason = f"chosen by ONNX Runtime's {plan.device_policy} device policy"
-            backend._chain_reasons = tuple((name, reason) for name in backend.providers)
-        backend._options = plan.options
-        backend._plan = plan
-        backend._checkpoint = resolved  # owns in-memory weights ORT reads for the session's life
-        backend._rebuild = lambda options: _build(resolved, plan, options).session
+        if startup_fallback and any(is_accelerator(config) for config in plan.chain):
+            from ._startup import start_on_cpu
+
+            cpu_plan = plan_session(resolved, [CPU_EP], session_options, None, plan.plugins)
+            backend = cls._from_build(
+                resolved, cpu_plan, _build(resolved, cpu_plan, cpu_plan.options)
+            )
+            start_on_cpu(backend, resolved, plan, min_accelerator_share)
+            return backend
+        backend = cls._from_build(resolved, plan, _build(resolved, plan, plan.options))
         if min_accelerator_share is not None:
             enforce_share(backend.report, min_accelerator_share, strict=plan.strict)
         return backend
+
+    @classmethod
+    def _from_build(
+        cls, resolved: ResolvedCheckpoint, plan: SessionPlan, build: SessionBuild
+    ) -> Self:
+        backend = cls(resolved.metadata, build.session)
+        backend._take_plan(resolved, plan, build)
+        return backend
+
+    def _take_plan(
+        self, resolved: ResolvedCheckpoint, plan: SessionPlan, build: SessionBuild
+    ) -> None:
+        """Record what ``build`` was asked for and why (at construction and at a startup switch)."""
+        self._requested = build.requested
+        self._build_messages = build.messages
+        self._chain_reasons = tuple(zip((c.kind for c in plan.chain), plan.reasons))
+        if plan.device_policy is not None:
+            reason = f"chosen by ONNX Runtime's {plan.device_policy} device policy"
+            self._chain_reasons = tuple((name, reason) for name in build.session.get_providers())
+        self._options = plan.options
+        self._plan = plan
+        self._checkpoint = resolved  # owns in-memory weights ORT reads for the session's life
+        self._rebuild = lambda options: _build(resolved, plan, options).session
+
+    def _switch_to(
+        self, resolved: ResolvedCheckpoint, plan: SessionPlan, build: SessionBuild
+    ) -> bool:
+        """Serve from ``build``'s session from the next run on; False when the backend was closed.
+
+        One assignment of the run function moves new runs over; runs in flight keep
+        the session they started on, which is freed when the last of them returns.
+        """
+        with self._inflight_lock:
+            if self._session is None:
+                return False
+            self._take_plan(resolved, plan, build)
+            self._into = _IntoCache()  # per-thread IO bindings belong to the old session
+            self._providers = tuple(build.session.get_providers())
+            self._session = build.session
+            self._run = functools.partial(build.session.run, run_options=self._run_options)
+            return True
+
+    # -- startup fallback ---------------------------------------------------------------------
+
+    def wait_ready(self, timeout: float | None = None) -> bool:
+        """Wait until a startup fallback's accelerator serves or has failed; False on time-out.
+
+        True at once for a backend built without ``startup_fallback`` (or whose
+        chain has no accelerator). :attr:`providers` says what serves now.
+        """
+        return self._startup is None or self._startup.done.wait(timeout)
+
+    @property
+    def startup_error(self) -> BaseException | None:
+        """Why a startup fallback's accelerator did not come up (``None``: it did, or is coming)."""
+        return None if self._startup is None else self._startup.error
 
     # -- what the backend is ------------------------------------------------------------------
 
