@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from types import MappingProxyType
@@ -84,6 +85,21 @@ def _freeze_extra(value: Mapping[str, Any]) -> Mapping[str, Any]:
     except (TypeError, ValueError) as exc:
         raise OptionError(f"extra: values must be JSON-serializable ({exc})") from exc
     return MappingProxyType(copied)
+
+
+#: Graph names exporters give every model: they say nothing about the model family.
+_GENERIC_GRAPH_NAMES = re.compile(
+    r"^(main_graph|main|graph|model|torch[-_]jit([-_]export)?|tf2onnx|tf2onnx_graph|"
+    r"onnx_graph|test_graph|[0-9a-f]{16,}|[0-9a-f-]{36})$",
+    re.IGNORECASE,
+)
+
+
+def _family(graph_name: str | None, fallback: str | None) -> str:
+    """The graph's name when it is specific; else the fallback (file stem), else "unknown"."""
+    if graph_name and not _GENERIC_GRAPH_NAMES.match(graph_name.strip()):
+        return graph_name
+    return fallback or "unknown"
 
 
 @attrs.frozen(kw_only=True)
@@ -186,12 +202,16 @@ class CheckpointMetadata:
                 )
 
     @classmethod
-    def from_summary(cls, summary: ModelSummary) -> CheckpointMetadata:
-        """Infer metadata from a parsed model summary (see :func:`summarize_model`)."""
+    def from_summary(cls, summary: ModelSummary, *, name: str | None = None) -> CheckpointMetadata:
+        """Infer metadata from a parsed model summary (see :func:`summarize_model`).
+
+        ``model_family`` is the graph's name unless that is an exporter's generic
+        one ("main_graph", "torch_jit", a hash...); then ``name`` (the file's stem).
+        """
         _require_metadata_names(summary)
         feeds = summary.feed_inputs
         return cls(
-            model_family=summary.graph_name or "unknown",
+            model_family=_family(summary.graph_name, name),
             input_names=[i.name for i in feeds],
             output_names=[o.name for o in summary.outputs],
             precision=_infer_precision(summary),

@@ -184,7 +184,7 @@ class LocalCheckpoint:
             metadata = _load_metadata_file(meta_path)
             _require_fits(metadata, summary, origin=str(meta_path))
         else:
-            metadata = CheckpointMetadata.from_summary(summary)
+            metadata = CheckpointMetadata.from_summary(summary, name=self.path.stem)
         return _with_summary(ResolvedCheckpoint(self.path, metadata), summary)
 
 
