@@ -147,3 +147,17 @@ def test_closing_before_the_switch_discards_the_accelerator(azure_host: PluginHo
     backend.close()
     assert backend.wait_ready(timeout=60)
     assert backend.closed
+
+
+def test_the_cpu_session_is_released_after_the_switch(azure_host: PluginHost) -> None:
+    import gc
+    import weakref
+
+    backend = OnnxBackend.from_checkpoint(
+        _checkpoint(nodes=500), providers=["azure", "cpu"], plugins=azure_host, startup_fallback=True
+    )
+    cpu_session = weakref.ref(backend._session)
+    backend.run_into({"a": ONE, "b": ONE}, {"c": np.empty((1, 4), np.float32)})  # a CPU IO binding
+    assert backend.wait_ready(timeout=60) and backend.providers == AZURE
+    gc.collect()
+    assert cpu_session() is None
