@@ -1,0 +1,174 @@
+"""The ``webgpu`` plugin's hook implementations (entry point ``webgpu = "ortplug_webgpu.plugin"``)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterable
+
+from ortplug import (
+    CheckpointMetadata,
+    DoctorCheck,
+    HostCapabilities,
+    HostProbe,
+    ProviderConfig,
+    ProviderDecline,
+    ProviderOffer,
+    ProviderType,
+    ResolvedCheckpoint,
+    hookimpl,
+)
+from ortplug.ep_libraries import EpLibrary
+from ortplug.errors import OptionError
+
+from .config import WebGpuProvider
+from .probes import (
+    ALLOW_SOFTWARE_ENV,
+    PROBE_TIMEOUT_S,
+    WEBGPU_FACTS,
+    WEBGPU_TYPES,
+    apply_software_opt_in,
+    detect_webgpu,
+    probe_identity,
+    software_allowed,
+)
+from .readiness import assess_webgpu
+from .shader_cache import MESA_CACHE_ENV, use_shader_cache
+
+__all__ = [
+    "LIBRARY",
+    "PREFERENCE",
+    "ortplug_doctor_checks",
+    "ortplug_host_probes",
+    "ortplug_offer_providers",
+    "ortplug_prepare_provider",
+    "ortplug_provider_types",
+]
+
+#: Below CUDA (50), CoreML (40) and the OpenVINO example (30); above CPU (0).
+PREFERENCE = 20
+#: The ``onnxruntime-ep-webgpu`` library; the core registers it and appends it by device.
+LIBRARY = EpLibrary("ortplug.webgpu", (WebGpuProvider.ort_name,), package="onnxruntime_ep_webgpu")
+
+
+@hookimpl
+def ortplug_provider_types() -> Iterable[ProviderType]:
+    """The ``webgpu`` kind, ONNX Runtime's ``WebGpuExecutionProvider`` from its plugin-EP library.
+
+    With the software opt-in, the EP's own switch is set here, before the core
+    first registers the library.
+    """
+    apply_software_opt_in()
+    yield ProviderType(
+        kind="webgpu",
+        ort_name=WebGpuProvider.ort_name,
+        config_cls=WebGpuProvider,
+        description="ONNX Runtime's WebGPU execution provider (Dawn on Vulkan, D3D12 or Metal)",
+        library=LIBRARY,
+    )
+
+
+@hookimpl
+def ortplug_host_probes() -> Iterable[HostProbe]:
+    """Vulkan loader and adapters (vendor, type, driver), and whether Dawn runs a session."""
+    yield HostProbe(
+        name="webgpu",
+        facts=WEBGPU_FACTS,
+        detect=detect_webgpu,
+        description="the adapters Dawn sees (Vulkan on Linux) and whether the WebGPU EP runs",
+        timeout=PROBE_TIMEOUT_S,
+        types=WEBGPU_TYPES,
+        identity=probe_identity,
+    )
+
+
+@hookimpl
+def ortplug_offer_providers(
+    metadata: CheckpointMetadata, host: HostCapabilities
+) -> Iterable[ProviderOffer | ProviderDecline]:
+    """WebGPU on a GPU adapter Dawn runs on, for fp32/fp16; a software adapter only when opted in."""
+    allow = software_allowed()
+    readiness = assess_webgpu(host, allow_software=allow)
+    if not readiness.ready:
+        yield ProviderDecline("webgpu", readiness.reason)
+        return
+    if metadata.precision == "int8":
+        yield ProviderDecline(
+            "webgpu",
+            "int8 checkpoint: the WebGPU provider has few integer kernels, so quantized nodes "
+            "fall back to CPU one by one with copies in between; the CPU provider runs it",
+        )
+        return
+    if metadata.precision == "bf16":
+        yield ProviderDecline("webgpu", "bf16 checkpoint: WebGPU has no bfloat16 kernels")
+        return
+    reason = f"Dawn runs on {readiness.describe()}"
+    if readiness.software:
+        reason += (
+            f" (software adapter, opted in with {ALLOW_SOFTWARE_ENV}=1: 40-50x slower than "
+            "the CPU provider, for testing)"
+        )
+    yield ProviderOffer(config=WebGpuProvider(), preference=PREFERENCE, reason=reason)
+
+
+@hookimpl
+def ortplug_prepare_provider(
+    config: ProviderConfig, checkpoint: ResolvedCheckpoint
+) -> ProviderConfig | None:
+    """Software opt-in and Mesa's shader cache for this process; graph capture needs static shapes."""
+    if not isinstance(config, WebGpuProvider):
+        return None
+    if config.enable_graph_capture and not checkpoint.metadata.static_shapes:
+        raise OptionError(
+            f"enable_graph_capture: expected a checkpoint with static input shapes, "
+            f"{checkpoint.label} has dynamic ones (captured GPU work replays fixed shapes)"
+        )
+    apply_software_opt_in()
+    with contextlib.suppress(OSError):  # no cache: shaders compile in each process; see doctor
+        use_shader_cache()
+    return None
+
+
+def _shader_cache_check() -> DoctorCheck:
+    """Mesa's shader cache folder (the user's, or ortplug's keyed one) can be created and written."""
+    try:
+        folder = use_shader_cache(dict(os.environ))  # a copy: the doctor sets no variable
+        folder.mkdir(parents=True, exist_ok=True)
+        problem = None if os.access(folder, os.W_OK) else f"{folder} is not writable"
+    except OSError as exc:
+        problem = str(exc)
+    if problem is None:
+        return DoctorCheck("webgpu shader cache", True, f"Mesa's shader cache in {folder}")
+    return DoctorCheck(
+        "webgpu shader cache",
+        False,
+        problem,
+        f"set ORTPLUG_CACHE_DIR (or {MESA_CACHE_ENV}) to a writable directory; without it "
+        "every process compiles its shaders again (seconds per model on lavapipe)",
+    )
+
+
+@hookimpl
+def ortplug_doctor_checks(host: HostCapabilities) -> Iterable[DoctorCheck]:
+    """Vulkan loader present, an adapter Dawn runs on, and a writable shader cache."""
+    allow = software_allowed()
+    readiness = assess_webgpu(host, allow_software=allow)
+    if host.fact("webgpu", "backend", "Vulkan") == "Vulkan":
+        loader = host.fact("webgpu", "vulkan_loader")
+        if not loader:
+            yield DoctorCheck("webgpu vulkan loader", False, str(readiness.problem), readiness.fix)
+            return
+        yield DoctorCheck("webgpu vulkan loader", True, f"{loader} loads")
+    if readiness.software and not allow:
+        yield DoctorCheck(
+            "webgpu adapter",
+            True,
+            f"only a software adapter, {readiness.describe()}: the policy skips it unless "
+            f"{ALLOW_SOFTWARE_ENV}=1",
+        )
+    elif not readiness.ready:
+        yield DoctorCheck("webgpu adapter", False, str(readiness.problem), readiness.fix)
+    else:
+        yield DoctorCheck("webgpu adapter", True, f"Dawn runs on {readiness.describe()}")
+    if host.platform == "linux":
+        yield _shader_cache_check()
