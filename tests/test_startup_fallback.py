@@ -154,10 +154,29 @@ def test_the_cpu_session_is_released_after_the_switch(azure_host: PluginHost) ->
     import weakref
 
     backend = OnnxBackend.from_checkpoint(
-        _checkpoint(nodes=500), providers=["azure", "cpu"], plugins=azure_host, startup_fallback=True
+        _checkpoint(nodes=500),
+        providers=["azure", "cpu"],
+        plugins=azure_host,
+        startup_fallback=True,
     )
     cpu_session = weakref.ref(backend._session)
     backend.run_into({"a": ONE, "b": ONE}, {"c": np.empty((1, 4), np.float32)})  # a CPU IO binding
     assert backend.wait_ready(timeout=60) and backend.providers == AZURE
     gc.collect()
     assert cpu_session() is None
+
+
+def test_run_command_serves_its_first_run_on_the_cpu() -> None:
+    """The real CLI, the azuretest plugin installed as a distribution."""
+    import json
+    import subprocess
+    import sys
+
+    command = [sys.executable, "-m", "ortplug.cli.main", "run", "--providers", "azure,cpu"]
+    done = subprocess.run(
+        [*command, "--startup-fallback", "--json", "--repeat", "2"], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["realized"] == list(AZURE)  # the timed runs wait for the switch
+    assert report["first_run_on"] in ([CPU_EP], list(AZURE))  # the build may win the race

@@ -76,6 +76,11 @@ def _parser() -> argparse.ArgumentParser:
         help="explicit chain with options, e.g. cuda:device_id=1,cpu (default: the policy chooses)",
     )
     run.add_argument("--repeat", type=positive_int, default=20, help="timed runs after the first")
+    run.add_argument(
+        "--startup-fallback",
+        action="store_true",
+        help="serve on the CPU at once while the accelerator builds and warms up, then switch",
+    )
     _add_json(run)
 
     info = sub.add_parser("info", help="host facts, plugins, and the chain the policy would pick")
