@@ -1,0 +1,79 @@
+"""Startup fallback on a real accelerator: WebGPU's first run compiles shaders, the CPU serves meanwhile."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import numpy as np
+import pytest
+from ortplug import InMemoryCheckpoint, OnnxBackend
+from ortplug.testing import make_plugin_host
+from ortplug_webgpu import plugin as webgpu_plugin
+from ortplug_webgpu.probes import ALLOW_SOFTWARE_ENV, detect_webgpu
+from webgpu_models import fp16_cnn
+
+WEBGPU, CPU = "WebGpuExecutionProvider", "CPUExecutionProvider"
+
+
+@pytest.fixture(scope="module")
+def usable() -> None:
+    facts: dict[str, Any] = detect_webgpu(check_dawn=True)
+    if not facts.get("usable"):
+        pytest.fail(f"no adapter the WebGPU EP runs on: {facts.get('error')}", pytrace=False)
+
+
+@pytest.mark.usefixtures("usable")
+def test_runs_never_fail_or_block_across_the_switch_to_webgpu(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv(ALLOW_SOFTWARE_ENV, "1")
+    plugins = make_plugin_host(("webgpu", webgpu_plugin))
+    checkpoint = InMemoryCheckpoint(fp16_cnn()).resolve()
+    reference = OnnxBackend.from_checkpoint(checkpoint, providers=["cpu"], plugins=plugins)
+    backend = OnnxBackend.from_checkpoint(
+        checkpoint, providers=["webgpu", "cpu"], plugins=plugins, startup_fallback=True
+    )
+    assert backend.providers == (CPU,)  # shader compilation takes seconds: the CPU serves
+    specs = backend.inputs
+    rng = np.random.default_rng(0)
+    feeds = [
+        {v.name: rng.random(v.shape).astype(v.dtype) for v in specs}  # type: ignore[arg-type]
+        for _ in range(4)
+    ]
+    expected = [reference.run(feed) for feed in feeds]
+    counts = {CPU: 0, WEBGPU: 0}
+    errors: list[BaseException] = []
+    stop = threading.Event()
+
+    def hammer() -> None:
+        index = 0
+        while not stop.is_set():
+            index = (index + 1) % len(feeds)
+            before = backend.providers
+            try:
+                out = backend.run(feeds[index])
+            except BaseException as exc:
+                errors.append(exc)
+                return
+            for name, value in expected[index].items():
+                if not np.allclose(out[name], value, rtol=1e-2, atol=1e-2):
+                    errors.append(AssertionError(f"{name} differs on {before}"))
+                    return
+            if before == backend.providers:
+                counts[WEBGPU if WEBGPU in before else CPU] += 1
+
+    thread = threading.Thread(target=hammer)
+    thread.start()
+    try:
+        assert backend.wait_ready(timeout=300), "WebGPU did not come up within 300 s"
+        target = counts[WEBGPU] + 3
+        while counts[WEBGPU] < target and thread.is_alive() and not errors:
+            threading.Event().wait(0.05)
+    finally:
+        stop.set()
+        thread.join(timeout=120)
+    assert errors == []
+    assert backend.startup_error is None
+    assert backend.providers[0] == WEBGPU
+    assert counts[CPU] > 0 and counts[WEBGPU] >= 3, counts
