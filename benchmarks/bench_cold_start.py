@@ -15,6 +15,11 @@ Bytecode is written (as a pip-installed package has it) and the probe cache is
 warmed by one untimed round first, in a private ``ORTPLUG_CACHE_DIR``: the
 figures are a user's second and later processes. ``--cold-cache`` empties the
 probe cache before every ortplug run instead.
+
+``--webgpu`` adds the WebGPU chain (software adapter opted in; source the
+lavapipe env first): its first result with and without ``startup_fallback``
+against the CPU-only chain, each run with an empty Mesa shader cache so the
+accelerator's first run compiles its shaders, as on a first start.
 """
 
 from __future__ import annotations
@@ -47,6 +52,27 @@ _ORTPLUG = (
 )
 
 
+def _webgpu_cases(model: str) -> dict[str, tuple[list[str], dict[str, str]]]:
+    python = sys.executable
+    env = {"ORTPLUG_WEBGPU_ALLOW_SOFTWARE": "1", "ORT_WEBGPU_EP_ALLOW_SOFTWARE_ADAPTER": "1"}
+    chain = ", providers=['webgpu', 'cpu']"
+
+    def script(extra: str) -> str:
+        return _ORTPLUG.replace("MODEL", repr(model)).replace("EXTRA", extra)
+
+    return {
+        "cpu chain first result": (
+            [python, "-W", "ignore", "-c", script(", providers=['cpu']")],
+            env,
+        ),
+        "webgpu chain first result": ([python, "-W", "ignore", "-c", script(chain)], env),
+        "webgpu + startup fallback": (
+            [python, "-W", "ignore", "-c", script(chain + ", startup_fallback=True")],
+            env,
+        ),
+    }
+
+
 def _cases(model: str, cli: str) -> dict[str, tuple[list[str], dict[str, str]]]:
     python = sys.executable
     first = _ORTPLUG.replace("MODEL", repr(model)).replace("EXTRA", "")
@@ -72,6 +98,8 @@ _RATIOS = {
     "ortplug, all plugins": ("raw ORT first result", "ratio"),
     "ortplug, CPU plugin only": ("raw ORT first result", "ratio"),
     "ortplug, providers=['cpu']": ("raw ORT first result", "ratio"),
+    "webgpu chain first result": ("cpu chain first result", "ratio"),
+    "webgpu + startup fallback": ("cpu chain first result", "ratio"),
 }
 
 
@@ -89,6 +117,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--model", default=None, help="default: the demo model shipped in the core")
     parser.add_argument("--cold-cache", action="store_true", help="empty the probe cache each run")
+    parser.add_argument("--webgpu", action="store_true", help="add the WebGPU chain's cases")
     args = parser.parse_args()
     from ortplug.testing import demo_model
 
@@ -97,14 +126,17 @@ def main() -> int:
     cache = Path(tempfile.mkdtemp(prefix="ortplug-bench-cache-"))
     base_env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     base_env["ORTPLUG_CACHE_DIR"] = str(cache)
-    cases = _cases(model, cli)
+    cases = _webgpu_cases(model) if args.webgpu else _cases(model, cli)
     times: dict[str, list[float]] = {name: [] for name in cases}
     try:
         for round_number in range(args.rounds + 1):  # round 0 writes bytecode and the caches
             for name, (command, extra_env) in cases.items():
                 if args.cold_cache and name.startswith("ortplug,"):
                     shutil.rmtree(cache / "probes", ignore_errors=True)
-                elapsed = _time(command, {**base_env, **extra_env})
+                env = {**base_env, **extra_env}
+                if args.webgpu:  # every start compiles its shaders
+                    env["MESA_SHADER_CACHE_DIR"] = tempfile.mkdtemp(dir=cache)
+                elapsed = _time(command, env)
                 if round_number:
                     times[name].append(elapsed)
     finally:

@@ -77,3 +77,31 @@ def test_runs_never_fail_or_block_across_the_switch_to_webgpu(
     assert backend.startup_error is None
     assert backend.providers[0] == WEBGPU
     assert counts[CPU] > 0 and counts[WEBGPU] >= 3, counts
+
+
+@pytest.mark.usefixtures("usable")
+def test_exiting_while_webgpu_comes_up_is_clean(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The bring-up is stopped and waited for at exit: no abort from native code."""
+    import os
+    import subprocess
+    import sys
+
+    script = (
+        "import numpy as np\n"
+        "from ortplug import OnnxBackend\n"
+        "from ortplug.testing import demo_static_model\n"
+        "from ortplug import LocalCheckpoint\n"
+        "b = OnnxBackend.from_checkpoint(LocalCheckpoint(demo_static_model()).resolve(),"
+        " providers=['webgpu', 'cpu'], startup_fallback=True)\n"
+        "b.run({s.name: np.zeros(s.shape, np.float32) for s in b.input_specs})\n"
+        "print('served on', b.providers[0])\n"
+    )
+    env = {
+        **os.environ,
+        ALLOW_SOFTWARE_ENV: "1",
+        "MESA_SHADER_CACHE_DIR": str(tmp_path / "cold"),  # shaders compile: the exit comes first
+    }
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "served on CPUExecutionProvider" in done.stdout
+    assert "terminate called" not in done.stderr

@@ -58,12 +58,15 @@ from ..errors import (
 from ..providers import CPU_EP, ProviderConfig
 from ..session_options import SessionOptionsConfig
 
-__all__ = ["SessionBuild", "create_session"]
+__all__ = ["SessionBuild", "cancel_builds", "create_session"]
 
 _log = logging.getLogger("ortplug")
 
 # Builds run one at a time: each swaps ORT's process-wide logger callback.
 _BUILD_LOCK = threading.Lock()
+
+#: SessionOptions of the builds under way, so that exiting can cancel them (see cancel_builds).
+_UNDER_WAY: set[Any] = set()
 _CAPTURED_SEVERITY = 2  # ORT's warning: lines at or above it become build messages
 _SEVERITY_LETTERS = "VIWEF"  # ORT's own logger prefixes a line with its severity's letter
 
@@ -337,6 +340,7 @@ def _try_create(
             )
             timer.daemon = True
             timer.start()
+        _UNDER_WAY.add(ort_options)
         try:
             session = ort.InferenceSession(
                 source, sess_options=ort_options, enable_fallback=0, **providers
@@ -344,9 +348,20 @@ def _try_create(
         except Exception as exc:
             return None, exc, captured
         finally:
+            _UNDER_WAY.discard(ort_options)
             if timer is not None:
                 timer.cancel()
     return session, None, captured
+
+
+def cancel_builds() -> None:
+    """Ask every session build under way to stop (ONNX Runtime's load cancellation flag).
+
+    For an exiting interpreter: a build still running in a background thread
+    when the process ends aborts it from native code.
+    """
+    for ort_options in list(_UNDER_WAY):
+        ort_options.set_load_cancellation_flag(True)
 
 
 def _library_messages(libraries: Sequence[EpLibrary | None]) -> list[str]:

@@ -10,19 +10,22 @@ hands it to the backend, which serves from it from the next run on.
 
 from __future__ import annotations
 
+import atexit
 import logging
 import threading
 import time
 import warnings
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from .._runtime import require_onnxruntime
 from ..errors import OrtplugError, ProviderFallbackWarning
 from ..providers import CPU_EP
 from ..sample_inputs import sample_inputs
 from ._placement import enforce_share
 from ._plan import SessionPlan
+from ._session import cancel_builds
 
 if TYPE_CHECKING:
     from ..checkpoint import ResolvedCheckpoint
@@ -34,7 +37,7 @@ __all__ = ["StartupSwitch", "start_on_cpu"]
 _log = logging.getLogger("ortplug")
 
 
-@attrs.define
+@attrs.define(eq=False)
 class StartupSwitch:
     """The background bring-up of one backend's accelerator: when it ended and how."""
 
@@ -43,6 +46,29 @@ class StartupSwitch:
     switched: bool = False
     error: BaseException | None = None
     seconds: float | None = None  # build + warm-up time of the accelerator session
+    exiting: bool = False  # the interpreter is exiting: stop, quietly
+    warm_up_options: Any = None  # the warm-up run's RunOptions, to terminate it at exit
+
+
+#: Bring-ups under way; at exit each is stopped and waited for (native code still
+#: running in a thread when the process ends aborts it).
+_UNDER_WAY: set[StartupSwitch] = set()
+_EXIT_WAIT_S = 30.0
+
+
+def _stop_at_exit() -> None:
+    switches = list(_UNDER_WAY)
+    for switch in switches:
+        switch.exiting = True
+        if switch.warm_up_options is not None:
+            switch.warm_up_options.terminate = True
+    cancel_builds()
+    deadline = time.monotonic() + _EXIT_WAIT_S
+    for switch in switches:
+        switch.done.wait(max(0.0, deadline - time.monotonic()))
+
+
+atexit.register(_stop_at_exit)
 
 
 def start_on_cpu(
@@ -53,6 +79,7 @@ def start_on_cpu(
 ) -> StartupSwitch:
     """Start bringing ``plan``'s accelerator up behind ``backend``, which serves on the CPU now."""
     switch = StartupSwitch(tuple(config.to_ort()[0] for config in plan.chain))
+    _UNDER_WAY.add(switch)
     backend._startup = switch
     backend._chain_reasons = (
         ("cpu", f"startup fallback: serves while {list(switch.requested)} builds and warms up"),
@@ -67,7 +94,7 @@ def start_on_cpu(
     return switch
 
 
-def _warm_up(build: SessionBuild, resolved: ResolvedCheckpoint) -> None:
+def _warm_up(build: SessionBuild, resolved: ResolvedCheckpoint, switch: StartupSwitch) -> None:
     """One run on representative inputs: shaders, kernels and engines are compiled here."""
     session = build.session
     from ._validation import InputChecker
@@ -78,7 +105,9 @@ def _warm_up(build: SessionBuild, resolved: ResolvedCheckpoint) -> None:
     except OrtplugError as exc:  # an input that cannot be generated: the first real run warms up
         _log.info("startup fallback: no warm-up run (%s)", exc)
         return
-    session.run(None, feed)
+    switch.warm_up_options = require_onnxruntime().RunOptions()
+    if not switch.exiting:
+        session.run(None, feed, switch.warm_up_options)
 
 
 def _bring_up(
@@ -95,13 +124,15 @@ def _bring_up(
         build = _build(resolved, plan, plan.options)
         if not any(name != CPU_EP for name in build.session.get_providers()):
             raise RuntimeError("no accelerator was realized; see the warning above for the cause")
-        _warm_up(build, resolved)
+        _warm_up(build, resolved, switch)
         switch.seconds = time.perf_counter() - started
-        switch.switched = backend._switch_to(resolved, plan, build)
+        switch.switched = not switch.exiting and backend._switch_to(resolved, plan, build)
         if switch.switched and min_accelerator_share is not None:
             enforce_share(backend.report, min_accelerator_share, strict=False)
     except Exception as exc:  # the CPU keeps serving; the cause reaches the user as a warning
         switch.error = exc
+        if switch.exiting:
+            return
         warnings.warn(
             f"startup fallback: {list(switch.requested)} did not come up, the CPU keeps serving: "
             f"{type(exc).__name__}: {exc}",
@@ -109,4 +140,5 @@ def _bring_up(
             stacklevel=1,
         )
     finally:
+        _UNDER_WAY.discard(switch)
         switch.done.set()
