@@ -57,8 +57,9 @@ from ..errors import (
 )
 from ..providers import CPU_EP, ProviderConfig
 from ..session_options import SessionOptionsConfig
+from ._plan import SessionPlan
 
-__all__ = ["SessionBuild", "cancel_builds", "create_session"]
+__all__ = ["SessionBuild", "cancel_builds", "create_planned", "create_session"]
 
 _log = logging.getLogger("ortplug")
 
@@ -498,3 +499,18 @@ def _enforce(
             ProviderFallbackWarning,
             stacklevel=4,
         )
+
+
+def create_planned(
+    checkpoint: ResolvedCheckpoint, plan: SessionPlan, options: SessionOptionsConfig
+) -> SessionBuild:
+    """Create the session ``plan`` describes, with ``options`` (the plan's, or changed ones)."""
+    return create_session(
+        checkpoint,
+        options,
+        plan.chain,
+        strict=plan.strict,
+        libraries=plan.libraries,
+        device_policy=plan.device_policy,
+        explain_declines=plan.explain_declines,
+    )

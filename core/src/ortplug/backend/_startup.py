@@ -25,7 +25,7 @@ from ..providers import CPU_EP
 from ..sample_inputs import sample_inputs
 from ._placement import enforce_share
 from ._plan import SessionPlan
-from ._session import cancel_builds
+from ._session import cancel_builds, create_planned
 
 if TYPE_CHECKING:
     from ..checkpoint import ResolvedCheckpoint
@@ -117,11 +117,9 @@ def _bring_up(
     min_accelerator_share: float | None,
     switch: StartupSwitch,
 ) -> None:
-    from .onnx_backend import _build
-
     started = time.perf_counter()
     try:
-        build = _build(resolved, plan, plan.options)
+        build = create_planned(resolved, plan, plan.options)
         if not any(name != CPU_EP for name in build.session.get_providers()):
             raise RuntimeError("no accelerator was realized; see the warning above for the cause")
         _warm_up(build, resolved, switch)

@@ -28,7 +28,8 @@ from ..run_options import RunOptionsConfig
 from ._placement import enforce_share
 from ._plan import SessionPlan, plan_session, resolve_checkpoint
 from ._run import bfloat16_as_ort_values, check_into_outputs, feed_by_name, select_outputs
-from ._session import SessionBuild, create_session
+from ._session import SessionBuild, create_planned
+from ._startup import start_on_cpu
 from ._validation import InputChecker, InputSpec
 
 if TYPE_CHECKING:
@@ -37,9 +38,9 @@ if TYPE_CHECKING:
     from ..plugins.manager import PluginHost
     from ..selection import ProviderPolicy
     from ..session_options import SessionOptionsConfig
+    from ._startup import StartupSwitch
     from .binding import Binding
     from .introspection import MemoryInfo, ModelInfo, ValueInfo
-    from ._startup import StartupSwitch
     from .report import ProviderReport
 
 __all__ = ["OnnxBackend"]
@@ -155,15 +156,13 @@ class OnnxBackend:
         resolved = resolve_checkpoint(checkpoint)
         plan = plan_session(resolved, providers, session_options, policy, plugins)
         if startup_fallback and any(is_accelerator(config) for config in plan.chain):
-            from ._startup import start_on_cpu
-
             cpu_plan = plan_session(resolved, [CPU_EP], session_options, None, plan.plugins)
             backend = cls._from_build(
-                resolved, cpu_plan, _build(resolved, cpu_plan, cpu_plan.options)
+                resolved, cpu_plan, create_planned(resolved, cpu_plan, cpu_plan.options)
             )
             start_on_cpu(backend, resolved, plan, min_accelerator_share)
             return backend
-        backend = cls._from_build(resolved, plan, _build(resolved, plan, plan.options))
+        backend = cls._from_build(resolved, plan, create_planned(resolved, plan, plan.options))
         if min_accelerator_share is not None:
             enforce_share(backend.report, min_accelerator_share, strict=plan.strict)
         return backend
@@ -189,7 +188,7 @@ class OnnxBackend:
         self._options = plan.options
         self._plan = plan
         self._checkpoint = resolved  # owns in-memory weights ORT reads for the session's life
-        self._rebuild = lambda options: _build(resolved, plan, options).session
+        self._rebuild = lambda options: create_planned(resolved, plan, options).session
 
     def _switch_to(
         self, resolved: ResolvedCheckpoint, plan: SessionPlan, build: SessionBuild
@@ -698,15 +697,3 @@ class OnnxBackend:
     def __repr__(self) -> str:
         state = "closed" if self._session is None else f"providers={list(self._providers)}"
         return f"<OnnxBackend {self._metadata.model_family!r} {state}>"
-
-
-def _build(resolved: ResolvedCheckpoint, plan: SessionPlan, options: SessionOptionsConfig) -> Any:
-    return create_session(
-        resolved,
-        options,
-        plan.chain,
-        strict=plan.strict,
-        libraries=plan.libraries,
-        device_policy=plan.device_policy,
-        explain_declines=plan.explain_declines,
-    )

@@ -10,7 +10,6 @@ name another plugin registered first is skipped whole.
 
 from __future__ import annotations
 
-import difflib
 import importlib
 import inspect
 import itertools
@@ -30,7 +29,7 @@ from ..host import HostCapabilities, HostProbe, compose_host
 from ..providers import ProviderConfig
 from . import _entry_points, _probe_cache, hookspecs
 from .hookspecs import CONTRACTS, MAX_ITEMS, CallMode, HookContract
-from .registry import ProviderRegistry, ProviderSpec, ProviderType
+from .registry import ProviderRegistry, ProviderSpec, ProviderType, _close_matches
 from .types import (
     DoctorCheck,
     MetadataKey,
@@ -594,7 +593,7 @@ class PluginHost:
         for name, value in metadata.extra.items():
             key = keys.get(name)
             if key is None:
-                close = difflib.get_close_matches(name, list(keys), n=1)
+                close = _close_matches(name, list(keys))
                 hint = f" (did you mean {close[0]!r}?)" if close else ""
                 known = ", ".join(sorted(keys)) or "none"
                 problems.append(
@@ -698,3 +697,4 @@ def reset_plugin_host() -> None:
     global _default_host
     with _default_lock:
         _default_host = None
+

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -144,7 +143,7 @@ class ProviderRegistry:
                 f"install it with pip install '{extra}' (installed kinds: {known})"
             )
         short_names = [n for n, spec in self._by_name.items() if n != spec.type.ort_name.lower()]
-        hint = difflib.get_close_matches(text, short_names, n=1)
+        hint = _close_matches(text, short_names)
         did_you_mean = f" (did you mean {hint[0]!r}?)" if hint else ""
         return f"unknown provider {name!r}{did_you_mean}; known kinds: {known}"
 
@@ -183,3 +182,10 @@ class ProviderRegistry:
         except (TypeError, ValueError) as exc:
             raise OptionError(f"provider {spec.type.kind!r}: {exc}") from exc
         return config
+
+
+def _close_matches(word: str, candidates: list[str]) -> list[str]:
+    """The closest candidate to ``word``, for "did you mean" hints (only on errors)."""
+    import difflib  # deferred: only an error message needs it
+
+    return difflib.get_close_matches(word, candidates, n=1)

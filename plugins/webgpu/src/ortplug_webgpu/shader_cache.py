@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Mapping, MutableMapping
-from importlib import metadata
 from pathlib import Path
 
 from ortplug.cache import cache_dir, cache_key, cache_root
@@ -34,6 +33,8 @@ _MESA_OLD_ENV = "MESA_GLSL_CACHE_DIR"
 
 def ep_version() -> str | None:
     """The installed ``onnxruntime-ep-webgpu`` version, or ``None``."""
+    from importlib import metadata  # deferred: ~15 ms, paid only when the version is needed
+
     try:
         return metadata.version("onnxruntime-ep-webgpu")
     except metadata.PackageNotFoundError:
