@@ -30,6 +30,7 @@ __all__ = [
     "cache_root",
     "check_writable",
     "read_cache_file",
+    "touch",
 ]
 
 #: Environment variable that moves the cache root.
@@ -250,3 +251,9 @@ def cache_key(*parts: object) -> str:
 
     text = json.dumps(parts, sort_keys=True, default=str, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:24]
+
+
+def touch(path: str | os.PathLike[str]) -> None:
+    """Mark a cache entry as used now (its mtime), for least-recently-used pruning; best effort."""
+    with contextlib.suppress(OSError):
+        os.utime(path)

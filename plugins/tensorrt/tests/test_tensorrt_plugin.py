@@ -188,6 +188,23 @@ def test_prepare_derives_profiles_and_keyed_cache_dirs(all_plugins, _private_cac
     assert all_plugins.prepare_provider(TensorrtProvider(), checkpoint, HOST) == prepared
 
 
+def test_engine_and_timing_folders_describe_themselves_for_ortplug_cache(
+    all_plugins, _private_cache
+) -> None:
+    from ortplug.cache_index import entries
+
+    checkpoint = _dynamic_checkpoint({"dim_ranges": {"batch": [1, 16, 64]}})
+    prepared = all_plugins.prepare_provider(TensorrtProvider(), checkpoint, HOST)
+    listed = {entry.path: entry for entry in entries(_private_cache)}
+    engine = listed[Path(prepared.engine_cache_path)]
+    assert (engine.kind, engine.model, engine.ort_version) == (
+        "TensorRT engine",
+        checkpoint.label,
+        HOST.ort_version,
+    )
+    assert listed[Path(prepared.timing_cache_path)].kind == "TensorRT timing cache"
+
+
 def test_cache_key_changes_with_model_runtime_tensorrt_gpu_and_options() -> None:
     checkpoint = _dynamic_checkpoint()
     base = engine_cache_key(TensorrtProvider(), checkpoint, HOST)

@@ -192,6 +192,8 @@ def run(args: argparse.Namespace) -> int:
 def info(args: argparse.Namespace) -> int:
     """Host facts per probe, plugins, available providers and the chain for a model."""
     plugin_host = get_plugin_host()
+    if args.refresh:
+        plugin_host.refresh_probes()
     host = plugin_host.host_capabilities()
     runtime = onnxruntime_or_none()
     runtimes = installed_runtimes()

@@ -19,6 +19,7 @@ __all__ = [
     "input_arg",
     "input_dir",
     "model_file",
+    "non_negative_float",
     "positive_int",
     "thread_counts",
 ]
@@ -39,6 +40,17 @@ def positive_int(value: str) -> int:
         number = 0
     if number < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {value!r}")
+    return number
+
+
+def non_negative_float(value: str) -> float:
+    """A size or amount of 0 or more (``cache prune --max-mb``)."""
+    try:
+        number = float(value)
+    except ValueError:
+        number = -1.0
+    if not number >= 0:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {value!r}")
     return number
 
 

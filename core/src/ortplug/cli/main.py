@@ -15,7 +15,15 @@ from collections.abc import Callable, Sequence
 from typing import NoReturn, TextIO
 
 from ._providers import GRAMMAR_HELP, provider_chain
-from ._usage import UsageError, input_arg, input_dir, model_file, positive_int, thread_counts
+from ._usage import (
+    UsageError,
+    input_arg,
+    input_dir,
+    model_file,
+    non_negative_float,
+    positive_int,
+    thread_counts,
+)
 
 __all__ = ["main"]
 
@@ -146,6 +154,25 @@ def _parser() -> argparse.ArgumentParser:
         help="explicit chain with options, e.g. cuda:device_id=1,cpu (default: the policy)",
     )
     _add_json(batch)
+
+    cache = sub.add_parser("cache", help="what ortplug keeps in its cache; prune or clear it")
+    cache.add_argument(
+        "action",
+        nargs="?",
+        choices=("list", "prune", "clear"),
+        default="list",
+        help="list (default), prune (stale entries, then least recently used over the cap), clear",
+    )
+    cache.add_argument(
+        "--max-mb",
+        type=non_negative_float,
+        help="with prune: the size to keep under (default: $ORTPLUG_CACHE_MAX_MB, else no cap)",
+    )
+    _add_json(cache)
+
+    info.add_argument(
+        "--refresh", action="store_true", help="probe the host again (forget cached probe facts)"
+    )
     return parser
 
 
@@ -163,6 +190,10 @@ def _command(name: str) -> Callable[[argparse.Namespace], int]:
         from ._batch import batch
 
         return batch
+    if name == "cache":
+        from ._cache import cache
+
+        return cache
     from . import _commands
 
     return {"run": _commands.run, "info": _commands.info, "plugins": _commands.plugins}[name]

@@ -18,7 +18,7 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from ..cache import atomic_write, cache_dir, cache_key, cache_root, read_cache_file
+from ..cache import atomic_write, cache_dir, cache_key, cache_root, read_cache_file, touch
 from ..errors import CacheError
 from ..host import HostProbe
 
@@ -73,14 +73,18 @@ def entry_key(probe: HostProbe, plugin: str, plugin_version: str | None) -> str 
 
 def load(key: str) -> Mapping[str, object] | None:
     """The facts stored under ``key``, or ``None`` (absent, unreadable, foreign)."""
+    path = cache_root() / FOLDER / f"{key}.json"
     try:
-        record = json.loads(read_cache_file(cache_root() / FOLDER / f"{key}.json"))
+        record = json.loads(read_cache_file(path))
     except (OSError, ValueError, RecursionError):
         return None
     if not isinstance(record, dict) or record.get("schema") != _SCHEMA:
         return None
     facts = record.get("facts")
-    return facts if isinstance(facts, dict) else None
+    if not isinstance(facts, dict):
+        return None
+    touch(path)
+    return facts
 
 
 def store(key: str, facts: Mapping[str, object]) -> None:

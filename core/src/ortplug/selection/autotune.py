@@ -17,7 +17,15 @@ from typing import Any
 
 import attrs
 
-from ..cache import atomic_write, cache_dir, cache_key, cache_root, check_writable, read_cache_file
+from ..cache import (
+    atomic_write,
+    cache_dir,
+    cache_key,
+    cache_root,
+    check_writable,
+    read_cache_file,
+    touch,
+)
 from ..checkpoint import ResolvedCheckpoint
 from ..errors import OptionError, OrtplugCacheWarning
 from ..host import HostCapabilities
@@ -99,6 +107,7 @@ def save(checkpoint: ResolvedCheckpoint, host: HostCapabilities, setting: TunedS
     record = {
         "schema": RECORD_SCHEMA,
         "model": checkpoint.fingerprint(),
+        "model_path": str(checkpoint.weights_path) if checkpoint.weights_path else None,
         "ort_version": host.ort_version,
         "host": host_signature(host),
         "setting": attrs.asdict(setting),
@@ -216,7 +225,7 @@ def lookup(checkpoint: ResolvedCheckpoint, host: HostCapabilities) -> TunedSetti
     if not os.path.lexists(path):
         return None
     try:
-        return _parse(path, checkpoint, host)
+        setting = _parse(path, checkpoint, host)
     except (OSError, ValueError, KeyError, TypeError, RecursionError) as exc:
         warnings.warn(
             f"ignoring autotune record {path}: {exc}; delete it or run `ortplug bench MODEL --save` again",
@@ -224,6 +233,8 @@ def lookup(checkpoint: ResolvedCheckpoint, host: HostCapabilities) -> TunedSetti
             stacklevel=3,
         )
         return None
+    touch(path)  # used: the last to go when the cache is pruned for size
+    return setting
 
 
 def stale_records(ort_version: str | None) -> list[Path]:

@@ -18,6 +18,7 @@ from ortplug import (
     hookimpl,
 )
 from ortplug.cache import cache_dir, cache_key
+from ortplug.cache_index import describe
 from ortplug.errors import CacheError, OrtplugCacheWarning
 from ortplug.provider_options import plain_options
 
@@ -152,5 +153,8 @@ def ortplug_prepare_provider(
             )
             prepared = attrs.evolve(prepared, model_cache=False)
         else:
+            describe(
+                folder, kind="CoreML model", checkpoint=checkpoint, ort_version=host.ort_version
+            )
             prepared = attrs.evolve(prepared, model_cache_directory=str(folder))
     return prepared if prepared != config else None

@@ -22,6 +22,7 @@ from ortplug import (
     hookimpl,
     preload_runtime_libraries,
 )
+from ortplug.cache_index import describe
 from ortplug.errors import OptionError
 
 from .config import TensorrtProvider
@@ -220,11 +221,14 @@ def ortplug_prepare_provider(
     prepared = _with_profiles(config, checkpoint)
     if prepared.engine_cache and prepared.engine_cache_path is None:
         folder = engine_dir(engine_cache_key(prepared, checkpoint, host))
+        describe(
+            folder, kind="TensorRT engine", checkpoint=checkpoint, ort_version=host.ort_version
+        )
         prepared = attrs.evolve(prepared, engine_cache_path=str(folder))
     if prepared.timing_cache and prepared.timing_cache_path is None:
-        prepared = attrs.evolve(
-            prepared, timing_cache_path=str(timing_dir(host, prepared.device_id))
-        )
+        timing = timing_dir(host, prepared.device_id)
+        describe(timing, kind="TensorRT timing cache", ort_version=host.ort_version)
+        prepared = attrs.evolve(prepared, timing_cache_path=str(timing))
     _announce_build(prepared, checkpoint)
     return prepared
 
@@ -237,7 +241,7 @@ def _announce_build(config: TensorrtProvider, checkpoint: ResolvedCheckpoint) ->
             "on every session",
             checkpoint.label,
         )
-    elif not Path(folder).is_dir() or not any(Path(folder).iterdir()):
+    elif not any(Path(folder).glob("*.engine")):  # ONNX Runtime names its engines *.engine
         _log.warning(
             "building TensorRT engine for %s: this can take minutes; it is cached in %s for "
             "the next session",

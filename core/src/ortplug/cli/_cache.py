@@ -1,0 +1,73 @@
+"""``ortplug cache``: list, prune or clear what ortplug keeps in its cache folder."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+from ..cache import cache_root
+from ..cache_index import CacheEntry, clear, entries, max_mb, prune
+
+__all__ = ["cache"]
+
+
+def _size(count: int) -> str:
+    if count < 1024:
+        return f"{count} B"
+    for unit, factor in (("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10)):
+        if count >= factor:
+            return f"{count / factor:.1f} {unit}"
+    return f"{count} B"
+
+
+def _age(seconds: float) -> str:
+    for unit, length in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= length:
+            return f"{seconds / length:.0f} {unit} ago"
+    return "just now"
+
+
+def _rows(listed: list[CacheEntry]) -> list[str]:
+    now = time.time()
+    lines = []
+    for entry in sorted(listed, key=lambda e: e.last_used, reverse=True):
+        state = f"STALE ({entry.stale})" if entry.stale else "ok"
+        owner = f"  model {entry.model}" if entry.model else ""
+        runtime = f"  ORT {entry.ort_version}" if entry.ort_version else ""
+        lines.append(
+            f"{entry.kind:<26} {_size(entry.size):>9}  {_age(now - entry.last_used):<11} "
+            f"{state}{owner}{runtime}\n  {entry.path}"
+        )
+    return lines
+
+
+def cache(args: argparse.Namespace) -> int:
+    """List the entries (default), prune stale and over-cap ones, or clear everything."""
+    root = cache_root()
+    if args.action == "clear":
+        count = clear()
+        print(
+            json.dumps({"cleared": count}) if args.json else f"cleared {count} entries from {root}"
+        )
+        return 0
+    if args.action == "prune":
+        limit = args.max_mb if args.max_mb is not None else max_mb()
+        removed = prune(limit)
+        if args.json:
+            print(json.dumps({"removed": [e.to_dict() for e in removed], "max_mb": limit}))
+            return 0
+        print(f"removed {len(removed)} entries ({_size(sum(e.size for e in removed))}) from {root}")
+        for line in _rows(removed):
+            print(line)
+        return 0
+    listed = entries()
+    if args.json:
+        print(json.dumps({"root": str(root), "entries": [e.to_dict() for e in listed]}))
+        return 0
+    total = sum(entry.size for entry in listed)
+    stale = sum(1 for entry in listed if entry.stale)
+    print(f"{root}: {len(listed)} entries, {_size(total)}, {stale} stale")
+    for line in _rows(listed):
+        print(line)
+    return 0

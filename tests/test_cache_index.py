@@ -1,0 +1,120 @@
+"""``ortplug cache``: every entry with what it belongs to; stale ones and the least recently used go."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import models
+import onnxruntime
+import pytest
+from ortplug import LocalCheckpoint
+from ortplug.cache import cache_dir
+from ortplug.cache_index import ENTRY_FILE, describe, entries, max_mb, prune
+from ortplug.errors import OptionError
+from ortplug.selection import autotune
+from ortplug.testing import make_host
+
+ORT = onnxruntime.__version__
+
+
+def _folder(name: str, size: int, age_s: float, **record: object) -> Path:
+    folder = cache_dir("tensorrt", "engines", name)
+    (folder / "model.engine").write_bytes(b"x" * size)
+    (folder / ENTRY_FILE).write_text(json.dumps({"kind": "TensorRT engine", **record}))
+    past = time.time() - age_s
+    for path in [*folder.iterdir(), folder]:
+        os.utime(path, (past, past))
+    return folder
+
+
+def test_a_record_whose_model_is_gone_is_stale_and_pruned(
+    ortplug_cache: Path, tmp_path: Path
+) -> None:
+    model = tmp_path / "gone.onnx"
+    model.write_bytes(models.add_model())
+    checkpoint = LocalCheckpoint(model).resolve()
+    setting = autotune.TunedSetting(("cpu",), 1, 1.5, 0.1)
+    record = autotune.save(checkpoint, make_host(ort_version=ORT), setting)
+    (entry,) = entries()
+    assert entry.kind == "autotune record" and entry.stale is None and entry.model == str(model)
+    model.unlink()
+    (entry,) = entries()
+    assert entry.stale == f"its model {model} is gone"
+    assert [e.path for e in prune()] == [record]
+    assert not record.exists()
+
+
+def test_an_entry_for_another_onnx_runtime_is_stale(ortplug_cache: Path) -> None:
+    old = _folder("old", 10, 0, ort_version="0.0.1")
+    current = _folder("current", 10, 0, ort_version=ORT)
+    stale = {e.path: e.stale for e in entries()}
+    assert stale[old] == f"written for ONNX Runtime 0.0.1, {ORT} is installed"
+    assert stale[current] is None
+    prune()
+    assert not old.exists() and current.exists()
+
+
+def test_the_cap_removes_least_recently_used_first_never_one_in_use(ortplug_cache: Path) -> None:
+    oldest = _folder("oldest", 400_000, age_s=3 * 86400)
+    older = _folder("older", 400_000, age_s=2 * 86400)
+    in_use = _folder("in-use", 400_000, age_s=5)
+    removed = prune(limit_mb=0.5)  # 1.2 MB held, 0.5 MB allowed
+    assert [e.path for e in removed] == [oldest, older]
+    assert in_use.exists()  # over the cap still, but used minutes ago
+    assert {e.path for e in entries()} == {in_use}
+
+
+def test_an_unreadable_description_is_stale(ortplug_cache: Path) -> None:
+    folder = _folder("broken", 10, 0)
+    (folder / ENTRY_FILE).write_text("{not json")
+    (entry,) = entries()
+    assert entry.stale == "its description is unreadable"
+
+
+def test_describe_records_model_and_runtime(ortplug_cache: Path, tmp_path: Path) -> None:
+    model = tmp_path / "m.onnx"
+    model.write_bytes(models.add_model())
+    folder = cache_dir("coreml", "key")
+    describe(
+        folder, kind="CoreML model", checkpoint=LocalCheckpoint(model).resolve(), ort_version=ORT
+    )
+    (entry,) = entries()
+    assert (entry.kind, entry.model, entry.ort_version, entry.stale) == (
+        "CoreML model",
+        str(model),
+        ORT,
+        None,
+    )
+
+
+def test_the_cap_variable_names_itself_when_wrong() -> None:
+    assert max_mb({"ORTPLUG_CACHE_MAX_MB": "512"}) == 512.0
+    assert max_mb({}) is None
+    with pytest.raises(OptionError, match="ORTPLUG_CACHE_MAX_MB: expected a size in MB"):
+        max_mb({"ORTPLUG_CACHE_MAX_MB": "lots"})
+
+
+def test_the_command_lists_prunes_and_clears(ortplug_cache: Path) -> None:
+    _folder("old", 10, 0, ort_version="0.0.1")
+    _folder("ok", 10, 0, ort_version=ORT)
+
+    def cli(*args: str) -> dict[str, object]:
+        done = subprocess.run(
+            [sys.executable, "-m", "ortplug.cli.main", "cache", *args, "--json"],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "ORTPLUG_CACHE_DIR": str(ortplug_cache)},
+        )
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)
+
+    listed = cli("list")["entries"]
+    assert sorted(bool(e["stale"]) for e in listed) == [False, True]  # type: ignore[index, union-attr]
+    assert len(cli("prune")["removed"]) == 1  # type: ignore[arg-type]
+    assert cli("clear") == {"cleared": 1}
+    assert cli("list")["entries"] == []
