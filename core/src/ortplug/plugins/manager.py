@@ -697,4 +697,3 @@ def reset_plugin_host() -> None:
     global _default_host
     with _default_lock:
         _default_host = None
-
