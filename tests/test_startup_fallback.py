@@ -33,7 +33,10 @@ def _checkpoint(nodes: int = 1):
 
 def test_the_cpu_serves_first_then_the_accelerator(azure_host: PluginHost) -> None:
     backend = OnnxBackend.from_checkpoint(
-        _checkpoint(), providers=["azure", "cpu"], plugins=azure_host, startup_fallback=True
+        _checkpoint(nodes=3000),
+        providers=["azure", "cpu"],
+        plugins=azure_host,
+        startup_fallback=True,
     )
     assert backend.providers == (CPU_EP,)
     assert "startup fallback" in dict(backend.chain_reasons)["cpu"]
