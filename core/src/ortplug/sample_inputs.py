@@ -25,6 +25,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from .backend import InputSpec
+from .checkpoint.metadata import parse_dim_ranges
 from .errors import OptionError
 
 __all__ = ["AUDIO_MS", "SAMPLE_RATE", "SEQUENCE", "sample_inputs"]
@@ -54,37 +55,12 @@ _GENERATED_DTYPES = {
 }
 
 
-def _dim_sizes(extra: Mapping[str, object]) -> dict[str, int]:
-    """The ``opt`` size of each dimension named in metadata ``extra.dim_ranges``."""
-    ranges = extra.get("dim_ranges")
-    if ranges is None:
-        return {}
-    if not isinstance(ranges, Mapping):
-        raise OptionError(
-            f"metadata extra.dim_ranges: expected {{dim: [min, opt, max]}}, got {ranges!r}"
-        )
-    sizes = {}
-    for dim, triple in ranges.items():
-        ok = (
-            isinstance(triple, Sequence)
-            and len(triple) == 3
-            and all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in triple)
-            and triple[0] <= triple[1] <= triple[2]
-        )
-        if not ok:
-            raise OptionError(
-                f"metadata extra.dim_ranges[{dim!r}]: expected [min, opt, max] positive integers "
-                f"with min <= opt <= max, got {triple!r}"
-            )
-        sizes[str(dim)] = int(triple[1])
-    return sizes
-
-
 class _Sizer:
     """Sizes of one model's dynamic dimensions, by the rules in the module docstring."""
 
     def __init__(self, specs: Sequence[InputSpec], extra: Mapping[str, object]) -> None:
-        self.ranges = _dim_sizes(extra)
+        ranges = parse_dim_ranges(extra.get("dim_ranges"))
+        self.ranges = {dim: opt for dim, (_, opt, _) in ranges.items()}
         self.audio = any(_SAMPLE_RATE_NAME.match(spec.name) for spec in specs)
         self.lengths = any(_LENGTH_NAME.search(spec.name) for spec in specs)
 

@@ -121,6 +121,14 @@ class CheckpointMetadata:
         factory=dict, converter=_freeze_extra, eq=False, hash=False
     )
 
+    def dim_ranges(self) -> dict[str, tuple[int, int, int]]:
+        """``extra.dim_ranges`` validated: ``{dim_name: (min, opt, max)}`` ({} when absent).
+
+        The one reader of the key, for generated inputs and accelerator profiles
+        alike; a malformed value raises naming the dimension.
+        """
+        return parse_dim_ranges(self.extra.get("dim_ranges"))
+
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-ready dict that includes ``schema_version``."""
         return {
@@ -251,3 +259,28 @@ def _infer_precision(summary: ModelSummary) -> str:
             if precision:
                 counts[precision] = counts.get(precision, 0) + 1
     return max(counts, key=lambda p: counts[p]) if counts else "fp32"
+
+
+def parse_dim_ranges(value: object) -> dict[str, tuple[int, int, int]]:
+    """Validate a ``dim_ranges`` value: ``{dim_name: [min, opt, max]}`` positive, ordered."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise OptionError(
+            f"metadata extra.dim_ranges: expected {{dim: [min, opt, max]}}, got {value!r}"
+        )
+    ranges = {}
+    for dim, triple in value.items():
+        ok = (
+            isinstance(triple, Sequence)
+            and len(triple) == 3
+            and all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in triple)
+            and triple[0] <= triple[1] <= triple[2]
+        )
+        if not ok:
+            raise OptionError(
+                f"metadata extra.dim_ranges[{dim!r}]: expected [min, opt, max] positive integers "
+                f"with min <= opt <= max, got {triple!r}"
+            )
+        ranges[str(dim)] = (triple[0], triple[1], triple[2])
+    return ranges

@@ -35,7 +35,7 @@ from .engine_cache import (
     timing_dir,
 )
 from .probes import TENSORRT_FACTS, TENSORRT_TYPES, detect_tensorrt, tensorrt_identity
-from .shapes import check_dim_ranges, format_profile, parse_profile, profiles_from_ranges
+from .shapes import format_profile, parse_profile, profiles_from_ranges
 
 __all__ = [
     "OPT_IN_ENV",
@@ -197,10 +197,10 @@ def _with_profiles(config: TensorrtProvider, checkpoint: ResolvedCheckpoint) -> 
         return config
     if not dynamic:
         return config
-    raw = checkpoint.metadata.extra.get("dim_ranges")
-    if raw is None:
+    ranges = checkpoint.metadata.dim_ranges()
+    if not ranges:
         return config
-    profiles = profiles_from_ranges(shapes, check_dim_ranges(raw))
+    profiles = profiles_from_ranges(shapes, ranges)
     if profiles is None:
         return config
     low, mid, high = (format_profile(p) for p in profiles)

@@ -9,7 +9,6 @@ from ortplug.errors import OptionError
 
 __all__ = [
     "ShapeProfile",
-    "check_dim_ranges",
     "check_profiles",
     "format_profile",
     "parse_profile",
@@ -92,26 +91,3 @@ def profiles_from_ranges(
         for index, profile in enumerate(profiles):
             profile[name] = tuple(d[index] for d in dims)
     return profiles if profiles[0] else None
-
-
-def check_dim_ranges(value: object) -> dict[str, tuple[int, int, int]]:
-    """Validate checkpoint metadata ``extra.dim_ranges``: ``{dim_name: [min, opt, max]}``."""
-    if not isinstance(value, Mapping):
-        raise OptionError(
-            f"metadata extra.dim_ranges: expected {{dim: [min, opt, max]}}, got {value!r}"
-        )
-    ranges = {}
-    for dim, triple in value.items():
-        ok = (
-            isinstance(triple, Sequence)
-            and len(triple) == 3
-            and all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in triple)
-            and triple[0] <= triple[1] <= triple[2]
-        )
-        if not ok:
-            raise OptionError(
-                f"metadata extra.dim_ranges[{dim!r}]: expected [min, opt, max] positive integers "
-                f"with min <= opt <= max, got {triple!r}"
-            )
-        ranges[str(dim)] = (triple[0], triple[1], triple[2])
-    return ranges
