@@ -74,12 +74,11 @@ def test_the_core_has_no_import_cycle() -> None:
                     target = ".".join([*base, node.module] if node.module else base)
                 else:
                     target = node.module or ""
-                candidates = [target] + [f"{target}.{alias.name}" for alias in node.names]
-                graph[name] |= {c for c in candidates if c in modules and c != name}
-    # A package imports its children on purpose (re-exports); a child importing its own
-    # package's __init__ is the cycle that hurts. Drop parent -> child edges.
-    for name, targets in graph.items():
-        graph[name] = {t for t in targets if not t.startswith(name + ".")}
+                for alias in node.names:  # ``from pkg import submodule`` imports the submodule
+                    submodule = f"{target}.{alias.name}"
+                    imported = submodule if submodule in modules else target
+                    if imported in modules and imported != name:
+                        graph[name].add(imported)
     visiting: list[str] = []
     done: set[str] = set()
 

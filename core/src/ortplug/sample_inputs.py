@@ -21,14 +21,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from typing import Protocol
 
 import numpy as np
 
-from .backend import InputSpec
 from .checkpoint.metadata import parse_dim_ranges
 from .errors import OptionError
 
-__all__ = ["AUDIO_MS", "SAMPLE_RATE", "SEQUENCE", "sample_inputs"]
+__all__ = ["AUDIO_MS", "SAMPLE_RATE", "SEQUENCE", "InputSpec", "sample_inputs"]
 
 #: The length of generated sequence dimensions and the value of generated length inputs.
 SEQUENCE = 16
@@ -53,6 +53,19 @@ _GENERATED_DTYPES = {
     "tensor(uint8)": np.uint8,
     "tensor(bool)": np.bool_,
 }
+
+
+class InputSpec(Protocol):
+    """What generating an input needs to know of it; ``OnnxBackend.input_specs`` items are ones."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def type(self) -> str: ...
+
+    @property
+    def shape(self) -> tuple[int | str | None, ...] | None: ...
 
 
 class _Sizer:
