@@ -30,6 +30,7 @@ __all__ = [
     "cache_root",
     "check_writable",
     "read_cache_file",
+    "remove_entries",
     "touch",
 ]
 
@@ -257,3 +258,13 @@ def touch(path: str | os.PathLike[str]) -> None:
     """Mark a cache entry as used now (its mtime), for least-recently-used pruning; best effort."""
     with contextlib.suppress(OSError):
         os.utime(path)
+
+
+def remove_entries(folder: str, pattern: str = "*.json") -> int:
+    """Remove the files matching ``pattern`` in ``<cache root>/<folder>``; how many went."""
+    removed = 0
+    for path in (cache_root() / folder).glob(pattern):
+        with contextlib.suppress(OSError):
+            path.unlink()
+            removed += 1
+    return removed

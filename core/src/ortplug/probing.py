@@ -17,7 +17,12 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["file_identity", "run_probe_script", "system_library_identity"]
+__all__ = [
+    "file_identity",
+    "run_probe_script",
+    "site_package_dirs",
+    "system_library_identity",
+]
 
 
 def _signal_name(number: int) -> str:
@@ -83,3 +88,20 @@ def system_library_identity(variables: Iterable[str] = ()) -> dict[str, object]:
         "loader": file_identity(["/etc/ld.so.cache"]),
         "environment": {name: os.environ.get(name) for name in watched},
     }
+
+
+def site_package_dirs() -> list[str]:
+    """The ``sys.path`` entries that are this interpreter's site-packages folders, absolute.
+
+    Where a probe may look for libraries that wheels install (``nvidia-*``,
+    ``tensorrt_libs``): never ``''``, a relative entry or another folder such as
+    the current directory, so a library planted there is never loaded.
+    """
+    import site
+    import sysconfig
+
+    known = [*site.getsitepackages(), *(sysconfig.get_path(k) for k in ("purelib", "platlib"))]
+    if site.ENABLE_USER_SITE:
+        known.append(site.getusersitepackages())
+    real = {os.path.realpath(k) for k in known if k and os.path.isabs(k)}
+    return [e for e in sys.path if os.path.isabs(e) and os.path.realpath(e) in real]

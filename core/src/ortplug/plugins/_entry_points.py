@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 import attrs
 
-from ..cache import atomic_write, cache_dir, cache_key, cache_root, read_cache_file
+from ..cache import atomic_write, cache_dir, cache_key, cache_root, read_cache_file, remove_entries
 from ..errors import CacheError
 
 __all__ = ["FOLDER", "PluginEntryPoint", "clear", "discover"]
@@ -106,13 +106,5 @@ def discover(group: str, *, remember: bool = True) -> Sequence[PluginEntryPoint]
 
 
 def clear() -> int:
-    """Forget every remembered scan; returns how many there were."""
-    folder = cache_root() / FOLDER
-    removed = 0
-    for path in folder.glob("*.json") if folder.is_dir() else ():
-        try:
-            path.unlink()
-            removed += 1
-        except OSError:
-            continue
-    return removed
+    """Forget every entry; returns how many there were."""
+    return remove_entries(FOLDER)

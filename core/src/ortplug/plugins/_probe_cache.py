@@ -18,7 +18,15 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from ..cache import atomic_write, cache_dir, cache_key, cache_root, read_cache_file, touch
+from ..cache import (
+    atomic_write,
+    cache_dir,
+    cache_key,
+    cache_root,
+    read_cache_file,
+    remove_entries,
+    touch,
+)
 from ..errors import CacheError
 from ..host import HostProbe
 
@@ -97,13 +105,5 @@ def store(key: str, facts: Mapping[str, object]) -> None:
 
 
 def clear() -> int:
-    """Remove every probe entry (``ortplug info --refresh``); returns how many there were."""
-    folder = cache_root() / FOLDER
-    removed = 0
-    for path in folder.glob("*.json") if folder.is_dir() else ():
-        try:
-            path.unlink()
-            removed += 1
-        except OSError:
-            continue
-    return removed
+    """Forget every entry; returns how many there were."""
+    return remove_entries(FOLDER)

@@ -7,12 +7,16 @@ with a timeout, so a broken driver cannot hang or crash the host process.
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from ortplug.probing import file_identity, run_probe_script, system_library_identity
+from ortplug.probing import (
+    file_identity,
+    run_probe_script,
+    site_package_dirs,
+    system_library_identity,
+)
 
 __all__ = [
     "CUDA_FACTS",
@@ -65,22 +69,6 @@ _WHEEL_LIBRARY_DIRS = (
 )
 
 
-def _site_package_dirs() -> list[str]:
-    """The ``sys.path`` entries that are this interpreter's site-packages folders, absolute.
-
-    Never ``''``, a relative entry or another folder such as the current
-    directory: a library planted there must not be loaded by a probe.
-    """
-    import site
-    import sysconfig
-
-    known = [*site.getsitepackages(), *(sysconfig.get_path(k) for k in ("purelib", "platlib"))]
-    if site.ENABLE_USER_SITE:
-        known.append(site.getusersitepackages())
-    real = {os.path.realpath(k) for k in known if k and os.path.isabs(k)}
-    return [e for e in sys.path if os.path.isabs(e) and os.path.realpath(e) in real]
-
-
 def nvidia_library_dirs(search_path: Iterable[str] | None = None) -> list[str]:
     """Absolute folders of installed nvidia-* wheels that hold CUDA/cuDNN libraries, in search order.
 
@@ -88,7 +76,7 @@ def nvidia_library_dirs(search_path: Iterable[str] | None = None) -> list[str]:
     ``search_path`` are skipped (they would resolve against the current directory).
     """
     found = []
-    for entry in _site_package_dirs() if search_path is None else search_path:
+    for entry in site_package_dirs() if search_path is None else search_path:
         if not os.path.isabs(entry):
             continue
         for relative in _WHEEL_LIBRARY_DIRS:

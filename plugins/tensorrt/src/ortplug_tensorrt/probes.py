@@ -8,12 +8,16 @@ of ortplug-cuda, which ``ortplug[tensorrt]`` installs too.
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from ortplug.probing import file_identity, run_probe_script, system_library_identity
+from ortplug.probing import (
+    file_identity,
+    run_probe_script,
+    site_package_dirs,
+    system_library_identity,
+)
 
 __all__ = [
     "NVINFER_MAJOR",
@@ -39,29 +43,13 @@ TENSORRT_TYPES: dict[str, type | tuple[type, ...]] = {
 _QUERY_SCRIPT = Path(__file__).with_name("_trtquery.py")
 
 
-def _site_package_dirs() -> list[str]:
-    """The ``sys.path`` entries that are this interpreter's site-packages folders, absolute.
-
-    Never ``''``, a relative entry or another folder such as the current
-    directory: a library planted there must not be loaded by the probe.
-    """
-    import site
-    import sysconfig
-
-    known = [*site.getsitepackages(), *(sysconfig.get_path(k) for k in ("purelib", "platlib"))]
-    if site.ENABLE_USER_SITE:
-        known.append(site.getusersitepackages())
-    real = {os.path.realpath(k) for k in known if k and os.path.isabs(k)}
-    return [e for e in sys.path if os.path.isabs(e) and os.path.realpath(e) in real]
-
-
 def tensorrt_library_dirs(search_path: Iterable[str] | None = None) -> list[str]:
     """Absolute folders of installed ``tensorrt-cu*-libs`` wheels (``tensorrt_libs``), in search order.
 
     By default only site-packages folders are searched; relative entries of
     ``search_path`` are skipped (they would resolve against the current directory).
     """
-    entries = _site_package_dirs() if search_path is None else search_path
+    entries = site_package_dirs() if search_path is None else search_path
     folders = (Path(entry, "tensorrt_libs") for entry in entries if os.path.isabs(entry))
     return list(dict.fromkeys(str(folder) for folder in folders if folder.is_dir()))
 
