@@ -416,3 +416,51 @@ def test_the_cpu_config_is_what_the_host_parses(plugin_host: PluginHost) -> None
     assert plugin_host.provider_registry().parse({"kind": "cpu", "threads": 2}) == CpuProvider(
         threads=2
     )
+
+
+def test_two_installed_plugins_claiming_one_kind_fail_only_in_doctor(tmp_path: Path) -> None:
+    """Real distributions: the later one is skipped; doctor names both; other commands work."""
+    import json
+    import os
+
+    for name in ("first", "second"):
+        dist = tmp_path / f"ortplug_claim_{name}-1.0.dist-info"
+        dist.mkdir()
+        (dist / "METADATA").write_text(
+            f"Metadata-Version: 2.1\nName: ortplug-claim-{name}\nVersion: 1.0\n"
+        )
+        (dist / "entry_points.txt").write_text(f"[ortplug]\nclaim{name} = ortplug_claim_{name}\n")
+        (tmp_path / f"ortplug_claim_{name}.py").write_text(
+            textwrap.dedent(
+                """
+                from typing import ClassVar
+                import attrs
+                from ortplug import ProviderType, hookimpl
+
+                @attrs.frozen
+                class AcmeProvider:
+                    kind: ClassVar[str] = "acme"
+                    def to_ort(self):
+                        return "AzureExecutionProvider", {}
+
+                @hookimpl
+                def ortplug_provider_types():
+                    yield ProviderType("acme", "AzureExecutionProvider", AcmeProvider)
+                """
+            )
+        )
+    env = {**os.environ, "PYTHONPATH": str(tmp_path), "ORTPLUG_CACHE_DIR": str(tmp_path / "c")}
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "ortplug.cli.main", *args]
+        return subprocess.run(command, capture_output=True, text=True, env=env)
+
+    doctor = cli("doctor", "--json")
+    assert doctor.returncode == 1
+    failed = [c for c in json.loads(doctor.stdout)["checks"] if not c["ok"]]
+    details = " ".join(f"{c['name']} {c['detail']}" for c in failed)
+    assert "ortplug-claim-first 1.0" in details and "ortplug-claim-second 1.0" in details
+    plugins = {p["name"]: p["status"] for p in json.loads(cli("plugins", "--json").stdout)}
+    assert sorted(s for n, s in plugins.items() if n.startswith("claim")) == ["active", "failed"]
+    run = cli("run", "--providers", "acme,cpu", "--repeat", "1")
+    assert run.returncode == 0, run.stderr
