@@ -86,5 +86,5 @@ def test_declared_extra_keys_build_quietly(plugin_host: PluginHost) -> None:
         OnnxBackend.from_checkpoint(
             InMemoryCheckpoint(_identity("g"), metadata).resolve(), plugins=plugin_host
         )
-    assert set(plugin_host.metadata_keys()) == {"acme_tiles", "dim_ranges"}
+    assert set(plugin_host.metadata_keys()) == {"acme_tiles", "dim_ranges", "samples"}
     assert plugin_host.metadata_keys()["acme_tiles"].plugin == "acme"

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
         InMemoryCheckpoint,
         LocalCheckpoint,
         ResolvedCheckpoint,
+        Tolerance,
     )
     from .environment import configure
     from .errors import (
@@ -36,6 +37,8 @@ if TYPE_CHECKING:
         ProviderNotRealizedError,
         RunTerminatedError,
         RuntimeNotInstalledError,
+        VerificationError,
+        VerificationWarning,
     )
     from .host import HostCapabilities, HostProbe
     from .plugins import (
@@ -75,8 +78,8 @@ __all__ = [
     "InferenceBackend",
     "InputValidationError",
     "LocalCheckpoint",
-    "MetadataKey",
     "MemoryInfo",
+    "MetadataKey",
     "ModelInfo",
     "ModelLoadError",
     "NoProviderError",
@@ -103,7 +106,10 @@ __all__ = [
     "SelectingPolicy",
     "SelectionRequest",
     "SessionOptionsConfig",
+    "Tolerance",
     "ValueInfo",
+    "VerificationError",
+    "VerificationWarning",
     "configure",
     "get_plugin_host",
     "hookimpl",
@@ -163,7 +169,10 @@ _LAZY = {
     "SelectingPolicy": ".selection",
     "SelectionRequest": ".selection",
     "SessionOptionsConfig": ".session_options",
+    "Tolerance": ".checkpoint",
     "ValueInfo": ".backend",
+    "VerificationError": ".errors",
+    "VerificationWarning": ".errors",
 }
 
 

@@ -19,10 +19,12 @@ and keeps the builtin base code catches today, so ``except ValueError`` and
     ├── ProviderNotRealizedError (RuntimeError) an explicitly requested accelerator did not run
     ├── BackendClosedError (RuntimeError)    the backend (or binding) was closed
     ├── RunTerminatedError (RuntimeError)    a run stopped because terminate() was called
+    ├── VerificationError (RuntimeError)     a provider or variant gave outputs outside the tolerance
     └── PluginError (RuntimeError)           a plugin failed (raised only with ORTPLUG_STRICT_PLUGINS=1)
 
 Warnings: :class:`ProviderFallbackWarning`, :class:`OrtplugPluginWarning`,
-:class:`OrtplugCacheWarning`, :class:`OrtplugConfigWarning`, all ``RuntimeWarning``.
+:class:`OrtplugCacheWarning`, :class:`OrtplugConfigWarning`, :class:`VerificationWarning`,
+all ``RuntimeWarning``.
 """
 
 from __future__ import annotations
@@ -50,6 +52,8 @@ __all__ = [
     "ProviderNotRealizedError",
     "RunTerminatedError",
     "RuntimeNotInstalledError",
+    "VerificationError",
+    "VerificationWarning",
 ]
 
 
@@ -141,6 +145,18 @@ class RunTerminatedError(OrtplugError, RuntimeError):
     """A run stopped (or refused to start) because ``OnnxBackend.terminate()`` was called."""
 
 
+class VerificationError(OrtplugError, RuntimeError):
+    """A provider or precision variant gave outputs outside the tolerance of the CPU reference.
+
+    ``verdict`` (an :class:`ortplug.verify.Verdict`, or ``None`` when nothing could be
+    checked) names each output, its difference and the tolerance.
+    """
+
+    def __init__(self, message: str, verdict: object = None) -> None:
+        self.verdict = verdict
+        super().__init__(message)
+
+
 class PluginConflictError(OptionError):
     """Two plugins claim the same provider kind, alias, ONNX Runtime name or probe name."""
 
@@ -169,6 +185,10 @@ class OrtplugPluginWarning(RuntimeWarning):
 
 class OrtplugConfigWarning(RuntimeWarning):
     """An ``ORTPLUG_*`` environment variable or metadata key is invalid or unknown; it is ignored."""
+
+
+class VerificationWarning(RuntimeWarning):
+    """A policy dropped a provider or variant whose outputs failed verification and took the next."""
 
 
 class OrtplugCacheWarning(RuntimeWarning):

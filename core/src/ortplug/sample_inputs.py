@@ -15,20 +15,27 @@ Generated inputs are seeded (the same every time) and sized so ordinary models r
 Values: inputs named like a sample rate (sr, sample_rate) hold :data:`SAMPLE_RATE`, like
 lengths (length, seq_len, x_lens) :data:`SEQUENCE`, like a mask (attention_mask) ones;
 other floats are standard normal, integers 0..9, booleans random.
+
+A checkpoint may carry its own samples (:func:`carried_samples`): ``<input>.npy`` files in
+a ``samples/`` folder beside the weights, or in the folder metadata ``extra.samples`` names.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from typing import Protocol
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
 from .checkpoint.metadata import parse_dim_ranges
-from .errors import OptionError
+from .errors import CheckpointError, OptionError
 
-__all__ = ["AUDIO_MS", "SAMPLE_RATE", "SEQUENCE", "InputSpec", "sample_inputs"]
+if TYPE_CHECKING:
+    from .checkpoint import ResolvedCheckpoint
+
+__all__ = ["AUDIO_MS", "SAMPLE_RATE", "SEQUENCE", "InputSpec", "carried_samples", "sample_inputs"]
 
 #: The length of generated sequence dimensions and the value of generated length inputs.
 SEQUENCE = 16
@@ -140,3 +147,38 @@ def sample_inputs(
         if spec.name not in feed:
             feed[spec.name], generated[spec.name] = _generate(spec, sizer.shape(spec), rng)
     return feed, generated
+
+
+def _samples_folder(checkpoint: ResolvedCheckpoint) -> Path | None:
+    """``extra.samples`` (relative to the weights' folder), else ``samples/`` beside the weights."""
+    named = checkpoint.metadata.extra.get("samples")
+    base = checkpoint.weights_path.parent if checkpoint.weights_path is not None else None
+    if named is None:
+        return None if base is None else base / "samples"
+    folder = Path(str(named))
+    if not folder.is_absolute() and base is not None:
+        folder = base / folder
+    if not folder.is_dir():
+        raise CheckpointError(
+            f"metadata extra.samples of {checkpoint.label}: expected a folder of <input>.npy "
+            f"files, got {str(named)!r} ({folder} is not a folder)"
+        )
+    return folder
+
+
+def carried_samples(checkpoint: ResolvedCheckpoint) -> dict[str, np.ndarray]:
+    """The sample inputs the checkpoint carries, by input name (those it lacks are generated)."""
+    folder = _samples_folder(checkpoint)
+    if folder is None or not folder.is_dir():
+        return {}
+    samples = {}
+    for name in checkpoint.metadata.input_names:
+        path = folder / f"{name}.npy"
+        if path.is_file():
+            try:
+                samples[name] = np.load(path, allow_pickle=False)
+            except ValueError as exc:
+                raise CheckpointError(
+                    f"sample input {path}: expected a numeric .npy array ({exc})"
+                ) from exc
+    return samples

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from .._runtime import INSTALL_HINT
-from ..checkpoint import ResolvedCheckpoint
+from ..checkpoint import ResolvedCheckpoint, select_variant
 from ..environment import global_thread_pools
 from ..ep_libraries import EpLibrary
 from ..errors import NoProviderError, OptionError, OptionTypeError, OrtplugConfigWarning
@@ -32,7 +32,7 @@ from ..session_options import SessionOptionsConfig
 if TYPE_CHECKING:
     from ..host import HostCapabilities
 
-__all__ = ["SessionPlan", "plan_session", "resolve_checkpoint"]
+__all__ = ["SessionPlan", "plan_next", "plan_on_reference", "plan_session", "resolve_checkpoint"]
 
 # Lets OnnxBackend.node_assignment() say which provider took which nodes; measured
 # free to 2.5% of the build (light_squeezenet, light_resnet50, the demo model).
@@ -57,6 +57,20 @@ class SessionPlan:
     )
     #: The plugin host that planned it (a later plan for the same backend asks the same one).
     plugins: PluginHost | None = attrs.field(default=None, eq=False, repr=False)
+    #: The variant's weights when the policy chose a precision variant (``None``: the checkpoint's).
+    variant: ResolvedCheckpoint | None = attrs.field(default=None, eq=False, repr=False)
+    #: The policy's next choices, best first, for when verification rejects this plan.
+    fallbacks: tuple[ProviderSelection, ...] = attrs.field(default=(), eq=False, repr=False)
+
+
+@attrs.frozen
+class _Listed:
+    """A policy that answers with choices already made: the first, the rest as its alternatives."""
+
+    choices: tuple[ProviderSelection, ...]
+
+    def choose(self, request: SelectionRequest) -> ProviderSelection:
+        return attrs.evolve(self.choices[0], alternatives=self.choices[1:])
 
 
 def resolve_checkpoint(checkpoint: object) -> ResolvedCheckpoint:
@@ -110,6 +124,8 @@ def plan_session(
     plugins = resolve_plugin_host(plugins or getattr(policy, "plugins", None))
     options = _checked_options(session_options)
     metadata = checkpoint.metadata
+    variant: ResolvedCheckpoint | None = None
+    fallbacks: tuple[ProviderSelection, ...] = ()
     if providers is not None:
         chain = _explicit_chain(providers, plugins)
         host = plugins.host_capabilities(kinds={config.kind for config in chain})
@@ -134,6 +150,10 @@ def plan_session(
         device_policy = selection.device_policy
         options = options.with_defaults(selection.session_defaults)
         known = dict(declined)
+        fallbacks = selection.alternatives
+        if selection.variant is not None:
+            variant = checkpoint = select_variant(checkpoint, selection.variant)
+            metadata = checkpoint.metadata
 
         def explain(kinds: Sequence[str]) -> Mapping[str, str]:
             return {kind: known[kind] for kind in kinds if kind in known}
@@ -156,7 +176,38 @@ def plan_session(
         device_policy=device_policy,
         explain_declines=explain,
         plugins=plugins,
+        variant=variant,
+        fallbacks=fallbacks,
     )
+
+
+def plan_next(
+    checkpoint: ResolvedCheckpoint,
+    plan: SessionPlan,
+    session_options: SessionOptionsConfig | None,
+) -> SessionPlan | None:
+    """The policy's next choice after ``plan`` (verification rejected it), planned; ``None``: none left."""
+    if not plan.fallbacks:
+        return None
+    return plan_session(checkpoint, None, session_options, _Listed(plan.fallbacks), plan.plugins)
+
+
+def plan_on_reference(
+    checkpoint: ResolvedCheckpoint,
+    plan: SessionPlan,
+    session_options: SessionOptionsConfig | None,
+) -> SessionPlan:
+    """``plan``, or the first of its fallbacks on the reference weights (for ``verify=False``)."""
+    current: SessionPlan | None = plan
+    while current is not None and current.variant is not None:
+        current = plan_next(checkpoint, current, session_options)
+    if current is None:
+        raise OptionError(
+            f"verify=False: expected a choice of the policy on the reference weights of "
+            f"{checkpoint.label}, got only variants (an unverified variant is not used); pass "
+            "verify=None or True"
+        )
+    return current
 
 
 def _no_provider_message(label: str, plugins: PluginHost, selection: ProviderSelection) -> str:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import numpy as np
 
 from .._runtime import require_onnxruntime
-from ..checkpoint import CheckpointMetadata, ResolvedCheckpoint
+from ..checkpoint import CheckpointMetadata, ResolvedCheckpoint, Tolerance
 from ..errors import (
     BackendClosedError,
     InputValidationError,
@@ -25,8 +25,9 @@ from ..errors import (
 from ..provider_options import encode_option
 from ..providers import CPU_EP, is_accelerator
 from ..run_options import RunOptionsConfig
+from ..verify import check_verify
 from ._placement import enforce_share
-from ._plan import SessionPlan, plan_session, resolve_checkpoint
+from ._plan import SessionPlan, plan_on_reference, plan_session, resolve_checkpoint
 from ._run import bfloat16_as_ort_values, check_into_outputs, feed_by_name, select_outputs
 from ._session import SessionBuild, create_planned
 from ._startup import start_on_cpu
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
     from ..plugins.manager import PluginHost
     from ..selection import ProviderPolicy
     from ..session_options import SessionOptionsConfig
+    from ..verify import Verdict
     from ._startup import StartupSwitch
     from .binding import Binding
     from .introspection import MemoryInfo, ModelInfo, ValueInfo
@@ -94,6 +96,7 @@ class OnnxBackend:
         self._plan: SessionPlan | None = None
         self._checkpoint: ResolvedCheckpoint | None = None
         self._startup: StartupSwitch | None = None
+        self._verification: Verdict | None = None
 
     def _adopt(self, session: Any) -> None:
         """Take ``session`` as this backend's (at construction and after a rebuild)."""
@@ -132,6 +135,7 @@ class OnnxBackend:
         plugins: PluginHost | None = None,
         min_accelerator_share: float | None = None,
         startup_fallback: bool = False,
+        verify: bool | Tolerance | None = None,
     ) -> Self:
         """Build a backend by loading a checkpoint into a new ONNX Runtime session.
 
@@ -152,17 +156,43 @@ class OnnxBackend:
         accelerator that fails to build or warm up leaves the CPU serving, with a
         :class:`~ortplug.errors.ProviderFallbackWarning` carrying the cause (and,
         for an explicit chain, :attr:`startup_error`).
+
+        ``verify`` checks outputs against the CPU provider on the reference weights
+        before the session is trusted (verdicts are cached; ``report.verification``
+        shows the one taken): by default (``None``) the precision variants the policy
+        picks, with ``True`` also every accelerator at its precision's default
+        tolerance, with a :class:`~ortplug.checkpoint.Tolerance` every one at that
+        tolerance; ``False`` checks nothing and keeps the policy to the reference
+        weights. A policy's choice that fails gives way to its next one, with a
+        :class:`~ortplug.errors.VerificationWarning`; an explicit chain raises
+        :class:`~ortplug.errors.VerificationError`.
         """
         resolved = resolve_checkpoint(checkpoint)
+        verify = check_verify(verify)
         plan = plan_session(resolved, providers, session_options, policy, plugins)
+        if verify is False:
+            plan = plan_on_reference(resolved, plan, session_options)
         if startup_fallback and any(is_accelerator(config) for config in plan.chain):
+            if verify or plan.variant is not None:
+                raise OptionError(
+                    "startup_fallback=True serves before anything is verified: expected "
+                    f"verify=None or False and a chain on the reference weights, got verify={verify!r}"
+                    f"{' and the policy chose a variant' if plan.variant is not None else ''}"
+                )
             cpu_plan = plan_session(resolved, [CPU_EP], session_options, None, plan.plugins)
             backend = cls._from_build(
                 resolved, cpu_plan, create_planned(resolved, cpu_plan, cpu_plan.options)
             )
             start_on_cpu(backend, resolved, plan, min_accelerator_share)
             return backend
-        backend = cls._from_build(resolved, plan, create_planned(resolved, plan, plan.options))
+        if not verify and plan.variant is None:
+            backend = cls._from_build(resolved, plan, create_planned(resolved, plan, plan.options))
+        else:
+            from ._verified import build_verified
+
+            plan, build, verdict = build_verified(resolved, plan, session_options, verify)
+            backend = cls._from_build(plan.variant or resolved, plan, build)
+            backend._verification = verdict
         if min_accelerator_share is not None:
             enforce_share(backend.report, min_accelerator_share, strict=plan.strict)
         return backend
@@ -363,6 +393,7 @@ class OnnxBackend:
             reasons=self._chain_reasons,
             declined=plan.declined if plan else (),
             host=plan.host.to_dict() if plan else {},
+            verification=self._verification,
         )
 
     @property

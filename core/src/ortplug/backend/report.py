@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from ..providers import CPU_EP
+
+if TYPE_CHECKING:
+    from ..verify import Verdict
 
 __all__ = ["ProviderReport"]
 
@@ -23,7 +26,9 @@ class ProviderReport:
 
     ``nodes`` counts graph nodes per realized provider (empty when ONNX Runtime
     did not record placement). ``reasons`` and ``declined`` are ``(kind, reason)``
-    pairs from the plugins that chose, or declined, each provider.
+    pairs from the plugins that chose, or declined, each provider. ``verification``
+    is the verdict on the session's outputs against the CPU reference (``None``:
+    nothing was checked).
     """
 
     requested: tuple[str, ...]
@@ -34,6 +39,7 @@ class ProviderReport:
     reasons: tuple[tuple[str, str], ...]
     declined: tuple[tuple[str, str], ...]
     host: Mapping[str, Any] = attrs.field(converter=_frozen)
+    verification: Verdict | None = None
 
     @property
     def accelerator_share(self) -> float | None:
@@ -55,6 +61,7 @@ class ProviderReport:
             "reasons": [list(r) for r in self.reasons],
             "declined": [list(d) for d in self.declined],
             "host": dict(self.host),
+            "verification": None if self.verification is None else self.verification.to_dict(),
         }
 
     def lines(self) -> list[str]:
@@ -68,5 +75,7 @@ class ProviderReport:
             out.append(f"nodes      {placed}{tail}")
         out += [f"chosen     {kind}: {reason}" for kind, reason in self.reasons]
         out += [f"declined   {kind}: {reason}" for kind, reason in self.declined]
+        if self.verification is not None:
+            out.append(f"verdict    {self.verification.describe()}")
         out += [f"onnxrt     {message}" for message in self.messages]
         return out

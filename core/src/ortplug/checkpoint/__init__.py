@@ -1,7 +1,14 @@
 """Checkpoints: model weights plus the metadata that drives provider selection."""
 
 from .metadata import PRECISIONS, SCHEMA_VERSION, CheckpointMetadata
-from .sources import InMemoryCheckpoint, LocalCheckpoint, ResolvedCheckpoint, metadata_path_for
+from .sources import (
+    InMemoryCheckpoint,
+    LocalCheckpoint,
+    ResolvedCheckpoint,
+    metadata_path_for,
+    select_variant,
+)
+from .variants import Tolerance, Variant
 
 __all__ = [
     "PRECISIONS",
@@ -10,5 +17,8 @@ __all__ = [
     "InMemoryCheckpoint",
     "LocalCheckpoint",
     "ResolvedCheckpoint",
+    "Tolerance",
+    "Variant",
     "metadata_path_for",
+    "select_variant",
 ]

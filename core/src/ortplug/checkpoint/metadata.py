@@ -22,11 +22,11 @@ from ._onnx_wire import (
     summarize_file,
     summarize_model,
 )
+from .variants import PRECISIONS, Variant, parse_variants
 
 __all__ = ["PRECISIONS", "SCHEMA_VERSION", "CheckpointMetadata"]
 
 SCHEMA_VERSION = 1
-PRECISIONS = ("fp32", "fp16", "bf16", "int8")
 
 # Ops that mark a quantized (integer-arithmetic) graph, ONNX and com.microsoft domains.
 _QUANTIZED_OPS = frozenset(
@@ -107,7 +107,8 @@ class CheckpointMetadata:
     """Facts about a checkpoint that drive provider selection and input checks.
 
     Stored beside the weights as ``<stem>.metadata.json``; ``schema_version``
-    guards against files written by a newer ortplug.
+    guards against files written by a newer ortplug. ``variants`` lists the
+    precision variants the checkpoint carries (its variant manifest; empty: none).
     """
 
     schema_version: ClassVar[int] = SCHEMA_VERSION
@@ -120,6 +121,11 @@ class CheckpointMetadata:
     extra: Mapping[str, Any] = attrs.field(
         factory=dict, converter=_freeze_extra, eq=False, hash=False
     )
+    variants: tuple[Variant, ...] = attrs.field(default=(), converter=parse_variants)
+
+    def variants_for(self, ort_name: str, *precisions: str) -> tuple[Variant, ...]:
+        """The variants of these precisions that may run on provider ``ort_name``, in manifest order."""
+        return tuple(v for v in self.variants if v.precision in precisions and v.runs_on(ort_name))
 
     def dim_ranges(self) -> dict[str, tuple[int, int, int]]:
         """``extra.dim_ranges`` validated: ``{dim_name: (min, opt, max)}`` ({} when absent).
@@ -130,8 +136,8 @@ class CheckpointMetadata:
         return parse_dim_ranges(self.extra.get("dim_ranges"))
 
     def to_dict(self) -> dict[str, Any]:
-        """Return a JSON-ready dict that includes ``schema_version``."""
-        return {
+        """Return a JSON-ready dict that includes ``schema_version`` (and ``variants`` when any)."""
+        data = {
             "schema_version": SCHEMA_VERSION,
             "model_family": self.model_family,
             "input_names": list(self.input_names),
@@ -140,6 +146,9 @@ class CheckpointMetadata:
             "static_shapes": self.static_shapes,
             "extra": dict(self.extra),
         }
+        if self.variants:
+            data["variants"] = [variant.to_dict() for variant in self.variants]
+        return data
 
     def to_json(self) -> str:
         """Serialize to the JSON text stored in ``<stem>.metadata.json``."""

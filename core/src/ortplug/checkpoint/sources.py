@@ -14,8 +14,16 @@ import numpy as np
 from ..errors import CheckpointError, MissingFileError, OptionError, OptionTypeError
 from ._onnx_wire import ModelSummary, summarize_file, summarize_model
 from .metadata import CheckpointMetadata
+from .model_package import PackageContents, is_model_package, read_model_package
+from .variants import Variant
 
-__all__ = ["InMemoryCheckpoint", "LocalCheckpoint", "ResolvedCheckpoint", "metadata_path_for"]
+__all__ = [
+    "InMemoryCheckpoint",
+    "LocalCheckpoint",
+    "ResolvedCheckpoint",
+    "metadata_path_for",
+    "select_variant",
+]
 
 
 def _external_files(value: Mapping[str, bytes]) -> Mapping[str, bytes]:
@@ -65,6 +73,12 @@ class ResolvedCheckpoint:
     #: The model's external-data files held in memory, by the file name the model refers to.
     external_data: Mapping[str, bytes] = attrs.field(
         factory=dict, converter=_external_files, repr=False, eq=False, kw_only=True
+    )
+    #: The variant's name when these weights are a variant of ``reference`` (see :func:`select_variant`).
+    variant: str | None = attrs.field(default=None, kw_only=True)
+    #: The checkpoint whose reference weights this variant is verified against (``None``: itself).
+    reference: ResolvedCheckpoint | None = attrs.field(
+        default=None, repr=False, eq=False, kw_only=True
     )
     # What is costly to derive (the fingerprint, the parsed graph), computed once per checkpoint.
     _memo: dict[str, Any] = attrs.field(factory=dict, init=False, repr=False, eq=False)
@@ -164,7 +178,11 @@ def metadata_path_for(weights_path: Path) -> Path:
 
 @attrs.frozen
 class LocalCheckpoint:
-    """An ONNX file on disk; ``resolve`` reads its metadata file or infers metadata from the graph."""
+    """An ONNX file on disk; ``resolve`` reads its metadata file or infers metadata from the graph.
+
+    ``path`` may also be a folder in ONNX Runtime's model-package layout: its
+    CPU variant is the reference and the others its variants.
+    """
 
     path: Path = attrs.field(converter=Path)
     metadata_path: Path | None = attrs.field(
@@ -173,19 +191,77 @@ class LocalCheckpoint:
 
     def resolve(self) -> ResolvedCheckpoint:
         """Check the files and return weights plus metadata (validated against the graph)."""
-        if not self.path.is_file():
-            raise MissingFileError(f"ONNX model not found: {self.path}")
-        summary = summarize_file(self.path)
+        package = read_model_package(self.path) if is_model_package(self.path) else None
+        path = self.path if package is None else package.reference
+        if not path.is_file():
+            raise MissingFileError(f"ONNX model not found: {path}")
+        summary = summarize_file(path)
         meta_path = self.metadata_path
         if meta_path is not None and not meta_path.is_file():
             raise MissingFileError(f"checkpoint metadata file not found: {meta_path}")
-        meta_path = meta_path or metadata_path_for(self.path)
+        meta_path = meta_path or metadata_path_for(path)
         if meta_path.is_file():
             metadata = _load_metadata_file(meta_path)
             _require_fits(metadata, summary, origin=str(meta_path))
         else:
-            metadata = CheckpointMetadata.from_summary(summary, name=self.path.stem)
-        return _with_summary(ResolvedCheckpoint(self.path, metadata), summary)
+            metadata = CheckpointMetadata.from_summary(summary, name=path.stem)
+        if package is not None:
+            metadata = _with_package_variants(metadata, package, self.path)
+        for variant in metadata.variants:
+            file = _variant_path(path, variant)
+            if not file.is_file():
+                raise MissingFileError(
+                    f"variant {variant.name!r} of {path}: file not found: {file}"
+                )
+        return _with_summary(ResolvedCheckpoint(path, metadata), summary)
+
+
+def _with_package_variants(
+    metadata: CheckpointMetadata, package: PackageContents, root: Path
+) -> CheckpointMetadata:
+    """The reference's metadata with the package's variants (a metadata file may not list others)."""
+    if metadata.variants:
+        raise CheckpointError(
+            f"{root}: variants are listed twice, in the model package and in the reference's "
+            f"metadata file ({[v.name for v in metadata.variants]}); keep one list"
+        )
+    return attrs.evolve(metadata, variants=package.variants)
+
+
+def _variant_path(weights: Path | None, variant: Variant) -> Path:
+    """A variant's file: absolute as given, else relative to the reference weights' folder."""
+    path = Path(variant.file)
+    if path.is_absolute():
+        return path
+    if weights is None:
+        raise CheckpointError(
+            f"variant {variant.name!r}: file {variant.file!r} is relative, but the checkpoint is "
+            "model bytes without a folder; give an absolute path"
+        )
+    return weights.parent / path
+
+
+def select_variant(checkpoint: ResolvedCheckpoint, name: str) -> ResolvedCheckpoint:
+    """The weights of ``checkpoint``'s variant ``name``, as a checkpoint verified against ``checkpoint``.
+
+    Its metadata is the reference's with the variant's precision and no variants of its
+    own; its inputs and outputs must be the reference's.
+    """
+    variant = next((v for v in checkpoint.metadata.variants if v.name == name), None)
+    if variant is None:
+        names = [v.name for v in checkpoint.metadata.variants]
+        raise OptionError(
+            f"variant: expected one of the variants of {checkpoint.label} "
+            f"({', '.join(names) or 'it has none'}), got {name!r}"
+        )
+    path = _variant_path(checkpoint.weights_path, variant)
+    if not path.is_file():
+        raise MissingFileError(f"variant {name!r} of {checkpoint.label}: file not found: {path}")
+    summary = summarize_file(path)
+    metadata = attrs.evolve(checkpoint.metadata, precision=variant.precision, variants=())
+    _require_fits(metadata, summary, origin=f"variant {name!r} ({path})")
+    resolved = ResolvedCheckpoint(path, metadata, variant=name, reference=checkpoint)
+    return _with_summary(resolved, summary)
 
 
 @attrs.frozen

@@ -110,13 +110,17 @@ def _winner(samples: dict[_Candidate, list[float]], baseline: _Candidate) -> _Ca
     return min(contenders, key=lambda c: statistics.median(samples[c]))
 
 
-def _build(checkpoint: ResolvedCheckpoint, candidate: _Candidate) -> OnnxBackend:
+def _build(checkpoint: ResolvedCheckpoint, candidate: _Candidate, verify: bool) -> OnnxBackend:
+    """The candidate's backend; with ``verify``, one whose outputs fail raises (and is skipped)."""
     options = SessionOptionsConfig(intra_op_num_threads=candidate.threads)
+    checked = True if verify else None
     if candidate.chain is None:
         policy = DefaultProviderPolicy(autotune=False)
-        return OnnxBackend.from_checkpoint(checkpoint, session_options=options, policy=policy)
+        return OnnxBackend.from_checkpoint(
+            checkpoint, session_options=options, policy=policy, verify=checked
+        )
     return OnnxBackend.from_checkpoint(
-        checkpoint, providers=list(candidate.chain), session_options=options
+        checkpoint, providers=list(candidate.chain), session_options=options, verify=checked
     )
 
 
@@ -138,7 +142,7 @@ def _ready(
     generated: dict[str, str] = {}
     for candidate in candidates:
         try:
-            backend = _build(checkpoint, candidate)
+            backend = _build(checkpoint, candidate, args.verify)
         except Exception as exc:  # a candidate that cannot be built here is reported, not fatal
             skipped[candidate.label] = _short(exc)
             continue

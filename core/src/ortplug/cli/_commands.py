@@ -119,7 +119,10 @@ def run(args: argparse.Namespace) -> int:
         checkpoint = LocalCheckpoint(path).resolve()
         started = time.perf_counter()
         backend = OnnxBackend.from_checkpoint(
-            checkpoint, providers=providers, startup_fallback=args.startup_fallback
+            checkpoint,
+            providers=providers,
+            startup_fallback=args.startup_fallback,
+            verify=True if args.verify else None,
         )
         build_ms = (time.perf_counter() - started) * 1e3
     chain = [{"kind": kind, "reason": reason} for kind, reason in backend.chain_reasons]
@@ -127,6 +130,7 @@ def run(args: argparse.Namespace) -> int:
     settings = {
         k: v for k, v in (options.to_dict() if options else {}).items() if k != "config_entries"
     }
+    verdict = backend.report.verification
     with backend:
         given = load_inputs(args.input, backend.input_specs)
         feed, generated = sample_inputs(backend.input_specs, checkpoint.metadata.extra, given)
@@ -155,6 +159,7 @@ def run(args: argparse.Namespace) -> int:
         "realized": realized,
         "first_run_on": first_run_on,
         "generated_inputs": generated,
+        "verification": None if verdict is None else verdict.to_dict(),
         "outputs": {name: _summary(value) for name, value in outputs.items()},
         "latency_ms": {
             "build": round(build_ms, 3),
@@ -173,6 +178,12 @@ def run(args: argparse.Namespace) -> int:
     for row in chain:
         print(f"chain     {row['kind']:<10} {row['reason']}")
     print(f"realized  {', '.join(realized)}")
+    if verdict is not None:
+        print(f"verdict   {verdict.describe()}")
+    elif args.verify:
+        print(
+            "verdict   nothing to check: the CPU provider on the reference weights is the reference"
+        )
     if first_run_on != realized:
         print(f"first run {', '.join(first_run_on)} (startup fallback: switched after it)")
     if settings:

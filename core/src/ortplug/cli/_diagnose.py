@@ -63,6 +63,10 @@ def inspect(args: argparse.Namespace) -> int:
                 for o in backend.outputs
             ],
             "placement": report.to_dict(),
+            "variants": [
+                {**v.to_dict(), "tolerance": v.effective_tolerance.to_dict()}
+                for v in checkpoint.metadata.variants
+            ],
         }
     if args.json:
         _print_json(data)
@@ -76,6 +80,10 @@ def inspect(args: argparse.Namespace) -> int:
     for kind in ("input", "output"):
         for item in data[kind + "s"]:
             print(f"{kind:<10} {item['name']}: {item['type']} {_shape(item['shape'])}")
+    for variant in checkpoint.metadata.variants:
+        made_for = f", for {variant.ep}" if variant.ep else ""
+        print(f"variant    {variant.name}: {variant.file} ({variant.precision}, "
+              f"{variant.effective_tolerance.describe()}{made_for})")  # fmt: skip
     for line in report.lines():
         print(line)
     return 0

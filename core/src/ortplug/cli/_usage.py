@@ -19,9 +19,11 @@ __all__ = [
     "input_arg",
     "input_dir",
     "model_file",
+    "model_source",
     "non_negative_float",
     "positive_int",
     "thread_counts",
+    "tolerance_pair",
 ]
 
 #: The first bytes of every ``.npy`` file (``numpy.save``).
@@ -75,6 +77,33 @@ def model_file(value: str) -> Path:
     if not path.is_file():
         raise argparse.ArgumentTypeError(f"expected an .onnx file, got {value!r} (no such file)")
     return path
+
+
+def model_source(value: str) -> Path:
+    """An existing ONNX file, or a folder in ONNX Runtime's model-package layout (``verify``)."""
+    path = Path(value)
+    if path.is_dir():
+        if (path / "manifest.json").is_file() or (path / "metadata.json").is_file():
+            return path
+        raise argparse.ArgumentTypeError(
+            f"expected an .onnx file or a model package (a folder with manifest.json), got the "
+            f"folder {value!r}"
+        )
+    return model_file(value)
+
+
+def tolerance_pair(value: str) -> tuple[float, float]:
+    """``RTOL,ATOL``: two numbers >= 0 (``verify --tolerance 0.01,0.0001``)."""
+    parts = value.split(",")
+    try:
+        numbers = tuple(float(part) for part in parts)
+    except ValueError:
+        numbers = ()
+    if len(numbers) != 2 or not all(0 <= n < float("inf") for n in numbers):
+        raise argparse.ArgumentTypeError(
+            f"expected RTOL,ATOL (two numbers >= 0, e.g. 0.01,0.0001), got {value!r}"
+        )
+    return numbers[0], numbers[1]
 
 
 def input_dir(value: str) -> Path:

@@ -20,9 +20,11 @@ from ._usage import (
     input_arg,
     input_dir,
     model_file,
+    model_source,
     non_negative_float,
     positive_int,
     thread_counts,
+    tolerance_pair,
 )
 
 __all__ = ["main"]
@@ -51,6 +53,14 @@ def _add_input(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_verify(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--verify",
+        action="store_true",
+        help="check every accelerator and variant against the CPU reference before trusting it",
+    )
+
+
 def _with_grammar(
     sub: argparse._SubParsersAction[_Parser], name: str, help: str
 ) -> argparse.ArgumentParser:
@@ -61,6 +71,36 @@ def _with_grammar(
         epilog=GRAMMAR_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+
+
+def _add_verification_commands(sub: argparse._SubParsersAction[_Parser]) -> None:
+    """``verify`` (outputs against the CPU reference) and ``variants`` (build int8/fp16 variants)."""
+    verify = _with_grammar(
+        sub, "verify", "check a model's providers and precision variants against the CPU reference"
+    )
+    verify.add_argument("model", type=model_source, help="an .onnx file or an ORT model package")
+    verify.add_argument(
+        "--providers",
+        type=provider_chain,
+        metavar="CHAIN",
+        help="check this chain on the reference and each variant (default: the policy's choices)",
+    )
+    verify.add_argument("--variant", help="with --providers: only this variant")
+    verify.add_argument(
+        "--tolerance",
+        type=tolerance_pair,
+        metavar="RTOL,ATOL",
+        help="one tolerance for every output (default: each precision's, or the manifest's)",
+    )
+    _add_json(verify)
+
+    variants = sub.add_parser(
+        "variants", help="build int8/fp16 variants of a model and list them in its manifest"
+    )
+    variants.add_argument("model", type=model_file, help="path to an fp32 .onnx file")
+    variants.add_argument("--int8", action="store_true", help="static int8 quantization (QDQ)")
+    variants.add_argument("--fp16", action="store_true", help="fp16 with fp32 inputs and outputs")
+    _add_json(variants)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -89,6 +129,7 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="serve on the CPU at once while the accelerator builds and warms up, then switch",
     )
+    _add_verify(run)
     _add_json(run)
 
     info = sub.add_parser("info", help="host facts, plugins, and the chain the policy would pick")
@@ -132,7 +173,10 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="measure the policy's default too and remember the fastest if it beat the default",
     )
+    _add_verify(bench)
     _add_json(bench)
+
+    _add_verification_commands(sub)
 
     batch = _with_grammar(sub, "batch", "run a folder of inputs through a model, locally or on Ray")
     batch.add_argument("model", type=model_file, help="path to an .onnx file")
@@ -194,6 +238,10 @@ def _command(name: str) -> Callable[[argparse.Namespace], int]:
         from ._cache import cache
 
         return cache
+    if name in ("verify", "variants"):
+        from . import _variants
+
+        return _variants.verify if name == "verify" else _variants.variants
     from . import _commands
 
     return {"run": _commands.run, "info": _commands.info, "plugins": _commands.plugins}[name]

@@ -20,7 +20,13 @@ def ortplug_metadata_keys() -> list[MetadataKey]:
             dict,
             "per input, per symbolic dimension: [min, opt, max], for generated inputs and "
             "accelerator profiles",
-        )
+        ),
+        MetadataKey(
+            "samples",
+            str,
+            "folder of <input>.npy sample inputs (relative to the weights) that verification "
+            "and int8 calibration use instead of generated ones",
+        ),
     ]
 
 

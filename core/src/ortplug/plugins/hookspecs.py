@@ -176,7 +176,11 @@ def ortplug_offer_providers(
         that need the bytes, such as "an engine for this exact model is cached".
 
     Yield a :class:`ProviderDecline` instead of an offer when your provider
-    cannot or should not run here, so ``ortplug info`` can say why.
+    cannot or should not run here, so ``ortplug info`` can say why. An offer with
+    ``variant=name`` scores one of ``metadata.variants`` (an fp16 or int8 copy of the
+    model; ``metadata.variants_for(ort_name, "fp16")`` lists those your provider may
+    run) on your provider; the policy ranks it with the reference offers and uses it
+    only once its outputs are verified against the CPU reference.
     """
     raise NotImplementedError
 

@@ -32,12 +32,21 @@ class ProviderOffer:
 
     Higher ``preference`` comes first in the default chain; the CPU provider
     always goes last. ``reason`` is shown to people by ``ortplug info``.
+    ``variant`` names one of the checkpoint's precision variants
+    (``metadata.variants``) this offer runs instead of the reference weights; the
+    policy ranks (provider, variant) pairs by preference and trusts a variant only
+    once its outputs are verified against the reference.
     """
 
     config: ProviderConfig = attrs.field(validator=_check_config)
     preference: int = attrs.field(validator=attrs.validators.instance_of(int))
     reason: str = attrs.field(validator=attrs.validators.instance_of(str))
     plugin: str = ""
+    variant: str | None = attrs.field(
+        default=None,
+        kw_only=True,
+        validator=attrs.validators.optional(attrs.validators.instance_of(str)),
+    )
 
 
 @attrs.frozen

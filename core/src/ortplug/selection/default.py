@@ -11,6 +11,7 @@ from ..plugins.types import ProviderDecline, ProviderOffer
 from ..providers import ProviderConfig
 from .autotune import apply_tuning
 from .protocol import ProviderSelection, SelectionRequest
+from .variants import offer_reason, rank_variants
 
 if TYPE_CHECKING:
     from ..checkpoint import ResolvedCheckpoint
@@ -23,7 +24,8 @@ class DefaultProviderPolicy:
 
     With a checkpoint, what ``ortplug bench --save`` measured for that model on
     this host (an autotune record) replaces the plugins' order, unless
-    ``autotune=False``.
+    ``autotune=False``. Offers of the checkpoint's precision variants are ranked
+    with the reference chain (:func:`~ortplug.selection.variants.rank_variants`).
     """
 
     def __init__(self, plugins: PluginHost | None = None, *, autotune: bool = True) -> None:
@@ -41,17 +43,20 @@ class DefaultProviderPolicy:
         items = plugins.offer_providers(request.metadata, request.host, request.checkpoint)
         offers = tuple(item for item in items if isinstance(item, ProviderOffer))
         declined = tuple(item for item in items if isinstance(item, ProviderDecline))
-        chain, chain_plugin = plugins.provider_chain(list(offers), request.metadata, request.host)
+        reference = tuple(offer for offer in offers if offer.variant is None)
+        chain, chain_plugin = plugins.provider_chain(
+            list(reference), request.metadata, request.host
+        )
         selection = ProviderSelection(
             chain=tuple(chain),
-            reasons=tuple(_offer_reason(config, offers) for config in chain),
-            offers=offers,
+            reasons=tuple(offer_reason(config, reference) for config in chain),
+            offers=reference,
             declined=declined,
             chain_plugin=chain_plugin,
         )
         if self.autotune and request.checkpoint is not None:
             selection = apply_tuning(selection, request.checkpoint, request.host, plugins)
-        return selection
+        return rank_variants(selection, offers, request, plugins)
 
     def explain(
         self,
@@ -65,10 +70,3 @@ class DefaultProviderPolicy:
     def select(self, metadata: CheckpointMetadata, host: HostCapabilities) -> list[ProviderConfig]:
         """The provider chain for this checkpoint on this host."""
         return list(self.explain(metadata, host).chain)
-
-
-def _offer_reason(config: ProviderConfig, offers: tuple[ProviderOffer, ...]) -> str:
-    for offer in offers:
-        if offer.config == config:
-            return f"{offer.reason} [{offer.plugin}]"
-    return "chosen by a provider-chain plugin"

@@ -70,6 +70,9 @@ class ProviderSelection:
     empty. ``session_defaults`` are ``SessionOptionsConfig`` fields the policy
     recommends where the user left them unset (an autotuned thread count).
     ``chain_plugin`` names the plugin whose chain hook ordered the chain.
+    ``variant`` names the checkpoint variant the chain runs (``None``: the
+    reference weights); ``alternatives`` are the next choices, best first, for
+    when verification rejects this one.
     """
 
     chain: tuple[ProviderConfig, ...]
@@ -79,6 +82,8 @@ class ProviderSelection:
     device_policy: str | None = None
     session_defaults: Mapping[str, Any] = attrs.field(factory=dict, converter=_frozen)
     chain_plugin: str | None = None
+    variant: str | None = None
+    alternatives: tuple[ProviderSelection, ...] = ()
 
     def __attrs_post_init__(self) -> None:
         if len(self.reasons) != len(self.chain):

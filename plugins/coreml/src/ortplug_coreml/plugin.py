@@ -26,6 +26,8 @@ from .config import CoreMLProvider
 from .probes import COREML_FACTS, COREML_TYPES, detect_coreml
 
 __all__ = [
+    "FP16_PREFERENCE",
+    "PREFERENCE",
     "model_cache_key",
     "ortplug_host_probes",
     "ortplug_offer_providers",
@@ -35,6 +37,8 @@ __all__ = [
 
 #: Below CUDA (50); the only accelerator a Mac offers anyway.
 PREFERENCE = 40
+#: CoreML on an fp16 variant: the GPU and Neural Engine compute in fp16, so it is the faster pick.
+FP16_PREFERENCE = 45
 #: MLProgram needs Core ML 5, which ships with macOS 12.
 _MIN_MACOS = (12,)
 
@@ -102,7 +106,7 @@ def _blocker(metadata: CheckpointMetadata, host: HostCapabilities) -> str | None
 def ortplug_offer_providers(
     metadata: CheckpointMetadata, host: HostCapabilities
 ) -> Iterable[ProviderOffer | ProviderDecline]:
-    """Static fp32/fp16 checkpoints on Apple Silicon: MLProgram on CPU and GPU."""
+    """Static fp32/fp16 checkpoints on Apple Silicon: MLProgram on CPU and GPU (fp16 variants first)."""
     blocker = _blocker(metadata, host)
     if blocker:
         yield ProviderDecline("coreml", blocker)
@@ -116,6 +120,13 @@ def ortplug_offer_providers(
         "compiles that can take minutes)"
     )
     yield ProviderOffer(config=config, preference=PREFERENCE, reason=reason)
+    for variant in metadata.variants_for(CoreMLProvider.ort_name, "fp16"):
+        yield ProviderOffer(
+            config=config,
+            preference=FP16_PREFERENCE,
+            reason=f"fp16 variant: CoreML's GPU computes in fp16; {reason}",
+            variant=variant.name,
+        )
 
 
 def model_cache_key(

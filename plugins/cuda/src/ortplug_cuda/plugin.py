@@ -23,6 +23,8 @@ from .probes import CUDA_FACTS, CUDA_TYPES, cuda_identity, detect_cuda
 from .readiness import assess_cuda
 
 __all__ = [
+    "FP16_PREFERENCE",
+    "PREFERENCE",
     "ortplug_doctor_checks",
     "ortplug_host_probes",
     "ortplug_offer_providers",
@@ -32,6 +34,8 @@ __all__ = [
 
 #: Preference of a CUDA offer: above CoreML (40) and CPU (0), below an opted-in TensorRT (60).
 PREFERENCE = 50
+#: CUDA on an fp16 variant: ahead of CUDA on the fp32 reference, still below TensorRT.
+FP16_PREFERENCE = 55
 
 
 @hookimpl
@@ -63,7 +67,7 @@ def ortplug_host_probes() -> Iterable[HostProbe]:
 def ortplug_offer_providers(
     metadata: CheckpointMetadata, host: HostCapabilities
 ) -> Iterable[ProviderOffer | ProviderDecline]:
-    """CUDA when a usable GPU is found; never for int8 checkpoints (few CUDA int8 kernels)."""
+    """CUDA when a usable GPU is found (fp16 variants first); never for int8 (few CUDA int8 kernels)."""
     readiness = assess_cuda(host)
     if not readiness.ready:
         yield ProviderDecline("cuda", readiness.reason)
@@ -85,6 +89,13 @@ def ortplug_offer_providers(
             "new shape and can end slower than CPU)"
         )
     yield ProviderOffer(config=config, preference=PREFERENCE, reason=reason)
+    for variant in metadata.variants_for(CudaProvider.ort_name, "fp16"):
+        yield ProviderOffer(
+            config=config,
+            preference=FP16_PREFERENCE,
+            reason=f"fp16 variant: half the memory traffic, tensor cores; {reason}",
+            variant=variant.name,
+        )
 
 
 @hookimpl

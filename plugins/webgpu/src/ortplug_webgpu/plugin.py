@@ -36,6 +36,7 @@ from .readiness import assess_webgpu
 from .shader_cache import MESA_CACHE_ENV, use_shader_cache
 
 __all__ = [
+    "FP16_PREFERENCE",
     "LIBRARY",
     "PREFERENCE",
     "ortplug_doctor_checks",
@@ -47,6 +48,8 @@ __all__ = [
 
 #: Below CUDA (50), CoreML (40) and the OpenVINO example (30); above CPU (0).
 PREFERENCE = 20
+#: WebGPU on an fp16 variant (shader-f16 halves memory traffic): ahead of WebGPU on the fp32 reference.
+FP16_PREFERENCE = 25
 #: The ``onnxruntime-ep-webgpu`` library; the core registers it and appends it by device.
 LIBRARY = EpLibrary("ortplug.webgpu", (WebGpuProvider.ort_name,), package="onnxruntime_ep_webgpu")
 
@@ -86,7 +89,7 @@ def ortplug_host_probes() -> Iterable[HostProbe]:
 def ortplug_offer_providers(
     metadata: CheckpointMetadata, host: HostCapabilities
 ) -> Iterable[ProviderOffer | ProviderDecline]:
-    """WebGPU on a GPU adapter Dawn runs on, for fp32/fp16; a software adapter only when opted in."""
+    """WebGPU on a GPU adapter Dawn runs on, for fp32/fp16 (fp16 variants first); software only when opted in."""
     allow = software_allowed()
     readiness = assess_webgpu(host, allow_software=allow)
     if not readiness.ready:
@@ -109,6 +112,13 @@ def ortplug_offer_providers(
             "the CPU provider, for testing)"
         )
     yield ProviderOffer(config=WebGpuProvider(), preference=PREFERENCE, reason=reason)
+    for variant in metadata.variants_for(WebGpuProvider.ort_name, "fp16"):
+        yield ProviderOffer(
+            config=WebGpuProvider(),
+            preference=FP16_PREFERENCE,
+            reason=f"fp16 variant; {reason}",
+            variant=variant.name,
+        )
 
 
 @hookimpl

@@ -1,0 +1,178 @@
+"""Precision variants of one model (fp32 reference, fp16, int8, per-EP compiled) and their tolerances.
+
+A checkpoint lists its variants in the ``variants`` field of its metadata
+(``<stem>.metadata.json``, written by ``ortplug variants``), or in an ONNX
+Runtime model package (:mod:`ortplug.checkpoint.model_package`). Each variant
+names its file (relative to the reference weights' folder), its precision, the
+tolerance its outputs must meet against the CPU provider on the reference
+weights, and optionally the ONNX Runtime execution provider it was made for.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import attrs
+
+from ..errors import OptionError
+
+__all__ = [
+    "DEFAULT_TOLERANCES",
+    "PRECISIONS",
+    "Tolerance",
+    "Variant",
+    "default_tolerance",
+    "parse_variants",
+]
+
+PRECISIONS = ("fp32", "fp16", "bf16", "int8")
+
+#: Variant names are folder- and file-name safe: a package's variant folders carry them.
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+
+
+def _non_negative(_: Any, attribute: attrs.Attribute[Any], value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < math.inf:
+        raise OptionError(
+            f"tolerance {attribute.name}: expected a finite number >= 0, got {value!r}"
+        )
+
+
+@attrs.frozen
+class Tolerance:
+    """How far outputs may be from the reference: ``atol + rtol * max|reference|`` per output.
+
+    The bound is relative to each output's range (its largest absolute reference
+    value), not to each element: quantization errors scale with the range, and
+    near-zero elements would otherwise fail any relative test.
+    """
+
+    rtol: float = attrs.field(converter=float, validator=_non_negative)
+    atol: float = attrs.field(converter=float, validator=_non_negative)
+
+    def bound(self, scale: float) -> float:
+        """The largest allowed absolute difference for an output whose reference range is ``scale``."""
+        return self.atol + self.rtol * scale
+
+    def describe(self) -> str:
+        """``rtol=0.05 atol=0.0001``."""
+        return f"rtol={self.rtol:g} atol={self.atol:g}"
+
+    def to_dict(self) -> dict[str, float]:
+        """JSON form, as in the manifest."""
+        return {"rtol": self.rtol, "atol": self.atol}
+
+
+#: Per precision, what a correct run of that precision stays within (measured on MLPs and ResNet-50:
+#: int8 static quantization lands at 1-3% of the range, fp16 well under 1%).
+DEFAULT_TOLERANCES = {
+    "fp32": Tolerance(rtol=1e-3, atol=1e-5),
+    "fp16": Tolerance(rtol=1e-2, atol=1e-4),
+    "bf16": Tolerance(rtol=3e-2, atol=1e-3),
+    "int8": Tolerance(rtol=5e-2, atol=1e-4),
+}
+
+
+def default_tolerance(precision: str) -> Tolerance:
+    """The default tolerance of a precision (see :data:`DEFAULT_TOLERANCES`)."""
+    return DEFAULT_TOLERANCES[precision]
+
+
+def _check_name(_: Any, __: Any, value: Any) -> None:
+    if not isinstance(value, str) or not _NAME.match(value):
+        raise OptionError(
+            "variant name: expected letters, digits, '.', '_' or '-' (at most 64, not starting "
+            f"with a symbol), got {value!r}"
+        )
+
+
+def _check_file(_: Any, __: Any, value: Any) -> None:
+    if not isinstance(value, str) or not value.strip():
+        raise OptionError(f"variant file: expected a non-empty path, got {value!r}")
+
+
+def _check_precision(_: Any, __: Any, value: Any) -> None:
+    if value not in PRECISIONS:
+        raise OptionError(
+            f"variant precision: expected one of {', '.join(PRECISIONS)}, got {value!r}"
+        )
+
+
+def _tolerance(value: object) -> Tolerance | None:
+    if value is None or isinstance(value, Tolerance):
+        return value
+    if isinstance(value, Mapping) and set(value) == {"rtol", "atol"}:
+        return Tolerance(value["rtol"], value["atol"])
+    raise OptionError(f'variant tolerance: expected {{"rtol": R, "atol": A}}, got {value!r}')
+
+
+def _optional_text(_: Any, attribute: attrs.Attribute[Any], value: object) -> None:
+    if value is not None and (not isinstance(value, str) or not value):
+        raise OptionError(f"variant {attribute.name}: expected a non-empty string, got {value!r}")
+
+
+@attrs.frozen(kw_only=True)
+class Variant:
+    """One precision (or per-provider) variant of a checkpoint's model.
+
+    ``tolerance`` ``None`` means the default of its precision; ``ep`` is the
+    ONNX Runtime execution provider it was made for (``None``: any provider).
+    """
+
+    name: str = attrs.field(validator=_check_name)
+    file: str = attrs.field(validator=_check_file)
+    precision: str = attrs.field(validator=_check_precision)
+    tolerance: Tolerance | None = attrs.field(default=None, converter=_tolerance)
+    ep: str | None = attrs.field(default=None, validator=_optional_text)
+
+    @property
+    def effective_tolerance(self) -> Tolerance:
+        """Its own tolerance, else its precision's default."""
+        return self.tolerance or default_tolerance(self.precision)
+
+    def runs_on(self, ort_name: str) -> bool:
+        """Whether this variant may run on the provider ``ort_name`` (its ``ep``, or any)."""
+        return self.ep is None or self.ep == ort_name
+
+    def to_dict(self) -> dict[str, Any]:
+        """The manifest entry (fields left at their default are omitted)."""
+        entry: dict[str, Any] = {"name": self.name, "file": self.file, "precision": self.precision}
+        if self.tolerance is not None:
+            entry["tolerance"] = self.tolerance.to_dict()
+        if self.ep is not None:
+            entry["ep"] = self.ep
+        return entry
+
+
+_FIELDS = frozenset(f.name for f in attrs.fields(Variant))
+
+
+def _variant(index: int, value: object) -> Variant:
+    if isinstance(value, Variant):
+        return value
+    if not isinstance(value, Mapping):
+        raise OptionError(f"variants[{index}]: expected an object, got {value!r}")
+    unknown = sorted(set(value) - _FIELDS)
+    missing = sorted({"name", "file", "precision"} - set(value))
+    if unknown or missing:
+        problem = f"unknown field(s) {unknown}" if unknown else f"missing field(s) {missing}"
+        raise OptionError(f"variants[{index}]: {problem}; allowed: {', '.join(sorted(_FIELDS))}")
+    try:
+        return Variant(**dict(value))
+    except OptionError as exc:
+        raise OptionError(f"variants[{index}]: {exc}") from None
+
+
+def parse_variants(value: Iterable[object]) -> tuple[Variant, ...]:
+    """Variants from the manifest's JSON list (or ``Variant`` values); names must be unique."""
+    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
+        raise OptionError(f"variants: expected a list of variant objects, got {value!r}")
+    variants = tuple(_variant(i, item) for i, item in enumerate(value))
+    names = [v.name for v in variants]
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise OptionError(f"variants: names must be unique, {repeated} repeat")
+    return variants
