@@ -302,7 +302,16 @@ def test_a_failed_write_names_the_file_and_leaves_no_temp(tmp_path) -> None:
 # --- 4. an unusable cache is found early -------------------------------------------------
 
 
-def _unusable(kind: str, root: Path) -> Path:
+@pytest.fixture
+def _undo_immutable() -> Any:
+    """Folders made immutable (root ignores permission bits) are made mutable again after the test."""
+    made: list[Path] = []
+    yield made
+    for folder in made:
+        subprocess.run(["chattr", "-i", str(folder)], check=False)
+
+
+def _unusable(kind: str, root: Path, immutable: list[Path]) -> Path:
     """Make ``root/autotune`` unusable in one way; returns the path doctor should name."""
     root.mkdir(parents=True, exist_ok=True)
     folder = root / "autotune"
@@ -316,6 +325,9 @@ def _unusable(kind: str, root: Path) -> Path:
     elif kind == "read-only":
         folder.mkdir()
         folder.chmod(0o555)
+        if AS_ROOT:  # root writes through permission bits, not into an immutable folder
+            subprocess.run(["chattr", "+i", str(folder)], check=True)
+            immutable.append(folder)
     return folder
 
 
@@ -323,15 +335,15 @@ UNUSABLE = {
     "file": "is not a directory",
     "loop": "cannot be used \\(Too many levels of symbolic links\\)",
     "dangling": "is a symbolic link to a missing target",
-    "read-only": "is not writable",
+    "read-only": "is not writable \\(.+\\)",
 }
 
 
 @pytest.mark.parametrize("kind", list(UNUSABLE))
-def test_doctor_flags_an_unusable_autotune_folder(plugin_host, ortplug_cache, kind) -> None:
-    if kind == "read-only" and AS_ROOT:
-        pytest.skip("root writes into read-only directories")
-    folder = _unusable(kind, ortplug_cache)
+def test_doctor_flags_an_unusable_autotune_folder(
+    plugin_host, ortplug_cache, kind, _undo_immutable
+) -> None:
+    folder = _unusable(kind, ortplug_cache, _undo_immutable)
     assert re.fullmatch(
         f"{re.escape(str(folder))} {UNUSABLE[kind]}", cache_problem("autotune") or ""
     )
