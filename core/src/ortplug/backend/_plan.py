@@ -112,6 +112,49 @@ def _checked_options(session_options: object) -> SessionOptionsConfig:
     return session_options
 
 
+@attrs.frozen
+class _Choice:
+    """What was decided before the plugins finish the chain: an explicit chain or the policy's."""
+
+    selection: ProviderSelection
+    host: HostCapabilities
+    checkpoint: ResolvedCheckpoint  # the chosen variant's weights, when the policy chose one
+    variant: ResolvedCheckpoint | None
+    explain: Callable[[Sequence[str]], Mapping[str, str]]
+
+
+def _explicit(checkpoint: ResolvedCheckpoint, providers: object, plugins: PluginHost) -> _Choice:
+    """The user's chain as given: only its plugins' probes run; declines are asked on demand."""
+    chain = _explicit_chain(providers, plugins)
+    host = plugins.host_capabilities(kinds={config.kind for config in chain})
+    reasons = ("requested explicitly (strict)",) * len(chain)
+
+    def explain(kinds: Sequence[str]) -> Mapping[str, str]:
+        answers = plugins.offer_providers(checkpoint.metadata, host, checkpoint)
+        declines = [a for a in answers if isinstance(a, ProviderDecline) and a.kind in kinds]
+        return {d.kind: f"{d.reason} [{d.plugin}]" for d in declines}
+
+    return _Choice(ProviderSelection(tuple(chain), reasons), host, checkpoint, None, explain)
+
+
+def _chosen(checkpoint: ResolvedCheckpoint, policy: object | None, plugins: PluginHost) -> _Choice:
+    """The policy's selection (and the variant it chose) for this checkpoint on this host."""
+    host = plugins.host_capabilities()
+    request = SelectionRequest(checkpoint.metadata, host, plugins, checkpoint)
+    selection = select_providers(policy or DefaultProviderPolicy(plugins), request)
+    if not selection.chain and selection.device_policy is None:
+        raise NoProviderError(_no_provider_message(checkpoint.label, plugins, selection))
+    variant = None
+    if selection.variant is not None:
+        variant = select_variant(checkpoint, selection.variant)
+    known = selection.decline_reasons()
+
+    def explain(kinds: Sequence[str]) -> Mapping[str, str]:
+        return {kind: known[kind] for kind in kinds if kind in known}
+
+    return _Choice(selection, host, variant or checkpoint, variant, explain)
+
+
 def plan_session(
     checkpoint: ResolvedCheckpoint,
     providers: Sequence[Any] | None,
@@ -123,61 +166,33 @@ def plan_session(
     # A policy may carry the plugin host it asks (DefaultProviderPolicy(plugins) does).
     plugins = resolve_plugin_host(plugins or getattr(policy, "plugins", None))
     options = _checked_options(session_options)
-    metadata = checkpoint.metadata
-    variant: ResolvedCheckpoint | None = None
-    fallbacks: tuple[ProviderSelection, ...] = ()
     if providers is not None:
-        chain = _explicit_chain(providers, plugins)
-        host = plugins.host_capabilities(kinds={config.kind for config in chain})
-        reasons = ("requested explicitly (strict)",) * len(chain)
-        declined: tuple[tuple[str, str], ...] = ()
-        device_policy = None
-
-        def explain(kinds: Sequence[str]) -> Mapping[str, str]:
-            answers = plugins.offer_providers(metadata, host, checkpoint)
-            declines = [a for a in answers if isinstance(a, ProviderDecline) and a.kind in kinds]
-            return {d.kind: f"{d.reason} [{d.plugin}]" for d in declines}
-
+        choice = _explicit(checkpoint, providers, plugins)
     else:
-        host = plugins.host_capabilities()
-        request = SelectionRequest(metadata, host, plugins, checkpoint)
-        selection = select_providers(policy or DefaultProviderPolicy(plugins), request)
-        if not selection.chain and selection.device_policy is None:
-            raise NoProviderError(_no_provider_message(checkpoint.label, plugins, selection))
-        chain = list(selection.chain)
-        reasons = selection.reasons
-        declined = tuple(selection.decline_reasons().items())
-        device_policy = selection.device_policy
-        options = options.with_defaults(selection.session_defaults)
-        known = dict(declined)
-        fallbacks = selection.alternatives
-        if selection.variant is not None:
-            variant = checkpoint = select_variant(checkpoint, selection.variant)
-            metadata = checkpoint.metadata
-
-        def explain(kinds: Sequence[str]) -> Mapping[str, str]:
-            return {kind: known[kind] for kind in kinds if kind in known}
-
+        choice = _chosen(checkpoint, policy, plugins)
+    checkpoint, host, selection = choice.checkpoint, choice.host, choice.selection
+    metadata = checkpoint.metadata
     for problem in plugins.metadata_problems(metadata):
         warnings.warn(f"{checkpoint.label}: {problem}", OrtplugConfigWarning, stacklevel=4)
-    chain = [plugins.prepare_provider(config, checkpoint, host) for config in chain]
+    chain = [plugins.prepare_provider(config, checkpoint, host) for config in selection.chain]
+    options = options.with_defaults(selection.session_defaults)
     options = plugins.adjust_session_options(options, chain, metadata, host)
     options = options.with_config_entries({_RECORD_ASSIGNMENT: "1"})  # cheap; the user's value wins
     _check_options_fit(options, checkpoint)
     registry = plugins.provider_registry()
     return SessionPlan(
         chain=tuple(chain),
-        reasons=tuple(reasons),
+        reasons=selection.reasons,
         options=options,
         strict=providers is not None,
         host=host,
         libraries=tuple(registry.library_of(config.kind) for config in chain),
-        declined=declined,
-        device_policy=device_policy,
-        explain_declines=explain,
+        declined=tuple(selection.decline_reasons().items()),
+        device_policy=selection.device_policy,
+        explain_declines=choice.explain,
         plugins=plugins,
-        variant=variant,
-        fallbacks=fallbacks,
+        variant=choice.variant,
+        fallbacks=selection.alternatives,
     )
 
 
