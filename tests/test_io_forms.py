@@ -150,6 +150,11 @@ def test_binding_accepts_ort_values_and_can_be_cleared(demo) -> None:
             lambda b: b.bind_output("probs", device=""),
             "bind_output: device: expected a name like 'cpu' or 'cuda'",
         ),
+        (
+            lambda b: b.bind_output("probs", device="cuda"),
+            r"bind_output: device 'cuda' is not a device of this session \(its providers: "
+            r"CPUExecutionProvider\); bind to 'cpu'",
+        ),
     ],
 )
 def test_binding_rejects_bad_names_and_types(demo, action, message) -> None:

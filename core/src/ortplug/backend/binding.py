@@ -26,6 +26,19 @@ def _closed(*_: object) -> NoReturn:
     raise _BackendClosedError("this Binding's OnnxBackend is closed; bind again on a new backend")
 
 
+#: ONNX Runtime's IO-binding device names and the providers whose memory they are.
+_DEVICE_PROVIDERS = {
+    "cuda": (
+        "CUDAExecutionProvider",
+        "TensorrtExecutionProvider",
+        "NvTensorRTRTXExecutionProvider",
+    ),
+    "dml": ("DmlExecutionProvider",),
+    "webgpu": ("WebGpuExecutionProvider",),
+    "cann": ("CANNExecutionProvider",),
+}
+
+
 class _ClosedIoBinding:
     """Stands in for the released IO binding of a closed backend: every method raises."""
 
@@ -45,6 +58,7 @@ class Binding:
         ort_value: Any,
     ) -> None:
         self._binding = session.io_binding()
+        self._providers = tuple(session.get_providers())
         self._run_with_iobinding = session.run_with_iobinding
         self._run_options = run_options
         self._inputs = {info.name: info for info in inputs}
@@ -88,6 +102,7 @@ class Binding:
                 raise OptionError(
                     f"bind_output: device: expected a name like 'cpu' or 'cuda', got {device!r}"
                 )
+            self._check_device(device)
             self._binding.bind_output(name, device, device_id)
         elif isinstance(target, self._ort_value):
             self._binding.bind_ortvalue_output(name, target)
@@ -109,6 +124,19 @@ class Binding:
         if name not in self._bound_outputs:
             self._bound_outputs.append(name)
         return self
+
+    def _check_device(self, device: str) -> None:
+        """A device no provider of this session runs on would fail only at run time: refuse it now."""
+        wanted = device.lower()
+        if wanted == "cpu":
+            return
+        owners = _DEVICE_PROVIDERS.get(wanted, ())
+        if not any(provider in owners for provider in self._providers):
+            served = ", ".join(self._providers)
+            raise OptionError(
+                f"bind_output: device {device!r} is not a device of this session (its providers: "
+                f"{served}); bind to 'cpu', or build the backend with a provider for {device!r}"
+            )
 
     def run(self) -> None:
         """Run the model on the bound inputs into the bound outputs."""
