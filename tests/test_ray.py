@@ -147,7 +147,7 @@ def test_batch_command_reads_and_writes_parquet_on_ray(cluster, tmp_path) -> Non
     [
         ("empty", [], "--input-dir {src}: expected x.npy; missing x.npy"),
         ("parquet", [], "Parquet input needs --ray (pip install 'ortplug[ray]')"),
-        ("npy", ["--batch-size", "0"], "--batch-size: expected a positive count, got 0"),
+        ("npy", ["--batch-size", "0"], "--batch-size: expected a positive integer, got '0'"),
     ],
 )
 def test_batch_command_errors_are_one_line(tmp_path, setup, flags, message) -> None:
@@ -160,7 +160,7 @@ def test_batch_command_errors_are_one_line(tmp_path, setup, flags, message) -> N
     done = _cli(
         "batch", DEMO, "--input-dir", str(source), "--output-dir", str(tmp_path / "out"), *flags
     )
-    assert done.returncode == 1
+    assert done.returncode == 2  # a usage error: what was typed is wrong
     assert message.format(src=source) in done.stderr and len(done.stderr.strip().splitlines()) == 1
 
 
