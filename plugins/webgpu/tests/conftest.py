@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 from ortplug import PluginHost
 from ortplug.testing import make_plugin_host
 from ortplug_webgpu import plugin as webgpu_plugin
-from ortplug_webgpu.probes import ALLOW_SOFTWARE_ENV, ORT_SOFTWARE_ENV
+from ortplug_webgpu.probes import ALLOW_SOFTWARE_ENV, ORT_SOFTWARE_ENV, detect_webgpu
 from ortplug_webgpu.shader_cache import MESA_CACHE_ENV, shader_cache_path
 
 os.environ[ORT_SOFTWARE_ENV] = "1"
@@ -37,3 +38,20 @@ def _private_cache(ortplug_cache: Path, monkeypatch: pytest.MonkeyPatch) -> Path
 def webgpu_host() -> PluginHost:
     """Built-in defaults, the CPU plugin and the WebGPU plugin, registered directly."""
     return make_plugin_host(("webgpu", webgpu_plugin))
+
+
+#: How a host without a GPU gets a device the WebGPU EP runs on (what ``.ci/run`` does).
+_SETUP = "bash plugins/webgpu/scripts/setup_lavapipe.sh DIR && source DIR/env.sh"
+
+
+@pytest.fixture(scope="module")
+def adapter() -> dict[str, Any]:
+    """The adapter Dawn runs on here; the tests that need one fail (not skip) when there is none."""
+    facts = detect_webgpu(check_dawn=True)
+    if not facts.get("usable"):
+        pytest.fail(
+            f"no adapter the WebGPU EP runs on: {facts.get('error')}; install a Vulkan driver "
+            f"(CI without a GPU: {_SETUP})",
+            pytrace=False,
+        )
+    return dict(facts["adapter"])

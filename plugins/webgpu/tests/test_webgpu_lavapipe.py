@@ -33,20 +33,6 @@ from ortplug_webgpu.shader_cache import MESA_CACHE_ENV, shader_cache_key
 from webgpu_models import fp16_cnn, random_resnet50, relu_model
 
 WEBGPU, CPU = "WebGpuExecutionProvider", "CPUExecutionProvider"
-_SETUP = "bash plugins/webgpu/scripts/setup_lavapipe.sh DIR && source DIR/env.sh"
-
-
-@pytest.fixture(scope="module")
-def adapter() -> dict[str, Any]:
-    """The adapter Dawn runs on here; the tests fail (not skip) when there is none."""
-    facts = detect_webgpu(check_dawn=True)
-    if not facts.get("usable"):
-        pytest.fail(
-            f"no adapter the WebGPU EP runs on: {facts.get('error')}; install a Vulkan driver "
-            f"(CI without a GPU: {_SETUP})",
-            pytrace=False,
-        )
-    return dict(facts["adapter"])
 
 
 @pytest.fixture

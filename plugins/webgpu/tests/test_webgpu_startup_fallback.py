@@ -3,27 +3,19 @@
 from __future__ import annotations
 
 import threading
-from typing import Any
 
 import numpy as np
 import pytest
 from ortplug import InMemoryCheckpoint, OnnxBackend
 from ortplug.testing import make_plugin_host
 from ortplug_webgpu import plugin as webgpu_plugin
-from ortplug_webgpu.probes import ALLOW_SOFTWARE_ENV, detect_webgpu
+from ortplug_webgpu.probes import ALLOW_SOFTWARE_ENV
 from webgpu_models import fp16_cnn
 
 WEBGPU, CPU = "WebGpuExecutionProvider", "CPUExecutionProvider"
 
 
-@pytest.fixture(scope="module")
-def usable() -> None:
-    facts: dict[str, Any] = detect_webgpu(check_dawn=True)
-    if not facts.get("usable"):
-        pytest.fail(f"no adapter the WebGPU EP runs on: {facts.get('error')}", pytrace=False)
-
-
-@pytest.mark.usefixtures("usable")
+@pytest.mark.usefixtures("adapter")
 def test_runs_never_fail_or_block_across_the_switch_to_webgpu(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -79,7 +71,7 @@ def test_runs_never_fail_or_block_across_the_switch_to_webgpu(
     assert counts[CPU] > 0 and counts[WEBGPU] >= 3, counts
 
 
-@pytest.mark.usefixtures("usable")
+@pytest.mark.usefixtures("adapter")
 def test_exiting_while_webgpu_comes_up_is_clean(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """The bring-up is stopped and waited for at exit: no abort from native code."""
     import os

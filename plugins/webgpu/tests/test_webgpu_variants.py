@@ -15,23 +15,10 @@ from ortplug import OnnxBackend, PluginHost, ResolvedCheckpoint, Tolerance, Veri
 from ortplug.checkpoint import select_variant
 from ortplug.errors import VerificationWarning
 from ortplug_webgpu.plugin import FP16_PREFERENCE, PREFERENCE
-from ortplug_webgpu.probes import ALLOW_SOFTWARE_ENV, detect_webgpu
+from ortplug_webgpu.probes import ALLOW_SOFTWARE_ENV
 from variant_models import mlp_with_variants
 
 WEBGPU, CPU = "WebGpuExecutionProvider", "CPUExecutionProvider"
-_SETUP = "bash plugins/webgpu/scripts/setup_lavapipe.sh DIR && source DIR/env.sh"
-
-
-@pytest.fixture(scope="module")
-def adapter() -> dict[str, Any]:
-    facts = detect_webgpu(check_dawn=True)
-    if not facts.get("usable"):
-        pytest.fail(
-            f"no adapter the WebGPU EP runs on: {facts.get('error')}; install a Vulkan driver "
-            f"(CI without a GPU: {_SETUP})",
-            pytrace=False,
-        )
-    return dict(facts["adapter"])
 
 
 @pytest.fixture(scope="module")
