@@ -2,13 +2,21 @@
 
 Inputs are ``DIR/<input name>.npy`` (rows on the first axis) or, with
 ``--ray``, Parquet files whose columns are the input names. Outputs are
-``OUT/<output name>.npy`` in input row order, or Parquet files with ``--ray``.
+``OUT/<output name>.npy`` in input row order, or Parquet files with ``--ray``
+(with an ``ortplug_chain`` column: the actor, node and providers of each row).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import logging
+import os
+import sys
+import tempfile
+from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -56,32 +64,98 @@ def _run_local(
     return {name: np.concatenate(values) for name, values in parts.items()}
 
 
-def _run_ray_npy(
-    model: Path, arrays: dict[str, np.ndarray], batch_size: int, providers: list[str] | None
-) -> dict[str, np.ndarray]:
-    import ray
+#: The column each row's actor report goes to on Ray (written to Parquet outputs too).
+_CHAIN = "ortplug_chain"
 
+
+@contextlib.contextmanager
+def _stderr_to(log: Path) -> Iterator[None]:
+    """Send what Ray's processes print to ``log`` (file descriptor 2), so errors stay one line."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with log.open("ab") as handle:
+        os.dup2(handle.fileno(), 2)
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+@contextlib.contextmanager
+def _ray_session() -> Iterator[Any]:
+    """Ray (a local instance unless ``RAY_ADDRESS`` names a cluster), quiet unless ORTPLUG_DEBUG.
+
+    A failure comes out as the ortplug error a worker raised (one line), or as
+    Ray's first line with the log file that holds the rest.
+    """
+    from ..integrations.ray import require_ray, worker_error
+
+    ray = require_ray()
+    debug = bool(os.environ.get("ORTPLUG_DEBUG"))
+    log = Path(tempfile.gettempdir()) / f"ortplug-batch-ray-{os.getpid()}.log"
+    with contextlib.ExitStack() as stack:
+        if not debug:
+            stack.enter_context(_stderr_to(log))
+        try:
+            if not ray.is_initialized():
+                level = logging.INFO if debug else logging.ERROR
+                ray.init(include_dashboard=False, log_to_driver=debug, logging_level=level)
+            context = ray.data.DataContext.get_current()
+            context.raise_original_map_exception = True  # the worker's BatchError, not a wrapper
+            context.enable_progress_bars = debug
+            context.execution_options.preserve_order = True
+            yield ray
+        except Exception as exc:
+            if debug:
+                raise
+            found = worker_error(exc)
+            if found is not None:
+                raise found from None
+            first = next(iter(str(exc).strip().splitlines()), "")
+            raise RuntimeError(
+                f"Ray Data failed: {type(exc).__name__}: {first} (Ray's output: {log})"
+            ) from None
+
+
+def _actors(reports: Counter[str]) -> list[dict[str, Any]]:
+    """Each actor's report (node, pid, threads, providers) with the rows it ran."""
+    return [{**json.loads(report), "rows": rows} for report, rows in sorted(reports.items())]
+
+
+def _run_ray_npy(
+    model: Path, arrays: dict[str, np.ndarray], batch_size: int, providers: list[Any] | None
+) -> tuple[dict[str, np.ndarray], list[dict[str, Any]]]:
     from ..integrations.ray import predict
 
-    ray.data.DataContext.get_current().execution_options.preserve_order = True
-    rows = len(next(iter(arrays.values())))
-    index = ray.data.range(rows)
-    dataset = index.map_batches(
-        lambda b: {n: a[b["id"]] for n, a in arrays.items()}, batch_format="numpy"
-    )
     names = _output_names(model)
-    scored = predict(
-        dataset,
-        model,
-        providers=providers,
-        batch_size=batch_size,
-        output_columns={n: n for n in names},
-    )
     parts: dict[str, list[np.ndarray]] = {name: [] for name in names}
-    for chunk in scored.select_columns(names).iter_batches(batch_size=None, batch_format="numpy"):
-        for name in names:
-            parts[name].append(chunk[name])
-    return {name: np.concatenate(values) for name, values in parts.items()}
+    reports: Counter[str] = Counter()
+    with _ray_session() as ray:
+        refs = {name: ray.put(array) for name, array in arrays.items()}  # once, not per task
+
+        def rows(batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+            ids = batch["id"]
+            return {"id": ids, **{name: ray.get(ref)[ids] for name, ref in refs.items()}}
+
+        dataset = ray.data.range(len(next(iter(arrays.values())))).map_batches(rows)
+        scored = predict(
+            dataset,
+            model,
+            providers=providers,
+            batch_size=batch_size,
+            output_columns={n: n for n in names},
+            id_column="id",
+            chain_column=_CHAIN,
+        )
+        for chunk in scored.select_columns([*names, _CHAIN]).iter_batches(
+            batch_size=None, batch_format="numpy"
+        ):
+            for name in names:
+                parts[name].append(chunk[name])
+            reports.update(chunk[_CHAIN].tolist())
+    return {name: np.concatenate(values) for name, values in parts.items()}, _actors(reports)
 
 
 def _output_names(model: Path) -> list[str]:
@@ -99,13 +173,15 @@ def batch(args: argparse.Namespace) -> int:
             raise UsageError(
                 f"--input-dir {source}: Parquet input needs --ray (pip install 'ortplug[ray]')"
             )
-        written = _run_ray_parquet(model, source, target, args.batch_size, providers)
+        written, actors = _run_ray_parquet(model, source, target, args.batch_size, providers)
         summary: dict[str, Any] = {"format": "parquet", "rows": written, "output_dir": str(target)}
     else:
         names = list(LocalCheckpoint(model).resolve().metadata.input_names)
         arrays = _load_npy_inputs(source, names)
-        run = _run_ray_npy if args.ray else _run_local
-        outputs = run(model, arrays, args.batch_size, providers)
+        if args.ray:
+            outputs, actors = _run_ray_npy(model, arrays, args.batch_size, providers)
+        else:
+            outputs = _run_local(model, arrays, args.batch_size, providers)
         for name, value in outputs.items():
             np.save(target / f"{name}.npy", value)
         rows = len(next(iter(arrays.values())))
@@ -116,21 +192,33 @@ def batch(args: argparse.Namespace) -> int:
             "output_dir": str(target),
         }
     summary["engine"] = "ray" if args.ray else "local"
+    engine = summary["engine"]
+    if args.ray:
+        summary["actors"] = actors
+        chains = sorted({",".join(a["providers"]) for a in actors})
+        nodes = len({a["node"] for a in actors})
+        engine = f"ray: {len(actors)} actor(s) on {nodes} node(s), {'; '.join(chains)}"
     if args.json:
         print(json.dumps(summary, indent=2))
     else:
-        print(f"{summary['rows']} rows through {model.name} ({summary['engine']}) -> {target}")
+        print(f"{summary['rows']} rows through {model.name} ({engine}) -> {target}")
     return 0
 
 
 def _run_ray_parquet(
-    model: Path, source: Path, target: Path, batch_size: int, providers: list[str] | None
-) -> int:
-    import ray
-
+    model: Path, source: Path, target: Path, batch_size: int, providers: list[Any] | None
+) -> tuple[int, list[dict[str, Any]]]:
     from ..integrations.ray import predict
 
-    dataset = ray.data.read_parquet(str(source))
-    scored = predict(dataset, model, providers=providers, batch_size=batch_size)
-    scored.write_parquet(str(target))
-    return int(scored.count())
+    with _ray_session() as ray:
+        dataset = ray.data.read_parquet(str(source))
+        scored = predict(
+            dataset, model, providers=providers, batch_size=batch_size, chain_column=_CHAIN
+        )
+        scored.write_parquet(str(target))
+        # read back one dictionary-encoded column: counting the lazy dataset would run it again
+        written = ray.data.read_parquet(str(target), columns=[_CHAIN])
+        reports: Counter[str] = Counter()
+        for chunk in written.iter_batches(batch_size=None, batch_format="numpy"):
+            reports.update(chunk[_CHAIN].tolist())
+    return sum(reports.values()), _actors(reports)

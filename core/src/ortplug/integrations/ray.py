@@ -1,101 +1,304 @@
 """Batch inference on Ray Data with one ``OnnxBackend`` per actor (``pip install 'ortplug[ray]'``).
 
 Sessions cannot be pickled, so what travels to the workers is a
-:class:`BackendConfig` (the model, the provider chain or policy, the session
-options, the column mapping); each actor builds its backend once, runs every
-batch it is given through it, and closes it when the actor ends. Actors that
-will run a GPU provider ask Ray for a GPU; CPU actors size their intra-op
-threads to the CPUs Ray gave them, so actors sharing a node do not
-oversubscribe it.
+:class:`BackendConfig`: the checkpoint as a :class:`PortableCheckpoint` (the
+weights, the metadata read on the driver, in-memory initializers and external
+data), the provider chain or policy, the session options and the column
+mapping. Each actor builds its backend once, runs every batch it is given
+through it (in runs of the model's batch when that is static), and closes it
+when the actor ends. Actors that will run a GPU provider ask Ray for a GPU; CPU
+actors size their intra-op threads to the CPUs Ray gave them, so actors
+sharing a node do not oversubscribe it.
 
     import ray
     from ortplug.integrations.ray import predict
 
     ds = ray.data.read_parquet("s3://bucket/features/")
-    scored = predict(ds, "model.onnx", input_columns={"features": "x"})
+    scored = predict(ds, LocalCheckpoint("model.onnx"), input_columns={"features": "x"})
     scored.write_parquet("s3://bucket/scores/")
 """
 
 from __future__ import annotations
 
+import json
+import math
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Union
 
 import attrs
 import numpy as np
 
 from ..backend import OnnxBackend
+from ..backend.introspection import ValueInfo
 from ..checkpoint import CheckpointMetadata, InMemoryCheckpoint, LocalCheckpoint, ResolvedCheckpoint
+from ..errors import MissingFileError, OptionError, OptionTypeError, OrtplugError
 from ..host import HostCapabilities
 from ..plugins.manager import get_plugin_host
-from ..selection import DefaultProviderPolicy
+from ..selection import DefaultProviderPolicy, SelectionRequest, select_providers
 from ..session_options import SessionOptionsConfig
 
-__all__ = ["BackendConfig", "BatchError", "OnnxPredictor", "actor_resources", "predict"]
+__all__ = [
+    "BackendConfig",
+    "BatchError",
+    "CheckpointLike",
+    "OnnxPredictor",
+    "PortableCheckpoint",
+    "RayNotInstalledError",
+    "actor_resources",
+    "default_batch_size",
+    "predict",
+    "require_ray",
+    "worker_error",
+]
 
 #: Providers that need a GPU of their own per actor.
 _GPU_PROVIDERS = frozenset({"CUDAExecutionProvider", "TensorrtExecutionProvider"})
+#: Model input per Ray batch: enough that Ray's cost per batch (milliseconds) is small beside
+#: the runs, bounded in rows for tiny inputs; a GPU gets more so each run fills it.
+_BATCH_BYTES = {False: 16 << 20, True: 128 << 20}
+_BATCH_ROWS = {False: 1 << 16, True: 1 << 18}
+_INSTALL = "pip install 'ortplug[ray]'"
 
 
-def _mapping(value: Mapping[str, Any] | None) -> dict[str, Any]:
+class RayNotInstalledError(OrtplugError, ImportError):
+    """Ray Data is not importable; the message names the command that installs it."""
+
+
+class BatchError(OrtplugError, RuntimeError):
+    """One batch failed; the one-line message names the batch, the actor, the rows and the cause.
+
+    ``ids`` holds the failing rows' values of the id column, when one was given.
+    On the driver Ray raises its own exception around this one; :func:`worker_error`
+    gets it back.
+    """
+
+    def __init__(self, message: str, ids: Sequence[Any] = ()) -> None:
+        super().__init__(message)
+        self.message = message
+        self.ids = tuple(ids)
+
+    def __str__(self) -> str:
+        return self.message  # one line, though Ray appends its retry advice to ``args``
+
+
+def worker_error(error: BaseException) -> OrtplugError | None:
+    """The ortplug error a worker raised (a ``BatchError`` first), out of what Ray raised here.
+
+    Ray keeps a batch's error in its ``cause`` when
+    ``DataContext.raise_original_map_exception`` is set (``ortplug batch --ray``
+    sets it); otherwise Ray Data wraps it in a ``UserCodeException`` that keeps
+    only its traceback text.
+    """
+    found: list[OrtplugError] = []
+    seen: set[int] = set()
+    pending: list[BaseException | None] = [error]
+    while pending:
+        current = pending.pop()
+        if current is None or id(current) in seen:
+            continue
+        seen.add(id(current))
+        cause = getattr(current, "cause", None)  # a RayTaskError: the worker's own exception
+        if isinstance(cause, BaseException):
+            pending.append(cause)
+        elif isinstance(current, OrtplugError):  # not Ray's copy that subclasses it
+            found.append(current)
+        pending += [current.__context__, current.__cause__]
+    batch = [e for e in found if isinstance(e, BatchError)]
+    return (batch or found or [None])[0]
+
+
+def require_ray() -> Any:
+    """The ``ray`` module with Ray Data, or :class:`RayNotInstalledError` naming the install command."""
+    try:
+        import ray
+        import ray.data  # ray without the [data] extra lacks its dependencies
+    except ImportError as exc:
+        raise RayNotInstalledError(
+            f"Ray Data is not installed (import failed: {exc}); install it with: {_INSTALL}"
+        ) from exc
+    return ray
+
+
+def _plain(value: Mapping[str, Any] | None) -> dict[str, Any]:
     return dict(value or {})  # plain dicts: the config must pickle with the standard pickle too
+
+
+def _options_dict(value: SessionOptionsConfig | Mapping[str, Any] | None) -> dict[str, Any]:
+    return value.to_dict() if isinstance(value, SessionOptionsConfig) else _plain(value)
+
+
+@attrs.frozen
+class PortableCheckpoint:
+    """A checkpoint in a form that pickles, resolved again on each worker.
+
+    ``source`` is a path every worker can read or the model's bytes;
+    ``metadata`` is the metadata the driver resolved (a separate metadata file
+    and ``extra`` included) as a dict; ``initializers`` and ``external_data``
+    are the in-memory arrays and files of an ``InMemoryCheckpoint``.
+    """
+
+    source: str | bytes = attrs.field(repr=lambda s: s if isinstance(s, str) else "<model bytes>")
+    metadata: dict[str, Any] = attrs.field(converter=_plain, hash=False)
+    initializers: dict[str, np.ndarray] = attrs.field(
+        factory=dict, converter=_plain, eq=False, repr=False
+    )
+    external_data: dict[str, bytes] = attrs.field(
+        factory=dict, converter=_plain, eq=False, repr=False
+    )
+
+    @classmethod
+    def of(cls, checkpoint: CheckpointLike) -> PortableCheckpoint:
+        """Resolve ``checkpoint`` here (reading its metadata file) into what travels to workers."""
+        if isinstance(checkpoint, PortableCheckpoint):
+            return checkpoint
+        resolved = _resolved_here(checkpoint)
+        return cls(
+            source=str(resolved.weights_path) if resolved.model_bytes is None else resolved.source,
+            metadata=resolved.metadata.to_dict(),
+            initializers=dict(resolved.initializers),
+            external_data=dict(resolved.external_data),
+        )
+
+    def resolve(self) -> ResolvedCheckpoint:
+        """The checkpoint on this worker, with the metadata the driver resolved."""
+        metadata = CheckpointMetadata.from_dict(self.metadata)
+        if isinstance(self.source, bytes):
+            return InMemoryCheckpoint(
+                self.source,
+                metadata,
+                initializers=self.initializers,
+                external_data=self.external_data,
+            ).resolve()
+        if not Path(self.source).is_file():
+            raise MissingFileError(
+                f"ONNX model not found on node {_placement()[0] or 'here'}: {self.source}; "
+                "expected a path every Ray worker can read (or pass InMemoryCheckpoint(bytes))"
+            )
+        return ResolvedCheckpoint(
+            Path(self.source),
+            metadata,
+            initializers=self.initializers,
+            external_data=self.external_data,
+        )
+
+
+#: What ``predict`` and ``BackendConfig`` accept as the model.
+CheckpointLike = Union[
+    LocalCheckpoint,
+    ResolvedCheckpoint,
+    InMemoryCheckpoint,
+    PortableCheckpoint,
+    str,
+    "os.PathLike[str]",
+    bytes,
+]
+
+
+def _resolved_here(checkpoint: object) -> ResolvedCheckpoint:
+    if isinstance(checkpoint, ResolvedCheckpoint):
+        return checkpoint
+    if isinstance(checkpoint, (LocalCheckpoint, InMemoryCheckpoint)):
+        return checkpoint.resolve()
+    if isinstance(checkpoint, bytes):
+        return InMemoryCheckpoint(checkpoint).resolve()
+    if isinstance(checkpoint, (str, os.PathLike)):
+        return LocalCheckpoint(Path(checkpoint)).resolve()
+    raise OptionTypeError(
+        "checkpoint: expected a LocalCheckpoint, ResolvedCheckpoint, InMemoryCheckpoint, "
+        f"a path or the model's bytes, got {type(checkpoint).__name__}"
+    )
+
+
+def _portable(checkpoint: CheckpointLike) -> PortableCheckpoint:
+    return PortableCheckpoint.of(checkpoint)
 
 
 @attrs.frozen
 class BackendConfig:
-    """Everything an actor needs to build its backend: picklable, unlike a session.
+    """Everything an actor needs to build its backend and map columns: picklable, unlike a session.
 
-    ``model`` is a path every worker can read, or the model's bytes.
-    ``input_columns`` maps batch columns to model inputs (default: same
-    names); ``output_columns`` maps model outputs to the columns written
-    (default: every output, same names).
+    ``model`` takes any :data:`CheckpointLike`, resolved on the driver. ``policy``
+    (a picklable provider policy) chooses the chain on each worker when
+    ``providers`` is ``None``. ``input_columns`` maps batch columns to model
+    inputs (default: same names); ``output_columns`` maps model outputs to the
+    columns written (default: every output, same names). ``id_column`` names
+    rows in errors; ``chain_column``, when set, gets each row's actor report.
     """
 
-    model: str | bytes
-    providers: tuple[Any, ...] | None = None
-    session_options: Mapping[str, Any] = attrs.field(factory=dict, converter=_mapping, hash=False)
-    metadata: Mapping[str, Any] | None = attrs.field(default=None, hash=False)
-    input_columns: Mapping[str, str] = attrs.field(factory=dict, converter=_mapping, hash=False)
-    output_columns: Mapping[str, str] = attrs.field(factory=dict, converter=_mapping, hash=False)
+    model: PortableCheckpoint = attrs.field(converter=_portable)
+    providers: tuple[Any, ...] | None = attrs.field(
+        default=None, converter=attrs.converters.optional(tuple)
+    )
+    session_options: dict[str, Any] = attrs.field(factory=dict, converter=_options_dict, hash=False)
+    policy: Any = attrs.field(default=None, eq=False)
+    input_columns: dict[str, str] = attrs.field(factory=dict, converter=_plain, hash=False)
+    output_columns: dict[str, str] = attrs.field(factory=dict, converter=_plain, hash=False)
+    id_column: str | None = None
+    chain_column: str | None = None
 
     def checkpoint(self) -> ResolvedCheckpoint:
-        """The checkpoint, resolved on the worker."""
-        metadata = CheckpointMetadata.from_dict(self.metadata) if self.metadata else None
-        if isinstance(self.model, bytes):
-            return InMemoryCheckpoint(self.model, metadata).resolve()
-        checkpoint = LocalCheckpoint(Path(self.model)).resolve()
-        return attrs.evolve(checkpoint, metadata=metadata) if metadata else checkpoint
+        """The checkpoint, resolved where this runs (on a worker: from the portable form)."""
+        return self.model.resolve()
 
     def build(self, threads: int | None = None) -> OnnxBackend:
         """The backend, with ``threads`` intra-op threads unless the options set their own."""
-        options = SessionOptionsConfig.from_dict(dict(self.session_options))
+        options = SessionOptionsConfig.from_dict(self.session_options)
         if threads is not None and options.intra_op_num_threads is None:
             options = options.evolve(intra_op_num_threads=threads)
         providers = list(self.providers) if self.providers is not None else None
-        return OnnxBackend.from_checkpoint(self.checkpoint(), providers, options)
+        return OnnxBackend.from_checkpoint(
+            self.checkpoint(), providers, options, policy=self.policy
+        )
+
+
+def _chain_names(config: BackendConfig, host: HostCapabilities | None) -> list[str]:
+    """ONNX Runtime names of the chain an actor will ask for: explicit, or the policy's here."""
+    plugins = get_plugin_host()
+    if config.providers is not None:
+        registry = plugins.provider_registry()
+        return [registry.parse(p).to_ort()[0] for p in config.providers]
+    checkpoint = config.checkpoint()
+    request = SelectionRequest(
+        checkpoint.metadata, host or plugins.host_capabilities(), plugins, checkpoint
+    )
+    selection = select_providers(config.policy or DefaultProviderPolicy(plugins), request)
+    return [c.to_ort()[0] for c in selection.chain]
 
 
 def actor_resources(
     config: BackendConfig, host: HostCapabilities | None = None, *, num_cpus: int = 1
 ) -> dict[str, float]:
     """Ray resources for one actor: a GPU when the chain (explicit or the policy's) has a GPU provider."""
-    plugins = get_plugin_host()
-    host = host or plugins.host_capabilities()
-    if config.providers is not None:
-        registry = plugins.provider_registry()
-        names = [registry.parse(p).to_ort()[0] for p in config.providers]
-    else:
-        metadata = config.checkpoint().metadata
-        names = [c.to_ort()[0] for c in DefaultProviderPolicy(plugins).select(metadata, host)]
-    if _GPU_PROVIDERS & set(names):
+    if _GPU_PROVIDERS & set(_chain_names(config, host)):
         return {"num_cpus": 1, "num_gpus": 1}
     return {"num_cpus": num_cpus}
 
 
-class BatchError(RuntimeError):
-    """One batch failed; the message names the batch, the actor and the input at fault."""
+def _static_batch(shapes: Iterable[tuple[int | str | None, ...] | None]) -> int | None:
+    """The batch every input fixes as its first dimension, or ``None`` when it is dynamic."""
+    firsts = {shape[0] for shape in shapes if shape and isinstance(shape[0], int) and shape[0] > 0}
+    return firsts.pop() if len(firsts) == 1 else None
+
+
+def default_batch_size(config: BackendConfig, *, gpu: bool = False) -> int:
+    """Rows per Ray batch for this model: ~16 MiB of input for a CPU, ~128 MiB for a GPU.
+
+    Row sizes count 4 bytes per element of each input's per-row shape (unknown
+    dimensions count 1); a static model batch makes it a multiple of that batch.
+    """
+    shapes = list(config.checkpoint().input_shapes().values())
+    elements = sum(
+        math.prod(d if isinstance(d, int) and d > 0 else 1 for d in shape[1:])
+        for shape in shapes
+        if shape
+    )
+    rows = min(_BATCH_BYTES[gpu] // (4 * max(1, elements)), _BATCH_ROWS[gpu])
+    static = _static_batch(shapes)
+    if static is not None:
+        rows = max(static, rows // static * static)
+    return max(1, rows)
 
 
 def _assigned_cpus() -> int | None:
@@ -103,45 +306,281 @@ def _assigned_cpus() -> int | None:
         import ray
     except ImportError:  # used outside Ray: no assignment to follow
         return None
-    assigned = ray.get_runtime_context().get_assigned_resources()  # type: ignore[no-untyped-call]
+    if not ray.is_initialized():
+        return None
+    context = ray.get_runtime_context()
+    if context.worker.mode != ray.WORKER_MODE:  # the driver: nothing assigned to follow
+        return None
+    assigned = context.get_assigned_resources()  # type: ignore[no-untyped-call]
     cpus = assigned.get("CPU")
     return max(1, int(cpus)) if cpus else None
 
 
+def _placement() -> tuple[str | None, str | None]:
+    """This process's Ray node id and IP, or ``(None, None)`` outside Ray."""
+    try:
+        import ray
+    except ImportError:
+        return None, None
+    if not ray.is_initialized():
+        return None, None
+    node = ray.get_runtime_context().get_node_id()
+    return str(node), str(ray.util.get_node_ip_address())  # type: ignore[no-untyped-call]
+
+
+def _dims(shape: Sequence[int | str | None]) -> str:
+    return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
+
+
+def _fits(given: tuple[int, ...], expected: Sequence[int | str | None]) -> bool:
+    return len(given) == len(expected) and all(
+        not isinstance(e, int) or e == g for g, e in zip(given, expected)
+    )
+
+
+def _row_array(value: Any) -> np.ndarray:
+    """One row of an object column (nested arrays or lists) as one array; ``ValueError`` if ragged."""
+    if value is None:
+        raise ValueError("the value is null")
+    array = np.asarray(value)
+    if array.dtype == object:
+        if array.ndim == 0:
+            raise ValueError(f"{value!r} is not a number or an array")
+        array = np.stack([_row_array(item) for item in array])
+    return array
+
+
+class _Rows:
+    """How one Ray batch's rows are named in errors: by the id column, else by position."""
+
+    def __init__(self, where: str, ids: np.ndarray | None) -> None:
+        self.where = where
+        self.ids = ids
+
+    def text(self, start: int, stop: int) -> str:
+        """``rows 3..7 (ids 103..107)``-like, for rows ``start`` to ``stop - 1`` of the batch."""
+        span = f"row {start}" if stop - start == 1 else f"rows {start}..{stop - 1}"
+        if self.ids is None:
+            return span
+        ids = self.ids[start:stop].tolist()
+        if len(ids) == 1:
+            return f"{span} (id {ids[0]!r})"
+        contiguous = all(isinstance(i, int) for i in ids) and ids == list(
+            range(ids[0], ids[0] + len(ids))
+        )
+        shown = (
+            f"{ids[0]}..{ids[-1]}"
+            if contiguous
+            else ", ".join(map(repr, ids[:3])) + (f", … {ids[-1]!r}" if len(ids) > 3 else "")
+        )
+        return f"{span} (ids {shown})"
+
+    def error(self, start: int, stop: int, reason: str) -> BatchError:
+        """A ``BatchError`` for rows ``start`` to ``stop - 1``, carrying their ids."""
+        ids = self.ids[start:stop].tolist() if self.ids is not None else ()
+        return BatchError(f"{self.where}, {self.text(start, stop)}: {reason}", ids)
+
+
+def _reason(exc: BaseException) -> str:
+    """An exception as one line (every problem of an ``InputValidationError``, joined)."""
+    problems = getattr(exc, "problems", None)
+    text = "; ".join(problems) if problems else str(exc)
+    return f"{type(exc).__name__}: " + "; ".join(
+        line.strip() for line in text.splitlines() if line.strip()
+    )
+
+
+def _empty(info: ValueInfo) -> np.ndarray:
+    """No rows of a tensor, with its declared per-row shape (unknown dimensions as 0)."""
+    dims = [d if isinstance(d, int) else 0 for d in (info.shape or (None, None))[1:]]
+    return np.empty((0, *dims), info.dtype or object)
+
+
+def _filled(buffer: np.ndarray, rows: np.ndarray) -> None:
+    """Copy ``rows`` into a static-batch buffer, repeating the last row into what is left."""
+    buffer[: len(rows)] = rows
+    buffer[len(rows) :] = rows[-1]
+
+
 class OnnxPredictor:
-    """The callable class for ``Dataset.map_batches``: one backend per actor, one run per batch."""
+    """The callable class for ``Dataset.map_batches``: one backend per actor, batches shaped for it.
+
+    A model with a static batch dimension gets each Ray batch in runs of that
+    batch (the last one padded with its last row) through one IO binding; a
+    dynamic one gets the batch whole. Object columns (lists per row, as
+    pandas and pyarrow write them) are stacked to the input's dtype and shape.
+    """
 
     def __init__(self, config: BackendConfig) -> None:
         self.config = config
-        self.backend = config.build(_assigned_cpus())
+        self.threads = _assigned_cpus()
+        self.backend = config.build(self.threads)
         inputs = config.input_columns or {name: name for name in self.backend.input_names}
         self.inputs = dict(inputs)
         outputs = config.output_columns or {name: name for name in self.backend.output_names}
         self.outputs = dict(outputs)
+        specs = (*self.backend.inputs, *self.backend.overridable_initializers)
+        self.specs = {info.name: info for info in specs if info.name in self.inputs.values()}
+        self.static_batch = _static_batch(info.shape for info in self.specs.values())
+        node, ip = _placement()
+        self.where = f"actor pid {os.getpid()}" + (f" on node {node[:8]}" if node else "")
+        self.report = json.dumps(
+            {
+                "node": node,
+                "ip": ip,
+                "pid": os.getpid(),
+                "threads": self.backend.session_options.intra_op_num_threads
+                if self.backend.session_options
+                else None,
+                "providers": list(self.backend.providers),
+                "reasons": dict(self.backend.chain_reasons),
+            },
+            sort_keys=True,
+        )
         self.batches = 0
 
     def __call__(self, batch: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Map columns to inputs, run, and return the batch with the output columns added."""
         index = self.batches
         self.batches += 1
-        missing = [column for column in self.inputs if column not in batch]
+        where = f"batch {index} ({self.where})"
+        id_column = self.config.id_column
+        wanted = [*self.inputs, *([id_column] if id_column else [])]
+        missing = [column for column in wanted if column not in batch]
         if missing:
-            raise BatchError(
-                f"batch {index} (actor pid {os.getpid()}): column(s) {missing} missing; "
-                f"the batch has {sorted(batch)}"
-            )
-        feed = {name: np.ascontiguousarray(batch[column]) for column, name in self.inputs.items()}
-        try:
-            results = self.backend.run(feed, list(self.outputs))
-        except Exception as exc:
-            rows = len(next(iter(feed.values()))) if feed else 0
-            raise BatchError(
-                f"batch {index} ({rows} rows, actor pid {os.getpid()}) failed: "
-                f"{type(exc).__name__}: {exc}"
-            ) from exc
+            raise BatchError(f"{where}: column(s) {missing} missing; the batch has {sorted(batch)}")
+        rows = _Rows(where, np.asarray(batch[id_column]) if id_column else None)
+        count = len(next(iter(batch.values()))) if batch else 0
+        feed = {
+            name: self._column(column, batch[column], name, rows)
+            for column, name in self.inputs.items()
+        }
+        results = self._run(feed, count, rows)
         out = dict(batch)
-        out.update({column: results[name] for name, column in self.outputs.items()})
+        for name, column in self.outputs.items():
+            value = results[name]
+            if np.shape(value)[:1] != (count,):
+                raise rows.error(
+                    0,
+                    count,
+                    f"output {name!r} has shape {list(np.shape(value))}; expected {count} rows "
+                    f"first, one per input row, to write it as column {column!r}",
+                )
+            out[column] = value
+        if self.config.chain_column:
+            out[self.config.chain_column] = np.full(count, self.report)
         return out
+
+    def _column(self, column: str, values: np.ndarray, name: str, rows: _Rows) -> np.ndarray:
+        """The column as the input's array: object columns stacked; the per-row shape checked."""
+        spec = self.specs.get(name)
+        if spec is None or spec.shape is None:
+            return np.ascontiguousarray(values)
+        expected = spec.shape[1:]
+        shape_text = (
+            f"expected shape {_dims(expected)} per row (input {name!r} is {_dims(spec.shape)})"
+        )
+        if values.dtype == object and spec.dtype is not None and spec.dtype != object:
+            return self._stacked(column, values, spec, rows, shape_text)
+        if not _fits(values.shape[1:], expected):
+            raise rows.error(
+                0, len(values), f"column {column!r}: {shape_text}, got {_dims(values.shape[1:])}"
+            )
+        return np.ascontiguousarray(values)
+
+    def _stacked(
+        self, column: str, values: np.ndarray, spec: ValueInfo, rows: _Rows, shape_text: str
+    ) -> np.ndarray:
+        """An object column (an array or list per row) stacked into one array of the input's dtype."""
+        assert spec.shape is not None and spec.dtype is not None
+        arrays: list[np.ndarray] = []
+        for position, value in enumerate(values):
+            try:
+                array = _row_array(value)
+            except ValueError as exc:
+                raise rows.error(
+                    position, position + 1, f"column {column!r}: {shape_text}, got a value that "
+                    f"is not one ({exc})"
+                ) from None  # fmt: skip
+            if not _fits(array.shape, spec.shape[1:]) or (
+                arrays and array.shape != arrays[0].shape
+            ):
+                other = f" (row 0 has {_dims(arrays[0].shape)})" if arrays else ""
+                raise rows.error(
+                    position,
+                    position + 1,
+                    f"column {column!r}: {shape_text}, got {_dims(array.shape)}{other}",
+                )
+            arrays.append(array)
+        stacked = np.stack(arrays) if arrays else _empty(spec)
+        try:
+            return stacked.astype(spec.dtype, casting="same_kind", copy=False)
+        except TypeError:
+            raise rows.error(
+                0,
+                len(values),
+                f"column {column!r}: values of dtype {stacked.dtype} do not cast to "
+                f"{spec.dtype} ({spec.type}) for input {spec.name!r}",
+            ) from None
+
+    def _run(self, feed: dict[str, np.ndarray], count: int, rows: _Rows) -> Mapping[str, Any]:
+        """The whole batch in one run, or in runs of the model's static batch."""
+        static = self.static_batch
+        if static is None or count == static:
+            return self._run_once(feed, 0, count, rows)
+        if count == 0:  # nothing to pad a static run with: empty columns of the declared shapes
+            infos = {info.name: info for info in self.backend.outputs}
+            return {name: _empty(infos[name]) for name in self.outputs}
+        head: dict[str, np.ndarray] = {}
+        for name, array in feed.items():
+            head[name] = np.empty((static, *array.shape[1:]), array.dtype)
+            _filled(head[name], array[:static])
+        first = self._run_once(head, 0, min(static, count), rows)
+        cut = [name for name, value in first.items() if np.shape(value)[:1] != (static,)]
+        if cut:
+            raise rows.error(
+                0,
+                count,
+                f"output(s) {cut} do not have the model's static batch of {static} first "
+                f"(shapes {[list(np.shape(first[n])) for n in cut]}); expected one row per input row",
+            )
+        out = {
+            n: np.empty((count, *np.shape(v)[1:]), np.asarray(v).dtype) for n, v in first.items()
+        }
+        for name, value in first.items():
+            out[name][: min(static, count)] = value[:count]
+        if count <= static:
+            return out
+        bindable = all(v.dtype != object for v in (*head.values(), *out.values()))
+        binding = self.backend.bind() if bindable else None
+        results = {n: np.empty_like(v) for n, v in first.items()} if binding else {}
+        if binding is not None:
+            for name, buffer in head.items():
+                binding.bind_input(name, buffer)
+            for name, buffer in results.items():
+                binding.bind_output(name, buffer)
+        for start in range(static, count, static):
+            stop = min(start + static, count)
+            for name, array in feed.items():
+                _filled(head[name], array[start:stop])
+            if binding is None:
+                results = dict(self._run_once(head, start, stop, rows))
+            else:
+                try:
+                    binding.run()
+                except Exception as exc:
+                    raise rows.error(start, stop, _reason(exc)) from exc
+            for name, value in results.items():
+                out[name][start:stop] = value[: stop - start]
+        return out
+
+    def _run_once(
+        self, feed: Mapping[str, np.ndarray], start: int, stop: int, rows: _Rows
+    ) -> Mapping[str, Any]:
+        try:
+            return self.backend.run(dict(feed), list(self.outputs))
+        except Exception as exc:
+            raise rows.error(start, stop, _reason(exc)) from exc
 
     def __del__(self) -> None:
         backend = getattr(self, "backend", None)
@@ -151,49 +590,57 @@ class OnnxPredictor:
 
 def predict(
     dataset: Any,
-    model: str | os.PathLike[str] | bytes,
+    checkpoint: CheckpointLike,
     *,
     providers: Sequence[Any] | None = None,
+    policy: Any = None,
     session_options: SessionOptionsConfig | Mapping[str, Any] | None = None,
     input_columns: Mapping[str, str] | None = None,
     output_columns: Mapping[str, str] | None = None,
-    batch_size: int = 256,
+    id_column: str | None = None,
+    chain_column: str | None = None,
+    batch_size: int | None = None,
     concurrency: int | None = None,
     num_cpus_per_actor: int = 1,
 ) -> Any:
     """``dataset.map_batches`` with an :class:`OnnxPredictor` per actor; returns the lazy dataset.
 
-    Defaults: as many CPU actors as fit in the cluster's CPUs minus one (left
-    to the tasks that read and feed them), ``num_cpus_per_actor`` each and as
-    many intra-op threads; or one actor per GPU when the chain has a GPU
-    provider. Progress is Ray Data's own.
+    ``checkpoint`` is a ``LocalCheckpoint`` (a separate metadata file
+    included), ``ResolvedCheckpoint``, ``InMemoryCheckpoint``, a path or bytes.
+    ``id_column`` names rows in errors; ``chain_column`` adds a column saying,
+    per row, which node, process, threads and provider chain ran it (JSON).
+    Defaults: :func:`default_batch_size` rows per batch; as many CPU actors as
+    fit in the cluster's CPUs minus one (left to the tasks that read and feed
+    them), ``num_cpus_per_actor`` each and as many intra-op threads; or one
+    actor per GPU when the chain has a GPU provider. Progress is Ray Data's own.
     """
-    import ray
-
-    options = (
-        session_options.to_dict()
-        if isinstance(session_options, SessionOptionsConfig)
-        else dict(session_options or {})
-    )
+    ray = require_ray()
+    if batch_size is not None and batch_size < 1:
+        raise OptionError(f"batch_size: expected a positive count of rows, got {batch_size}")
     config = BackendConfig(
-        model=model if isinstance(model, bytes) else os.fspath(model),
+        model=checkpoint,
         providers=tuple(providers) if providers is not None else None,
-        session_options=options,
-        input_columns=input_columns or {},
-        output_columns=output_columns or {},
+        session_options=session_options,
+        policy=policy,
+        input_columns=input_columns,
+        output_columns=output_columns,
+        id_column=id_column,
+        chain_column=chain_column,
     )
     resources = actor_resources(config, num_cpus=num_cpus_per_actor)
+    gpu = "num_gpus" in resources
     if concurrency is None:
-        cluster = ray.cluster_resources()  # type: ignore[no-untyped-call]
-        if "num_gpus" in resources:
+        cluster = ray.cluster_resources()
+        if gpu:
             concurrency = max(1, int(cluster.get("GPU", 1)))
         else:  # one CPU stays free for the tasks that read and feed the actors
             concurrency = max(1, (int(cluster.get("CPU", 1)) - 1) // num_cpus_per_actor)
     return dataset.map_batches(
         OnnxPredictor,
         fn_constructor_kwargs={"config": config},
-        batch_size=batch_size,
+        batch_size=batch_size or default_batch_size(config, gpu=gpu),
         batch_format="numpy",
         compute=ray.data.ActorPoolStrategy(size=concurrency),
+        udf_modifying_row_count=False,
         **resources,
     )
