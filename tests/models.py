@@ -30,7 +30,9 @@ def add_model(shape: list[int | str] | None = None, nodes: int = 1) -> bytes:
     out = helper.make_tensor_value_info("c", TensorProto.FLOAT, shape)
     names = ["a", *(f"t{i}" for i in range(1, nodes)), "c"]
     graph_nodes = [helper.make_node("Add", ["a", "b"], [names[1]])]
-    graph_nodes += [helper.make_node("Add", [names[i], "zero"], [names[i + 1]]) for i in range(1, nodes)]
+    graph_nodes += [
+        helper.make_node("Add", [names[i], "zero"], [names[i + 1]]) for i in range(1, nodes)
+    ]
     zero = numpy_helper.from_array(np.zeros(1, np.float32), "zero")
     initializers = [zero] if nodes > 1 else []
     return _model(helper.make_graph(graph_nodes, "add", inputs, [out], initializer=initializers))

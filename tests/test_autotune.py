@@ -9,8 +9,8 @@ import attrs
 import models
 import pytest
 from ortplug import InMemoryCheckpoint, OnnxBackend, SessionOptionsConfig
-from ortplug.selection.autotune import TunedSetting, lookup, save, stale_records
 from ortplug.errors import OrtplugCacheWarning
+from ortplug.selection.autotune import TunedSetting, lookup, save, stale_records
 
 
 def _checkpoint(shape=None):

@@ -12,7 +12,6 @@ from ortplug import (
     InMemoryCheckpoint,
     OnnxBackend,
     PluginHost,
-    ProviderFallbackWarning,
     ProviderNotRealizedError,
     ProviderOffer,
     ProviderType,

@@ -95,7 +95,10 @@ def test_hook_ortplug_provider_chain(plugin_host: PluginHost, cpu_host) -> None:
     assert plugin_host.register(FakeCudaPlugin(), name="fakecuda")
     gpu_host = _with_fact(cpu_host, "fakecuda", devices=1)
     offers = plugin_host.offer_providers(META, gpu_host)
-    assert plugin_host.provider_chain(offers, META, gpu_host)[0] == [FakeCudaProvider(), CpuProvider()]
+    assert plugin_host.provider_chain(offers, META, gpu_host)[0] == [
+        FakeCudaProvider(),
+        CpuProvider(),
+    ]
     assert plugin_host.register(ChainOverride(), name="site")
     assert plugin_host.provider_chain(offers, META, gpu_host)[0] == [CpuProvider()]
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from ortplug import HostCapabilities, HostProbe, PluginHost
+from ortplug import HostProbe, PluginHost
 from ortplug.host import compose_host, override_variable
 
 PROBE = HostProbe(name="gpu", facts=("devices", "names"), detect=lambda: {"devices": 0})

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from ortplug import PluginHost, ProviderType, hookimpl, parse_provider
 from ortplug.errors import OrtplugPluginWarning
-from ortplug import PluginConflictError, PluginHost, ProviderType, hookimpl, parse_provider
 from ortplug_cpu import CpuProvider
 from plugin_objects import FakeCudaPlugin, FakeCudaProvider
 

@@ -6,8 +6,10 @@ import json
 import os
 import pickle
 import shutil
+import socket
 import subprocess
 import sys
+import tempfile
 from importlib.resources import files
 from pathlib import Path
 
@@ -47,7 +49,13 @@ ROWS = np.random.default_rng(7).standard_normal((300, 8)).astype(np.float32)
 
 @pytest.fixture(scope="module")
 def cluster():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    ray.init(
+        address="local",
+        num_cpus=2,
+        include_dashboard=False,
+        log_to_driver=False,
+        configure_logging=False,
+    )
     context = ray.data.DataContext.get_current()
     context.execution_options.preserve_order = True
     context.raise_original_map_exception = True
@@ -239,6 +247,17 @@ def test_columns_map_to_inputs_and_outputs(cluster) -> None:
     )
 
 
+def test_kept_columns_are_the_only_inputs_copied_to_the_output() -> None:
+    batch = {"id": np.arange(5), "x": ROWS[:5], "note": np.array(list("abcde"))}
+    out = OnnxPredictor(BackendConfig(model=DEMO, keep_columns=["id"]))(batch)
+    assert sorted(out) == ["id", "logits", "probs"]
+    assert sorted(OnnxPredictor(BackendConfig(model=DEMO))(batch)) == [
+        "id", "logits", "note", "probs", "x",
+    ]  # fmt: skip
+    with pytest.raises(BatchError, match=r"column\(s\) \['key'\] missing; the batch has"):
+        OnnxPredictor(BackendConfig(model=DEMO, keep_columns=["key"]))(batch)
+
+
 def test_list_columns_written_by_pandas_are_stacked_to_the_model_dtype(cluster, tmp_path) -> None:
     frame = pd.DataFrame({"key": [f"r{i}" for i in range(60)], "x": list(ROWS[:60].astype(float))})
     frame.to_parquet(tmp_path / "part.parquet")
@@ -402,6 +421,45 @@ def test_batch_command_on_ray_prints_one_line_per_error(tmp_path) -> None:
     assert "rows 0..99 (ids 0..99): InputValidationError: input 'x': expected dtype float32 " in (
         done.stderr
     )
+
+
+def _closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.mark.parametrize("recorded_by", ["ray start", "RAY_ADDRESS"])
+def test_a_cluster_that_is_gone_is_named_not_waited_for(tmp_path, recorded_by) -> None:
+    # ray.init() waits for minutes on a dead address (a `ray start` record outlives a reboot)
+    source = tmp_path / "in"
+    source.mkdir()
+    np.save(source / "x.npy", ROWS)
+    address = f"127.0.0.1:{_closed_port()}"
+    ray_dir = Path(tempfile.mkdtemp(prefix="ray-", dir="/tmp"))
+    env = {**os.environ, "RAY_TMPDIR": str(ray_dir)}
+    if recorded_by == "ray start":
+        (ray_dir / "ray").mkdir()
+        (ray_dir / "ray" / "ray_current_cluster").write_text(address)
+        origin = f"recorded in {ray_dir}/ray/ray_current_cluster by `ray start`): "
+        fix = "start that cluster, forget it with `ray stop`, or set RAY_ADDRESS=local"
+    else:
+        env["RAY_ADDRESS"] = address
+        origin, fix = "from RAY_ADDRESS): ", "start that cluster, or unset RAY_ADDRESS"
+    try:
+        done = subprocess.run(
+            [ORTPLUG, "batch", DEMO, "--input-dir", str(source), "--output-dir",
+             str(tmp_path / "out"), "--ray"],
+            capture_output=True, text=True, timeout=60, env=env,
+        )  # fmt: skip
+    finally:
+        shutil.rmtree(ray_dir)
+    assert done.returncode == 1
+    assert done.stderr.splitlines() == [
+        f"ortplug batch: error: no Ray cluster answers at {address} (Connection refused; "
+        + origin
+        + fix
+    ]
 
 
 def test_batch_command_without_ray_names_the_install_command(tmp_path) -> None:

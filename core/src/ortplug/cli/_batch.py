@@ -9,14 +9,8 @@ Inputs are ``DIR/<input name>.npy`` (rows on the first axis) or, with
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
-import logging
-import os
-import sys
-import tempfile
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +20,7 @@ from ..backend import OnnxBackend
 from ..checkpoint import LocalCheckpoint
 from ._inputs import quiet_run_options
 from ._providers import resolve_chain
+from ._ray_session import ray_session
 from ._usage import UsageError
 
 __all__ = ["batch"]
@@ -68,57 +63,6 @@ def _run_local(
 _CHAIN = "ortplug_chain"
 
 
-@contextlib.contextmanager
-def _stderr_to(log: Path) -> Iterator[None]:
-    """Send what Ray's processes print to ``log`` (file descriptor 2), so errors stay one line."""
-    sys.stderr.flush()
-    saved = os.dup(2)
-    with log.open("ab") as handle:
-        os.dup2(handle.fileno(), 2)
-    try:
-        yield
-    finally:
-        sys.stderr.flush()
-        os.dup2(saved, 2)
-        os.close(saved)
-
-
-@contextlib.contextmanager
-def _ray_session() -> Iterator[Any]:
-    """Ray (a local instance unless ``RAY_ADDRESS`` names a cluster), quiet unless ORTPLUG_DEBUG.
-
-    A failure comes out as the ortplug error a worker raised (one line), or as
-    Ray's first line with the log file that holds the rest.
-    """
-    from ..integrations.ray import require_ray, worker_error
-
-    ray = require_ray()
-    debug = bool(os.environ.get("ORTPLUG_DEBUG"))
-    log = Path(tempfile.gettempdir()) / f"ortplug-batch-ray-{os.getpid()}.log"
-    with contextlib.ExitStack() as stack:
-        if not debug:
-            stack.enter_context(_stderr_to(log))
-        try:
-            if not ray.is_initialized():
-                level = logging.INFO if debug else logging.ERROR
-                ray.init(include_dashboard=False, log_to_driver=debug, logging_level=level)
-            context = ray.data.DataContext.get_current()
-            context.raise_original_map_exception = True  # the worker's BatchError, not a wrapper
-            context.enable_progress_bars = debug
-            context.execution_options.preserve_order = True
-            yield ray
-        except Exception as exc:
-            if debug:
-                raise
-            found = worker_error(exc)
-            if found is not None:
-                raise found from None
-            first = next(iter(str(exc).strip().splitlines()), "")
-            raise RuntimeError(
-                f"Ray Data failed: {type(exc).__name__}: {first} (Ray's output: {log})"
-            ) from None
-
-
 def _actors(reports: Counter[str]) -> list[dict[str, Any]]:
     """Each actor's report (node, pid, threads, providers) with the rows it ran."""
     return [{**json.loads(report), "rows": rows} for report, rows in sorted(reports.items())]
@@ -132,7 +76,7 @@ def _run_ray_npy(
     names = _output_names(model)
     parts: dict[str, list[np.ndarray]] = {name: [] for name in names}
     reports: Counter[str] = Counter()
-    with _ray_session() as ray:
+    with ray_session() as ray:
         refs = {name: ray.put(array) for name, array in arrays.items()}  # once, not per task
 
         def rows(batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -146,12 +90,11 @@ def _run_ray_npy(
             providers=providers,
             batch_size=batch_size,
             output_columns={n: n for n in names},
+            keep_columns=[],  # the inputs are here already: nothing to copy back
             id_column="id",
             chain_column=_CHAIN,
         )
-        for chunk in scored.select_columns([*names, _CHAIN]).iter_batches(
-            batch_size=None, batch_format="numpy"
-        ):
+        for chunk in scored.iter_batches(batch_size=None, batch_format="numpy"):
             for name in names:
                 parts[name].append(chunk[name])
             reports.update(chunk[_CHAIN].tolist())
@@ -210,7 +153,7 @@ def _run_ray_parquet(
 ) -> tuple[int, list[dict[str, Any]]]:
     from ..integrations.ray import predict
 
-    with _ray_session() as ray:
+    with ray_session() as ray:
         dataset = ray.data.read_parquet(str(source))
         scored = predict(
             dataset, model, providers=providers, batch_size=batch_size, chain_column=_CHAIN

@@ -211,6 +211,10 @@ def _resolved_here(checkpoint: object) -> ResolvedCheckpoint:
     )
 
 
+def _columns(names: Iterable[str] | None) -> tuple[str, ...] | None:
+    return None if names is None else tuple(names)
+
+
 def _portable(checkpoint: CheckpointLike) -> PortableCheckpoint:
     return PortableCheckpoint.of(checkpoint)
 
@@ -223,8 +227,10 @@ class BackendConfig:
     (a picklable provider policy) chooses the chain on each worker when
     ``providers`` is ``None``. ``input_columns`` maps batch columns to model
     inputs (default: same names); ``output_columns`` maps model outputs to the
-    columns written (default: every output, same names). ``id_column`` names
-    rows in errors; ``chain_column``, when set, gets each row's actor report.
+    columns written (default: every output, same names). ``keep_columns`` are
+    the batch columns copied to the output (default: all; ``["id"]`` spares
+    copying large inputs back into the object store). ``id_column`` names rows
+    in errors; ``chain_column``, when set, gets each row's actor report.
     """
 
     model: PortableCheckpoint = attrs.field(converter=_portable)
@@ -235,6 +241,7 @@ class BackendConfig:
     policy: Any = attrs.field(default=None, eq=False)
     input_columns: dict[str, str] = attrs.field(factory=dict, converter=_plain, hash=False)
     output_columns: dict[str, str] = attrs.field(factory=dict, converter=_plain, hash=False)
+    keep_columns: tuple[str, ...] | None = attrs.field(default=None, converter=_columns)
     id_column: str | None = None
     chain_column: str | None = None
 
@@ -440,12 +447,13 @@ class OnnxPredictor:
         self.batches = 0
 
     def __call__(self, batch: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """Map columns to inputs, run, and return the batch with the output columns added."""
+        """Map columns to inputs, run, and return the batch (its kept columns) plus the outputs."""
         index = self.batches
         self.batches += 1
         where = f"batch {index} ({self.where})"
         id_column = self.config.id_column
-        wanted = [*self.inputs, *([id_column] if id_column else [])]
+        keep = self.config.keep_columns
+        wanted = [*self.inputs, *([id_column] if id_column else []), *(keep or ())]
         missing = [column for column in wanted if column not in batch]
         if missing:
             raise BatchError(f"{where}: column(s) {missing} missing; the batch has {sorted(batch)}")
@@ -456,7 +464,7 @@ class OnnxPredictor:
             for column, name in self.inputs.items()
         }
         results = self._run(feed, count, rows)
-        out = dict(batch)
+        out = dict(batch) if keep is None else {column: batch[column] for column in keep}
         for name, column in self.outputs.items():
             value = results[name]
             if np.shape(value)[:1] != (count,):
@@ -597,6 +605,7 @@ def predict(
     session_options: SessionOptionsConfig | Mapping[str, Any] | None = None,
     input_columns: Mapping[str, str] | None = None,
     output_columns: Mapping[str, str] | None = None,
+    keep_columns: Sequence[str] | None = None,
     id_column: str | None = None,
     chain_column: str | None = None,
     batch_size: int | None = None,
@@ -607,8 +616,9 @@ def predict(
 
     ``checkpoint`` is a ``LocalCheckpoint`` (a separate metadata file
     included), ``ResolvedCheckpoint``, ``InMemoryCheckpoint``, a path or bytes.
-    ``id_column`` names rows in errors; ``chain_column`` adds a column saying,
-    per row, which node, process, threads and provider chain ran it (JSON).
+    ``keep_columns`` limits the batch columns carried to the output (default:
+    all). ``id_column`` names rows in errors; ``chain_column`` adds a column
+    saying, per row, which node, process, threads and provider chain ran it (JSON).
     Defaults: :func:`default_batch_size` rows per batch; as many CPU actors as
     fit in the cluster's CPUs minus one (left to the tasks that read and feed
     them), ``num_cpus_per_actor`` each and as many intra-op threads; or one
@@ -624,6 +634,7 @@ def predict(
         policy=policy,
         input_columns=input_columns,
         output_columns=output_columns,
+        keep_columns=keep_columns,
         id_column=id_column,
         chain_column=chain_column,
     )
