@@ -26,12 +26,8 @@ def two_nodes():
     ray.init(address=cluster.address, log_to_driver=False, configure_logging=False)
     cluster.wait_for_nodes()
     # Which node runs rows must not depend on timing: the pool's actors all start before a block
-    # is handed out (else the first one ready may take every block), and the blocks, which live
-    # on the head node, go to the least busy actor (with locality, to the head node's actor
-    # for as long as it keeps up)
-    context = ray.data.DataContext.get_current()
-    context.wait_for_min_actors_s = 120
-    context.execution_options.actor_locality_enabled = False
+    # is handed out, else the first one ready may take every block
+    ray.data.DataContext.get_current().wait_for_min_actors_s = 120
     yield cluster
     ray.shutdown()
     cluster.shutdown()
