@@ -1,9 +1,17 @@
 """Throughput of ``ortplug.integrations.ray.predict`` against one backend in a plain loop.
 
-Prints rows per second of each, and their ratio, measured in one run on this
-machine's local Ray cluster (start-up excluded, the datasets materialized
-before timing). On a single small machine Ray's per-batch scheduling costs
-are visible; the point of Ray is adding machines.
+Prints rows per second (higher is better) and ratios, measured in one run on a
+local Ray cluster of 2 CPUs (``--nodes 2`` starts two nodes of 1 CPU each on
+this machine with ``ray.cluster_utils``). The plain loop gets the CPU budget of
+one actor: one intra-op thread. A Ray figure counts the rows that reach the driver
+after its first output batch over the time from that batch to the last, so
+actor start-up and session builds stay out of it (the wait for the first batch
+is printed apart); inputs sit in the object store first, except for the "with
+read tasks" line, whose inputs Ray read tasks generate while the actor runs.
+Each figure is rows over time summed over ``--rounds`` interleaved rounds.
+
+    python benchmarks/bench_ray.py                 # demo MLP, light_squeezenet, light_resnet50
+    python benchmarks/bench_ray.py --nodes 2       # the same on two nodes of 1 CPU each
 """
 
 from __future__ import annotations
@@ -13,15 +21,23 @@ import os
 import time
 from importlib.resources import files
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+import onnx
 import ray
-from ortplug import InMemoryCheckpoint, OnnxBackend
-from ortplug.integrations.ray import predict
+from ortplug import LocalCheckpoint, OnnxBackend, SessionOptionsConfig
+from ortplug.integrations.ray import BackendConfig, default_batch_size, predict
+
+LIGHT = Path(onnx.__file__).parent / "backend/test/data/light"
 
 
-def _loop_rows_per_s(model: Path, name: str, rows: np.ndarray, batch: int) -> float:
-    backend = OnnxBackend.from_checkpoint(InMemoryCheckpoint(model.read_bytes()).resolve())
+def _loop_rows_per_s(model: Path, rows: np.ndarray, batch: int) -> float:
+    """One backend, one intra-op thread, ``batch`` rows per run, every row once."""
+    backend = OnnxBackend.from_checkpoint(
+        LocalCheckpoint(model).resolve(), ["cpu"], SessionOptionsConfig(intra_op_num_threads=1)
+    )
+    name = backend.input_names[0]
     backend.run({name: rows[:batch]})
     started = time.perf_counter()
     for start in range(0, len(rows), batch):
@@ -29,39 +45,117 @@ def _loop_rows_per_s(model: Path, name: str, rows: np.ndarray, batch: int) -> fl
     return len(rows) / (time.perf_counter() - started)
 
 
-def _ray_rows_per_s(model: Path, name: str, rows: np.ndarray, batch: int) -> float:
-    dataset = ray.data.from_numpy(rows).rename_columns({"data": name}).materialize()
-    predict(dataset, model, batch_size=batch).materialize()  # actors warm, caches filled
+def _ray_steady(dataset: Any, model: Path, actors: int) -> tuple[int, float, float]:
+    """One ``predict`` run: rows after the first output batch, their seconds, and that first wait.
+
+    Timing from the first batch that reaches the driver leaves actor start-up and session
+    builds out of the rate (reported apart) without a second run to subtract.
+    """
     started = time.perf_counter()
-    predict(dataset, model, batch_size=batch).materialize()
-    return len(rows) / (time.perf_counter() - started)
+    scored = predict(dataset, model, providers=["cpu"], keep_columns=[], concurrency=actors)
+    first_at, first_rows, rows = 0.0, 0, 0
+    for batch in scored.iter_batches(batch_size=None, batch_format="numpy"):
+        rows += len(next(iter(batch.values())))
+        if not first_at:
+            first_at, first_rows = time.perf_counter(), rows
+    return rows - first_rows, time.perf_counter() - first_at, first_at - started
+
+
+def _blocks(rows: np.ndarray, model: Path) -> Any:
+    """``rows`` in the object store, in blocks of four default batches (enough for two actors)."""
+    size = 4 * default_batch_size(BackendConfig(model=model))
+    name = OnnxBackend.from_checkpoint(LocalCheckpoint(model).resolve()).input_names[0]
+    parts = [rows[i : i + size] for i in range(0, len(rows), size)]
+    return ray.data.from_numpy(parts).rename_columns({"data": name}).materialize()
+
+
+def _generated(count: int, shape: tuple[int, ...], name: str) -> Any:
+    """``count`` random rows made by Ray read tasks as the pipeline runs (nothing materialized)."""
+
+    def make(batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        rng = np.random.default_rng(int(batch["id"][0]))
+        return {name: rng.random((len(batch["id"]), *shape), np.float32)}
+
+    return ray.data.range(count, override_num_blocks=max(2, count // 108)).map_batches(make)
+
+
+def _report(title: str, model: Path, rows: np.ndarray, batch: int, rounds: int) -> None:
+    """The loop, one actor and two actors, interleaved ``rounds`` times; rows over total time."""
+    totals = {"loop": [0, 0.0], 1: [0, 0.0], 2: [0, 0.0]}
+    first: dict[int, float] = {1: 0.0, 2: 0.0}
+    stored = _blocks(rows, model)
+    for _ in range(rounds):
+        totals["loop"][0] += len(rows)
+        totals["loop"][1] += len(rows) / _loop_rows_per_s(model, rows, batch)
+        for actors in (1, 2):
+            done, spent, wait = _ray_steady(stored, model, actors)
+            totals[actors][0] += done
+            totals[actors][1] += spent
+            first[actors] = max(first[actors], wait)
+    loop, one, two = (totals[key][0] / totals[key][1] for key in ("loop", 1, 2))
+    print(f"  {title}: {len(rows)} rows, loop batch {batch}, "
+          f"Ray batch {default_batch_size(BackendConfig(model=model))}")  # fmt: skip
+    print(f"    plain loop, 1 thread          {loop:>12,.1f}")
+    print(
+        f"    1 actor (1 CPU)               {one:>12,.1f}   x{one / loop:.2f} of the loop "
+        f"(first batch after {first[1]:.1f} s)"
+    )
+    print(
+        f"    2 actors (1 CPU each)         {two:>12,.1f}   x{two / one:.2f} of 1 actor, "
+        f"{two / 2:,.1f} per CPU (first batch after {first[2]:.1f} s)"
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", type=int, default=200_000)
-    parser.add_argument("--batch", type=int, default=1024)
-    parser.add_argument("--images", type=int, default=128)
+    parser.add_argument("--rows", type=int, default=16_000_000, help="demo MLP rows")
+    parser.add_argument("--squeezenet", type=int, default=3000, help="light_squeezenet images")
+    parser.add_argument("--resnet", type=int, default=1000, help="light_resnet50 images")
+    parser.add_argument("--rounds", type=int, default=2, help="interleaved rounds")
+    parser.add_argument("--nodes", type=int, choices=(1, 2), default=1)
     args = parser.parse_args()
-    ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False)
-    print(f"ray {ray.__version__}, {os.cpu_count()} CPUs; rows per second (higher is better)")
-    demo = Path(str(files("ortplug.data") / "demo.onnx"))
-    rows = np.random.default_rng(0).standard_normal((args.rows, 8)).astype(np.float32)
-    loop = _loop_rows_per_s(demo, "x", rows, args.batch)
-    on_ray = _ray_rows_per_s(demo, "x", rows, args.batch)
-    print(f"  demo MLP, {args.rows} rows, batch {args.batch}")
-    print(f"  one backend, plain loop   {loop:>14,.0f}")
-    print(f"  ray predict               {on_ray:>14,.0f}   ratio {on_ray / loop:.3f}")
-    import onnx
+    cluster = None
+    if args.nodes == 2:
+        from ray.cluster_utils import Cluster
 
-    squeeze = Path(onnx.__file__).parent / "backend/test/data/light/light_squeezenet.onnx"
-    images = np.random.default_rng(0).random((args.images, 3, 224, 224), np.float32)
-    loop = _loop_rows_per_s(squeeze, "data_0", images, 1)
-    on_ray = _ray_rows_per_s(squeeze, "data_0", images, 1)
-    print(f"  light_squeezenet (static batch 1), {args.images} images")
-    print(f"  one backend, plain loop   {loop:>14,.1f}")
-    print(f"  ray predict               {on_ray:>14,.1f}   ratio {on_ray / loop:.3f}")
+        cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+        cluster.add_node(num_cpus=1)
+        ray.init(address=cluster.address, log_to_driver=False, configure_logging=False)
+    else:
+        ray.init(
+            address="local", num_cpus=2, include_dashboard=False, log_to_driver=False,
+            configure_logging=False,
+        )  # fmt: skip
+    ray.data.DataContext.get_current().enable_progress_bars = False
+    print(
+        f"ray {ray.__version__}, {len(ray.nodes())} node(s), 2 CPUs for Ray, "
+        f"{os.cpu_count()} on this machine; rows per second (higher is better)"
+    )
+    rng = np.random.default_rng(0)
+    demo = Path(str(files("ortplug.data") / "demo.onnx"))
+    mlp_batch = default_batch_size(BackendConfig(model=demo))
+    _report(
+        "demo MLP", demo, rng.standard_normal((args.rows, 8), np.float32), mlp_batch, args.rounds
+    )
+    squeezenet = LIGHT / "light_squeezenet.onnx"
+    images = rng.random((args.squeezenet, 3, 224, 224), np.float32)
+    _report("light_squeezenet (static batch 1)", squeezenet, images, 1, args.rounds)
+    started = time.perf_counter()
+    _blocks(images, squeezenet)  # dropped at once: only the time to store it counts
+    put = len(images) / (time.perf_counter() - started)
+    del images
+    done, spent, _ = _ray_steady(
+        _generated(args.squeezenet, (3, 224, 224), "data_0"), squeezenet, 1
+    )
+    fed = done / spent
+    print(f"    1 actor, with read tasks      {fed:>12,.1f}   (inputs made while it runs)")
+    print(f"    driver into the object store  {put:>12,.1f}   (588 KiB per row)")
+    resnet = LIGHT / "light_resnet50.onnx"
+    images = rng.random((args.resnet, 3, 224, 224), np.float32)
+    _report("light_resnet50 (static batch 1)", resnet, images, 1, args.rounds)
     ray.shutdown()
+    if cluster is not None:
+        cluster.shutdown()
 
 
 if __name__ == "__main__":
