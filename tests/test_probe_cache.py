@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 from ortplug import HostProbe, PluginHost, hookimpl
@@ -113,4 +116,35 @@ def test_the_plugin_scan_is_remembered_until_a_distribution_changes(
     _install(site, "second")  # a new dist-info folder: the folder's mtime changes
     names = PluginHost(environ={}).plugin_names()
     assert {"first", "second"} <= set(names)
+    assert len(list((ortplug_cache / "entry-points").glob("*.json"))) == 2
+
+
+_SCRIPT = """\
+import sys
+from ortplug import PluginHost
+
+names = PluginHost(environ={}).plugin_names()
+print("scanned" if "importlib.metadata" in sys.modules else "remembered", *sorted(names))
+"""
+
+
+def test_a_script_folder_that_changes_keeps_the_remembered_scan(ortplug_cache: Path, tmp_path):
+    # sys.path[0] is the script's folder: files written there must not cost a scan per start,
+    # while a distribution installed there is still seen
+    (tmp_path / "app.py").write_text(_SCRIPT)
+
+    def start() -> list[str]:
+        done = subprocess.run(
+            [sys.executable, "app.py"], cwd=tmp_path, capture_output=True, text=True,
+            timeout=120, env={**os.environ, "ORTPLUG_CACHE_DIR": str(ortplug_cache)},
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        return done.stdout.split()
+
+    first = start()
+    assert first[0] == "scanned" and "cpu" in first
+    (tmp_path / "app.log").write_text("written beside the script")
+    assert start() == ["remembered", *first[1:]]
+    _install(tmp_path, "beside")
+    assert start() == ["scanned", *sorted([*first[1:], "beside"])]
     assert len(list((ortplug_cache / "entry-points").glob("*.json"))) == 2

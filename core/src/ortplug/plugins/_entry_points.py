@@ -4,11 +4,14 @@ Scanning every distribution's metadata (and importing :mod:`importlib.metadata`)
 costs tens of milliseconds at each start. The answer is kept under the cache
 root, keyed by ``sys.path`` and the modification time of each of its folders:
 installing, upgrading or removing a distribution rewrites its ``*.dist-info``
-folder in one of them, so the key changes and the scan runs again.
+folder in one of them, so the key changes and the scan runs again. The folders
+Python adds for a launch (the script's, the working one) see files come and go
+all the time, so for them the names of the distributions they hold count instead.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import logging
@@ -47,17 +50,37 @@ class PluginEntryPoint:
         return target
 
 
+_DISTRIBUTION_SUFFIXES = (".dist-info", ".egg-info")
+
+
+def _launch_folders() -> set[str]:
+    """The folders this launch put on ``sys.path``: the script's (``python app.py``) and the
+    working directory (``python -m``)."""
+    folders = set()
+    with contextlib.suppress(OSError):
+        folders.add(os.getcwd())
+    script = sys.argv[0] if sys.argv else ""
+    if script not in ("", "-c") and os.path.isfile(script):
+        folders.add(os.path.dirname(os.path.abspath(script)))
+    return folders
+
+
+def _state(folder: str, launch: set[str]) -> object:
+    """What changes when a distribution is installed into ``folder`` (``None``: it is missing)."""
+    try:
+        if folder in launch:
+            names = os.listdir(folder)
+            return sorted(name for name in names if name.endswith(_DISTRIBUTION_SUFFIXES))
+        return os.stat(folder).st_mtime_ns
+    except OSError:
+        return None
+
+
 def _key(group: str) -> str:
-    """``sys.path``'s absolute folders with their mtimes (the current directory does not count:
-    it changes with every file written there, and plugins are installed, not dropped in it)."""
-    folders = []
-    for entry in sys.path:
-        if not os.path.isabs(entry):
-            continue
-        try:
-            folders.append([entry, os.stat(entry).st_mtime_ns])
-        except OSError:
-            folders.append([entry, None])
+    """``sys.path``'s absolute folders, each with its state (relative entries, such as the
+    working directory of ``python -c``, do not count: plugins are installed, not dropped there)."""
+    launch = _launch_folders()
+    folders = [[entry, _state(entry, launch)] for entry in sys.path if os.path.isabs(entry)]
     return cache_key(_SCHEMA, group, sys.version, folders)
 
 
