@@ -6,9 +6,12 @@ Vulkan driver. Real sessions on lavapipe are in ``test_webgpu_lavapipe.py``.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
+import subprocess
 import sys
+from importlib.machinery import ModuleSpec
 from pathlib import Path
 from typing import Any
 
@@ -427,6 +430,35 @@ def test_the_identity_follows_the_driver_environment_and_the_opt_in(
     assert present != missing and [str(icd), icd.stat().st_mtime_ns] in present["files"]
     monkeypatch.setenv(ALLOW_SOFTWARE_ENV, "1")
     assert probes_module.probe_identity() != present
+
+
+def test_the_identity_follows_the_ep_wheel_by_its_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    package = tmp_path / "onnxruntime_ep_webgpu"
+    package.mkdir()
+    (package / "__init__.py").write_text("__version__ = '0.4.0'\n")
+    found = importlib.util.find_spec
+
+    def find_spec(name: str, package_name: str | None = None) -> ModuleSpec | None:
+        if name == "onnxruntime_ep_webgpu":
+            return ModuleSpec(name, None, origin=str(package / "__init__.py"))
+        return found(name, package_name)
+
+    monkeypatch.setattr(importlib.util, "find_spec", find_spec)
+    before = probes_module.probe_identity()
+    os.utime(package / "__init__.py", ns=(1, 1))  # what an upgrade that rewrites the file does
+    assert probes_module.probe_identity()["ep"] != before["ep"]
+
+
+def test_the_identity_costs_no_distribution_scan() -> None:
+    # importlib.metadata alone costs ~15 ms, more than every other start-up step of the plugin
+    code = (
+        "import sys\nfrom ortplug_webgpu import probes\nprobes.probe_identity()\n"
+        "print('importlib.metadata' in sys.modules)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout.strip()) == (0, "False"), done.stderr
 
 
 def test_overrides_force_probe_facts(monkeypatch: pytest.MonkeyPatch) -> None:

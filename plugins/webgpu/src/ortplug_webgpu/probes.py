@@ -267,11 +267,14 @@ def probe_identity() -> dict[str, object]:
     )
     library_dirs = [d for d in (os.environ.get("LD_LIBRARY_PATH") or "").split(os.pathsep) if d]
     loaders = [str(Path(d, "libvulkan.so.1")) for d in (*library_dirs, *_LIBRARY_DIRS)]
+    # the EP wheel by its files (an upgrade rewrites them): its version would cost importing
+    # importlib.metadata, more than everything else here together
     spec = importlib.util.find_spec("onnxruntime_ep_webgpu")
+    package = [spec.origin, os.path.dirname(spec.origin)] if spec and spec.origin else []
     return {
         "env": env,
         "files": [_stamp(path) for path in (*listed, *icds, *loaders)],
-        "ep": [spec.origin if spec else None, ep_version()],
+        "ep": [_stamp(path) for path in package],
     }
 
 
