@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+from importlib.resources import files
 
 import models
 import numpy as np
@@ -97,6 +98,31 @@ def test_building_without_onnxruntime_says_what_to_install() -> None:
 def test_import_loads_neither_onnxruntime_nor_onnx() -> None:
     code = "import sys, ortplug; print(sorted({'onnxruntime', 'onnx'} & set(sys.modules)))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
+
+
+def test_a_first_result_imports_only_what_its_path_needs() -> None:
+    # start-up cost: verification, startup fallback, model packages and importlib's ABCs and
+    # metadata (the entry points and probe results are remembered) are other paths' imports
+    code = (
+        "import sys, numpy as np\nfrom ortplug import LocalCheckpoint, OnnxBackend\n"
+        f"checkpoint = LocalCheckpoint({str(files('ortplug.data') / 'demo.onnx')!r}).resolve()\n"
+        "OnnxBackend.from_checkpoint(checkpoint).run({'x': np.zeros((1, 8), np.float32)})\n"
+        "print(sorted(set(sys.argv[1:]) & set(sys.modules)))"
+    )
+    deferred = [
+        "importlib.abc",
+        "importlib.metadata",
+        "ortplug.backend._startup",
+        "ortplug.backend._verified",
+        "ortplug.checkpoint.model_package",
+        "ortplug.verify",
+    ]
+    for _ in range(2):  # the first start may scan and probe; the second must not
+        done = subprocess.run(
+            [sys.executable, "-c", code, *deferred], capture_output=True, text=True, timeout=120
+        )
+        assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
 
 

@@ -26,14 +26,13 @@ import numpy as np
 
 from .cache import atomic_write, cache_dir, cache_key, read_cache_file, touch
 from .checkpoint.variants import Tolerance, default_tolerance
-from .errors import CacheError, OptionTypeError, OrtplugCacheWarning
+from .errors import CacheError, OrtplugCacheWarning
 
 __all__ = [
     "RECORD_FOLDER",
     "OutputCheck",
     "Tolerance",
     "Verdict",
-    "check_verify",
     "compare_outputs",
     "default_tolerance",
     "load_checks",
@@ -45,15 +44,6 @@ __all__ = [
 RECORD_FOLDER = "verify"
 _SCHEMA = 1
 _MAX_RECORD_BYTES = 256 * 1024
-
-
-def check_verify(verify: object) -> bool | Tolerance | None:
-    """``verify`` of ``from_checkpoint`` as given, when it is ``None``, a bool or a :class:`Tolerance`."""
-    if verify is None or isinstance(verify, (bool, Tolerance)):
-        return verify
-    raise OptionTypeError(
-        f"verify: expected True, False, None or a Tolerance(rtol, atol), got {verify!r}"
-    )
 
 
 def _floats(values: Iterable[float]) -> tuple[float, ...]:

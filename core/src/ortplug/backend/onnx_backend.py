@@ -14,6 +14,7 @@ import numpy as np
 
 from .._runtime import require_onnxruntime
 from ..checkpoint import CheckpointMetadata, ResolvedCheckpoint, Tolerance
+from ..checkpoint.variants import check_verify
 from ..errors import (
     BackendClosedError,
     InputValidationError,
@@ -25,12 +26,10 @@ from ..errors import (
 from ..provider_options import encode_option
 from ..providers import CPU_EP, is_accelerator
 from ..run_options import RunOptionsConfig
-from ..verify import check_verify
 from ._placement import enforce_share
 from ._plan import SessionPlan, plan_on_reference, plan_session, resolve_checkpoint
 from ._run import bfloat16_as_ort_values, check_into_outputs, feed_by_name, select_outputs
 from ._session import SessionBuild, create_planned
-from ._startup import start_on_cpu
 from ._validation import InputChecker, InputSpec
 
 if TYPE_CHECKING:
@@ -179,6 +178,8 @@ class OnnxBackend:
                     f"verify=None or False and a chain on the reference weights, got verify={verify!r}"
                     f"{' and the policy chose a variant' if plan.variant is not None else ''}"
                 )
+            from ._startup import start_on_cpu  # only for this path: ~3 ms of imports
+
             cpu_plan = plan_session(resolved, [CPU_EP], session_options, None, plan.plugins)
             backend = cls._from_build(
                 resolved, cpu_plan, create_planned(resolved, cpu_plan, cpu_plan.options)

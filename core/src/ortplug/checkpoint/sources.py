@@ -6,7 +6,7 @@ import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import numpy as np
@@ -14,8 +14,10 @@ import numpy as np
 from ..errors import CheckpointError, MissingFileError, OptionError, OptionTypeError
 from ._onnx_wire import ModelSummary, summarize_file, summarize_model
 from .metadata import CheckpointMetadata
-from .model_package import PackageContents, is_model_package, read_model_package
 from .variants import Variant
+
+if TYPE_CHECKING:
+    from .model_package import PackageContents
 
 __all__ = [
     "InMemoryCheckpoint",
@@ -191,7 +193,11 @@ class LocalCheckpoint:
 
     def resolve(self) -> ResolvedCheckpoint:
         """Check the files and return weights plus metadata (validated against the graph)."""
-        package = read_model_package(self.path) if is_model_package(self.path) else None
+        package = None
+        if self.path.is_dir():  # a model package is a folder: its reader is imported for one
+            from .model_package import is_model_package, read_model_package
+
+            package = read_model_package(self.path) if is_model_package(self.path) else None
         path = self.path if package is None else package.reference
         if not path.is_file():
             raise MissingFileError(f"ONNX model not found: {path}")

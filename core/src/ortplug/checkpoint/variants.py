@@ -17,13 +17,14 @@ from typing import Any
 
 import attrs
 
-from ..errors import OptionError
+from ..errors import OptionError, OptionTypeError
 
 __all__ = [
     "DEFAULT_TOLERANCES",
     "PRECISIONS",
     "Tolerance",
     "Variant",
+    "check_verify",
     "default_tolerance",
     "parse_variants",
 ]
@@ -74,6 +75,15 @@ DEFAULT_TOLERANCES = {
     "bf16": Tolerance(rtol=3e-2, atol=1e-3),
     "int8": Tolerance(rtol=5e-2, atol=1e-4),
 }
+
+
+def check_verify(verify: object) -> bool | Tolerance | None:
+    """``verify`` of ``from_checkpoint`` as given, when it is ``None``, a bool or a :class:`Tolerance`."""
+    if verify is None or isinstance(verify, (bool, Tolerance)):
+        return verify
+    raise OptionTypeError(
+        f"verify: expected True, False, None or a Tolerance(rtol, atol), got {verify!r}"
+    )
 
 
 def default_tolerance(precision: str) -> Tolerance:
