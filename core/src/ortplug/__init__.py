@@ -8,9 +8,12 @@ built, the plugins when a policy or a registry first needs them.
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
 
+#: ``typing.TYPE_CHECKING`` without importing :mod:`typing` (~9 ms at every ``import ortplug``).
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from ._runtime import RuntimeDistribution, installed_runtimes, preload_runtime_libraries
     from .backend import Binding, InferenceBackend, MemoryInfo, ModelInfo, OnnxBackend, ValueInfo
     from .checkpoint import (

@@ -16,7 +16,6 @@ Parsing the text needs no plugin; :func:`resolve_chain` checks kinds and fields.
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import types
 import typing
@@ -99,6 +98,8 @@ def _add_option(entry: tuple[str, dict[str, object]], token: str, text: str) -> 
 
 
 def _from_json(text: str) -> tuple[ProviderEntry, ...]:
+    import json  # deferred: only a JSON chain needs it
+
     expected = 'a JSON list of kinds and {"kind": ...} objects'
     try:
         data = json.loads(text)
