@@ -15,7 +15,7 @@ import pytest
 from ortplug import LocalCheckpoint
 from ortplug.cache import cache_dir
 from ortplug.cache_index import ENTRY_FILE, describe, entries, max_mb, prune
-from ortplug.errors import OptionError
+from ortplug.errors import OptionError, OrtplugConfigWarning
 from ortplug.selection import autotune
 from ortplug.testing import make_host
 
@@ -118,3 +118,23 @@ def test_the_command_lists_prunes_and_clears(ortplug_cache: Path) -> None:
     assert len(cli("prune")["removed"]) == 1  # type: ignore[arg-type]
     assert cli("clear") == {"cleared": 1}
     assert cli("list")["entries"] == []
+
+
+def test_with_a_cap_each_use_keeps_the_cache_under_it(ortplug_cache: Path, monkeypatch) -> None:
+    oldest = _folder("oldest", 400_000, age_s=3 * 86400)
+    older = _folder("older", 400_000, age_s=2 * 86400)
+    fresh = cache_dir("tensorrt", "engines", "fresh")
+    (fresh / "model.engine").write_bytes(b"x" * 400_000)
+    describe(fresh, kind="TensorRT engine")  # no cap: nothing goes
+    assert oldest.exists() and older.exists()
+    monkeypatch.setenv("ORTPLUG_CACHE_MAX_MB", "0.9")  # 1.2 MB held
+    describe(fresh, kind="TensorRT engine")
+    assert not oldest.exists() and older.exists() and fresh.exists()
+
+
+def test_a_bad_cap_warns_and_removes_nothing(ortplug_cache: Path, monkeypatch) -> None:
+    old = _folder("old", 400_000, age_s=3 * 86400)
+    monkeypatch.setenv("ORTPLUG_CACHE_MAX_MB", "lots")
+    with pytest.warns(OrtplugConfigWarning, match="ORTPLUG_CACHE_MAX_MB: expected a size in MB"):
+        describe(cache_dir("coreml", "key"), kind="CoreML model")
+    assert old.exists()

@@ -6,7 +6,9 @@ model, a shader cache), described by the ``ortplug-entry.json`` it wrote with
 plugin scan). An entry is stale when it can never be used again: its model
 file is gone, or it was written for another ONNX Runtime, boot or installation.
 ``prune`` removes stale entries, then the least recently used ones while the
-cache is larger than ``ORTPLUG_CACHE_MAX_MB``, never one used in the last minutes.
+cache is larger than ``ORTPLUG_CACHE_MAX_MB``, never one used in the last minutes;
+with the variable set, :func:`describe` keeps the cache under it each time a
+plugin uses an entry (least recently used first).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import time
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,7 +25,7 @@ import attrs
 
 from ._runtime import onnxruntime_or_none
 from .cache import atomic_write, cache_root, read_cache_file
-from .errors import CacheError, OptionError
+from .errors import CacheError, OptionError, OrtplugConfigWarning
 
 if TYPE_CHECKING:
     from .checkpoint import ResolvedCheckpoint
@@ -79,7 +82,9 @@ def describe(
 ) -> None:
     """Say what a keyed cache folder holds; plugins call it each time they use one (marks the use).
 
-    Best effort: a cache that cannot be written is not an error here.
+    Then, with ``ORTPLUG_CACHE_MAX_MB`` set, older entries go until the cache fits
+    (this one was just used, so it stays). Best effort: a cache that cannot be
+    written is not an error here, and a bad cap is a warning.
     """
     model_path = getattr(checkpoint, "weights_path", None) if checkpoint is not None else None
     record = {
@@ -92,6 +97,14 @@ def describe(
         atomic_write(folder / ENTRY_FILE, json.dumps(record))
     except CacheError:
         return
+    try:
+        limit = max_mb()
+    except OptionError as exc:
+        warnings.warn(f"{exc}; the cache is not capped", OrtplugConfigWarning, stacklevel=2)
+        return
+    if limit is not None:
+        for entry in _over_cap(entries(), limit, time.time()):
+            _remove(entry.path)
 
 
 def _usage(path: Path) -> tuple[int, float]:
@@ -207,20 +220,26 @@ def prune(limit_mb: float | None = None, *, now: float | None = None) -> list[Ca
     """
     current = entries()
     removed = [entry for entry in current if entry.stale]
-    kept = sorted((e for e in current if not e.stale), key=lambda entry: entry.last_used)
     if limit_mb is not None:
-        total = sum(entry.size for entry in kept)
-        moment = time.time() if now is None else now
-        for entry in list(kept):
-            if total <= limit_mb * 1024 * 1024:
-                break
-            if moment - entry.last_used < _IN_USE_S:
-                continue
-            removed.append(entry)
-            total -= entry.size
+        kept = [entry for entry in current if not entry.stale]
+        removed += _over_cap(kept, limit_mb, time.time() if now is None else now)
     for entry in removed:
         _remove(entry.path)
     return removed
+
+
+def _over_cap(current: list[CacheEntry], limit_mb: float, now: float) -> list[CacheEntry]:
+    """The least recently used entries to remove to fit ``limit_mb``, skipping any in use."""
+    total = sum(entry.size for entry in current)
+    over = []
+    for entry in sorted(current, key=lambda entry: entry.last_used):
+        if total <= limit_mb * 1024 * 1024:
+            break
+        if now - entry.last_used < _IN_USE_S:
+            continue
+        over.append(entry)
+        total -= entry.size
+    return over
 
 
 def clear() -> int:
