@@ -28,6 +28,7 @@ from ortplug import (
     ResolvedCheckpoint,
     SessionOptionsConfig,
 )
+from ortplug.errors import OptionTypeError
 from ortplug.integrations.ray import (
     BackendConfig,
     BatchError,
@@ -256,6 +257,8 @@ def test_kept_columns_are_the_only_inputs_copied_to_the_output() -> None:
     ]  # fmt: skip
     with pytest.raises(BatchError, match=r"column\(s\) \['key'\] missing; the batch has"):
         OnnxPredictor(BackendConfig(model=DEMO, keep_columns=["key"]))(batch)
+    with pytest.raises(OptionTypeError, match=r"got the string 'id' \(write \['id'\]\)"):
+        BackendConfig(model=DEMO, keep_columns="id")
 
 
 def test_list_columns_written_by_pandas_are_stacked_to_the_model_dtype(cluster, tmp_path) -> None:
@@ -367,10 +370,15 @@ def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedP
     return subprocess.run([ORTPLUG, *args], capture_output=True, text=True, timeout=600, env=env)
 
 
+def _ray_logs() -> set[Path]:
+    return set(Path(tempfile.gettempdir()).glob("ortplug-batch-ray-*.log"))
+
+
 def test_batch_command_locally_and_on_ray(tmp_path) -> None:
     source = tmp_path / "in"
     source.mkdir()
     np.save(source / "x.npy", ROWS)
+    logs = _ray_logs()
     for engine in ("local", "ray"):
         flags = ["--ray"] if engine == "ray" else []
         done = _cli("batch", DEMO, "--input-dir", str(source), "--output-dir", str(tmp_path / engine),
@@ -392,6 +400,7 @@ def test_batch_command_locally_and_on_ray(tmp_path) -> None:
         1,
     )
     assert done.stderr == ""  # Ray's own output goes to a log file
+    assert _ray_logs() <= logs  # removed after a run that worked
 
 
 def test_batch_command_reads_pandas_parquet_with_a_list_column(tmp_path) -> None:
@@ -429,23 +438,18 @@ def _closed_port() -> int:
         return probe.getsockname()[1]
 
 
-@pytest.mark.parametrize("recorded_by", ["ray start", "RAY_ADDRESS"])
-def test_a_cluster_that_is_gone_is_named_not_waited_for(tmp_path, recorded_by) -> None:
-    # ray.init() waits for minutes on a dead address (a `ray start` record outlives a reboot)
+def _batch_on_ray(tmp_path: Path, record: str | None, ray_address: str | None):
+    """``ortplug batch --ray`` with a ``ray start`` record and/or RAY_ADDRESS of its own."""
     source = tmp_path / "in"
-    source.mkdir()
+    source.mkdir(parents=True)
     np.save(source / "x.npy", ROWS)
-    address = f"127.0.0.1:{_closed_port()}"
     ray_dir = Path(tempfile.mkdtemp(prefix="ray-", dir="/tmp"))
     env = {**os.environ, "RAY_TMPDIR": str(ray_dir)}
-    if recorded_by == "ray start":
+    if record is not None:
         (ray_dir / "ray").mkdir()
-        (ray_dir / "ray" / "ray_current_cluster").write_text(address)
-        origin = f"recorded in {ray_dir}/ray/ray_current_cluster by `ray start`): "
-        fix = "start that cluster, forget it with `ray stop`, or set RAY_ADDRESS=local"
-    else:
-        env["RAY_ADDRESS"] = address
-        origin, fix = "from RAY_ADDRESS): ", "start that cluster, or unset RAY_ADDRESS"
+        (ray_dir / "ray" / "ray_current_cluster").write_text(record)
+    if ray_address is not None:
+        env["RAY_ADDRESS"] = ray_address
     try:
         done = subprocess.run(
             [ORTPLUG, "batch", DEMO, "--input-dir", str(source), "--output-dir",
@@ -455,10 +459,40 @@ def test_a_cluster_that_is_gone_is_named_not_waited_for(tmp_path, recorded_by) -
     finally:
         shutil.rmtree(ray_dir)
     assert done.returncode == 1
-    assert done.stderr.splitlines() == [
+    return done.stderr.splitlines(), f"{ray_dir}/ray/ray_current_cluster"
+
+
+@pytest.mark.parametrize("recorded_by", ["ray start", "RAY_ADDRESS"])
+def test_a_cluster_that_is_gone_is_named_not_waited_for(tmp_path, recorded_by) -> None:
+    # ray.init() waits for minutes on a dead address (a `ray start` record outlives a reboot)
+    address = f"127.0.0.1:{_closed_port()}"
+    if recorded_by == "ray start":
+        lines, record = _batch_on_ray(tmp_path, address, None)
+        origin = f"recorded in {record} by `ray start`"
+        fix = (
+            f"delete {record} (`ray stop` does too, stopping every Ray process here), "
+            "or set RAY_ADDRESS=local"
+        )
+    else:
+        lines, _ = _batch_on_ray(tmp_path, None, address)
+        origin, fix = "from RAY_ADDRESS", "or set RAY_ADDRESS=local"
+    assert lines == [
         f"ortplug batch: error: no Ray cluster answers at {address} (Connection refused; "
-        + origin
-        + fix
+        f"{origin}): start that cluster, {fix}"
+    ]
+
+
+def test_an_empty_record_or_a_wrong_address_is_named(tmp_path) -> None:
+    # Ray reads an empty record as the address '' and fails on it, naming neither
+    lines, record = _batch_on_ray(tmp_path / "empty", "", None)
+    assert lines == [
+        f"ortplug batch: error: '' (recorded in {record} by `ray start`) is not a Ray address "
+        f"(host:port or ray://host:port): delete {record} or set RAY_ADDRESS=local"
+    ]
+    lines, _ = _batch_on_ray(tmp_path / "nonsense", None, "nonsense")
+    assert lines == [
+        "ortplug batch: error: 'nonsense' (from RAY_ADDRESS) is not a Ray address "
+        "(host:port or ray://host:port): fix it or set RAY_ADDRESS=local"
     ]
 
 

@@ -18,7 +18,7 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 __all__ = ["ray_session"]
 
@@ -36,23 +36,38 @@ def _address_file() -> Path:
     return Path(base) / "ray" / "ray_current_cluster"
 
 
-def _cluster_to_join() -> tuple[str, str] | None:
-    """The address ``ray.init()`` will join, where it came from and the fix; ``None``: local."""
+class _Target(NamedTuple):
+    """The cluster ``ray.init()`` will join: its address, where that came from, and the fixes."""
+
+    address: str
+    origin: str
+    #: What to do when nothing answers there, after "start that cluster".
+    if_dead: str
+    #: What to do when the address is not one.
+    if_invalid: str
+
+
+def _cluster_to_join() -> _Target | None:
+    """The cluster ``ray.init()`` will join; ``None`` when it starts a local instance."""
     named = os.environ.get("RAY_ADDRESS", "")
-    if named and named not in ("auto", "local"):
-        return named, "from RAY_ADDRESS): start that cluster, or unset RAY_ADDRESS"
     if named == "local":
         return None
+    if named and named != "auto":
+        return _Target(
+            named, "from RAY_ADDRESS", "or set RAY_ADDRESS=local", "fix it or set RAY_ADDRESS=local"
+        )
     recorded = _address_file()
     try:
         address = recorded.read_text().strip()
     except OSError:
         return None
-    origin = (
-        f"recorded in {recorded} by `ray start`): start that cluster, forget it with `ray stop`, "
-        "or set RAY_ADDRESS=local"
+    return _Target(
+        address,
+        f"recorded in {recorded} by `ray start`",
+        f"delete {recorded} (`ray stop` does too, stopping every Ray process here), "
+        "or set RAY_ADDRESS=local",
+        f"delete {recorded} or set RAY_ADDRESS=local",
     )
-    return (address, origin) if address else None
 
 
 def _host_port(address: str) -> tuple[str, int] | None:
@@ -62,19 +77,26 @@ def _host_port(address: str) -> tuple[str, int] | None:
 
 
 def _check_cluster_answers() -> None:
-    """Fail in one line, naming the fix, when the cluster to join does not accept connections."""
+    """Fail in one line, naming the fix, when the cluster to join is no address or does not answer."""
     target = _cluster_to_join()
     if target is None:
         return
-    address, origin = target
-    endpoint = _host_port(address)
+    endpoint = _host_port(target.address)
     if endpoint is None:
-        return  # not host:port: Ray says what is wrong with it
+        if "://" in target.address:
+            return  # a client scheme (``anyscale://...``) that Ray resolves itself
+        raise RuntimeError(
+            f"{target.address!r} ({target.origin}) is not a Ray address (host:port or "
+            f"ray://host:port): {target.if_invalid}"
+        )
     try:
         socket.create_connection(endpoint, timeout=_CONNECT_TIMEOUT_S).close()
     except OSError as exc:
         reason = exc.strerror or type(exc).__name__
-        raise RuntimeError(f"no Ray cluster answers at {address} ({reason}; {origin}") from None
+        raise RuntimeError(
+            f"no Ray cluster answers at {target.address} ({reason}; {target.origin}): "
+            f"start that cluster, {target.if_dead}"
+        ) from None
 
 
 @contextlib.contextmanager
@@ -97,7 +119,7 @@ def ray_session() -> Iterator[Any]:
     """Ray, joined or started (see the module docstring), quiet unless ORTPLUG_DEBUG.
 
     A failure comes out as the ortplug error a worker raised (one line), or as
-    Ray's first line with the log file that holds the rest.
+    Ray's first line with the log file that holds the rest (removed after a run that worked).
     """
     from ..integrations.ray import require_ray, worker_error
 
@@ -106,6 +128,7 @@ def ray_session() -> Iterator[Any]:
     log = Path(tempfile.gettempdir()) / f"ortplug-batch-ray-{os.getpid()}.log"
     if not ray.is_initialized():
         _check_cluster_answers()
+    stage = "Ray did not start"
     with contextlib.ExitStack() as stack:
         if not debug:
             stack.enter_context(_stderr_to(log))
@@ -113,6 +136,7 @@ def ray_session() -> Iterator[Any]:
             if not ray.is_initialized():
                 level = logging.INFO if debug else logging.ERROR
                 ray.init(include_dashboard=False, log_to_driver=debug, logging_level=level)
+            stage = "Ray Data failed"
             context = ray.data.DataContext.get_current()
             context.raise_original_map_exception = True  # the worker's BatchError, not a wrapper
             context.enable_progress_bars = debug
@@ -125,6 +149,17 @@ def ray_session() -> Iterator[Any]:
             if found is not None:
                 raise found from None
             first = next(iter(str(exc).strip().splitlines()), "")
-            raise RuntimeError(
-                f"Ray Data failed: {type(exc).__name__}: {first} (Ray's output: {log})"
-            ) from None
+            kept = f" (Ray's output: {log})" if _has_output(log) else ""
+            raise RuntimeError(f"{stage}: {type(exc).__name__}: {first}{kept}") from None
+    log.unlink(missing_ok=True)  # a run that worked leaves nothing behind
+
+
+def _has_output(log: Path) -> bool:
+    """Whether Ray wrote anything to ``log`` (an empty one is removed, not pointed at)."""
+    try:
+        if log.stat().st_size:
+            return True
+        log.unlink()
+    except OSError:
+        pass
+    return False

@@ -212,6 +212,12 @@ def _resolved_here(checkpoint: object) -> ResolvedCheckpoint:
 
 
 def _columns(names: Iterable[str] | None) -> tuple[str, ...] | None:
+    """``keep_columns`` as a tuple; a lone string would become its letters, so it is refused."""
+    if isinstance(names, str):
+        raise OptionTypeError(
+            f"keep_columns: expected a list of column names, got the string {names!r} "
+            f"(write [{names!r}])"
+        )
     return None if names is None else tuple(names)
 
 
