@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -138,3 +139,24 @@ def test_a_bad_cap_warns_and_removes_nothing(ortplug_cache: Path, monkeypatch) -
     with pytest.warns(OrtplugConfigWarning, match="ORTPLUG_CACHE_MAX_MB: expected a size in MB"):
         describe(cache_dir("coreml", "key"), kind="CoreML model")
     assert old.exists()
+
+
+def test_prune_says_why_what_is_left_is_still_over_the_cap(ortplug_cache: Path) -> None:
+    old = _folder("old", 400_000, age_s=3 * 86400)
+    _folder("in-use", 400_000, age_s=5)
+    done = subprocess.run(
+        [sys.executable, "-m", "ortplug.cli.main", "cache", "prune", "--max-mb", "0.1"],
+        capture_output=True, text=True, timeout=60,
+        env={**os.environ, "ORTPLUG_CACHE_DIR": str(ortplug_cache)},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert re.fullmatch(
+        rf"removed 1 entry \(39\d\.\d KB\) from {re.escape(str(ortplug_cache))}", lines[0]
+    )
+    assert re.fullmatch(
+        r"still 39\d\.\d KB, over 0\.1 MB: what is left was used in the last ten minutes, "
+        r"and a running process may be reading it",
+        lines[-1],
+    )
+    assert not old.exists()

@@ -42,13 +42,19 @@ def _rows(listed: list[CacheEntry]) -> list[str]:
     return lines
 
 
+def _entries(count: int) -> str:
+    return f"{count} entr{'y' if count == 1 else 'ies'}"
+
+
 def cache(args: argparse.Namespace) -> int:
     """List the entries (default), prune stale and over-cap ones, or clear everything."""
     root = cache_root()
     if args.action == "clear":
         count = clear()
         print(
-            json.dumps({"cleared": count}) if args.json else f"cleared {count} entries from {root}"
+            json.dumps({"cleared": count})
+            if args.json
+            else f"cleared {_entries(count)} from {root}"
         )
         return 0
     if args.action == "prune":
@@ -57,9 +63,17 @@ def cache(args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps({"removed": [e.to_dict() for e in removed], "max_mb": limit}))
             return 0
-        print(f"removed {len(removed)} entries ({_size(sum(e.size for e in removed))}) from {root}")
+        print(
+            f"removed {_entries(len(removed))} ({_size(sum(e.size for e in removed))}) from {root}"
+        )
         for line in _rows(removed):
             print(line)
+        left = sum(entry.size for entry in entries())
+        if limit is not None and left > limit * 1024 * 1024:
+            print(
+                f"still {_size(left)}, over {limit:g} MB: what is left was used in the last "
+                "ten minutes, and a running process may be reading it"
+            )
         return 0
     listed = entries()
     if args.json:
@@ -67,7 +81,7 @@ def cache(args: argparse.Namespace) -> int:
         return 0
     total = sum(entry.size for entry in listed)
     stale = sum(1 for entry in listed if entry.stale)
-    print(f"{root}: {len(listed)} entries, {_size(total)}, {stale} stale")
+    print(f"{root}: {_entries(len(listed))}, {_size(total)}, {stale} stale")
     for line in _rows(listed):
         print(line)
     return 0
