@@ -3,9 +3,10 @@
 ``ray.init()`` joins the cluster named by ``RAY_ADDRESS`` or recorded by
 ``ray start`` in ``<temp>/ray/ray_current_cluster``, and starts a local
 instance when there is neither. A recorded cluster that no longer runs (the
-file outlives a crash or a reboot) makes ``ray.init()`` wait for minutes, so
-the address is tried first and a dead one is an error naming where it came
-from and what to do.
+file outlives a crash or a reboot) makes ``ray.init()`` wait for minutes, and
+an empty record one Ray cannot parse, so the address is tried first: one that
+is none, or where nothing answers, is an error naming where it came from and
+what to do.
 """
 
 from __future__ import annotations
