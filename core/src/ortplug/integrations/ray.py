@@ -222,6 +222,7 @@ def _columns(names: Iterable[str] | None) -> tuple[str, ...] | None:
 
 
 def _portable(checkpoint: CheckpointLike) -> PortableCheckpoint:
+    """:meth:`PortableCheckpoint.of` as a function (mypy's attrs plugin takes no classmethod)."""
     return PortableCheckpoint.of(checkpoint)
 
 
@@ -314,31 +315,34 @@ def default_batch_size(config: BackendConfig, *, gpu: bool = False) -> int:
     return max(1, rows)
 
 
-def _assigned_cpus() -> int | None:
+def _running_ray() -> Any:
+    """The ``ray`` module when this process is part of a running Ray instance, else ``None``."""
     try:
         import ray
-    except ImportError:  # used outside Ray: no assignment to follow
+    except ImportError:  # used outside Ray
         return None
-    if not ray.is_initialized():
+    return ray if ray.is_initialized() else None
+
+
+def _assigned_cpus() -> int | None:
+    ray = _running_ray()
+    if ray is None:
         return None
     context = ray.get_runtime_context()
     if context.worker.mode != ray.WORKER_MODE:  # the driver: nothing assigned to follow
         return None
-    assigned = context.get_assigned_resources()  # type: ignore[no-untyped-call]
+    assigned = context.get_assigned_resources()
     cpus = assigned.get("CPU")
     return max(1, int(cpus)) if cpus else None
 
 
 def _placement() -> tuple[str | None, str | None]:
     """This process's Ray node id and IP, or ``(None, None)`` outside Ray."""
-    try:
-        import ray
-    except ImportError:
-        return None, None
-    if not ray.is_initialized():
+    ray = _running_ray()
+    if ray is None:
         return None, None
     node = ray.get_runtime_context().get_node_id()
-    return str(node), str(ray.util.get_node_ip_address())  # type: ignore[no-untyped-call]
+    return str(node), str(ray.util.get_node_ip_address())
 
 
 def _dims(shape: Sequence[int | str | None]) -> str:
@@ -635,7 +639,7 @@ def predict(
         raise OptionError(f"batch_size: expected a positive count of rows, got {batch_size}")
     config = BackendConfig(
         model=checkpoint,
-        providers=tuple(providers) if providers is not None else None,
+        providers=providers,
         session_options=session_options,
         policy=policy,
         input_columns=input_columns,
