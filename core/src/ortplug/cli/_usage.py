@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from ..errors import OptionError
 
 if TYPE_CHECKING:
-    from pathlib import Path  # imported where a path is made: --help needs none (~4 ms)
+    from pathlib import Path
 
 __all__ = [
     "InputArg",
@@ -71,11 +71,16 @@ def thread_counts(value: str) -> list[int]:
     return counts
 
 
-def model_file(value: str) -> Path:
-    """An existing ONNX file; a directory or a missing path says which it is."""
+def _path(text: str) -> Path:
+    """``Path(text)``, importing pathlib only when a path is checked: ``--help`` needs none (~4 ms)."""
     from pathlib import Path
 
-    path = Path(value)
+    return Path(text)
+
+
+def model_file(value: str) -> Path:
+    """An existing ONNX file; a directory or a missing path says which it is."""
+    path = _path(value)
     if path.is_dir():
         raise argparse.ArgumentTypeError(f"expected an .onnx file, got a directory: {value!r}")
     if not path.is_file():
@@ -85,9 +90,7 @@ def model_file(value: str) -> Path:
 
 def model_source(value: str) -> Path:
     """An existing ONNX file, or a folder in ONNX Runtime's model-package layout (``verify``)."""
-    from pathlib import Path
-
-    path = Path(value)
+    path = _path(value)
     if path.is_dir():
         if (path / "manifest.json").is_file() or (path / "metadata.json").is_file():
             return path
@@ -114,9 +117,7 @@ def tolerance_pair(value: str) -> tuple[float, float]:
 
 def input_dir(value: str) -> Path:
     """An existing directory (``batch --input-dir``)."""
-    from pathlib import Path
-
-    path = Path(value)
+    path = _path(value)
     if not path.is_dir():
         what = "a file" if path.exists() else "no such directory"
         raise argparse.ArgumentTypeError(f"expected a directory, got {value!r} ({what})")
@@ -135,9 +136,7 @@ def input_arg(value: str) -> InputArg:
     name, sep, file = value.partition("=")
     if not sep or not name or not file:
         raise argparse.ArgumentTypeError(f"expected NAME=FILE.npy, got {value!r}")
-    from pathlib import Path
-
-    path = Path(file)
+    path = _path(file)
     if path.is_dir():
         raise argparse.ArgumentTypeError(f"{name}: expected a .npy file, got a directory: {file!r}")
     if not path.is_file():
