@@ -97,10 +97,15 @@ def describe(
         atomic_write(folder / ENTRY_FILE, json.dumps(record))
     except CacheError:
         return
+    _keep_under_cap()
+
+
+def _keep_under_cap() -> None:
+    """Remove the least recently used entries while the cache is over ``ORTPLUG_CACHE_MAX_MB``."""
     try:
         limit = max_mb()
     except OptionError as exc:
-        warnings.warn(f"{exc}; the cache is not capped", OrtplugConfigWarning, stacklevel=2)
+        warnings.warn(f"{exc}; the cache is not capped", OrtplugConfigWarning, stacklevel=3)
         return
     if limit is not None:
         for entry in _over_cap(entries(), limit, time.time()):
