@@ -58,17 +58,17 @@ def _launch_folders() -> set[str]:
     working directory (``python -m``)."""
     folders = set()
     with contextlib.suppress(OSError):
-        folders.add(os.getcwd())
+        folders.add(os.path.realpath(os.getcwd()))
     script = sys.argv[0] if sys.argv else ""
     if script not in ("", "-c") and os.path.isfile(script):
-        folders.add(os.path.dirname(os.path.abspath(script)))
+        folders.add(os.path.dirname(os.path.realpath(script)))  # as Python puts it on sys.path
     return folders
 
 
 def _state(folder: str, launch: set[str]) -> object:
     """What changes when a distribution is installed into ``folder`` (``None``: it is missing)."""
     try:
-        if folder in launch:
+        if os.path.realpath(folder) in launch:
             names = os.listdir(folder)
             return sorted(name for name in names if name.endswith(_DISTRIBUTION_SUFFIXES))
         return os.stat(folder).st_mtime_ns
