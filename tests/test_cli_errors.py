@@ -208,6 +208,33 @@ def test_help_and_argument_errors_import_neither_numpy_nor_onnxruntime(args) -> 
     assert done.stderr.strip().splitlines()[-1] == "[]"
 
 
+def test_kept_help_pages_are_what_the_parser_renders() -> None:
+    from ortplug.cli._help_pages import PAGES
+    from ortplug.cli._parser import help_pages
+
+    assert help_pages() == PAGES, "the parser changed: run python -m ortplug.cli._parser"
+
+
+@pytest.mark.parametrize("command", [[], ["run"], ["cache"]])
+def test_help_is_the_same_kept_or_parsed_on_any_terminal(command) -> None:
+    """``--help`` alone prints the kept page; with another flag argparse renders it: same text."""
+    kept = _cli(*command, "--help", COLUMNS="40")
+    parsed = _cli(*command, "--json" if command else "-h", "-h", COLUMNS="200")
+    assert kept.returncode == parsed.returncode == 0, parsed.stderr
+    assert kept.stdout == parsed.stdout
+    assert kept.stdout.startswith(f"usage: {' '.join(['ortplug', *command])} ")
+
+
+def test_help_imports_no_argparse() -> None:
+    probe = "import sys; sys.argv = ['ortplug', 'run', '--help']\n" + _LOADED.replace(
+        "{'numpy', 'onnxruntime'}", "{'numpy', 'onnxruntime', 'argparse', 'typing'}"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("usage: ortplug run ")
+    assert done.stderr.strip().splitlines()[-1] == "[]"
+
+
 # -- warnings, pipes ------------------------------------------------------------------------
 
 

@@ -1,0 +1,269 @@
+"""The ``ortplug`` argument parser, and the ``--help`` pages it renders.
+
+Help is rendered at a fixed width (78 columns, as on an 80-column terminal) so that
+it is the same everywhere and :mod:`._help_pages` can keep it: ``ortplug --help``
+then prints without importing argparse. ``python -m ortplug.cli._parser`` writes
+that module again after a change here; a test fails until it matches.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+from pathlib import Path
+from typing import Any, NoReturn
+
+from ._providers import GRAMMAR_HELP, provider_chain
+from ._usage import (
+    input_arg,
+    input_dir,
+    model_file,
+    model_source,
+    non_negative_float,
+    positive_int,
+    thread_counts,
+    tolerance_pair,
+)
+
+__all__ = ["build_parser", "help_pages"]
+
+#: Columns of help text (argparse's own default on an 80-column terminal).
+_WIDTH = 78
+
+
+def _formatter(base: type[argparse.HelpFormatter]) -> Any:
+    """``base`` at the fixed :data:`_WIDTH`, whatever the terminal (argparse asks the terminal)."""
+    return functools.partial(base, width=_WIDTH)
+
+
+class _Parser(argparse.ArgumentParser):
+    """A parser whose help is 78 columns wide on every terminal and whose errors are one line
+    naming the command and pointing at --help."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _formatter(argparse.HelpFormatter))
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def _add_json(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
+
+
+def _add_input(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--input",
+        action="append",
+        default=[],
+        type=input_arg,
+        metavar="NAME=FILE.npy",
+        help="an input array (numpy.save); inputs not given are generated from a fixed seed "
+        "(dynamic sizes from metadata extra.dim_ranges and input names)",
+    )
+
+
+def _add_verify(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--verify",
+        action="store_true",
+        help="check every accelerator and variant against the CPU reference before trusting it",
+    )
+
+
+def _with_grammar(
+    sub: argparse._SubParsersAction[_Parser], name: str, help: str
+) -> argparse.ArgumentParser:
+    """A command that takes ``--providers``: its --help ends with the chain grammar."""
+    return sub.add_parser(
+        name,
+        help=help,
+        epilog=GRAMMAR_HELP,
+        formatter_class=_formatter(argparse.RawDescriptionHelpFormatter),
+    )
+
+
+def _add_verification_commands(sub: argparse._SubParsersAction[_Parser]) -> None:
+    """``verify`` (outputs against the CPU reference) and ``variants`` (build int8/fp16 variants)."""
+    verify = _with_grammar(
+        sub, "verify", "check a model's providers and precision variants against the CPU reference"
+    )
+    verify.add_argument("model", type=model_source, help="an .onnx file or an ORT model package")
+    verify.add_argument(
+        "--providers",
+        type=provider_chain,
+        metavar="CHAIN",
+        help="check this chain on the reference and each variant (default: the policy's choices)",
+    )
+    verify.add_argument("--variant", help="with --providers: only this variant")
+    verify.add_argument(
+        "--tolerance",
+        type=tolerance_pair,
+        metavar="RTOL,ATOL",
+        help="one tolerance for every output (default: each precision's, or the manifest's)",
+    )
+    _add_json(verify)
+
+    variants = sub.add_parser(
+        "variants", help="build int8/fp16 variants of a model and list them in its manifest"
+    )
+    variants.add_argument("model", type=model_file, help="path to an fp32 .onnx file")
+    variants.add_argument("--int8", action="store_true", help="static int8 quantization (QDQ)")
+    variants.add_argument("--fp16", action="store_true", help="fp16 with fp32 inputs and outputs")
+    _add_json(variants)
+
+
+def _parser_and_commands() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
+    """The ``ortplug`` parser and its commands' parsers by name."""
+    parser = _Parser(
+        prog="ortplug",
+        description="Run ONNX models on the best execution provider this host has.",
+        epilog="exit codes: 0 ok, 1 the command failed, 2 a usage error; "
+        "ORTPLUG_DEBUG=1 shows tracebacks and ONNX Runtime's own log",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    run = _with_grammar(sub, "run", "run a model (by default the small demo model shipped here)")
+    run.add_argument(
+        "model", nargs="?", type=model_file, help="path to an .onnx file (default: the demo model)"
+    )
+    _add_input(run)
+    run.add_argument(
+        "--providers",
+        type=provider_chain,
+        metavar="CHAIN",
+        help="explicit chain with options, e.g. cuda:device_id=1,cpu (default: the policy chooses)",
+    )
+    run.add_argument("--repeat", type=positive_int, default=20, help="timed runs after the first")
+    run.add_argument(
+        "--startup-fallback",
+        action="store_true",
+        help="serve on the CPU at once while the accelerator builds and warms up, then switch",
+    )
+    _add_verify(run)
+    _add_json(run)
+
+    info = sub.add_parser("info", help="host facts, plugins, and the chain the policy would pick")
+    info.add_argument(
+        "--model", type=model_file, help="pick the chain for this model (default: the demo model)"
+    )
+    _add_json(info)
+
+    plugins = sub.add_parser("plugins", help="plugins that are loaded, blocked or failed")
+    _add_json(plugins)
+
+    doctor = sub.add_parser(
+        "doctor", help="check this host and installation; print a fix per problem"
+    )
+    _add_json(doctor)
+
+    inspect = sub.add_parser("inspect", help="a model's inputs, outputs, metadata and placement")
+    inspect.add_argument("model", type=model_file, help="path to an .onnx file")
+    _add_json(inspect)
+
+    bench = _with_grammar(sub, "bench", "candidate chains and thread counts side by side")
+    bench.add_argument("model", type=model_file, help="path to an .onnx file")
+    bench.add_argument(
+        "--providers",
+        action="append",
+        default=[],
+        type=provider_chain,
+        metavar="CHAIN",
+        help="a chain to try, e.g. cuda,cpu (repeatable; default: the policy's and alternatives)",
+    )
+    bench.add_argument(
+        "--threads", type=thread_counts, help="intra-op thread counts to try, e.g. 1,2,4"
+    )
+    _add_input(bench)
+    bench.add_argument("--rounds", type=positive_int, default=5, help="interleaved rounds (5)")
+    bench.add_argument(
+        "--calls", type=positive_int, default=20, help="timed calls per candidate and round (20)"
+    )
+    bench.add_argument(
+        "--save",
+        action="store_true",
+        help="measure the policy's default too and remember the fastest if it beat the default",
+    )
+    _add_verify(bench)
+    _add_json(bench)
+
+    _add_verification_commands(sub)
+
+    batch = _with_grammar(sub, "batch", "run a folder of inputs through a model, locally or on Ray")
+    batch.add_argument("model", type=model_file, help="path to an .onnx file")
+    batch.add_argument(
+        "--input-dir",
+        required=True,
+        type=input_dir,
+        help="<input>.npy files, or Parquet with --ray",
+    )
+    batch.add_argument("--output-dir", required=True, help="where <output>.npy (or Parquet) go")
+    batch.add_argument(
+        "--ray", action="store_true", help="run on Ray Data (pip install 'ortplug[ray]')"
+    )
+    batch.add_argument("--batch-size", type=positive_int, default=256, help="rows per batch")
+    batch.add_argument(
+        "--providers",
+        type=provider_chain,
+        metavar="CHAIN",
+        help="explicit chain with options, e.g. cuda:device_id=1,cpu (default: the policy)",
+    )
+    _add_json(batch)
+
+    cache = sub.add_parser("cache", help="what ortplug keeps in its cache; prune or clear it")
+    cache.add_argument(
+        "action",
+        nargs="?",
+        choices=("list", "prune", "clear"),
+        default="list",
+        help="list (default), prune (stale entries, then least recently used over the cap), clear",
+    )
+    cache.add_argument(
+        "--max-mb",
+        type=non_negative_float,
+        help="with prune: the size to keep under (default: $ORTPLUG_CACHE_MAX_MB, else no cap)",
+    )
+    _add_json(cache)
+
+    info.add_argument(
+        "--refresh", action="store_true", help="probe the host again (forget cached probe facts)"
+    )
+    return parser, dict(sub.choices)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The parser of the ``ortplug`` command line."""
+    return _parser_and_commands()[0]
+
+
+def help_pages() -> dict[str, str]:
+    """``--help`` of ``ortplug`` (key ``""``) and of each command (key: its name)."""
+    parser, commands = _parser_and_commands()
+    return {"": parser.format_help()} | {
+        name: command.format_help() for name, command in commands.items()
+    }
+
+
+def _write_help_pages() -> Path:
+    """Write :mod:`._help_pages` from :func:`help_pages`; returns its path."""
+    lines = [
+        '"""``--help`` pages, kept so that ``--help`` needs no argparse (its import ~doubles start-up).',
+        "",
+        "Generated by ``python -m ortplug.cli._parser`` from :mod:`._parser`; do not edit.",
+        '"""',
+        "",
+        "PAGES: dict[str, str] = {",
+    ]
+    for name, text in help_pages().items():
+        lines.append(f"    {name!r}: (")
+        lines.extend(f"        {line!r}" for line in text.splitlines(keepends=True))
+        lines.append("    ),")
+    lines.append("}")
+    path = Path(__file__).with_name("_help_pages.py")
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+if __name__ == "__main__":
+    print(f"wrote {_write_help_pages()}")
