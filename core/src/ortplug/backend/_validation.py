@@ -6,7 +6,6 @@ ONNX Runtime rejects a feed, so the successful path pays nothing for it.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -112,6 +111,8 @@ class InputChecker:
         for key in feed:
             if key in names or key in self.overridable:
                 continue
+            import difflib  # only for a wrong name: not on every start-up
+
             lowered = {name.lower(): name for name in names}
             close = difflib.get_close_matches(str(key).lower(), list(lowered), n=1)
             hint = f" (did you mean {lowered[close[0]]!r}?)" if close else ""

@@ -18,7 +18,6 @@ from ortplug import (
     hookimpl,
 )
 from ortplug.cache import cache_dir, cache_key
-from ortplug.cache_index import describe
 from ortplug.errors import CacheError, OrtplugCacheWarning
 from ortplug.provider_options import plain_options
 
@@ -164,6 +163,8 @@ def ortplug_prepare_provider(
             )
             prepared = attrs.evolve(prepared, model_cache=False)
         else:
+            from ortplug.cache_index import describe  # only when a model is compiled
+
             describe(
                 folder, kind="CoreML model", checkpoint=checkpoint, ort_version=host.ort_version
             )

@@ -22,7 +22,6 @@ from ortplug import (
     hookimpl,
     preload_runtime_libraries,
 )
-from ortplug.cache_index import describe
 from ortplug.errors import OptionError
 
 from .config import TensorrtProvider
@@ -216,6 +215,8 @@ def ortplug_prepare_provider(
     """Profiles from the checkpoint, keyed engine/timing cache dirs, libraries, a cold-build notice."""
     if not isinstance(config, TensorrtProvider):
         return None
+    from ortplug.cache_index import describe  # not on every start-up: only when TRT is chained
+
     if config.preload_dlls:
         preload_runtime_libraries(config.dll_directory)
     prepared = _with_profiles(config, checkpoint)
