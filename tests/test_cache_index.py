@@ -160,3 +160,41 @@ def test_prune_says_why_what_is_left_is_still_over_the_cap(ortplug_cache: Path) 
         lines[-1],
     )
     assert not old.exists()
+
+
+def _command(cache: Path, *args: str, cap: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "ortplug.cli.main", *args],
+        capture_output=True, text=True, timeout=120,
+        env={**os.environ, "ORTPLUG_CACHE_DIR": str(cache), "ORTPLUG_CACHE_MAX_MB": cap},
+    )  # fmt: skip
+
+
+def test_the_listing_shows_the_cap_and_names_a_bad_one(ortplug_cache: Path) -> None:
+    _folder("ok", 10, 0, ort_version=ORT)
+    capped = _command(ortplug_cache, "cache", cap="512")
+    assert capped.returncode == 0, capped.stderr
+    assert capped.stdout.splitlines()[0].endswith(", 0 stale, capped at 512 MB")
+    assert json.loads(_command(ortplug_cache, "cache", "--json", cap="512").stdout)["max_mb"] == 512
+    bad = _command(ortplug_cache, "cache", cap="lots")
+    assert bad.returncode == 0
+    assert bad.stdout.splitlines()[0].endswith(", 0 stale")
+    assert bad.stderr.strip() == (
+        "ortplug: warning: ORTPLUG_CACHE_MAX_MB: expected a size in MB (a number >= 0), "
+        "got 'lots'; the cache is not capped"
+    )
+
+
+def test_doctor_fails_a_bad_cap_with_the_fix(ortplug_cache: Path) -> None:
+    done = _command(ortplug_cache, "doctor", "--json", cap="lots")
+    cache = [c for c in json.loads(done.stdout)["checks"] if c["name"] == "cache"]
+    assert cache == [
+        {
+            "name": "cache",
+            "ok": False,
+            "detail": "ORTPLUG_CACHE_MAX_MB: expected a size in MB (a number >= 0), got 'lots'; "
+            "the cache is not capped",
+            "fix": "set ORTPLUG_CACHE_MAX_MB to a number of MB, or unset it for no cap",
+            "plugin": "",
+        }
+    ]

@@ -35,6 +35,7 @@ __all__ = [
     "MAX_MB_ENV",
     "CacheEntry",
     "clear",
+    "configured_cap",
     "describe",
     "entries",
     "max_mb",
@@ -102,11 +103,7 @@ def describe(
 
 def _keep_under_cap() -> None:
     """Remove the least recently used entries while the cache is over ``ORTPLUG_CACHE_MAX_MB``."""
-    try:
-        limit = max_mb()
-    except OptionError as exc:
-        warnings.warn(f"{exc}; the cache is not capped", OrtplugConfigWarning, stacklevel=3)
-        return
+    limit = configured_cap(stacklevel=4)
     if limit is not None:
         for entry in _over_cap(entries(), limit, time.time()):
             _remove(entry.path)
@@ -206,6 +203,15 @@ def max_mb(environ: dict[str, str] | None = None) -> float | None:
     if not value >= 0:
         raise OptionError(f"{MAX_MB_ENV}: expected a size in MB (a number >= 0), got {raw!r}")
     return value
+
+
+def configured_cap(*, stacklevel: int = 2) -> float | None:
+    """The cap from ``ORTPLUG_CACHE_MAX_MB``; ``None`` when unset, or bad (with a warning)."""
+    try:
+        return max_mb()
+    except OptionError as exc:
+        warnings.warn(f"{exc}; the cache is not capped", OrtplugConfigWarning, stacklevel=stacklevel)
+        return None
 
 
 def _remove(path: Path) -> None:

@@ -6,7 +6,9 @@ from typing import TYPE_CHECKING
 
 from ._runtime import INSTALL_HINT, duplicate_runtimes, installed_runtimes
 from .cache import CACHE_ENV, cache_problem, cache_root
+from .cache_index import MAX_MB_ENV, max_mb
 from .ep_libraries import ensure_library
+from .errors import OptionError
 from .plugins.types import DoctorCheck
 from .selection.autotune import RECORD_FOLDER, stale_records
 
@@ -73,10 +75,16 @@ def _library_checks(plugins: PluginHost) -> list[DoctorCheck]:
 
 
 def _cache_checks(ort_version: str | None) -> list[DoctorCheck]:
-    """The autotune folder must be (or be creatable as) a writable directory, its records current."""
+    """The autotune folder must be (or be creatable as) a writable directory, its records
+    current, and the size cap, if set, a size."""
     problem = cache_problem(RECORD_FOLDER)
     if problem is not None:
         return [DoctorCheck("cache", False, problem, f"set {CACHE_ENV} to a writable directory")]
+    try:
+        max_mb()
+    except OptionError as exc:
+        fix = f"set {MAX_MB_ENV} to a number of MB, or unset it for no cap"
+        return [DoctorCheck("cache", False, f"{exc}; the cache is not capped", fix)]
     stale = stale_records(ort_version)
     if stale:
         listed = " ".join(str(p) for p in stale)

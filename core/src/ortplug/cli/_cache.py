@@ -7,7 +7,7 @@ import json
 import time
 
 from ..cache import cache_root
-from ..cache_index import CacheEntry, clear, entries, max_mb, prune
+from ..cache_index import CacheEntry, clear, configured_cap, entries, max_mb, prune
 
 __all__ = ["cache"]
 
@@ -76,12 +76,15 @@ def cache(args: argparse.Namespace) -> int:
             )
         return 0
     listed = entries()
+    cap = configured_cap()
     if args.json:
-        print(json.dumps({"root": str(root), "entries": [e.to_dict() for e in listed]}))
+        rows = [e.to_dict() for e in listed]
+        print(json.dumps({"root": str(root), "max_mb": cap, "entries": rows}))
         return 0
     total = sum(entry.size for entry in listed)
     stale = sum(1 for entry in listed if entry.stale)
-    print(f"{root}: {_entries(len(listed))}, {_size(total)}, {stale} stale")
+    capped = f", capped at {cap:g} MB" if cap is not None else ""
+    print(f"{root}: {_entries(len(listed))}, {_size(total)}, {stale} stale{capped}")
     for line in _rows(listed):
         print(line)
     return 0
