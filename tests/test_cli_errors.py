@@ -17,6 +17,7 @@ import models
 import numpy as np
 import onnx
 import onnxruntime
+import ortplug.cli.main as main_module
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
@@ -209,10 +210,47 @@ def test_help_and_argument_errors_import_neither_numpy_nor_onnxruntime(args) -> 
 
 
 def test_kept_help_pages_are_what_the_parser_renders() -> None:
-    from ortplug.cli._help_pages import PAGES
+    from ortplug.cli._help_pages import PAGES, PYTHON
     from ortplug.cli._parser import help_pages
 
-    assert help_pages() == PAGES, "the parser changed: run python -m ortplug.cli._parser"
+    if sys.version_info[:2] == PYTHON:
+        assert help_pages() == PAGES, "the parser changed: run python -m ortplug.cli._parser"
+    else:  # rendered by another Python's argparse: not used here
+        assert main_module._help_page(["--help"]) is None
+    assert all(max(map(len, page.splitlines())) <= 78 for page in help_pages().values())
+
+
+def test_under_another_python_argparse_answers_help(monkeypatch, capsys) -> None:
+    monkeypatch.setattr(main_module, "PYTHON", (3, 0))
+    assert main_module._help_page(["run", "--help"]) is None
+    with pytest.raises(SystemExit) as exited:
+        main_module.main(["run", "--help"])
+    assert exited.value.code == 0
+    assert capsys.readouterr().out.startswith("usage: ortplug run [-h]")
+
+
+@pytest.mark.parametrize("redirect", [">&-", ">/dev/full"])
+def test_help_that_cannot_be_written_ends_as_argparse_does(redirect: str) -> None:
+    """No stdout: help goes to stderr; a full disk: nothing, no traceback; both exit 0."""
+    kept, parsed = (
+        subprocess.run(
+            ["bash", "-c", f'"$0" {args} {redirect}', ORTPLUG],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        for args in ("--help", "--json --help")
+    )
+    assert kept.returncode == parsed.returncode == 0
+    assert kept.stderr == parsed.stderr
+    assert "Traceback" not in kept.stderr
+    assert kept.stderr.startswith("usage: ortplug") == (redirect == ">&-")
+
+
+def test_an_empty_command_with_help_is_a_usage_error_as_argparse_says() -> None:
+    done = _cli("", "--help")
+    assert done.returncode == 2
+    assert "ortplug: error: argument COMMAND: invalid choice: ''" in done.stderr
 
 
 @pytest.mark.parametrize("command", [[], ["run"], ["cache"]])

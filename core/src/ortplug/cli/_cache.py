@@ -7,7 +7,7 @@ import json
 import time
 
 from ..cache import cache_root
-from ..cache_index import CacheEntry, clear, configured_cap, entries, max_mb, prune
+from ..cache_index import CacheEntry, clear, configured_cap, entries, prune
 
 __all__ = ["cache"]
 
@@ -58,7 +58,7 @@ def cache(args: argparse.Namespace) -> int:
         )
         return 0
     if args.action == "prune":
-        limit = args.max_mb if args.max_mb is not None else max_mb()
+        limit = args.max_mb if args.max_mb is not None else configured_cap()
         removed = prune(limit)
         if args.json:
             print(json.dumps({"removed": [e.to_dict() for e in removed], "max_mb": limit}))

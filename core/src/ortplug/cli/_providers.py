@@ -33,12 +33,14 @@ __all__ = ["GRAMMAR_HELP", "ProviderEntry", "chain_label", "provider_chain", "re
 #: The grammar in a few lines, for ``--help``.
 GRAMMAR_HELP = """\
 --providers takes a chain, tried in order, strictly enforced:
-  cuda,cpu                                   kinds (or ONNX Runtime names)
+  cuda,cpu                      kinds (or ONNX Runtime names)
   cuda:device_id=1,gpu_mem_limit=2000000000,cpu:threads=4
-                                             options follow a kind after ':'; a token
-                                             with '=' belongs to the provider before it
-  '[{"kind": "cuda", "device_id": 1}, "cpu"]'   JSON (for values containing commas)
-values: integers, numbers, true/false/1/0, text; `ortplug info` lists the kinds"""
+                                options follow a kind after ':'; a token
+                                with '=' belongs to the provider before it
+  '[{"kind": "cuda", "device_id": 1}, "cpu"]'
+                                JSON (for values containing commas)
+values: integers, numbers, true/false/1/0, text; `ortplug info` lists the
+kinds"""
 
 _KIND = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 _FIELD = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")

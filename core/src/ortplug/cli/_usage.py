@@ -48,14 +48,14 @@ def positive_int(value: str) -> int:
 
 
 def non_negative_float(value: str) -> float:
-    """A size or amount of 0 or more (``cache prune --max-mb``)."""
+    """A finite size or amount of 0 or more (``cache prune --max-mb``)."""
     try:
         number = float(value)
     except ValueError:
         number = -1.0
-    if not number >= 0:
-        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {value!r}")
-    return number
+    if not 0 <= number < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a finite number >= 0, got {value!r}")
+    return abs(number)  # -0 is 0
 
 
 def thread_counts(value: str) -> list[int]:

@@ -12,7 +12,7 @@ import os
 import sys
 import warnings
 
-from ._help_pages import PAGES
+from ._help_pages import PAGES, PYTHON
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (--help needs none)
 if TYPE_CHECKING:
@@ -68,17 +68,34 @@ def _show_warning(  # noqa: PLR0917 (the signature of warnings.showwarning)
     print(f"ortplug: warning: {_one_line(str(message))}", file=file or sys.stderr)
 
 
-def _stdout_closed() -> int:
-    """Stdout's reader went away (``| head``): stop quietly, as a killed-by-SIGPIPE tool would."""
+def _silence_stdout() -> None:
+    """Stdout cannot be written (its reader went away: ``| head``): send what is left nowhere,
+    so the interpreter's final flush does not fail again."""
     devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())  # the interpreter's final flush must not fail again
-    return 141
+    os.dup2(devnull, sys.stdout.fileno())
+
+
+def _print_help(page: str) -> int:
+    """Print a kept page as argparse prints help: to stderr when there is no stdout, and a page
+    that cannot be written is no error (a closed pipe exits 141, as for every command)."""
+    stream = sys.stdout or sys.stderr
+    try:
+        stream.write(page)
+        stream.flush()
+    except OSError as exc:
+        if stream is sys.stdout:
+            _silence_stdout()
+        return 141 if isinstance(exc, BrokenPipeError) else 0
+    return 0
 
 
 def _help_page(arguments: Sequence[str]) -> str | None:
-    """The kept page for ``ortplug -h|--help`` or ``ortplug COMMAND -h|--help``, else None."""
-    *command, flag = arguments or [""]
-    if flag not in ("-h", "--help") or len(command) > 1:
+    """The kept page for ``ortplug -h|--help`` or ``ortplug COMMAND -h|--help``, else None
+    (argparse answers: another Python's argparse lays help out its own way)."""
+    if sys.version_info[:2] != PYTHON or not arguments:
+        return None
+    *command, flag = arguments
+    if flag not in ("-h", "--help") or len(command) > 1 or command == [""]:
         return None
     return PAGES.get(command[0] if command else "")
 
@@ -88,12 +105,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     arguments = sys.argv[1:] if argv is None else list(argv)
     page = _help_page(arguments)
     if page is not None:
-        try:
-            sys.stdout.write(page)
-            sys.stdout.flush()
-        except BrokenPipeError:  # ortplug --help | head -1
-            return _stdout_closed()
-        return 0
+        return _print_help(page)
     from ._parser import build_parser
 
     args = build_parser().parse_args(arguments)
@@ -107,7 +119,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout.flush()
         return code
     except BrokenPipeError:
-        return _stdout_closed()
+        _silence_stdout()
+        return 141
     except KeyboardInterrupt:
         print(f"{prog}: interrupted", file=sys.stderr)
         return 130
