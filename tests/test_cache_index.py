@@ -93,11 +93,18 @@ def test_describe_records_model_and_runtime(ortplug_cache: Path, tmp_path: Path)
     )
 
 
-def test_the_cap_variable_names_itself_when_wrong() -> None:
+@pytest.mark.parametrize("value", ["lots", "-1", "nan", "inf", "1e400"])
+def test_the_cap_variable_names_itself_when_wrong(value: str) -> None:
     assert max_mb({"ORTPLUG_CACHE_MAX_MB": "512"}) == 512.0
     assert max_mb({}) is None
-    with pytest.raises(OptionError, match="ORTPLUG_CACHE_MAX_MB: expected a size in MB"):
-        max_mb({"ORTPLUG_CACHE_MAX_MB": "lots"})
+    with pytest.raises(
+        OptionError, match=r"ORTPLUG_CACHE_MAX_MB: expected a size in MB \(a finite"
+    ):
+        max_mb({"ORTPLUG_CACHE_MAX_MB": value})
+
+
+def test_a_negative_zero_cap_is_zero() -> None:
+    assert str(max_mb({"ORTPLUG_CACHE_MAX_MB": "-0"})) == "0.0"
 
 
 def test_the_command_lists_prunes_and_clears(ortplug_cache: Path) -> None:
@@ -180,21 +187,36 @@ def test_the_listing_shows_the_cap_and_names_a_bad_one(ortplug_cache: Path) -> N
     assert bad.returncode == 0
     assert bad.stdout.splitlines()[0].endswith(", 0 stale")
     assert bad.stderr.strip() == (
-        "ortplug: warning: ORTPLUG_CACHE_MAX_MB: expected a size in MB (a number >= 0), "
+        "ortplug: warning: ORTPLUG_CACHE_MAX_MB: expected a size in MB (a finite number >= 0), "
         "got 'lots'; the cache is not capped"
     )
 
 
-def test_doctor_fails_a_bad_cap_with_the_fix(ortplug_cache: Path) -> None:
+def test_prune_warns_about_a_bad_cap_as_the_listing_does(ortplug_cache: Path) -> None:
+    old = _folder("old", 400_000, age_s=3 * 86400, ort_version=ORT)
+    done = _command(ortplug_cache, "cache", "prune", cap="lots")
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.strip().endswith("got 'lots'; the cache is not capped")
+    assert old.exists()
+    refused = _command(ortplug_cache, "cache", "prune", "--max-mb", "inf", "--json", cap="")
+    assert refused.returncode == 2
+    assert "argument --max-mb: expected a finite number >= 0, got 'inf'" in refused.stderr
+
+
+def test_doctor_fails_a_bad_cap_with_the_fix_and_still_checks_the_records(
+    ortplug_cache: Path,
+) -> None:
+    records = ortplug_cache / "autotune"
+    records.mkdir(parents=True)
+    (records / "old.json").write_text(json.dumps({"schema": 1, "ort_version": "1.0.0"}))
     done = _command(ortplug_cache, "doctor", "--json", cap="lots")
-    cache = [c for c in json.loads(done.stdout)["checks"] if c["name"] == "cache"]
-    assert cache == [
-        {
-            "name": "cache",
-            "ok": False,
-            "detail": "ORTPLUG_CACHE_MAX_MB: expected a size in MB (a number >= 0), got 'lots'; "
-            "the cache is not capped",
-            "fix": "set ORTPLUG_CACHE_MAX_MB to a number of MB, or unset it for no cap",
-            "plugin": "",
-        }
-    ]
+    cap, stale = [c for c in json.loads(done.stdout)["checks"] if c["name"] == "cache"]
+    assert cap == {
+        "name": "cache",
+        "ok": False,
+        "detail": "ORTPLUG_CACHE_MAX_MB: expected a size in MB (a finite number >= 0), "
+        "got 'lots'; the cache is not capped",
+        "fix": "set ORTPLUG_CACHE_MAX_MB to a number of MB, or unset it for no cap",
+        "plugin": "",
+    }
+    assert not stale["ok"] and stale["detail"].startswith("1 autotune record(s) from another")

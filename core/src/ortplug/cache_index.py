@@ -14,6 +14,7 @@ plugin uses an entry (least recently used first).
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 import warnings
@@ -200,9 +201,11 @@ def max_mb(environ: dict[str, str] | None = None) -> float | None:
         value = float(raw)
     except ValueError:
         value = -1.0
-    if not value >= 0:
-        raise OptionError(f"{MAX_MB_ENV}: expected a size in MB (a number >= 0), got {raw!r}")
-    return value
+    if not 0 <= value < math.inf:
+        raise OptionError(
+            f"{MAX_MB_ENV}: expected a size in MB (a finite number >= 0), got {raw!r}"
+        )
+    return abs(value)  # -0 is 0
 
 
 def configured_cap(*, stacklevel: int = 2) -> float | None:
@@ -210,7 +213,9 @@ def configured_cap(*, stacklevel: int = 2) -> float | None:
     try:
         return max_mb()
     except OptionError as exc:
-        warnings.warn(f"{exc}; the cache is not capped", OrtplugConfigWarning, stacklevel=stacklevel)
+        warnings.warn(
+            f"{exc}; the cache is not capped", OrtplugConfigWarning, stacklevel=stacklevel
+        )
         return None
 
 

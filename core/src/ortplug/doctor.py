@@ -80,23 +80,24 @@ def _cache_checks(ort_version: str | None) -> list[DoctorCheck]:
     problem = cache_problem(RECORD_FOLDER)
     if problem is not None:
         return [DoctorCheck("cache", False, problem, f"set {CACHE_ENV} to a writable directory")]
+    checks = []
     try:
         max_mb()
     except OptionError as exc:
         fix = f"set {MAX_MB_ENV} to a number of MB, or unset it for no cap"
-        return [DoctorCheck("cache", False, f"{exc}; the cache is not capped", fix)]
+        checks.append(DoctorCheck("cache", False, f"{exc}; the cache is not capped", fix))
     stale = stale_records(ort_version)
     if stale:
         listed = " ".join(str(p) for p in stale)
-        return [
+        checks.append(
             DoctorCheck(
                 "cache",
                 False,
                 f"{len(stale)} autotune record(s) from another ONNX Runtime version or unreadable",
                 f"rm {listed}  (then `ortplug bench MODEL --save` again)",
             )
-        ]
-    return [DoctorCheck("cache", True, f"{cache_root()}")]
+        )
+    return checks or [DoctorCheck("cache", True, f"{cache_root()}")]
 
 
 def run_checks(plugins: PluginHost) -> list[DoctorCheck]:

@@ -316,6 +316,24 @@ def test_doctor_flags_an_unusable_adapter_and_an_unwritable_cache(
     assert os.environ.get(MESA_CACHE_ENV) is None  # the doctor sets nothing
 
 
+def test_the_doctor_neither_records_nor_evicts_cache_entries(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A diagnosis changes nothing: with a cap of 0 the shader-cache check once emptied the cache."""
+    monkeypatch.delenv(MESA_CACHE_ENV, raising=False)
+    monkeypatch.setenv("ORTPLUG_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("ORTPLUG_CACHE_MAX_MB", "0")
+    engine = tmp_path / "tensorrt" / "engines" / "old"
+    engine.mkdir(parents=True)
+    (engine / "ortplug-entry.json").write_text('{"kind": "TensorRT engine"}')
+    for path in [*engine.iterdir(), engine]:
+        os.utime(path, (1.0, 1.0))
+    checks = _doctor(adapters=[RTX])
+    assert checks["webgpu shader cache"].ok
+    assert engine.exists()
+    assert not list((tmp_path / "webgpu").rglob("ortplug-entry.json"))
+
+
 # --- prepare: shader cache, opt-in, graph capture ---------------------------------------------
 
 

@@ -33,7 +33,7 @@ from .probes import (
     software_allowed,
 )
 from .readiness import assess_webgpu
-from .shader_cache import MESA_CACHE_ENV, use_shader_cache
+from .shader_cache import MESA_CACHE_ENV, shader_cache_path, use_shader_cache
 
 __all__ = [
     "FP16_PREFERENCE",
@@ -142,7 +142,7 @@ def ortplug_prepare_provider(
 def _shader_cache_check() -> DoctorCheck:
     """Mesa's shader cache folder (the user's, or ortplug's keyed one) can be created and written."""
     try:
-        folder = use_shader_cache(dict(os.environ))  # a copy: the doctor sets no variable
+        folder = shader_cache_path()  # not use_shader_cache: a diagnosis records nor evicts
         folder.mkdir(parents=True, exist_ok=True)
         problem = None if os.access(folder, os.W_OK) else f"{folder} is not writable"
     except OSError as exc:
