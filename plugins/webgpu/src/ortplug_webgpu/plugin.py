@@ -142,7 +142,7 @@ def ortplug_prepare_provider(
 def _shader_cache_check() -> DoctorCheck:
     """Mesa's shader cache folder (the user's, or ortplug's keyed one) can be created and written."""
     try:
-        folder = shader_cache_path()  # not use_shader_cache: a diagnosis records nor evicts
+        folder = shader_cache_path()  # not use_shader_cache: a diagnosis neither records nor evicts
         folder.mkdir(parents=True, exist_ok=True)
         problem = None if os.access(folder, os.W_OK) else f"{folder} is not writable"
     except OSError as exc:
