@@ -40,6 +40,7 @@ __all__ = [
     "describe",
     "entries",
     "max_mb",
+    "parse_size_mb",
     "prune",
 ]
 
@@ -197,15 +198,22 @@ def max_mb(environ: dict[str, str] | None = None) -> float | None:
     raw = (os.environ if environ is None else environ).get(MAX_MB_ENV, "").strip()
     if not raw:
         return None
-    try:
-        value = float(raw)
-    except ValueError:
-        value = -1.0
-    if not 0 <= value < math.inf:
+    value = parse_size_mb(raw)
+    if value is None:
         raise OptionError(
             f"{MAX_MB_ENV}: expected a size in MB (a finite number >= 0), got {raw!r}"
         )
-    return abs(value)  # -0 is 0
+    return value
+
+
+def parse_size_mb(text: str) -> float | None:
+    """A cache size in MB (``ORTPLUG_CACHE_MAX_MB``, ``--max-mb``): a finite number >= 0, -0
+    read as 0; ``None`` for anything else."""
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return abs(value) if 0 <= value < math.inf else None
 
 
 def configured_cap(*, stacklevel: int = 2) -> float | None:

@@ -22,8 +22,8 @@ from ._usage import (
     input_dir,
     model_file,
     model_source,
-    non_negative_float,
     positive_int,
+    size_mb,
     thread_counts,
     tolerance_pair,
 )
@@ -228,7 +228,7 @@ def _parser_and_commands() -> tuple[argparse.ArgumentParser, dict[str, argparse.
     )
     cache.add_argument(
         "--max-mb",
-        type=non_negative_float,
+        type=size_mb,
         help="with prune: the size to keep under (default: $ORTPLUG_CACHE_MAX_MB, else no cap)",
     )
     _add_json(cache)

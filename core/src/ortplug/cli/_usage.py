@@ -22,8 +22,8 @@ __all__ = [
     "input_dir",
     "model_file",
     "model_source",
-    "non_negative_float",
     "positive_int",
+    "size_mb",
     "thread_counts",
     "tolerance_pair",
 ]
@@ -47,15 +47,14 @@ def positive_int(value: str) -> int:
     return number
 
 
-def non_negative_float(value: str) -> float:
-    """A finite size or amount of 0 or more (``cache prune --max-mb``)."""
-    try:
-        number = float(value)
-    except ValueError:
-        number = -1.0
-    if not 0 <= number < float("inf"):
+def size_mb(value: str) -> float:
+    """A cache size in MB (``cache prune --max-mb``), read as ``ORTPLUG_CACHE_MAX_MB`` is."""
+    from ..cache_index import parse_size_mb  # only when the flag is given
+
+    number = parse_size_mb(value)
+    if number is None:
         raise argparse.ArgumentTypeError(f"expected a finite number >= 0, got {value!r}")
-    return abs(number)  # -0 is 0
+    return number
 
 
 def thread_counts(value: str) -> list[int]:
