@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from ortplug import HostProbe, LocalCheckpoint, OnnxBackend, PluginHost, hookimpl
+from ortplug import cache_index
 from ortplug.cache import cache_dir, trusted_folder
 from ortplug.errors import CacheError, OrtplugCacheWarning, VerificationWarning
 from ortplug.plugins import _entry_points
@@ -211,3 +212,125 @@ def test_cli_verify_and_run_go_on_with_a_cache_root_that_is_a_file(tmp_path: Pat
         warned = [line for line in done.stderr.splitlines() if "without its cache" in line]
         assert len(warned) == 1 and f"{blocker} is not a directory" in warned[0], done.stderr
     assert blocker.read_text() == ""
+
+
+# -- item 25: `ortplug cache clear` removes only what ortplug wrote -------------------------------
+
+
+def _files(folder: Path) -> list[str]:
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*"))
+
+
+def _user_folder(root: Path) -> Path:
+    """A folder that is not ortplug's: a home with keys and a project's sources, and one record."""
+    (root / ".ssh").mkdir(parents=True)
+    (root / ".ssh" / "id_ed25519").write_text("secret")
+    (root / "src").mkdir()
+    (root / "src" / "main.py").write_text("print('mine')")
+    (root / "verify").mkdir()
+    (root / "verify" / "0123.json").write_text("{}")
+    return root
+
+
+def test_clear_refuses_a_root_without_the_marker_that_holds_other_files(
+    tmp_path: Path, monkeypatch
+) -> None:
+    home = _user_folder(tmp_path / "home")
+    before = _files(home)
+    monkeypatch.setenv("ORTPLUG_CACHE_DIR", str(home))
+    with pytest.raises(CacheError, match=r"no ortplug-cache.json\) and holds what ortplug did not write \(.ssh, src\); nothing was removed"):
+        cache_index.clear()
+    assert _files(home) == before
+    done = subprocess.run(
+        [ORTPLUG, "cache", "clear"], capture_output=True, text=True,
+        env={**os.environ, "ORTPLUG_CACHE_DIR": str(home)},
+    )  # fmt: skip
+    assert done.returncode == 1 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert "is not marked as ortplug's cache" in done.stderr and _files(home) == before
+
+
+def test_clear_removes_ortplugs_folders_and_nothing_else(ortplug_cache: Path) -> None:
+    cache_dir("verify")
+    (cache_dir("verify") / "0123.json").write_text("{}")
+    engine = cache_dir("tensorrt", "engines", "k")
+    cache_index.describe(engine, kind="TensorRT engine")
+    assert json.loads((ortplug_cache / "ortplug-cache.json").read_text())["folders"] == [
+        "tensorrt",
+        "verify",
+    ]
+    (ortplug_cache / "notes.txt").write_text("mine")
+    (ortplug_cache / "mine").mkdir()
+    (ortplug_cache / "mine" / "data.bin").write_text("mine")
+    assert cache_index.clear() == 2
+    assert _files(ortplug_cache) == ["mine", "mine/data.bin", "notes.txt", "ortplug-cache.json"]
+
+
+def test_an_earlier_ortplug_cache_without_the_marker_is_adopted(ortplug_cache: Path) -> None:
+    (ortplug_cache / "autotune").mkdir(parents=True)
+    (ortplug_cache / "autotune" / "0123.json").write_text("{}")
+    engine = ortplug_cache / "tensorrt" / "engines" / "k"
+    engine.mkdir(parents=True)
+    (engine / "ortplug-entry.json").write_text('{"kind": "TensorRT engine"}')
+    (engine / "model.engine").write_bytes(b"x")
+    assert cache_index.clear() == 2
+    assert _files(ortplug_cache) == ["ortplug-cache.json"]
+
+
+# -- item 26: never listed, measured or removed through a symbolic link ---------------------------
+
+
+def test_prune_never_follows_a_symlinked_record_folder(ortplug_cache: Path, tmp_path: Path) -> None:
+    user = tmp_path / "userdata"
+    user.mkdir()
+    (user / "notes.json").write_text(json.dumps({"model_path": str(tmp_path / "gone.onnx")}))
+    ortplug_cache.mkdir()
+    (ortplug_cache / "verify").symlink_to(user)
+    assert cache_index.entries() == [] and cache_index.prune() == []
+    assert (user / "notes.json").exists()
+    from ortplug.plugins import _probe_cache
+
+    (ortplug_cache / "probes").symlink_to(user)
+    with pytest.warns(OrtplugCacheWarning, match="probes is a symbolic link"):
+        assert _probe_cache.clear() == 0
+    assert (user / "notes.json").exists()
+
+
+def test_a_symlinked_plugin_folder_is_not_entered(ortplug_cache: Path, tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    (project / "build").mkdir(parents=True)
+    (project / "build" / "ortplug-entry.json").write_text('{"model_path": "/gone.onnx"}')
+    (project / "build" / "main.c").write_text("int main;")
+    cache_dir("verify")
+    (ortplug_cache / "tensorrt").symlink_to(project)
+    assert cache_index.entries() == [] and cache_index.prune() == []
+    cache_index.clear()
+    assert _files(project) == ["build", "build/main.c", "build/ortplug-entry.json"]
+
+
+# -- item 19: records name their model by an absolute path ----------------------------------------
+
+
+def test_records_are_never_stale_because_of_the_current_directory(
+    ortplug_cache: Path, variants: Path, tmp_path: Path, monkeypatch
+) -> None:
+    from ortplug.checkpoint import select_variant
+    from ortplug.selection import autotune
+    from ortplug.testing import make_host
+
+    monkeypatch.chdir(variants.parent)
+    checkpoint = LocalCheckpoint(Path(variants.name)).resolve()  # a relative path
+    OnnxBackend.from_checkpoint(select_variant(checkpoint, "int8"), providers=["cpu"], verify=True)
+    autotune.save(checkpoint, make_host(), autotune.TunedSetting(("cpu",), 1, 1.5, 0.1))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    listed = {e.kind: e for e in cache_index.entries()}
+    assert {"verification verdict", "autotune record"} <= set(listed)
+    assert all(e.stale is None for e in listed.values())
+    for kind in ("verification verdict", "autotune record"):
+        model = listed[kind].model
+        assert model is not None and Path(model).is_absolute() and Path(model).exists()
+    assert cache_index.prune() == []
+    old = ortplug_cache / "verify" / "0123.json"  # as an earlier ortplug wrote it: relative
+    old.write_text(json.dumps({"model_path": "m.int8.onnx", "ort_version": None}))
+    assert {e.path: e.stale for e in cache_index.entries()}[old] is None
