@@ -334,3 +334,13 @@ def test_records_are_never_stale_because_of_the_current_directory(
     old = ortplug_cache / "verify" / "0123.json"  # as an earlier ortplug wrote it: relative
     old.write_text(json.dumps({"model_path": "m.int8.onnx", "ort_version": None}))
     assert {e.path: e.stale for e in cache_index.entries()}[old] is None
+
+
+def test_doctor_and_plugins_see_a_cache_others_can_write(ortplug_cache: Path) -> None:
+    from ortplug.cache import cache_problem
+
+    cache_dir("tensorrt")
+    ortplug_cache.chmod(0o777)
+    assert "is writable by every user (mode 777)" in str(cache_problem("tensorrt", "engines"))
+    ortplug_cache.chmod(0o700)
+    assert cache_problem("tensorrt", "engines") is None

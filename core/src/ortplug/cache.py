@@ -282,7 +282,8 @@ def cache_problem(*parts: str, environ: Mapping[str, str] | None = None) -> str 
 
     Cheap and side-effect free apart from one test file created and removed in
     the directory when it exists: catches a file, a symlink loop, a dangling
-    link or a read-only directory before anything is computed for the cache.
+    link or a read-only directory before anything is computed for the cache, and
+    what :func:`cache_dir` refuses (a link below the root, a folder others can write).
     """
     path = cache_root(environ).joinpath(*parts)
     found, info = _existing_ancestor(path)
@@ -290,6 +291,9 @@ def cache_problem(*parts: str, environ: Mapping[str, str] | None = None) -> str 
         return info
     if not stat.S_ISDIR(info.st_mode):
         return f"{found} is not a directory"
+    _, untrusted = _prepare(parts, environ, create=False)
+    if untrusted not in (None, _ABSENT):
+        return untrusted
     if found != path:  # it would be created inside ``found``
         return None if os.access(found, os.W_OK | os.X_OK) else f"{found} is not writable"
     return _write_probe(path)
