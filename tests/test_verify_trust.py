@@ -290,3 +290,22 @@ def test_a_variant_that_onnx_runtime_refuses_gives_way_to_the_reference(tmp_path
             OnnxBackend.from_checkpoint(
                 select_variant(checkpoint, "int8"), providers=["cpu"], verify=True
             )
+
+
+def test_a_package_variant_for_another_provider_with_a_broken_file_is_left_out(
+    tmp_path: Path,
+) -> None:
+    checkpoint = mlp_with_variants(tmp_path, "fp16")
+    assert checkpoint.weights_path is not None
+    component = tmp_path / "pkg" / "models" / "mlp"
+    for name, data in (("cpu", checkpoint.weights_path.read_bytes()), ("gpu", b"not a model")):
+        (component / name).mkdir(parents=True)
+        (component / name / "model.onnx").write_bytes(data)
+    variants = {"cpu": {"ep": "CPUExecutionProvider"}, "gpu": {"ep": "CUDAExecutionProvider"}}
+    (component / "metadata.json").write_text(json.dumps({"variants": variants}))
+    with pytest.warns(VerificationWarning, match="variant 'gpu': .*not a valid ONNX model.*left out"):
+        resolved = LocalCheckpoint(component).resolve()
+    assert resolved.metadata.variants == ()
+    (component / "cpu" / "model.onnx").write_bytes(b"not a model")  # the reference itself
+    with pytest.raises(CheckpointError, match="variant 'cpu': .*not a valid ONNX model"):
+        LocalCheckpoint(component).resolve()

@@ -154,7 +154,14 @@ def _keys(value: Mapping[Any, Any]) -> str:
 
 
 #: What an exact output holds, by numpy kind, for the message.
-_EXACT_KINDS = {"b": "boolean", "i": "integer", "u": "integer", "U": "string", "S": "string"}
+_EXACT_KINDS = {
+    "b": "boolean",
+    "i": "integer",
+    "u": "integer",
+    "U": "string",
+    "S": "string",
+    "O": "string",  # ONNX Runtime's string tensors are object arrays of str
+}
 
 
 def _exact(where: str, reference: np.ndarray, output: np.ndarray) -> tuple[float, str | None]:

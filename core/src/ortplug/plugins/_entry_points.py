@@ -92,9 +92,10 @@ def _key(group: str) -> str:
 def _declaration(dist: object) -> str | None:
     """The ``entry_points.txt`` a distribution found on disk declares its entry points in."""
     folder = getattr(dist, "_path", None)  # PathDistribution's folder; other finders have none
-    if folder is None:
+    try:
+        return os.path.join(os.path.realpath(os.fspath(folder)), "entry_points.txt")
+    except TypeError:  # none, or inside a zip file: not a file it can be checked against
         return None
-    return os.path.join(os.path.realpath(os.fspath(folder)), "entry_points.txt")
 
 
 def _scan(group: str) -> list[tuple[PluginEntryPoint, str | None]]:
