@@ -1,14 +1,17 @@
 """Verification: a provider's (or a variant's) outputs against the CPU provider on the reference weights.
 
-Every output is compared: its largest absolute difference against
+Every output is compared: a floating one by its largest absolute difference against
 ``atol + rtol * max|reference|`` (:class:`~ortplug.checkpoint.Tolerance`), and for
 classifier-shaped outputs (rows of class scores, rank 2) whether each row's
 argmax agrees; a row whose reference top-1 leads its runner-up by less than the
-allowed difference may flip. What was measured (not the verdict: the tolerance
-may change) is cached under ``<cache>/verify/`` per model fingerprint, variant,
-chain with its options, realized providers, inputs, ONNX Runtime version and
-host, so a verification costs once; a corrupt record is ignored with an
-:class:`~ortplug.errors.OrtplugCacheWarning`.
+allowed difference may flip. Integer, boolean and string outputs (labels, token
+ids, indices) must match exactly. Sequences and maps are compared value by value.
+What was measured (not the verdict: the tolerance may change) is cached under
+``<cache>/verify/`` per model fingerprint, variant, chain with its options,
+realized providers, inputs, ONNX Runtime version and host, so a verification
+costs once. A record is untrusted input: one that is corrupt, or impossible for
+the model (an output it lacks, a negative difference, an exact output that
+differs), is ignored with an :class:`~ortplug.errors.OrtplugCacheWarning`.
 """
 
 from __future__ import annotations
@@ -55,7 +58,8 @@ class OutputCheck:
 
     ``argmax_rows`` is the number of rows compared for argmax (0: not classifier-shaped);
     ``argmax_flips`` the reference's top-1 margin of each row whose argmax differs.
-    ``mismatch`` says what made the outputs incomparable (a shape or a kind), if anything.
+    ``mismatch`` says what made the outputs incomparable (a shape, a kind, a sequence's length,
+    a map's keys) or differ where they must be equal (an exact output), if anything.
     """
 
     name: str

@@ -22,7 +22,8 @@ when present and otherwise infers the precision from the graph. The reference is
 variant the CPU provider may run (``ep`` absent or ``CPUExecutionProvider``) with the
 highest precision; every other variant becomes a :class:`Variant` of it. A variant's
 ``device``, ``compatibility_string``, ``session_options`` and ``provider_options`` are
-not applied.
+not applied. A variant made for another provider whose file cannot be read is left out
+with a :class:`~ortplug.errors.VerificationWarning`.
 """
 
 from __future__ import annotations
