@@ -23,6 +23,7 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 import attrs
 
@@ -91,7 +92,7 @@ def _key(group: str) -> str:
 
 def _declaration(dist: object) -> str | None:
     """The ``entry_points.txt`` a distribution found on disk declares its entry points in."""
-    folder = getattr(dist, "_path", None)  # PathDistribution's folder; other finders have none
+    folder: Any = getattr(dist, "_path", None)  # PathDistribution's folder; other finders have none
     try:
         return os.path.join(os.path.realpath(os.fspath(folder)), "entry_points.txt")
     except TypeError:  # none, or inside a zip file: not a file it can be checked against
