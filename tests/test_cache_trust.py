@@ -130,8 +130,10 @@ def test_a_cache_other_users_can_write_is_not_used(ortplug_cache) -> None:
     assert probe.runs == 2  # the facts in it were not read
     (warning,) = [w for w in caught if "writable by every user" in str(w.message)]
     message = str(warning.message)
-    assert message.startswith(f"ortplug goes on without its cache: {ortplug_cache} is writable")
-    assert f"chmod go-w {ortplug_cache}" in message and "\n" not in message
+    assert message.startswith(
+        f"the cache is not used, the run goes on without it: {ortplug_cache} is writable"
+    )
+    assert f"`chmod go-w {ortplug_cache}` makes it yours alone" in message and "\n" not in message
     with pytest.raises(CacheError, match="writable by every user"):
         cache_dir("tensorrt")
     ortplug_cache.chmod(0o700)
@@ -175,7 +177,8 @@ def test_an_unusable_verdict_folder_is_one_warning_and_the_build_goes_on(
             assert backend.report.verification.passed and not backend.report.verification.cached
     lines = [str(w.message) for w in caught if issubclass(w.category, OrtplugCacheWarning)]
     assert lines == [
-        f"ortplug goes on without its cache: {ortplug_cache / 'verify'} is not a directory; "
+        f"the cache is not used, the run goes on without it: {ortplug_cache / 'verify'} is not a "
+        "directory; "
         f"set ORTPLUG_CACHE_DIR to a writable directory (now: {ortplug_cache})"
     ]
     assert not _no_verification_warnings(caught)
@@ -191,7 +194,7 @@ def test_a_read_only_cache_without_a_verdict_still_verifies(ortplug_cache, varia
     else:
         ortplug_cache.chmod(0o500)
     try:
-        with pytest.warns(OrtplugCacheWarning, match="goes on without its cache: .*verify cannot be created"):
+        with pytest.warns(OrtplugCacheWarning, match="the run goes on without it: .*verify cannot be created"):
             backend = OnnxBackend.from_checkpoint(
                 LocalCheckpoint(variants), plugins=make_plugin_host(environ=VNNI)
             )
@@ -209,7 +212,7 @@ def test_cli_verify_and_run_go_on_with_a_cache_root_that_is_a_file(tmp_path: Pat
     for command in (["verify", str(variants)], ["run", str(variants), "--repeat", "1"]):
         done = subprocess.run([ORTPLUG, *command], capture_output=True, text=True, env=env)
         assert done.returncode == 0, done.stderr
-        warned = [line for line in done.stderr.splitlines() if "without its cache" in line]
+        warned = [line for line in done.stderr.splitlines() if "goes on without it" in line]
         assert len(warned) == 1 and f"{blocker} is not a directory" in warned[0], done.stderr
     assert blocker.read_text() == ""
 

@@ -84,8 +84,8 @@ def _foreign_writers(path: Path, info: os.stat_result) -> str | None:
     if mode & stat.S_IWOTH or group:
         who = "every user" if mode & stat.S_IWOTH else "its group"
         return (
-            f"{path} is writable by {who} (mode {mode:o}), who could plant records in it; "
-            f"run `chmod go-w {path}`"
+            f"{path} is writable by {who} (mode {mode:o}), who could plant records in it "
+            f"(`chmod go-w {path}` makes it yours alone)"
         )
     return None
 
@@ -231,7 +231,7 @@ def trusted_folder(*parts: str, create: bool = False) -> Path | None:
     if problem != _ABSENT and problem not in _warned:
         _warned.add(problem)
         warnings.warn(
-            f"ortplug goes on without its cache: {problem}; {_fix(cache_root())}",
+            f"the cache is not used, the run goes on without it: {problem}; {_fix(cache_root())}",
             OrtplugCacheWarning,
             stacklevel=3,
         )
