@@ -51,7 +51,7 @@ def _record(cache: Path) -> Path:
 @pytest.mark.parametrize(
     "row",
     [
-        ["planted", "planted_zen", None, None, "{declaration}"],  # a real file that does not declare it
+        ["planted", "planted_zen", None, None, "{declaration}"],  # a real file, not declaring it
         ["planted", "planted_zen", None, None, "/tmp/x.dist-info/entry_points.txt"],
         ["planted", "planted_zen", None, None],  # the earlier form, without a declaration
     ],
@@ -61,7 +61,7 @@ def test_a_planted_entry_point_row_is_never_imported(ortplug_cache, planted_modu
     record = _record(ortplug_cache)
     rows = json.loads(record.read_text())
     declaration = rows[0][4]
-    rows.append([part.format(declaration=declaration) if isinstance(part, str) else part for part in row])
+    rows.append([p.format(declaration=declaration) if isinstance(p, str) else p for p in row])
     record.write_text(json.dumps(rows))
     assert {point.name for point in _entry_points.discover("ortplug")} == real  # scanned again
     host = PluginHost(environ={})
@@ -159,7 +159,7 @@ def variants(tmp_path: Path) -> Path:
     return checkpoint.weights_path
 
 
-def _no_verification_warnings(caught: list[warnings.WarningMessage]) -> list[str]:
+def _verification_warnings(caught: list[warnings.WarningMessage]) -> list[str]:
     return [str(w.message) for w in caught if issubclass(w.category, VerificationWarning)]
 
 
@@ -181,7 +181,7 @@ def test_an_unusable_verdict_folder_is_one_warning_and_the_build_goes_on(
         "directory; "
         f"set ORTPLUG_CACHE_DIR to a writable directory (now: {ortplug_cache})"
     ]
-    assert not _no_verification_warnings(caught)
+    assert not _verification_warnings(caught)
 
 
 @pytest.mark.skipif(AS_ROOT and not shutil.which("chattr"), reason="root writes anywhere")
@@ -194,7 +194,8 @@ def test_a_read_only_cache_without_a_verdict_still_verifies(ortplug_cache, varia
     else:
         ortplug_cache.chmod(0o500)
     try:
-        with pytest.warns(OrtplugCacheWarning, match="the run goes on without it: .*verify cannot be created"):
+        unwritable = "goes on without it: .*verify cannot be created"
+        with pytest.warns(OrtplugCacheWarning, match=unwritable):
             backend = OnnxBackend.from_checkpoint(
                 LocalCheckpoint(variants), plugins=make_plugin_host(environ=VNNI)
             )
@@ -205,7 +206,7 @@ def test_a_read_only_cache_without_a_verdict_still_verifies(ortplug_cache, varia
         ortplug_cache.chmod(0o700)
 
 
-def test_cli_verify_and_run_go_on_with_a_cache_root_that_is_a_file(tmp_path: Path, variants) -> None:
+def test_cli_verify_and_run_go_on_with_a_cache_root_that_is_a_file(tmp_path, variants) -> None:
     blocker = tmp_path / "blocker"
     blocker.write_text("")
     env = {**os.environ, **VNNI, "ORTPLUG_PLUGINS": "cpu", "ORTPLUG_CACHE_DIR": str(blocker)}
@@ -241,7 +242,8 @@ def test_clear_refuses_a_root_without_the_marker_that_holds_other_files(
     home = _user_folder(tmp_path / "home")
     before = _files(home)
     monkeypatch.setenv("ORTPLUG_CACHE_DIR", str(home))
-    with pytest.raises(CacheError, match=r"no ortplug-cache.json\) and holds what ortplug did not write \(.ssh, src\); nothing was removed"):
+    refused = r"no ortplug-cache.json\) and holds what ortplug did not write \(.ssh, src\); nothing"
+    with pytest.raises(CacheError, match=refused):
         cache_index.clear()
     assert _files(home) == before
     done = subprocess.run(

@@ -380,10 +380,11 @@ def clear() -> int:
     ours, others = owned(root)
     if read_marker(root) is None:
         if others:
-            shown = ", ".join(others[:5]) + (f" and {len(others) - 5} more" if len(others) > 5 else "")
+            more = f" and {len(others) - 5} more" if len(others) > 5 else ""
             raise CacheError(
                 f"{root} is not marked as ortplug's cache (no {MARKER}) and holds what ortplug did "
-                f"not write ({shown}); nothing was removed: point {CACHE_ENV} at ortplug's own folder"
+                f"not write ({', '.join(others[:5])}{more}); nothing was removed: point "
+                f"{CACHE_ENV} at ortplug's own folder"
             )
         write_marker(root, ours)  # an earlier ortplug's cache: adopted
     count = len(entries(root))

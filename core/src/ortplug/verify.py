@@ -121,7 +121,9 @@ class _Differs(Exception):
     """Two outputs of different structure (kind, length or keys); the message says where."""
 
 
-def _leaves(reference: Any, output: Any, where: str) -> Iterator[tuple[str, np.ndarray, np.ndarray]]:
+def _leaves(
+    reference: Any, output: Any, where: str
+) -> Iterator[tuple[str, np.ndarray, np.ndarray]]:
     """The tensors at the same place in two outputs (a tensor, or sequences and maps of them).
 
     Values are compared, never their text: ``repr`` abbreviates arrays over 1000 elements.
@@ -135,7 +137,8 @@ def _leaves(reference: Any, output: Any, where: str) -> Iterator[tuple[str, np.n
             yield from _leaves(reference[key], output[key], f"{where}[{key!r}]")
     elif isinstance(reference, (list, tuple)):
         if not isinstance(output, (list, tuple)) or len(output) != len(reference):
-            given = _items(len(output)) if isinstance(output, (list, tuple)) else type(output).__name__
+            sequence = isinstance(output, (list, tuple))
+            given = _items(len(output)) if sequence else type(output).__name__
             raise _Differs(f"{_at(where)}{given}, reference {_items(len(reference))}")
         for index, (ref, out) in enumerate(zip(reference, output)):
             yield from _leaves(ref, out, f"{where}[{index}]")
@@ -191,7 +194,9 @@ def _exact(where: str, reference: np.ndarray, output: np.ndarray) -> tuple[float
     )
 
 
-def _tensor(where: str, reference: np.ndarray, output: np.ndarray) -> tuple[float, float, str | None]:
+def _tensor(
+    where: str, reference: np.ndarray, output: np.ndarray
+) -> tuple[float, float, str | None]:
     """Largest difference, the reference's range and any mismatch of two tensors.
 
     Only floating outputs get a tolerance: integer, boolean and string ones (labels,
@@ -201,7 +206,8 @@ def _tensor(where: str, reference: np.ndarray, output: np.ndarray) -> tuple[floa
         return math.inf, 0.0, f"{_at(where)}shape {output.shape}, reference {reference.shape}"
     if reference.dtype.kind != "f" or output.dtype.kind not in "biuf":
         largest, mismatch = _exact(where, reference, output)
-        scale = float(np.max(np.abs(reference))) if reference.dtype.kind in "biu" and reference.size else 0.0
+        numeric = reference.dtype.kind in "biu" and reference.size
+        scale = float(np.max(np.abs(reference))) if numeric else 0.0
         return largest, scale, mismatch
     if reference.size == 0:
         return 0.0, 0.0, None
