@@ -210,8 +210,15 @@ def broken(tmp_path: Path):
     return checkpoint, plugins, record
 
 
-_ZZ = {"name": "zz", "max_abs": 0, "scale": 1, "argmax_rows": 0, "argmax_flips": []}
-_ZZ["mismatch"] = None
+#: A passing check for an output the model lacks.
+_ZZ = {
+    "name": "zz",
+    "max_abs": 0,
+    "scale": 1,
+    "argmax_rows": 0,
+    "argmax_flips": [],
+    "mismatch": None,
+}
 
 
 @pytest.mark.parametrize(
