@@ -1,0 +1,70 @@
+"""The command line as a new user and a tester tried it (issue 24, items 6-18 but 10).
+
+Each runs the ``ortplug`` console script on real small models built here with ``onnx.helper``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from importlib.metadata import version
+from importlib.resources import files
+from pathlib import Path
+
+import models
+import numpy as np
+import onnx
+import pytest
+
+ORTPLUG = shutil.which("ortplug", path=os.path.dirname(sys.executable)) or "ortplug"
+DEMO = Path(str(files("ortplug.data") / "demo.onnx"))
+DEMO_STATIC = Path(str(files("ortplug.data") / "demo_static.onnx"))
+
+
+def _cli(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [ORTPLUG, *args], capture_output=True, text=True, env={**os.environ, **env}, timeout=300
+    )
+
+
+def _one_error(done: subprocess.CompletedProcess[str], code: int, prefix: str) -> str:
+    """The one stderr line of a failed command, checked for its exit code and prefix."""
+    lines = done.stderr.strip().splitlines()
+    assert (done.returncode, len(lines)) == (code, 1), done.stderr
+    assert lines[0].startswith(prefix), lines[0]
+    assert "Traceback" not in done.stderr
+    return lines[0]
+
+
+# -- 6: a classifier with string labels ----------------------------------------------------------
+
+
+def test_run_prints_the_string_labels_of_a_classifier(tmp_path) -> None:
+    model = models.write(tmp_path, "cls.onnx", models.string_label_classifier())
+    done = _cli("run", str(model), "--repeat", "1", "--json")
+    assert done.returncode == 0, done.stderr
+    outputs = json.loads(done.stdout)["outputs"]
+    assert outputs["label"]["kind"] == "tensor" and outputs["label"]["first"] == ["owl"]
+    assert outputs["probabilities"]["first"][0]["kind"] == "map"
+    text = _cli("run", str(model), "--repeat", "1")
+    assert text.returncode == 0, text.stderr
+    assert "output    label: object (1,) ['owl']" in text.stdout
+
+
+# -- 4: "..." only where values were left out ----------------------------------------------------
+
+
+def test_run_marks_only_values_it_left_out() -> None:
+    done = _cli("run", "--repeat", "1")
+    assert done.returncode == 0, done.stderr
+    logits = next(line for line in done.stdout.splitlines() if line.startswith("output    logits"))
+    assert logits.startswith("output    logits: float32 (1, 3) [") and logits.endswith("]")
+    assert "..." not in logits
+    wide = _cli("run", str(DEMO_STATIC), "--repeat", "1")  # (4, 3): 12 values, 4 shown
+    assert wide.returncode == 0, wide.stderr
+    assert "output    logits: float32 (4, 3) [" in wide.stdout and ", ...]" in wide.stdout
+
+
