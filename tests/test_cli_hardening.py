@@ -68,3 +68,21 @@ def test_run_marks_only_values_it_left_out() -> None:
     assert "output    logits: float32 (4, 3) [" in wide.stdout and ", ...]" in wide.stdout
 
 
+# -- 7, 8: verify's exit codes -------------------------------------------------------------------
+
+
+def test_verify_of_a_chain_that_cannot_be_built_exits_1() -> None:
+    for json_flag in ((), ("--json",)):
+        done = _cli(
+            "verify", str(DEMO), "--providers", "cuda,cpu", *json_flag, CUDA_VISIBLE_DEVICES=""
+        )
+        assert done.returncode == 1, (done.stdout, done.stderr)
+    assert json.loads(done.stdout)["choices"][0]["status"] == "error"
+
+
+def test_verify_of_a_variant_the_model_lacks_is_a_usage_error() -> None:
+    done = _cli("verify", str(DEMO), "--providers", "cpu", "--variant", "int8")
+    line = _one_error(done, 2, "ortplug verify: error: --variant: ")
+    assert "expected one of the variants of" in line and "(it has none), got 'int8'" in line
+
+

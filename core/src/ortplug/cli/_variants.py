@@ -38,7 +38,13 @@ def _explicit_choices(
     checkpoint: ResolvedCheckpoint, chain: list[Any], variant: str | None
 ) -> Iterator[tuple[ResolvedCheckpoint, SessionPlan]]:
     """The chain on the reference weights and on each variant (or on ``variant`` only)."""
-    names = [variant] if variant else [None, *(v.name for v in checkpoint.metadata.variants)]
+    known = [v.name for v in checkpoint.metadata.variants]
+    if variant is not None and variant not in known:
+        raise UsageError(
+            f"--variant: expected one of the variants of {checkpoint.label} "
+            f"({', '.join(known) or 'it has none'}), got {variant!r}"
+        )
+    names = [variant] if variant else [None, *known]
     for name in names:
         candidate = checkpoint if name is None else select_variant(checkpoint, name)
         yield candidate, plan_session(candidate, chain, None, None, None)
@@ -91,7 +97,10 @@ def verify(args: argparse.Namespace) -> int:
     rows = [_row(verifier, candidate, plan) for candidate, plan in choices]
     usable = [i for i, row in enumerate(rows) if row["status"] in ("pass", "reference")]
     chosen = usable[0] if usable and not args.providers else None
-    failed = any(row["status"] == "fail" for row in rows) if args.providers else chosen is None
+    if args.providers:  # the chain is used on every weights checked: each must build and pass
+        failed = any(row["status"] in ("fail", "error") for row in rows)
+    else:
+        failed = chosen is None
     if args.json:
         _print_json(
             {
