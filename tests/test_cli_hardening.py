@@ -86,3 +86,40 @@ def test_verify_of_a_variant_the_model_lacks_is_a_usage_error() -> None:
     assert "expected one of the variants of" in line and "(it has none), got 'int8'" in line
 
 
+# -- 9: model packages everywhere a model is read ------------------------------------------------
+
+
+def _package(root: Path) -> Path:
+    component = root / "models" / "demo" / "cpu"
+    component.mkdir(parents=True)
+    shutil.copy(DEMO, component / "model.onnx")
+    variants = {"cpu": {"ep": "CPUExecutionProvider", "device": "cpu"}}
+    (root / "models" / "demo" / "metadata.json").write_text(
+        json.dumps({"component_name": "demo", "variants": variants})
+    )
+    (root / "manifest.json").write_text(json.dumps({"schema_version": 1, "components": ["demo"]}))
+    return root
+
+
+def test_every_command_that_reads_a_model_takes_a_model_package(tmp_path) -> None:
+    package = str(_package(tmp_path / "pkg"))
+    weights = str(tmp_path / "pkg" / "models" / "demo" / "cpu" / "model.onnx")
+    np.save(tmp_path / "x.npy", np.zeros((3, 8), np.float32))
+    (tmp_path / "in").mkdir()
+    np.save(tmp_path / "in" / "x.npy", np.zeros((3, 8), np.float32))
+    commands = {
+        "run": ("run", package, "--repeat", "1", "--json"),
+        "inspect": ("inspect", package, "--json"),
+        "info": ("info", "--model", package, "--json"),
+        "bench": ("bench", package, "--threads", "1", "--rounds", "1", "--calls", "1", "--json"),
+        "batch": ("batch", package, "--input-dir", str(tmp_path / "in"),
+                  "--output-dir", str(tmp_path / "out"), "--json"),
+    }  # fmt: skip
+    for name, args in commands.items():
+        done = _cli(*args)
+        assert done.returncode == 0, (name, done.stderr)
+        json.loads(done.stdout)
+    assert json.loads(_cli(*commands["inspect"]).stdout)["model"] == weights
+    assert np.load(tmp_path / "out" / "probs.npy").shape == (3, 3)
+
+

@@ -32,6 +32,8 @@ __all__ = ["build_parser", "help_pages"]
 
 #: Columns of help text (argparse's own default on an 80-column terminal).
 _WIDTH = 78
+#: What a command that reads a model takes (``variants`` alone needs an .onnx file to write beside).
+_MODEL_HELP = "an .onnx file or an ORT model package"
 
 
 def _formatter(base: type[argparse.HelpFormatter]) -> Any:
@@ -94,7 +96,7 @@ def _add_verification_commands(sub: argparse._SubParsersAction[_Parser]) -> None
     verify = _with_grammar(
         sub, "verify", "check a model's providers and precision variants against the CPU reference"
     )
-    verify.add_argument("model", type=model_source, help="an .onnx file or an ORT model package")
+    verify.add_argument("model", type=model_source, help=_MODEL_HELP)
     verify.add_argument(
         "--providers",
         type=provider_chain,
@@ -133,7 +135,10 @@ def _parser_and_commands() -> tuple[argparse.ArgumentParser, dict[str, argparse.
 
     run = _with_grammar(sub, "run", "run a model (by default the small demo model shipped here)")
     run.add_argument(
-        "model", nargs="?", type=model_file, help="path to an .onnx file (default: the demo model)"
+        "model",
+        nargs="?",
+        type=model_source,
+        help="an .onnx file or an ORT model package (default: the demo model)",
     )
     _add_input(run)
     run.add_argument(
@@ -153,7 +158,9 @@ def _parser_and_commands() -> tuple[argparse.ArgumentParser, dict[str, argparse.
 
     info = sub.add_parser("info", help="host facts, plugins, and the chain the policy would pick")
     info.add_argument(
-        "--model", type=model_file, help="pick the chain for this model (default: the demo model)"
+        "--model",
+        type=model_source,
+        help="pick the chain for this model or model package (default: the demo model)",
     )
     _add_json(info)
 
@@ -166,11 +173,11 @@ def _parser_and_commands() -> tuple[argparse.ArgumentParser, dict[str, argparse.
     _add_json(doctor)
 
     inspect = sub.add_parser("inspect", help="a model's inputs, outputs, metadata and placement")
-    inspect.add_argument("model", type=model_file, help="path to an .onnx file")
+    inspect.add_argument("model", type=model_source, help=_MODEL_HELP)
     _add_json(inspect)
 
     bench = _with_grammar(sub, "bench", "candidate chains and thread counts side by side")
-    bench.add_argument("model", type=model_file, help="path to an .onnx file")
+    bench.add_argument("model", type=model_source, help=_MODEL_HELP)
     bench.add_argument(
         "--providers",
         action="append",
@@ -198,7 +205,7 @@ def _parser_and_commands() -> tuple[argparse.ArgumentParser, dict[str, argparse.
     _add_verification_commands(sub)
 
     batch = _with_grammar(sub, "batch", "run a folder of inputs through a model, locally or on Ray")
-    batch.add_argument("model", type=model_file, help="path to an .onnx file")
+    batch.add_argument("model", type=model_source, help=_MODEL_HELP)
     batch.add_argument(
         "--input-dir",
         required=True,
