@@ -123,3 +123,73 @@ def test_every_command_that_reads_a_model_takes_a_model_package(tmp_path) -> Non
     assert np.load(tmp_path / "out" / "probs.npy").shape == (3, 3)
 
 
+# -- 11: a closed stdout -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("command", ["info", "plugins", "run --repeat 1"])
+def test_a_closed_stdout_is_one_line_naming_it(command) -> None:
+    done = subprocess.run(
+        ["bash", "-c", f'"$0" {command} >&-', ORTPLUG], capture_output=True, text=True, timeout=120
+    )
+    name = command.split()[0]
+    line = _one_error(done, 1, f"ortplug {name}: error: ")
+    assert line == (
+        f"ortplug {name}: error: standard output is closed: the output was not written"
+    )
+
+
+# -- 13: a value that begins with "-" ------------------------------------------------------------
+
+
+def test_a_negative_tolerance_says_what_a_tolerance_must_be() -> None:
+    for args in (("--tolerance", "-1,0"), ("--tolerance=-1,0",)):
+        done = _cli("verify", str(DEMO), *args)
+        line = _one_error(done, 2, "ortplug verify: error: ")
+        assert "argument --tolerance: expected RTOL,ATOL (two numbers >= 0, e.g. " in line
+        assert "got '-1,0'" in line
+
+
+def test_a_flag_taken_for_a_value_is_named() -> None:
+    done = _cli("run", "--repeat", "--json")
+    line = _one_error(done, 2, "ortplug run: error: ")
+    assert "argument --repeat: expected a positive integer, got '--json'" not in line
+    assert "argument --repeat: expected one argument" in line
+
+
+# -- 14: --version -------------------------------------------------------------------------------
+
+
+def test_version_names_ortplug_the_runtime_and_each_plugin() -> None:
+    done = _cli("--version")
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == f"ortplug {version('ortplug')}"
+    assert f"onnxruntime {version('onnxruntime')}" in lines[1]
+    assert f"plugin cpu: ortplug-cpu {version('ortplug-cpu')}" in lines
+
+
+def test_version_imports_no_plugin_and_no_runtime() -> None:
+    code = (
+        "import atexit, sys\n"
+        "atexit.register(lambda: print(sorted(m for m in sys.modules if m.startswith("
+        "('ortplug_', 'onnxruntime', 'numpy'))), file=sys.stderr))\n"
+        "from ortplug.cli.main import main\n"
+        "sys.exit(main(['--version']))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.strip().splitlines()[-1] == "[]"
+
+
+# -- 16: unknown arguments name the command ------------------------------------------------------
+
+
+def test_an_unknown_flag_is_the_commands_error() -> None:
+    done = _cli("run", str(DEMO), "--bogus")
+    assert _one_error(done, 2, "ortplug run: error: ") == (
+        "ortplug run: error: unrecognized arguments: --bogus (see ortplug run --help)"
+    )
+    done = _cli("--bogus", "info")
+    assert _one_error(done, 2, "ortplug: error: ").startswith("ortplug: error: unrecognized")
+
+

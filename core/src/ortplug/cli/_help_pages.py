@@ -8,7 +8,7 @@ PYTHON = (3, 11)
 
 PAGES: dict[str, str] = {
     '': (
-        'usage: ortplug [-h] COMMAND ...\n'
+        'usage: ortplug [-h] [--version] COMMAND ...\n'
         '\n'
         'Run ONNX models on the best execution provider this host has.\n'
         '\n'
@@ -29,6 +29,8 @@ PAGES: dict[str, str] = {
         '\n'
         'options:\n'
         '  -h, --help  show this help message and exit\n'
+        "  --version   print ortplug's, ONNX Runtime's and each plugin's versions and\n"
+        '              exit\n'
         '\n'
         'exit codes: 0 ok, 1 the command failed, 2 a usage error; ORTPLUG_DEBUG=1 shows\n'
         "tracebacks and ONNX Runtime's own log\n"
