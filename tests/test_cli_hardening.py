@@ -138,6 +138,25 @@ def test_a_closed_stdout_is_one_line_naming_it(command) -> None:
     )
 
 
+# -- 12: --output-dir that cannot be a folder ----------------------------------------------------
+
+
+def test_an_output_dir_that_cannot_be_made_names_the_flag(tmp_path) -> None:
+    (tmp_path / "in").mkdir()
+    np.save(tmp_path / "in" / "x.npy", np.zeros((2, 8), np.float32))
+    model = tmp_path / "model.onnx"
+    shutil.copy(DEMO, model)
+    for target, reason in ((model, "a file"), (Path("/proc/nope/out"), "No such file or directory")):
+        done = _cli("batch", str(model), "--input-dir", str(tmp_path / "in"),
+                    "--output-dir", str(target))  # fmt: skip
+        line = _one_error(done, 2, "ortplug batch: error: ")
+        assert line == (
+            f"ortplug batch: error: --output-dir: expected a folder that exists or can be "
+            f"created, got '{target}' ({reason})"
+        )
+    assert model.read_bytes() == DEMO.read_bytes()
+
+
 # -- 13: a value that begins with "-" ------------------------------------------------------------
 
 

@@ -26,6 +26,18 @@ from ._usage import UsageError
 __all__ = ["batch"]
 
 
+def _make_output_dir(target: Path) -> None:
+    """Create ``--output-dir`` (and its parents); a path that cannot be a folder is a usage error."""
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        reason = "a file" if target.exists() and not target.is_dir() else exc.strerror or exc
+        raise UsageError(
+            f"--output-dir: expected a folder that exists or can be created, got "
+            f"{str(target)!r} ({reason})"
+        ) from exc
+
+
 def _load_npy_inputs(folder: Path, names: list[str]) -> dict[str, np.ndarray]:
     missing = [name for name in names if not (folder / f"{name}.npy").is_file()]
     if missing:
@@ -110,7 +122,7 @@ def batch(args: argparse.Namespace) -> int:
     model, source, target = Path(args.model), Path(args.input_dir), Path(args.output_dir)
     # configs (typed options included); the Ray helpers hand them to predict() as they are
     providers: list[Any] | None = resolve_chain(args.providers) if args.providers else None
-    target.mkdir(parents=True, exist_ok=True)
+    _make_output_dir(target)
     if sorted(source.glob("*.parquet")):
         if not args.ray:
             raise UsageError(
