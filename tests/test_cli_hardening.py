@@ -200,6 +200,22 @@ def test_version_imports_no_plugin_and_no_runtime() -> None:
     assert done.stderr.strip().splitlines()[-1] == "[]"
 
 
+# -- 15: what blocked the CPU plugin -------------------------------------------------------------
+
+
+def test_no_provider_names_the_variable_that_blocked_the_plugins() -> None:
+    done = _cli("run", "--repeat", "1", ORTPLUG_PLUGINS="nosuch")
+    line = _one_error(done, 1, "ortplug run: error: ")
+    assert "installed provider kinds: none" in line
+    assert "ORTPLUG_PLUGINS=nosuch blocked the installed plugin(s) " in line and "cpu" in line
+    done = _cli("run", "--repeat", "1", ORTPLUG_DISABLE_PLUGINS="cpu")
+    line = _one_error(done, 1, "ortplug run: error: ")
+    assert "ORTPLUG_DISABLE_PLUGINS=cpu blocked the installed plugin(s) cpu" in line
+    rows = json.loads(_cli("plugins", "--json", ORTPLUG_DISABLE_PLUGINS="cpu").stdout)
+    cpu = next(row for row in rows if row["name"] == "cpu")
+    assert (cpu["status"], cpu["error"]) == ("blocked", "blocked by ORTPLUG_DISABLE_PLUGINS=cpu")
+
+
 # -- 16: unknown arguments name the command ------------------------------------------------------
 
 
