@@ -228,3 +228,36 @@ def test_an_unknown_flag_is_the_commands_error() -> None:
     assert _one_error(done, 2, "ortplug: error: ").startswith("ortplug: error: unrecognized")
 
 
+# -- 17: a static batch, locally -----------------------------------------------------------------
+
+
+def test_local_batch_splits_rows_for_a_static_batch_model(tmp_path) -> None:
+    (tmp_path / "in").mkdir()
+    rows = np.random.default_rng(0).standard_normal((10, 8)).astype(np.float32)
+    np.save(tmp_path / "in" / "x.npy", rows)
+    done = _cli("batch", str(DEMO_STATIC), "--input-dir", str(tmp_path / "in"),
+                "--output-dir", str(tmp_path / "out"), "--providers", "cpu")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    import onnxruntime
+
+    session = onnxruntime.InferenceSession(str(DEMO), providers=["CPUExecutionProvider"])
+    (expected,) = session.run(["probs"], {"x": rows})
+    np.testing.assert_allclose(np.load(tmp_path / "out" / "probs.npy"), expected, atol=1e-6)
+
+
+def test_a_local_batch_that_fails_in_onnx_runtime_is_one_line(tmp_path) -> None:
+    frames = onnx.helper.make_tensor("frame", onnx.TensorProto.INT64, [2], [-1, 256])
+    model = models.write(tmp_path, "frames.onnx", models._typed_model(
+        [onnx.helper.make_node("Reshape", ["x", "frame"], ["y"])],
+        [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["batch", 3])],
+        [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [None, 256])],
+        initializers=[frames],
+    ))  # fmt: skip
+    (tmp_path / "in").mkdir()
+    np.save(tmp_path / "in" / "x.npy", np.zeros((2, 3), np.float32))
+    done = _cli("batch", str(model), "--input-dir", str(tmp_path / "in"),
+                "--output-dir", str(tmp_path / "out"))  # fmt: skip
+    line = _one_error(done, 1, "ortplug batch: error: batch 0 (actor pid ")
+    assert "rows 0..1: RuntimeError: ONNX Runtime failed to run model" in line and "Reshape" in line
+
+

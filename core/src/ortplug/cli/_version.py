@@ -22,7 +22,7 @@ def version_text() -> str:
         own = "(sources, not installed)"
     lines = [f"ortplug {own}"]
     runtimes = installed_runtimes()
-    lines += [f"runtime {d.name} {d.version}" for d in runtimes] or [f"runtime none: {INSTALL_HINT}"]
+    lines += [f"runtime {d.name} {d.version}" for d in runtimes] or [f"runtime: {INSTALL_HINT}"]
     for entry in sorted(_entry_points.discover(PROJECT), key=lambda e: e.name):
         made_by = f"{entry.distribution} {entry.version or ''}" if entry.distribution else "?"
         lines.append(f"plugin {entry.name}: {made_by.strip()}")
