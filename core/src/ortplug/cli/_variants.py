@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -11,6 +12,7 @@ from ..backend._plan import SessionPlan, plan_next, plan_session
 from ..backend._session import create_planned
 from ..backend._verified import Verifier
 from ..checkpoint import LocalCheckpoint, ResolvedCheckpoint, Tolerance, select_variant
+from ..environment import configure
 from ..plugins.manager import get_plugin_host
 from ..precision_variants import write_variants
 from ..providers import CPU_EP
@@ -131,6 +133,8 @@ def variants(args: argparse.Namespace) -> int:
     precisions = [name for name in ("int8", "fp16") if getattr(args, name)]
     if not precisions:
         raise UsageError("expected --int8 and/or --fp16 (the precisions to build)")
+    if not os.environ.get("ORTPLUG_DEBUG"):  # the tools' calibration sessions log advice
+        configure(log_severity_level=3)  # at WARNING: errors only, one line each
     checkpoint = LocalCheckpoint(args.model).resolve()
     metadata = write_variants(checkpoint, precisions)
     weights = args.model
