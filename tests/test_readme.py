@@ -4,9 +4,9 @@ Every fenced block of README.md is checked, in order, in one scratch folder, on 
 the README sets up (``ORTPLUG_PLUGINS=cpu``: the core and the CPU plugin of this environment):
 
 * ``python`` blocks run (each in a fresh interpreter); ``bash`` blocks run with ``bash -e``;
-  a block whose first line is ``# PATH.py`` is written to PATH (``tests/test_*.py`` files then
-  run under pytest), ``# PATH (abridged)``: each of its code lines must be in the repository's
-  file PATH; ``toml`` blocks must parse;
+  a block whose first line is ``# PATH.py`` is written to PATH in a project folder (``test_*.py``
+  files then run under pytest, importing the others), ``# PATH (abridged)``: each of its code
+  lines must be in the repository's file PATH; ``toml`` blocks must parse;
 * a block without a language (what a command prints, a tree) needs a directive saying how to
   check it.
 
@@ -175,7 +175,7 @@ def _written_path(block: Block) -> str | None:
 
 
 _RAISES = """
-import runpy, sys, traceback
+import runpy, sys
 try:
     runpy.run_path("{path}", run_name="__main__")
 except Exception as exc:
@@ -191,6 +191,7 @@ def _python_block(block: Block, folder: Path) -> None:
         target = folder / "project" / path
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(text)
+        compile(text, str(target), "exec")  # a module runs when a test block imports it
         if target.name.startswith("test_"):
             done = _run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                          str(target)], folder / "project", PYTHONPATH=_pythonpath(folder))  # fmt: skip
@@ -204,7 +205,8 @@ def _python_block(block: Block, folder: Path) -> None:
         _expect(done.returncode == 0, f"{block} failed:\n{done.stderr[-3000:]}")
         return
     expected = raises.removeprefix("raises ")
-    _expect(done.returncode == 3, f"{block}: expected {expected!r}, it ran through")
+    _expect(done.returncode == 3, f"{block}: expected {expected!r}, got exit {done.returncode} "
+            f"{done.stderr[-2000:]}")
     last = done.stderr.strip().splitlines()[-1]
     _expect(last.startswith(expected), f"{block}: expected {expected!r}, got {last!r}")
 
