@@ -102,7 +102,6 @@ class _VersionAction(argparse.Action):
     """``--version``: ortplug's, ONNX Runtime's and each plugin's versions, then exit."""
 
     def __init__(self, option_strings: list[str], dest: str, **kwargs: Any) -> None:
-        kwargs.pop("nargs", None)
         super().__init__(option_strings, dest, nargs=0, **kwargs)
 
     def __call__(self, parser: argparse.ArgumentParser, *args: Any) -> NoReturn:
@@ -201,7 +200,7 @@ def _parser_and_commands() -> tuple[argparse.ArgumentParser, dict[str, argparse.
         "model",
         nargs="?",
         type=model_source,
-        help="an .onnx file or an ORT model package (default: the demo model)",
+        help=f"{_MODEL_HELP} (default: the demo model)",
     )
     _add_input(run)
     run.add_argument(
