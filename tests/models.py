@@ -302,3 +302,48 @@ def external_weights_model() -> bytes:
     external_data_helper.set_external_data(model.graph.initializer[0], "weights.bin")
     model.graph.initializer[0].ClearField("raw_data")
     return model.SerializeToString()
+
+
+def string_label_classifier(
+    features: int = 4, classes: tuple[str, ...] = ("cat", "dog", "owl")
+) -> bytes:
+    """What skl2onnx makes of a LogisticRegression fitted on string classes (ai.onnx.ml).
+
+    X[batch, features] -> LinearClassifier -> label (strings) and scores -> ZipMap ->
+    probabilities (a sequence of {class: probability} maps). No MatMul or Conv: nothing a
+    quantizer or an fp16 converter changes.
+    """
+    coefficients = np.linspace(-1, 1, len(classes) * features).astype(np.float32)
+    maps = helper.make_sequence_type_proto(
+        helper.make_map_type_proto(
+            TensorProto.STRING, helper.make_tensor_type_proto(TensorProto.FLOAT, [])
+        )
+    )
+    return _typed_model(
+        [
+            helper.make_node(
+                "LinearClassifier",
+                ["X"],
+                ["label", "scores"],
+                domain="ai.onnx.ml",
+                classlabels_strings=list(classes),
+                coefficients=coefficients.tolist(),
+                intercepts=[0.0] * len(classes),
+                multi_class=1,
+                post_transform="SOFTMAX",
+            ),
+            helper.make_node(
+                "ZipMap",
+                ["scores"],
+                ["probabilities"],
+                domain="ai.onnx.ml",
+                classlabels_strings=list(classes),
+            ),
+        ],
+        [helper.make_tensor_value_info("X", TensorProto.FLOAT, ["batch", features])],
+        [
+            helper.make_tensor_value_info("label", TensorProto.STRING, ["batch"]),
+            helper.make_value_info("probabilities", maps),
+        ],
+        domains=[("ai.onnx.ml", 1)],
+    )

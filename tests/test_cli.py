@@ -42,7 +42,7 @@ def test_run_human_output_and_given_inputs(tmp_path) -> None:
     np.save(b, np.full((1, 4), 3, np.float32))
     done = _cli("run", str(model), "--input", f"a={a}", "--input", f"b={b}", "--providers", "cpu")
     assert done.returncode == 0, done.stderr
-    assert "output    c: float32 (1, 4) [5, 5, 5, 5, ...]" in done.stdout
+    assert "output    c: float32 (1, 4) [5, 5, 5, 5]" in done.stdout
     assert "realized  CPUExecutionProvider" in done.stdout
 
 

@@ -135,8 +135,12 @@ def test_paths_that_are_not_files_say_what_they_are(tmp_path) -> None:
     text = tmp_path / "a.txt"
     text.write_text("1 2 3 4\n")
     cases = [
-        (("run", str(tmp_path)), f"argument model: expected an .onnx file, got a directory: '{tmp_path}'"),
-        (("info", "--model", str(tmp_path)), "argument --model: expected an .onnx file, got a directory"),
+        (("run", str(tmp_path)), "argument model: expected an .onnx file or a model package (a "
+                                 f"folder with manifest.json), got the folder '{tmp_path}'"),
+        (("info", "--model", str(tmp_path)), "argument --model: expected an .onnx file or a model "
+                                             "package"),
+        (("variants", str(tmp_path), "--int8"),
+         f"argument model: expected an .onnx file, got a directory: '{tmp_path}'"),
         (("inspect", "missing.onnx"), "argument model: expected an .onnx file, got 'missing.onnx' (no such file)"),
         (("run", str(model), "--input", f"a={tmp_path}"),
          f"argument --input: a: expected a .npy file, got a directory: '{tmp_path}'"),

@@ -193,6 +193,33 @@ def test_run_async_calls_back_with_outputs_or_the_error(demo) -> None:
         demo.run_async({"y": X}, callback)
 
 
+_EXIT_DURING_CALLBACK = """
+import sys, time
+import numpy as np
+from ortplug import InMemoryCheckpoint, OnnxBackend
+from ortplug.testing import demo_model
+
+backend = OnnxBackend.from_checkpoint(InMemoryCheckpoint(open(demo_model(), "rb").read()))
+
+def slow(outputs, error):
+    time.sleep(0.3)
+    print("callback returned", error, flush=True)
+
+backend.run_async({"x": np.zeros((1, 8), np.float32)}, slow)  # the interpreter exits now
+"""
+
+
+def test_exiting_while_a_callback_runs_waits_for_it() -> None:
+    """ONNX Runtime's thread, unwound inside a callback at exit, used to abort the process."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", _EXIT_DURING_CALLBACK], capture_output=True, text=True, timeout=120
+    )
+    assert (done.returncode, done.stdout) == (0, "callback returned None\n"), done.stderr
+
+
 def test_arun_awaits_without_blocking_the_loop(demo) -> None:
     async def main() -> list[object]:
         ticks = 0

@@ -165,6 +165,34 @@ def make_fp16(checkpoint: ResolvedCheckpoint, target: Path) -> Path:
 #: Each buildable precision and the function that builds it from a checkpoint into a file.
 BUILDERS = {"int8": make_int8, "fp16": make_fp16}
 
+#: The nodes a QDQ int8 model has and an fp32 one has not.
+_QDQ = ("QuantizeLinear", "DequantizeLinear")
+
+
+def _unchanged(path: Path, precision: str) -> str | None:
+    """Why the variant built at ``path`` computes nothing in ``precision`` (the tools leave graphs
+    of ops they do not handle, such as ai.onnx.ml's, as they were), or ``None`` when it does."""
+    graph = _onnx().load(str(path), load_external_data=False).graph
+    if precision == "int8":
+        if any(node.op_type in _QDQ for node in graph.node):
+            return None
+        ops = ", ".join(sorted({node.op_type for node in graph.node}))
+        return (
+            f"no {'/'.join(_QDQ)} node: ONNX Runtime's quantizer changes none of the model's "
+            f"operators {ops}"
+        )
+    float16 = 10  # onnx.TensorProto.FLOAT16
+    halves = {t.name for t in graph.initializer if t.data_type == float16} | {
+        v.name
+        for v in (*graph.input, *graph.value_info, *graph.output)
+        if v.type.tensor_type.elem_type == float16
+    }
+    computing = [node for node in graph.node if node.op_type != "Cast"]
+    if any(name in halves for node in computing for name in node.input):
+        return None
+    ops = ", ".join(sorted({node.op_type for node in computing}))
+    return f"no operator takes a float16 input: ONNX Runtime's converter keeps {ops} in float32"
+
 
 def write_variants(checkpoint: ResolvedCheckpoint, precisions: Sequence[str]) -> CheckpointMetadata:
     """Build each precision's variant beside the weights and list it in ``<stem>.metadata.json``.
@@ -187,11 +215,24 @@ def write_variants(checkpoint: ResolvedCheckpoint, precisions: Sequence[str]) ->
             f"{weights}: variants are made from fp32 reference weights, this checkpoint is "
             f"{checkpoint.metadata.precision}"
         )
-    built = []
-    for precision in precisions:
-        target = weights.with_name(f"{weights.stem}.{precision}.onnx")
-        BUILDERS[precision](checkpoint, target)
-        built.append(Variant(name=precision, file=target.name, precision=precision))
+    drafts = {p: weights.with_name(f".{weights.stem}.{p}.{os.getpid()}.onnx") for p in precisions}
+    try:  # every variant built and checked before any file or the manifest changes
+        for precision, draft in drafts.items():
+            BUILDERS[precision](checkpoint, draft)
+            why = _unchanged(draft, precision)
+            if why is not None:
+                raise OptionError(
+                    f"{precision} variant of {weights}: not written: nothing in it runs in "
+                    f"{precision} ({why})"
+                )
+        built = []
+        for precision, draft in drafts.items():
+            target = weights.with_name(f"{weights.stem}.{precision}.onnx")
+            os.replace(draft, target)
+            built.append(Variant(name=precision, file=target.name, precision=precision))
+    finally:
+        for draft in drafts.values():
+            draft.unlink(missing_ok=True)
     names = {v.name for v in built}
     kept = [v for v in checkpoint.metadata.variants if v.name not in names]
     metadata = attrs.evolve(checkpoint.metadata, variants=(*kept, *built))

@@ -289,7 +289,20 @@ def _no_provider_message(label: str, plugins: PluginHost, selection: ProviderSel
     return (
         f"no plugin offered a provider for {label} on this host: {by_hook}"
         f"installed provider kinds: {installed}"
-        f"{'; declined: ' + declined if declined else ''}; {INSTALL_HINT}"
+        f"{'; declined: ' + declined if declined else ''}; {_blocked_or_install(plugins)}"
+    )
+
+
+def _blocked_or_install(plugins: PluginHost) -> str:
+    """The settings that kept installed plugins out (change or unset them), else what to install."""
+    by_setting: dict[str, list[str]] = {}
+    for plugin, setting in plugins.blocked_by().items():
+        by_setting.setdefault(setting, []).append(plugin)
+    if not by_setting:
+        return INSTALL_HINT
+    return "; ".join(
+        f"{setting} blocked the installed plugin(s) {', '.join(sorted(names))} (change or unset it)"
+        for setting, names in by_setting.items()
     )
 
 

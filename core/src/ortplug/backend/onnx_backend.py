@@ -26,6 +26,7 @@ from ..errors import (
 from ..provider_options import encode_option
 from ..providers import CPU_EP, is_accelerator
 from ..run_options import RunOptionsConfig
+from . import _async_runs
 from ._placement import enforce_share
 from ._plan import SessionPlan, plan_on_reference, plan_session, resolve_checkpoint
 from ._run import bfloat16_as_ort_values, check_into_outputs, feed_by_name, select_outputs
@@ -567,17 +568,22 @@ class OnnxBackend:
         options = self._run_options if run_options is None else self._own_run_options(run_options)
 
         def done(results: Any, _user_data: Any, error: str) -> None:
-            if options is not self._run_options:
-                with self._inflight_lock:
-                    self._inflight.discard(options)
-            if error:
-                callback(None, self._explain_async(feed, error))
-            else:
-                callback(dict(zip(names, results)), None)
+            try:
+                if options is not self._run_options:
+                    with self._inflight_lock:
+                        self._inflight.discard(options)
+                if error:
+                    callback(None, self._explain_async(feed, error))
+                else:
+                    callback(dict(zip(names, results)), None)
+            finally:
+                _async_runs.finished()
 
+        _async_runs.started()
         try:
             session.run_async(names, feed, done, None, options)
         except Exception as exc:
+            _async_runs.finished()
             self._raise_explained(feed, exc)
 
     async def arun(

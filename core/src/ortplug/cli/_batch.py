@@ -26,6 +26,18 @@ from ._usage import UsageError
 __all__ = ["batch"]
 
 
+def _make_output_dir(target: Path) -> None:
+    """Create ``--output-dir`` and its parents; a path that cannot be a folder is a usage error."""
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        reason = "a file" if target.exists() and not target.is_dir() else exc.strerror or exc
+        raise UsageError(
+            f"--output-dir: expected a folder that exists or can be created, got "
+            f"{str(target)!r} ({reason})"
+        ) from exc
+
+
 def _load_npy_inputs(folder: Path, names: list[str]) -> dict[str, np.ndarray]:
     missing = [name for name in names if not (folder / f"{name}.npy").is_file()]
     if missing:
@@ -43,19 +55,22 @@ def _load_npy_inputs(folder: Path, names: list[str]) -> dict[str, np.ndarray]:
 def _run_local(
     model: Path, arrays: dict[str, np.ndarray], batch_size: int, providers: list[Any] | None
 ) -> dict[str, np.ndarray]:
-    with OnnxBackend.from_checkpoint(LocalCheckpoint(model).resolve(), providers) as backend:
+    """The rows in batches through one backend in this process, shaped as on Ray (a static
+    model batch: runs of that size, the last padded) by the same predictor."""
+    from ..integrations.ray import BackendConfig, OnnxPredictor
+
+    config = BackendConfig(model=model, providers=providers, keep_columns=[])
+    predictor = OnnxPredictor(config, quiet_run_options())
+    try:
         rows = len(next(iter(arrays.values())))
-        parts: dict[str, list[np.ndarray]] = {name: [] for name in backend.output_names}
+        parts: dict[str, list[np.ndarray]] = {name: [] for name in predictor.outputs}
         for start in range(0, rows, batch_size):
-            feed = {name: array[start : start + batch_size] for name, array in arrays.items()}
-            try:
-                outputs = backend.run(feed, run_options=quiet_run_options())
-            except Exception as exc:
-                raise RuntimeError(
-                    f"batch {start // batch_size} (rows {start}..{start + len(next(iter(feed.values()))) - 1}): {exc}"
-                ) from exc
-            for name, value in outputs.items():
-                parts[name].append(value)
+            stop = start + batch_size
+            outputs = predictor({name: array[start:stop] for name, array in arrays.items()})
+            for name, values in parts.items():
+                values.append(outputs[name])
+    finally:
+        predictor.backend.close()
     return {name: np.concatenate(values) for name, values in parts.items()}
 
 
@@ -110,7 +125,7 @@ def batch(args: argparse.Namespace) -> int:
     model, source, target = Path(args.model), Path(args.input_dir), Path(args.output_dir)
     # configs (typed options included); the Ray helpers hand them to predict() as they are
     providers: list[Any] | None = resolve_chain(args.providers) if args.providers else None
-    target.mkdir(parents=True, exist_ok=True)
+    _make_output_dir(target)
     if sorted(source.glob("*.parquet")):
         if not args.ray:
             raise UsageError(

@@ -6,6 +6,7 @@ import argparse
 import contextlib
 import importlib.resources
 import json
+import math
 import statistics
 import time
 from collections.abc import Iterator, Mapping
@@ -65,7 +66,7 @@ def _summary(value: object) -> dict[str, Any]:
             "kind": "tensor",
             "dtype": str(value.dtype),
             "shape": list(value.shape),
-            "first": [v.item() for v in value.ravel()[:4]],
+            "first": [_plain(v) for v in value.ravel()[:4]],
         }
     if isinstance(value, (list, tuple)):
         return {"kind": "sequence", "length": len(value), "first": [_summary(v) for v in value[:2]]}
@@ -78,7 +79,7 @@ def _summary(value: object) -> dict[str, Any]:
 
 
 def _plain(value: object) -> object:
-    """A map value as JSON: numbers and text as they are, anything else summarized."""
+    """A tensor element or map value as JSON: numbers and text as they are, else summarized."""
     if isinstance(value, (bool, int, float, str)):
         return value
     if isinstance(value, np.generic):
@@ -87,15 +88,20 @@ def _plain(value: object) -> object:
 
 
 def _number(value: object) -> str:
-    return f"{value:.4g}" if isinstance(value, float) else str(value)
+    """A value as people read it: floats to 4 digits, text quoted (a label, not a number)."""
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return repr(value) if isinstance(value, str) else str(value)
 
 
 def _describe(summary: Mapping[str, Any]) -> str:
     """One output summary as people read it: ``float32 (1, 3) [0.1, 0.2, 0.7, ...]``."""
     kind = summary["kind"]
     if kind == "tensor":
-        first = ", ".join(_number(v) for v in summary["first"])
-        return f"{summary['dtype']} {tuple(summary['shape'])} [{first}, ...]"
+        first = [_number(v) for v in summary["first"]]
+        if math.prod(summary["shape"]) > len(first):
+            first.append("...")
+        return f"{summary['dtype']} {tuple(summary['shape'])} [{', '.join(first)}]"
     if kind == "sequence":
         more = ", ..." if summary["length"] > len(summary["first"]) else ""
         items = ", ".join(_describe(item) for item in summary["first"])

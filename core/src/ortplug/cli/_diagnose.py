@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 from typing import Any
 
 from ..backend import OnnxBackend
@@ -43,8 +42,9 @@ def _shape(shape: Any) -> str:
 
 def inspect(args: argparse.Namespace) -> int:
     """A model's interface, metadata and where the current policy would run its nodes."""
-    path = Path(args.model)
-    checkpoint = LocalCheckpoint(path).resolve()
+    checkpoint = LocalCheckpoint(args.model).resolve()
+    path = checkpoint.weights_path  # a model package's reference weights
+    assert path is not None  # a checkpoint on disk
     summary = summarize_file(path)
     with OnnxBackend.from_checkpoint(checkpoint) as backend:
         report = backend.report

@@ -8,7 +8,7 @@ PYTHON = (3, 11)
 
 PAGES: dict[str, str] = {
     '': (
-        'usage: ortplug [-h] COMMAND ...\n'
+        'usage: ortplug [-h] [--version] COMMAND ...\n'
         '\n'
         'Run ONNX models on the best execution provider this host has.\n'
         '\n'
@@ -29,6 +29,8 @@ PAGES: dict[str, str] = {
         '\n'
         'options:\n'
         '  -h, --help  show this help message and exit\n'
+        "  --version   print ortplug's, ONNX Runtime's and each plugin's versions and\n"
+        '              exit\n'
         '\n'
         'exit codes: 0 ok, 1 the command failed, 2 a usage error; ORTPLUG_DEBUG=1 shows\n'
         "tracebacks and ONNX Runtime's own log\n"
@@ -39,7 +41,8 @@ PAGES: dict[str, str] = {
         '                   [model]\n'
         '\n'
         'positional arguments:\n'
-        '  model                 path to an .onnx file (default: the demo model)\n'
+        '  model                 an .onnx file or an ORT model package (default: the\n'
+        '                        demo model)\n'
         '\n'
         'options:\n'
         '  -h, --help            show this help message and exit\n'
@@ -71,7 +74,8 @@ PAGES: dict[str, str] = {
         '\n'
         'options:\n'
         '  -h, --help     show this help message and exit\n'
-        '  --model MODEL  pick the chain for this model (default: the demo model)\n'
+        '  --model MODEL  pick the chain for this model or model package (default: the\n'
+        '                 demo model)\n'
         '  --json         machine-readable output\n'
         '  --refresh      probe the host again (forget cached probe facts)\n'
     ),
@@ -93,7 +97,7 @@ PAGES: dict[str, str] = {
         'usage: ortplug inspect [-h] [--json] model\n'
         '\n'
         'positional arguments:\n'
-        '  model       path to an .onnx file\n'
+        '  model       an .onnx file or an ORT model package\n'
         '\n'
         'options:\n'
         '  -h, --help  show this help message and exit\n'
@@ -106,7 +110,7 @@ PAGES: dict[str, str] = {
         '                     model\n'
         '\n'
         'positional arguments:\n'
-        '  model                 path to an .onnx file\n'
+        '  model                 an .onnx file or an ORT model package\n'
         '\n'
         'options:\n'
         '  -h, --help            show this help message and exit\n'
@@ -182,7 +186,7 @@ PAGES: dict[str, str] = {
         '                     model\n'
         '\n'
         'positional arguments:\n'
-        '  model                 path to an .onnx file\n'
+        '  model                 an .onnx file or an ORT model package\n'
         '\n'
         'options:\n'
         '  -h, --help            show this help message and exit\n'

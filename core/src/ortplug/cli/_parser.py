@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import functools
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -32,6 +33,8 @@ __all__ = ["build_parser", "help_pages"]
 
 #: Columns of help text (argparse's own default on an 80-column terminal).
 _WIDTH = 78
+#: What a command that reads a model takes (``variants`` alone needs an .onnx file to write beside).
+_MODEL_HELP = "an .onnx file or an ORT model package"
 
 
 def _formatter(base: type[argparse.HelpFormatter]) -> Any:
@@ -49,8 +52,63 @@ class _Parser(argparse.ArgumentParser):
             kwargs.setdefault("color", False)
         super().__init__(*args, **kwargs)
 
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        self._arguments = list(sys.argv[1:] if args is None else args)  # for error()
+        return super().parse_known_args(args, namespace)
+
     def error(self, message: str) -> NoReturn:
+        message = self._flag_like_value(message)
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+    def _flag_like_value(self, message: str) -> str:
+        """argparse takes a value that begins with '-' (``--tolerance -1,0``) for a flag and says
+        only "expected one argument": check it as the flag's value, or say how to pass it."""
+        head, _, tail = message.partition(": ")
+        if tail != "expected one argument" or not head.startswith("argument "):
+            return message
+        names = head.removeprefix("argument ").split("/")
+        arguments = getattr(self, "_arguments", [])
+        given = [(a, b) for a, b in zip(arguments, arguments[1:]) if a in names]
+        if not given or not given[0][1].startswith("-"):
+            return message
+        flag, value = given[0]
+        if value in self._option_string_actions:  # a real flag: the value is missing
+            return message
+        check = self._option_string_actions[flag].type
+        if callable(check):
+            try:
+                check(value)
+            except argparse.ArgumentTypeError as exc:
+                return f"{head}: {exc}"
+        return f"{message} (a value that begins with '-' reads as a flag: write {flag}={value})"
+
+
+class _CommandParser(_Parser):
+    """A command's parser: what it does not know is its error (``ortplug run: error:
+    unrecognized arguments``), not left to the top parser, which would say ``ortplug: error``."""
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        parsed, extras = super().parse_known_args(args, namespace)
+        if extras:
+            self.error(f"unrecognized arguments: {' '.join(extras)}")
+        return parsed, extras
+
+
+class _VersionAction(argparse.Action):
+    """``--version``: ortplug's, ONNX Runtime's and each plugin's versions, then exit."""
+
+    def __init__(self, option_strings: list[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any) -> NoReturn:
+        from ._version import version_text
+
+        parser._print_message(version_text(), sys.stdout)  # stderr when there is no stdout
+        parser.exit()
 
 
 def _add_json(parser: argparse.ArgumentParser) -> None:
@@ -78,7 +136,7 @@ def _add_verify(parser: argparse.ArgumentParser) -> None:
 
 
 def _with_grammar(
-    sub: argparse._SubParsersAction[_Parser], name: str, help: str
+    sub: argparse._SubParsersAction[_CommandParser], name: str, help: str
 ) -> argparse.ArgumentParser:
     """A command that takes ``--providers``: its --help ends with the chain grammar."""
     return sub.add_parser(
@@ -89,12 +147,12 @@ def _with_grammar(
     )
 
 
-def _add_verification_commands(sub: argparse._SubParsersAction[_Parser]) -> None:
+def _add_verification_commands(sub: argparse._SubParsersAction[_CommandParser]) -> None:
     """``verify`` (outputs against the CPU reference) and ``variants`` (build int8/fp16 variants)."""
     verify = _with_grammar(
         sub, "verify", "check a model's providers and precision variants against the CPU reference"
     )
-    verify.add_argument("model", type=model_source, help="an .onnx file or an ORT model package")
+    verify.add_argument("model", type=model_source, help=_MODEL_HELP)
     verify.add_argument(
         "--providers",
         type=provider_chain,
@@ -127,13 +185,22 @@ def _parser_and_commands() -> tuple[argparse.ArgumentParser, dict[str, argparse.
         epilog="exit codes: 0 ok, 1 the command failed, 2 a usage error; "
         "ORTPLUG_DEBUG=1 shows tracebacks and ONNX Runtime's own log",
     )
+    parser.add_argument(
+        "--version",
+        action=_VersionAction,
+        default=argparse.SUPPRESS,
+        help="print ortplug's, ONNX Runtime's and each plugin's versions and exit",
+    )
     sub = parser.add_subparsers(
-        dest="command", metavar="COMMAND", required=True, parser_class=_Parser
+        dest="command", metavar="COMMAND", required=True, parser_class=_CommandParser
     )
 
     run = _with_grammar(sub, "run", "run a model (by default the small demo model shipped here)")
     run.add_argument(
-        "model", nargs="?", type=model_file, help="path to an .onnx file (default: the demo model)"
+        "model",
+        nargs="?",
+        type=model_source,
+        help=f"{_MODEL_HELP} (default: the demo model)",
     )
     _add_input(run)
     run.add_argument(
@@ -153,7 +220,9 @@ def _parser_and_commands() -> tuple[argparse.ArgumentParser, dict[str, argparse.
 
     info = sub.add_parser("info", help="host facts, plugins, and the chain the policy would pick")
     info.add_argument(
-        "--model", type=model_file, help="pick the chain for this model (default: the demo model)"
+        "--model",
+        type=model_source,
+        help="pick the chain for this model or model package (default: the demo model)",
     )
     _add_json(info)
 
@@ -166,11 +235,11 @@ def _parser_and_commands() -> tuple[argparse.ArgumentParser, dict[str, argparse.
     _add_json(doctor)
 
     inspect = sub.add_parser("inspect", help="a model's inputs, outputs, metadata and placement")
-    inspect.add_argument("model", type=model_file, help="path to an .onnx file")
+    inspect.add_argument("model", type=model_source, help=_MODEL_HELP)
     _add_json(inspect)
 
     bench = _with_grammar(sub, "bench", "candidate chains and thread counts side by side")
-    bench.add_argument("model", type=model_file, help="path to an .onnx file")
+    bench.add_argument("model", type=model_source, help=_MODEL_HELP)
     bench.add_argument(
         "--providers",
         action="append",
@@ -198,7 +267,7 @@ def _parser_and_commands() -> tuple[argparse.ArgumentParser, dict[str, argparse.
     _add_verification_commands(sub)
 
     batch = _with_grammar(sub, "batch", "run a folder of inputs through a model, locally or on Ray")
-    batch.add_argument("model", type=model_file, help="path to an .onnx file")
+    batch.add_argument("model", type=model_source, help=_MODEL_HELP)
     batch.add_argument(
         "--input-dir",
         required=True,

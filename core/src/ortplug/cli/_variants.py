@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -11,6 +12,7 @@ from ..backend._plan import SessionPlan, plan_next, plan_session
 from ..backend._session import create_planned
 from ..backend._verified import Verifier
 from ..checkpoint import LocalCheckpoint, ResolvedCheckpoint, Tolerance, select_variant
+from ..environment import configure
 from ..plugins.manager import get_plugin_host
 from ..precision_variants import write_variants
 from ..providers import CPU_EP
@@ -38,7 +40,13 @@ def _explicit_choices(
     checkpoint: ResolvedCheckpoint, chain: list[Any], variant: str | None
 ) -> Iterator[tuple[ResolvedCheckpoint, SessionPlan]]:
     """The chain on the reference weights and on each variant (or on ``variant`` only)."""
-    names = [variant] if variant else [None, *(v.name for v in checkpoint.metadata.variants)]
+    known = [v.name for v in checkpoint.metadata.variants]
+    if variant is not None and variant not in known:
+        raise UsageError(
+            f"--variant: expected one of the variants of {checkpoint.label} "
+            f"({', '.join(known) or 'it has none'}), got {variant!r}"
+        )
+    names = [variant] if variant else [None, *known]
     for name in names:
         candidate = checkpoint if name is None else select_variant(checkpoint, name)
         yield candidate, plan_session(candidate, chain, None, None, None)
@@ -91,7 +99,10 @@ def verify(args: argparse.Namespace) -> int:
     rows = [_row(verifier, candidate, plan) for candidate, plan in choices]
     usable = [i for i, row in enumerate(rows) if row["status"] in ("pass", "reference")]
     chosen = usable[0] if usable and not args.providers else None
-    failed = any(row["status"] == "fail" for row in rows) if args.providers else chosen is None
+    if args.providers:  # the chain is used on every weights checked: each must build and pass
+        failed = any(row["status"] in ("fail", "error") for row in rows)
+    else:
+        failed = chosen is None
     if args.json:
         _print_json(
             {
@@ -122,6 +133,8 @@ def variants(args: argparse.Namespace) -> int:
     precisions = [name for name in ("int8", "fp16") if getattr(args, name)]
     if not precisions:
         raise UsageError("expected --int8 and/or --fp16 (the precisions to build)")
+    if not os.environ.get("ORTPLUG_DEBUG"):  # the tools' calibration sessions log advice
+        configure(log_severity_level=3)  # at WARNING: errors only, one line each
     checkpoint = LocalCheckpoint(args.model).resolve()
     metadata = write_variants(checkpoint, precisions)
     weights = args.model

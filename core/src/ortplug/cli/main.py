@@ -1,13 +1,14 @@
 """``ortplug`` console script: argument parsing, dispatch, one-line errors and warnings on stderr.
 
-Exit codes: 0 ok, 1 the command failed, 2 a usage error (a flag's value, a path),
-141 stdout closed early (``ortplug inspect M | head``), 130 interrupted. Parsing
-imports neither numpy nor ONNX Runtime: each command imports what it needs; ``--help``
-prints a kept page and imports not even argparse.
+Exit codes: 0 ok, 1 the command failed (or had output and no stdout: ``>&-``), 2 a usage
+error (a flag's value, a path), 141 stdout closed early (``ortplug inspect M | head``),
+130 interrupted. Parsing imports neither numpy nor ONNX Runtime: each command imports what
+it needs; ``--help`` prints a kept page and imports not even argparse.
 """
 
 from __future__ import annotations
 
+import io
 import os
 import sys
 import warnings
@@ -75,6 +76,18 @@ def _silence_stdout() -> None:
     os.dup2(devnull, sys.stdout.fileno())
 
 
+def _discarded_stdout() -> io.StringIO:
+    """No stdout at all (``ortplug info >&-``): file descriptor 1 goes to /dev/null, so that no
+    file the command opens takes its place, and what the command prints is collected, so that
+    the loss can be told (the command still runs: ``bench --save`` keeps its record)."""
+    fd = os.open(os.devnull, os.O_WRONLY)
+    if fd != 1:
+        os.dup2(fd, 1)
+        os.close(fd)
+    sys.stdout = io.StringIO()
+    return sys.stdout
+
+
 def _print_help(page: str) -> int:
     """Print a kept page as argparse prints help: to stderr when there is no stdout, and a page
     that cannot be written is no error (a closed pipe exits 141, as for every command)."""
@@ -114,9 +127,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     shown = warnings.showwarning
     if not debug:
         warnings.showwarning = _show_warning
+    discarded = _discarded_stdout() if sys.stdout is None else None
     try:
         code = _command(args.command)(args)
         sys.stdout.flush()
+        if discarded is not None and discarded.getvalue() and code == 0:
+            print(f"{prog}: error: standard output is closed: the output was not written",
+                  file=sys.stderr)  # fmt: skip
+            return 1
         return code
     except BrokenPipeError:
         _silence_stdout()
@@ -134,6 +152,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2 if isinstance(exc, UsageError) else 1
     finally:
         warnings.showwarning = shown
+        if discarded is not None:
+            sys.stdout = None  # as it was given
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Union
@@ -36,6 +37,7 @@ from ..checkpoint import CheckpointMetadata, InMemoryCheckpoint, LocalCheckpoint
 from ..errors import MissingFileError, OptionError, OptionTypeError, OrtplugError
 from ..host import HostCapabilities
 from ..plugins.manager import get_plugin_host
+from ..run_options import RunOptionsConfig
 from ..selection import DefaultProviderPolicy, SelectionRequest, select_providers
 from ..session_options import SessionOptionsConfig
 
@@ -316,12 +318,12 @@ def default_batch_size(config: BackendConfig, *, gpu: bool = False) -> int:
 
 
 def _running_ray() -> Any:
-    """The ``ray`` module when this process is part of a running Ray instance, else ``None``."""
-    try:
-        import ray
-    except ImportError:  # used outside Ray
-        return None
-    return ray if ray.is_initialized() else None
+    """The ``ray`` module when this process is part of a running Ray instance, else ``None``.
+
+    A Ray process has imported ``ray``; outside Ray (``ortplug batch`` without ``--ray``) it
+    is not imported here (about a second)."""
+    ray = sys.modules.get("ray")
+    return ray if ray is not None and ray.is_initialized() else None
 
 
 def _assigned_cpus() -> int | None:
@@ -428,8 +430,9 @@ class OnnxPredictor:
     pandas and pyarrow write them) are stacked to the input's dtype and shape.
     """
 
-    def __init__(self, config: BackendConfig) -> None:
+    def __init__(self, config: BackendConfig, run_options: RunOptionsConfig | None = None) -> None:
         self.config = config
+        self.run_options = run_options  # every run's (ortplug batch: ONNX Runtime's log kept quiet)
         self.threads = _assigned_cpus()
         self.backend = config.build(self.threads)
         inputs = config.input_columns or {name: name for name in self.backend.input_names}
@@ -570,7 +573,7 @@ class OnnxPredictor:
         if count <= static:
             return out
         bindable = all(v.dtype != object for v in (*head.values(), *out.values()))
-        binding = self.backend.bind() if bindable else None
+        binding = self.backend.bind(self.run_options) if bindable else None
         results = {n: np.empty_like(v) for n, v in first.items()} if binding else {}
         if binding is not None:
             for name, buffer in head.items():
@@ -596,7 +599,7 @@ class OnnxPredictor:
         self, feed: Mapping[str, np.ndarray], start: int, stop: int, rows: _Rows
     ) -> Mapping[str, Any]:
         try:
-            return self.backend.run(dict(feed), list(self.outputs))
+            return self.backend.run(dict(feed), list(self.outputs), run_options=self.run_options)
         except Exception as exc:
             raise rows.error(start, stop, _reason(exc)) from exc
 

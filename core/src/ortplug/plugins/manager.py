@@ -167,6 +167,7 @@ class PluginHost:
         self._distributions: dict[str, tuple[str, str]] = {}
         self._entry_points: dict[str, str] = {}  # name -> "module:attr" already seen
         self._skipped: set[str] = set()  # plugins removed for claiming what another one has
+        self._blocked_by: dict[str, str] = {}  # plugin -> the allow/deny setting that blocked it
         self._lock = threading.RLock()
         self._registry: ProviderRegistry | None = None
         self._probes: list[tuple[str, HostProbe]] | None = None
@@ -214,6 +215,8 @@ class PluginHost:
             if entry_point.distribution is not None and name not in self._distributions:
                 self._distributions[name] = (entry_point.distribution, entry_point.version or "")
             if name in deny or (allow is not None and name not in allow):
+                variable = ENV_DENY if name in deny else ENV_ALLOW
+                self._blocked_by[name] = f"{variable}={self._environ.get(variable, '')}"
                 self._pm.set_blocked(name)
                 continue
             seen = self._entry_points.setdefault(name, entry_point.value)
@@ -275,6 +278,11 @@ class PluginHost:
         self._validated()
         return [name for name, plugin in self._pm.list_name_plugin() if plugin is not None]
 
+    def blocked_by(self) -> dict[str, str]:
+        """Each installed plugin that ``ORTPLUG_PLUGINS`` / ``ORTPLUG_DISABLE_PLUGINS`` kept out,
+        with the setting that did (``{"cpu": "ORTPLUG_PLUGINS=nosuch"}``)."""
+        return dict(self._blocked_by)
+
     def plugin_infos(self) -> list[PluginInfo]:
         """Active, blocked and failed plugins with their distributions, for ``ortplug plugins``."""
         self._validated()
@@ -290,7 +298,8 @@ class PluginHost:
         for name, plugin in self._pm.list_name_plugin():
             if plugin is None:
                 if name not in self._skipped:
-                    row(name, "blocked")
+                    setting = self._blocked_by.get(name)
+                    row(name, "blocked", error=f"blocked by {setting}" if setting else None)
             else:
                 hooks_of[name] = tuple(
                     sorted(c.name for c in self._pm.get_hookcallers(plugin) or ())

@@ -1,0 +1,415 @@
+"""The README's code blocks run, so that what it shows cannot drift from what ortplug does.
+
+Every fenced block of README.md is checked, in order, in one scratch folder, on the CPU install
+the README sets up (``ORTPLUG_PLUGINS=cpu``: the core and the CPU plugin of this environment):
+
+* ``python`` blocks run (each in a fresh interpreter); ``bash`` blocks run with ``bash -e``;
+  a block whose first line is ``# PATH.py`` is written to PATH in a project folder (``test_*.py``
+  files then run under pytest, importing the others), ``# PATH (abridged)``: each of its code
+  lines must be in the repository's file PATH; ``toml`` blocks must parse;
+* a block without a language (what a command prints, a tree) needs a directive saying how to
+  check it.
+
+Directives are HTML comments right above the fence (invisible on the rendered page, stated in
+the source), one per line, each ``<!-- readme-test: ... -->``:
+
+* ``replace `OLD` with `NEW` (why)`` — run the block with OLD replaced (a hardware path on the
+  CPU install); OLD must be in the block;
+* ``instead `COMMAND` (why)`` — run COMMAND in place of a shell block;
+* ``raises NAME: TEXT`` — the Python block must end in an exception of class NAME whose message
+  starts with TEXT;
+* ``output of `COMMAND`; numbers vary on: WORD ...`` — the block is what COMMAND prints, line for
+  line; numbers may differ only on lines that start with one of the WORDs;
+* ``error classes`` — the tree of ortplug's exceptions, checked against the classes;
+* ``paths`` — each line starts with a path of this repository.
+
+The files the examples name are made first: ``model.onnx`` (the shipped demo model, with its
+metadata as ``model.meta.json``) and ``features/`` (Parquet with the columns the Ray example
+reads).
+"""
+
+from __future__ import annotations
+
+import builtins
+import importlib
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tomllib
+from collections.abc import Iterator
+from importlib.resources import files
+from pathlib import Path
+
+import attrs
+import ortplug
+import pytest
+from ortplug import errors
+
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+BIN = os.path.dirname(sys.executable)
+_FENCE = re.compile(r"^```(\w*)\s*$")
+_DIRECTIVE = re.compile(r"^<!-- readme-test: (.+?) -->$")
+_NUMBER = re.compile(r"-?\d[\d,.]*(?:e[-+]?\d+)?")
+
+
+@attrs.frozen
+class Block:
+    """A fenced block of the README: its language, text, first line number and directives."""
+
+    language: str
+    text: str
+    line: int
+    directives: tuple[str, ...]
+
+    def __str__(self) -> str:
+        return f"README.md:{self.line} ({self.language or 'no language'})"
+
+
+def readme_blocks(text: str) -> list[Block]:
+    """Every fenced block, with the ``readme-test`` comments on the lines right above it."""
+    blocks, lines = [], text.splitlines()
+    index = 0
+    while index < len(lines):
+        opened = _FENCE.match(lines[index])
+        if opened is None:
+            index += 1
+            continue
+        directives, above = [], index - 1
+        while above >= 0 and (found := _DIRECTIVE.match(lines[above].strip())):
+            directives.insert(0, found.group(1))
+            above -= 1
+        end = next(i for i in range(index + 1, len(lines)) if lines[i].startswith("```"))
+        body = "\n".join(lines[index + 1 : end]) + "\n"
+        blocks.append(Block(opened.group(1), body, index + 1, tuple(directives)))
+        index = end + 1
+    return blocks
+
+
+BLOCKS = readme_blocks(README.read_text(encoding="utf-8"))
+
+
+# -- directives -----------------------------------------------------------------------------------
+
+
+def _expect(condition: object, message: str) -> None:
+    """A check whose message is all that is shown (the test lists every block's failure)."""
+    if not condition:
+        raise AssertionError(message)
+
+
+def _quoted(directive: str, count: int) -> list[str]:
+    """The ``count`` backtick-quoted parts of a directive, and what follows them (its reason)."""
+    parts = re.findall(r"`([^`]*)`", directive)
+    _expect(len(parts) == count, f"expected {count} `quoted` part(s) in {directive!r}")
+    return parts
+
+
+def _substituted(block: Block) -> str:
+    """The block's text with its ``replace`` directives applied (each must match)."""
+    text = block.text
+    for directive in block.directives:
+        if directive.startswith("replace "):
+            old, new = _quoted(directive, 2)
+            _expect(old in text, f"{block}: {directive!r}: `{old}` is not in the block")
+            _expect(directive.rstrip().endswith(")"), f"{block}: {directive!r} says no reason")
+            text = text.replace(old, new)
+    return text
+
+
+def _directive(block: Block, kind: str) -> str | None:
+    return next((d for d in block.directives if d.startswith(kind)), None)
+
+
+# -- running -------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def scratch(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The folder the blocks run in, with the files they name."""
+    folder = tmp_path_factory.mktemp("readme")
+    (folder / ".ci").symlink_to(ROOT / ".ci")  # what the CI block names
+    demo = Path(str(files("ortplug.data") / "demo.onnx"))
+    shutil.copy(demo, folder / "model.onnx")
+    metadata = ortplug.CheckpointMetadata.from_model(demo)
+    (folder / "model.meta.json").write_text(metadata.to_json())
+    _features(folder / "features")
+    return folder
+
+
+def _features(folder: Path) -> None:
+    """Parquet as the Ray example reads it: a ``features`` list column (8 floats) and a ``key``."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    folder.mkdir()
+    rows = np.random.default_rng(0).standard_normal((16, 8)).astype(np.float32)
+    table = pa.table({"features": list(rows), "key": [f"row-{i}" for i in range(len(rows))]})
+    pq.write_table(table, folder / "part-0.parquet")
+
+
+def _environment(folder: Path) -> dict[str, str]:
+    """The CPU install, a private cache, this environment's ``ortplug`` first on PATH."""
+    return {
+        **os.environ,
+        "ORTPLUG_PLUGINS": "cpu",
+        "ORTPLUG_CACHE_DIR": str(folder / ".cache"),
+        "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+        "RAY_ADDRESS": "local",  # a cluster on this machine is not the example's
+    }
+
+
+def _run(args: list[str], folder: Path, **extra: str) -> subprocess.CompletedProcess[str]:
+    env = {**_environment(folder), **extra}
+    return subprocess.run(args, cwd=folder, env=env, capture_output=True, text=True, timeout=300)
+
+
+def _written_path(block: Block) -> str | None:
+    """The PATH of a block that starts ``# PATH.py`` (a file of a project the README writes)."""
+    first = block.text.splitlines()[0]
+    found = re.fullmatch(r"# ([\w./-]+\.py)", first)
+    return found.group(1) if found else None
+
+
+_RAISES = """
+import runpy, sys
+try:
+    runpy.run_path("{path}", run_name="__main__")
+except Exception as exc:
+    print(type(exc).__name__ + ": " + str(exc), file=sys.stderr)
+    sys.exit(3)
+"""
+
+
+def _python_block(block: Block, folder: Path) -> None:
+    text = _substituted(block)
+    path = _written_path(block)
+    if path is not None:
+        target = folder / "project" / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text)
+        compile(text, str(target), "exec")  # a module runs when a test block imports it
+        if target.name.startswith("test_"):
+            done = _run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                         str(target)], folder / "project", PYTHONPATH=_pythonpath(folder))  # fmt: skip
+            _expect(done.returncode == 0, f"{block}: pytest failed\n{done.stdout}")
+        return
+    script = folder / f"block_{block.line}.py"
+    script.write_text(text)
+    raises = _directive(block, "raises ")
+    done = _run([sys.executable, "-c", _RAISES.format(path=script)], folder)
+    if raises is None:
+        _expect(done.returncode == 0, f"{block} failed:\n{done.stderr[-3000:]}")
+        return
+    expected = raises.removeprefix("raises ")
+    _expect(done.returncode == 3, f"{block}: expected {expected!r}, got exit {done.returncode} "
+            f"{done.stderr[-2000:]}")
+    last = done.stderr.strip().splitlines()[-1]
+    _expect(last.startswith(expected), f"{block}: expected {expected!r}, got {last!r}")
+
+
+def _pythonpath(folder: Path) -> str:
+    """What a project the README writes puts on the path: its ``src``, then this environment's."""
+    return os.pathsep.join(filter(None, [str(folder / "project" / "src"),
+                                         os.environ.get("PYTHONPATH")]))  # fmt: skip
+
+
+def _bash_block(block: Block, folder: Path) -> None:
+    instead = _directive(block, "instead ")
+    if instead is not None:
+        (command,) = _quoted(instead, 1)
+        _expect(instead.rstrip().endswith(")"), f"{block}: {instead!r} says no reason")
+        script = command
+    else:
+        script = _substituted(block)
+    done = _run(["bash", "-e", "-o", "pipefail", "-c", script], folder)
+    _expect(done.returncode == 0, f"{block} failed:\n{done.stdout[-2000:]}{done.stderr[-3000:]}")
+
+
+def _abridged(block: Block) -> None:
+    """``# PATH (abridged)``: each code line of the block is a line of PATH."""
+    first, *rest = block.text.splitlines()
+    path = ROOT / first.removeprefix("# ").removesuffix(" (abridged)")
+    source = {line.strip() for line in path.read_text().splitlines()}
+    missing = [line for line in rest if line.strip() and not line.strip().startswith("#")
+               and line.strip() not in source]  # fmt: skip
+    _expect(not missing, f"{block}: not in {path.relative_to(ROOT)}: {missing}")
+
+
+# -- output blocks -------------------------------------------------------------------------------
+
+
+def _output_of(block: Block, directive: str, folder: Path) -> None:
+    (command,) = _quoted(directive, 1)
+    varies = directive.partition("numbers vary on:")[2].split()
+    done = _run(["bash", "-c", command], folder)
+    _expect(done.returncode == 0, f"{block}: {command} failed: {done.stderr[-2000:]}")
+    shown, printed = block.text.splitlines(), done.stdout.splitlines()
+    _expect(len(shown) == len(printed), f"{block}: shows {shown}, {command} prints {printed}")
+    for want, got in zip(shown, printed):
+        if want.split()[:1] and want.split()[0] in varies:
+            want, got = _NUMBER.sub("N", want), _NUMBER.sub("N", got)
+        _expect(want == got, f"{block}: shows\n{want}\n{command} prints\n{got}")
+
+
+def _error_classes(block: Block) -> None:
+    """``Name (Builtin)`` lines indented under their parent: classes of :mod:`ortplug.errors` with
+    those bases and builtins."""
+    parents: list[tuple[int, type]] = []
+    checked = 0
+    for line in block.text.splitlines():
+        found = re.match(r"^([│ ]*)(?:[├└]── )?([\w, ]+?)(?: \((\w+)\))?(?:\s{2,}.*)?$", line)
+        if not found or not found.group(2).strip():
+            continue
+        depth = len(found.group(1)) + (4 if "──" in line else 0)
+        for name in (n.strip() for n in found.group(2).split(",")):
+            cls = getattr(errors, name)
+            while parents and parents[-1][0] >= depth:
+                parents.pop()
+            if parents:
+                parent = parents[-1][1]
+                _expect(issubclass(cls, parent), f"{block}: {name} is not a {parent.__name__}")
+            if found.group(3):
+                base = getattr(builtins, found.group(3))
+                _expect(issubclass(cls, base), f"{block}: {name} is not a {found.group(3)}")
+            checked += 1
+        parents.append((depth, cls))
+    _expect(checked, f"{block}: no class found in it")
+
+
+def _paths(block: Block) -> None:
+    for line in block.text.splitlines():
+        path = line.split()[0]
+        _expect(list(ROOT.glob(path.rstrip("/"))), f"{block}: {path} is not in this repository")
+
+
+# -- the tests -----------------------------------------------------------------------------------
+
+
+def _check(block: Block, folder: Path) -> None:
+    if block.language == "python":
+        first = block.text.splitlines()[0]
+        if first.endswith("(abridged)"):
+            _abridged(block)
+        else:
+            _python_block(block, folder)
+    elif block.language in ("bash", "sh", "shell"):
+        _bash_block(block, folder)
+    elif block.language == "toml":
+        tomllib.loads(block.text)
+    elif block.language in ("", "text"):
+        if (output := _directive(block, "output of ")) is not None:
+            _output_of(block, output, folder)
+        elif _directive(block, "error classes") is not None:
+            _error_classes(block)
+        elif _directive(block, "paths") is not None:
+            _paths(block)
+        else:
+            raise AssertionError(f"{block}: say how to check it (output of, error classes, paths)")
+    else:
+        raise AssertionError(f"{block}: no rule for {block.language!r} blocks")
+
+
+def test_every_block_of_the_readme_holds(scratch: Path) -> None:
+    """In README order, in one folder: a block may use the files an earlier one wrote."""
+    failures = []
+    for block in BLOCKS:
+        try:
+            _check(block, scratch)
+        except AssertionError as exc:
+            failures.append(str(exc))
+    assert not failures, "\n\n".join(failures)
+
+
+# -- names in the prose --------------------------------------------------------------------------
+
+
+def _prose(text: str) -> str:
+    """The README without its fenced blocks."""
+    return re.sub(r"(?ms)^```\w*\n.*?^```\n", "", text)
+
+
+def _spans(text: str) -> Iterator[str]:
+    yield from re.findall(r"`([^`\n]+)`", _prose(text))
+
+
+def _resolve(dotted: str) -> object:
+    """``ortplug.a.b.c``: the longest importable module, then attributes."""
+    parts = dotted.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            target: object = importlib.import_module(".".join(parts[:cut]))
+        except ModuleNotFoundError:
+            continue
+        for attribute in parts[cut:]:
+            target = getattr(target, attribute)
+        return target
+    raise ModuleNotFoundError(dotted)
+
+
+def _wrong_names(text: str) -> list[str]:
+    """``ortplug.x.y`` paths and ``PublicClass.method()`` calls in inline code that do not resolve."""
+    wrong = []
+    for span in _spans(text):
+        for dotted in re.findall(r"(?<![\w.])(ortplug(?:\.\w+)+)", span):
+            try:
+                _resolve(dotted)
+            except (ImportError, AttributeError) as exc:
+                wrong.append(f"`{span}`: {dotted}: {type(exc).__name__}: {exc}")
+        for cls, member in re.findall(r"\b([A-Z]\w+)\.(\w+)\(", span):
+            public = getattr(ortplug, cls, None) if cls in ortplug.__all__ else None
+            if public is not None and not hasattr(public, member):
+                wrong.append(f"`{span}`: ortplug.{cls} has no {member}")
+    return wrong
+
+
+def test_the_names_the_readme_gives_exist() -> None:
+    wrong = _wrong_names(README.read_text(encoding="utf-8"))
+    assert not wrong, "\n".join(wrong)
+
+
+def test_names_that_are_not_there_are_found() -> None:
+    """What the README once said (issue 24, items 1 and 2)."""
+    text = (
+        "`HostCapabilities.detect()` composes every plugin's probes; "
+        "`OrtDevicePolicy` (from `ortplug.ort_selection`); `ortplug.selection.OrtDevicePolicy`\n"
+    )
+    assert _wrong_names(text) == [
+        "`HostCapabilities.detect()`: ortplug.HostCapabilities has no detect",
+        "`ortplug.ort_selection`: ortplug.ort_selection: AttributeError: module 'ortplug' has no "
+        "attribute 'ort_selection'",
+    ]
+
+
+_DRIFTED = [
+    (Block("python", "raise ValueError('x')\n", 1, ()), "README.md:1 (python) failed"),
+    (Block("python", "x = 1\n", 2, ("raises OptionError: x",)), "expected 'OptionError: x'"),
+    (Block("python", "x = 1\n", 3, ("replace `y` with `z` (why)",)), "`y` is not in the block"),
+    (Block("python", "x = 1\n", 4, ("replace `x` with `z`",)), "says no reason"),
+    (Block("bash", "false\n", 5, ()), "README.md:5 (bash) failed"),
+    (Block("", "usage: nothing\n", 6, ("output of `echo usage: something`",)), "shows"),
+    (Block("", "OrtplugError\n└── CacheError (ValueError)\n", 7, ("error classes",)),
+     "CacheError is not a ValueError"),
+    (Block("", "OrtplugError\n└── OptionError (ValueError)\n    └── CacheError\n", 8,
+           ("error classes",)), "CacheError is not a OptionError"),
+    (Block("", "nowhere/   a folder\n", 9, ("paths",)), "nowhere/ is not in this repository"),
+    (Block("", "some output\n", 10, ()), "say how to check it"),
+    (Block("python", "# core/src/ortplug/__init__.py (abridged)\nx = 1\n", 11, ()), "not in"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("block", "message"), _DRIFTED, ids=[b.line for b, _ in _DRIFTED])
+def test_a_block_that_drifted_fails(tmp_path, block, message) -> None:
+    with pytest.raises(AssertionError, match=re.escape(message)):
+        _check(block, tmp_path)
+
+
+def test_directives_are_understood() -> None:
+    """A misspelt directive would silently check nothing."""
+    kinds = ("replace ", "instead ", "raises ", "output of ", "error classes", "paths")
+    for block in BLOCKS:
+        for directive in block.directives:
+            assert directive.startswith(kinds), f"{block}: unknown directive {directive!r}"
