@@ -29,7 +29,7 @@ def test_the_open_kernel_modules_version_line(tmp_path: Path) -> None:
 
 def test_an_nvidia_gpu_without_its_driver_is_seen_by_pci_id_alone(tmp_path: Path) -> None:
     hw = detect_hardware(fake_roots.nvidia(tmp_path, driver=None), _LINUX)
-    assert [g.describe() for g in hw.gpus()] == ["NVIDIA device 0x2335"]
+    assert [g.describe() for g in hw.gpus()] == ["NVIDIA GPU 0x2335"]
     assert (hw.nvidia_driver, hw.cuda_major) == (None, None)
 
 
@@ -56,7 +56,7 @@ def test_amd_gpu_with_vulkan(tmp_path: Path) -> None:
 def test_intel_gpu_npu_and_cpu(tmp_path: Path) -> None:
     hw = detect_hardware(fake_roots.intel_gpu(tmp_path), _LINUX)
     assert [g.vendor_name for g in hw.gpus()] == ["Intel"]
-    assert hw.to_dict()["accelerators"] == ["Intel device 0x7d1d"]
+    assert hw.to_dict()["accelerators"] == ["Intel accelerator 0x7d1d"]
     assert hw.cpu_vendor == "GenuineIntel"
     assert {"avx2", "avx512_vnni"} <= hw.cpu_flags
 

@@ -25,6 +25,7 @@ __all__ = [
     "PciDevice",
     "cuda_major_for_driver",
     "detect_hardware",
+    "driver_for_cuda",
 ]
 
 #: Where the files are read from instead of ``/`` (a fake sysfs/proc tree).
@@ -59,6 +60,11 @@ def cuda_major_for_driver(driver: str | None) -> int | None:
     return next((major for floor, major in _DRIVER_FOR_CUDA if branch >= floor), None)
 
 
+def driver_for_cuda(major: int) -> int | None:
+    """The oldest NVIDIA driver branch that runs CUDA ``major`` (580 for 13), ``None`` if unknown."""
+    return next((floor for floor, known in _DRIVER_FOR_CUDA if known == major), None)
+
+
 @attrs.frozen
 class PciDevice:
     """One PCI function: vendor and device ids, the 24-bit class code, and a name when known."""
@@ -81,8 +87,9 @@ class PciDevice:
         return self.pci_class >> 16 == _ACCELERATOR_CLASS
 
     def describe(self) -> str:
-        """``NVIDIA H200``, or ``NVIDIA device 0x2335`` when no name is known."""
-        return self.name or f"{self.vendor_name} device 0x{self.device:04x}"
+        """``NVIDIA H200``, or ``NVIDIA GPU 0x2335`` when no name is known."""
+        kind = "GPU" if self.is_gpu else "accelerator" if self.is_accelerator else "device"
+        return self.name or f"{self.vendor_name} {kind} 0x{self.device:04x}"
 
 
 @attrs.frozen(kw_only=True)

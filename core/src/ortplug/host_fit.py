@@ -1,0 +1,266 @@
+"""Host fit: which catalog providers this host's hardware calls for, what of them is installed,
+and the pip steps that make the environment fit (``info``, ``doctor``, ``doctor --fix``).
+
+Pure over its inputs (:class:`~ortplug.hardware.Hardware`, the catalog, :class:`Installed`), so
+every kind of host is a test; :func:`installed_state` is the one reading of the environment.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from collections.abc import Iterable, Mapping, Sequence
+from importlib.metadata import PackageNotFoundError, distribution, distributions, requires
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlparse
+
+import attrs
+
+from ._runtime import RuntimeDistribution, installed_runtimes
+from .hardware import Hardware, driver_for_cuda
+from .plugins.catalog import CatalogEntry, InstallOption, Requirement
+
+__all__ = ["FitPlan", "Finding", "Installed", "installed_state", "plan_fit", "shell_line"]
+
+_CORE = "ortplug"
+
+
+def _normalize(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+@attrs.frozen
+class Installed:
+    """What the environment holds: distributions by normalized name, the runtime wheels, what
+    each of the core's extras brings, and the checkout ortplug was installed from (its folders
+    are then what pip installs), if any."""
+
+    distributions: Mapping[str, str]
+    runtimes: tuple[RuntimeDistribution, ...] = ()
+    extras: Mapping[str, frozenset[str]] = attrs.field(factory=dict)
+    tree: Path | None = None
+
+    def version(self, name: str) -> str | None:
+        return self.distributions.get(_normalize(name))
+
+
+def _tree_of_core() -> Path | None:
+    """The checkout the installed core came from (PEP 610 ``direct_url.json``: ``.../core``)."""
+    try:
+        raw = distribution(_CORE).read_text("direct_url.json")
+        url = urlparse(json.loads(raw or "{}").get("url", ""))
+    except (PackageNotFoundError, ValueError, AttributeError):
+        return None
+    folder = Path(unquote(url.path))
+    if url.scheme != "file" or folder.name != "core" or not (folder.parent / "plugins").is_dir():
+        return None
+    return folder.parent
+
+
+def _core_extras() -> dict[str, frozenset[str]]:
+    """Each extra of the installed core -> the distributions it brings (its metadata)."""
+    brought: dict[str, set[str]] = {}
+    try:
+        lines = requires(_CORE) or []
+    except PackageNotFoundError:
+        return {}
+    for line in lines:
+        requirement, _, marker = line.partition(";")
+        extra = re.search(r"extra\s*==\s*[\"']([^\"']+)[\"']", marker)
+        name = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", requirement)
+        if extra and name:
+            brought.setdefault(extra.group(1), set()).add(_normalize(name.group(1)))
+    return {extra: frozenset(names) for extra, names in brought.items()}
+
+
+def installed_state() -> Installed:
+    """Read the environment's distributions (metadata only: nothing is imported)."""
+    found = {_normalize(d.metadata["Name"] or ""): d.version for d in distributions()}
+    return Installed(found, installed_runtimes(), _core_extras(), _tree_of_core())
+
+
+def _tree_folders(tree: Path) -> dict[str, Path]:
+    """Distribution name -> its folder in the checkout (``core``, ``plugins/*``, ``examples/*``)."""
+    folders = {}
+    for project in [tree / "core", *tree.glob("plugins/*"), *tree.glob("examples/*")]:
+        try:
+            text = (project / "pyproject.toml").read_text(encoding="utf-8")
+        except OSError:
+            continue
+        name = re.search(r'^name\s*=\s*"([^"]+)"', text, re.M)
+        if name:
+            folders[_normalize(name.group(1))] = project
+    return folders
+
+
+@attrs.frozen
+class Finding:
+    """One line of host fit: what was seen or found, whether that is fine, the command if not."""
+
+    kind: str  # "missing", "useless", "runtime", "driver", "optional" or "fits"
+    ok: bool
+    detail: str
+    command: str = ""
+
+    def line(self) -> str:
+        return f"{self.detail}: {self.command}" if self.command else self.detail
+
+    def to_dict(self) -> dict[str, object]:
+        return attrs.asdict(self)
+
+
+@attrs.frozen
+class FitPlan:
+    """What the host calls for, the findings, and the pip steps (arguments after ``pip``)."""
+
+    hardware: Hardware
+    applies: tuple[str, ...]
+    findings: tuple[Finding, ...]
+    steps: tuple[tuple[str, ...], ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "hardware": self.hardware.to_dict(),
+            "applies": list(self.applies),
+            "findings": [f.to_dict() for f in self.findings],
+            "steps": [shell_line(step) for step in self.steps],
+        }
+
+
+def shell_line(step: Sequence[str], pip: Sequence[str] = ("pip",)) -> str:
+    """A step as one would type it: ``pip install 'ortplug[cuda]'``."""
+    return shlex.join([*pip, *step])
+
+
+@attrs.frozen
+class _Applied:
+    """A catalog entry that applies here: what was seen and the install option for it."""
+
+    entry: CatalogEntry
+    seen: str
+    option: InstallOption
+
+    def brings_runtime(self, wanted: Requirement | None) -> bool:
+        """Whether its extra may be installed: it brings no runtime or the one chosen."""
+        runtime = self.option.runtime
+        return runtime is None or wanted is None or runtime.name == wanted.name
+
+
+def _install_step(
+    chosen: Sequence[_Applied], wanted: Requirement | None, installed: Installed
+) -> tuple[str, ...]:
+    """One ``pip install`` for these entries: the core with the extras that bring the chosen
+    runtime, then what no such extra brings (plugins, more packages); from a checkout, the
+    folder of every distribution it holds, which pip then takes for the extras' pins."""
+    folders = _tree_folders(installed.tree) if installed.tree else {}
+    with_extra = [a for a in chosen if a.option.extra and a.brings_runtime(wanted)]
+    extras = list(dict.fromkeys(str(a.option.extra) for a in with_extra))
+    brought = {n for extra in extras for n in installed.extras.get(extra, ())}
+    brought |= {_normalize(a.entry.distribution) for a in with_extra}
+    names = [n for extra in extras for n in sorted(installed.extras.get(extra, ()))]
+    names += [name for a in chosen for name in (a.entry.distribution, *a.option.packages)]
+    targets = [f"{folders.get(_CORE, _CORE)}[{','.join(extras)}]"] if extras else []
+    for name in names:
+        key = Requirement.parse(name).name
+        target = str(folders[key]) if key in folders else None if key in brought else name
+        if target is not None and target not in targets:
+            targets.append(target)
+    indexes = dict.fromkeys(a.option.index_url for a in chosen if a.option.index_url)
+    index_args = [arg for url in indexes if url for arg in ("--extra-index-url", url)]
+    return ("install", *index_args, *targets)
+
+
+def _runtime_steps(
+    wanted: Requirement | None, for_plugin: str, installed: Installed
+) -> tuple[Finding, list[tuple[str, ...]], bool] | None:
+    """The runtime wheels against the one wanted: a finding, the steps that remove strays (and
+    repair the wheel that stays), and whether the wanted wheel is installed in a fitting version."""
+    if wanted is None:
+        return None
+    kept = next((r for r in installed.runtimes if _normalize(r.name) == wanted.name), None)
+    strays = [r.name for r in installed.runtimes if r is not kept]
+    fits = kept is not None and wanted.satisfied_by(kept.version)
+    listed = " and ".join(f"{r.name} {r.version}" for r in installed.runtimes) or "no runtime"
+    shared = "; they share the onnxruntime module" if len(installed.runtimes) > 1 else ""
+    detail = f"{listed} installed{shared}; this host needs {wanted.text} (for {for_plugin}); fix with"
+    if not strays and fits:
+        return Finding("fits", True, f"{listed}: the runtime this host needs"), [], True
+    steps: list[tuple[str, ...]] = []
+    if strays:
+        steps.append(("uninstall", "-y", *strays))
+        if kept is not None and fits:  # the strays' uninstall took the shared files with it
+            pinned = f"{kept.name}=={kept.version}"
+            steps.append(("install", "--force-reinstall", "--no-deps", pinned))
+    return Finding("runtime", False, detail), steps, fits
+
+
+def _driver_too_old(entry: CatalogEntry, seen: str) -> Finding:
+    oldest = min((o.cuda_min for o in entry.install if o.cuda_min), default=0)
+    floor = driver_for_cuda(oldest)
+    return Finding(
+        "driver",
+        entry.optional,
+        f"{seen} seen; {entry.distribution} needs CUDA {oldest} or newer: update the NVIDIA "
+        f"driver{f' to r{floor} or newer' if floor else ''}",
+    )
+
+
+def _applied(hardware: Hardware, catalog: Sequence[CatalogEntry]) -> tuple[
+    dict[str, str], list[_Applied], list[Finding]
+]:  # fmt: skip
+    """What each entry saw, the entries that apply with their install option, driver findings."""
+    seen = {e.name: s for e in catalog if (s := e.seen(hardware)) is not None}
+    applied, findings = [], []
+    for entry in catalog:
+        if entry.name not in seen or set(entry.unless) & set(seen):
+            continue
+        option = entry.option_for(hardware.cuda_major)
+        if option is None:
+            findings.append(_driver_too_old(entry, seen[entry.name]))
+        else:
+            applied.append(_Applied(entry, seen[entry.name], option))
+    return seen, applied, findings
+
+
+def plan_fit(
+    hardware: Hardware, catalog: Sequence[CatalogEntry], installed: Installed
+) -> FitPlan:
+    """Compare what ``hardware`` calls for in ``catalog`` with what is ``installed``."""
+    seen, applied, findings = _applied(hardware, catalog)
+    required = [a for a in applied if not a.entry.optional]
+    deciding = next((a for a in required if a.option.runtime), None)
+    wanted = deciding.option.runtime if deciding else None
+    runtime = _runtime_steps(wanted, deciding.entry.distribution if deciding else "", installed)
+    steps = runtime[1] if runtime else []
+    missing = [a for a in required if installed.version(a.entry.distribution) is None]
+    if missing or (runtime and not runtime[2]):
+        steps.append(_install_step(required, wanted, installed))
+    fix = " && ".join(shell_line(step) for step in steps)
+    driver = " (no NVIDIA driver seen: install it first)"
+    for item in applied:
+        if installed.version(item.entry.distribution) is not None:
+            continue
+        note = driver if item.option.cuda_min and hardware.cuda_major is None else ""
+        what = f"{item.seen} seen; "
+        if item.entry.optional:
+            command = shell_line(_install_step([item], wanted, installed))
+            detail = f"{what}optional: {item.entry.distribution}{note} ({item.entry.hardware}) with"
+            findings.append(Finding("optional", True, detail, command))
+        else:
+            detail = f"{what}install {item.entry.distribution}{note} with"
+            findings.append(Finding("missing", False, detail, fix))
+    for entry in catalog:
+        version = installed.version(entry.distribution)
+        if version is not None and entry.name not in seen:
+            detail = (
+                f"{entry.distribution} {version} is installed but useless here: no "
+                f"{entry.hardware} seen; remove it with"
+            )
+            command = shell_line(("uninstall", "-y", entry.distribution))
+            findings.append(Finding("useless", False, detail, command))
+    if runtime:
+        first = runtime[0]
+        findings.insert(0, attrs.evolve(first, command=fix) if not first.ok else first)
+    return FitPlan(hardware, tuple(a.entry.name for a in applied), tuple(findings), tuple(steps))
