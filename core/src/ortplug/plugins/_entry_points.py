@@ -23,23 +23,30 @@ import attrs
 
 from ..cache import atomic_write, cache_dir, cache_key, cache_root, read_cache_file, remove_entries
 from ..errors import CacheError
+from .declaration import DeclarationError, read_declaration
 
 __all__ = ["FOLDER", "PluginEntryPoint", "clear", "discover"]
 
 #: Where the remembered scans live under the cache root.
 FOLDER = "entry-points"
-_SCHEMA = 1
+_SCHEMA = 2
 _log = logging.getLogger("ortplug")
 
 
 @attrs.frozen
 class PluginEntryPoint:
-    """One entry point of the group: its name, ``module:attr`` value and distribution."""
+    """One entry point of the group: its name, ``module:attr`` value, distribution and declaration.
+
+    ``declaration``: the plugin's checked declaration as JSON (``None``: its package ships
+    none); ``declaration_error``: why the one it ships does not check.
+    """
 
     name: str
     value: str
     distribution: str | None
     version: str | None
+    declaration: dict[str, object] | None = None
+    declaration_error: str | None = None
 
     def load(self) -> object:
         """Import the module and resolve the attribute path, like ``EntryPoint.load``."""
@@ -90,15 +97,27 @@ def _scan(group: str) -> list[PluginEntryPoint]:
     found = []
     for entry_point in entry_points(group=group):
         dist = entry_point.dist
+        declaration, error = _declaration(entry_point.name, entry_point.value)
         found.append(
             PluginEntryPoint(
                 entry_point.name,
                 entry_point.value,
                 dist.metadata["Name"] if dist is not None else None,
                 dist.version if dist is not None else None,
+                declaration,
+                error,
             )
         )
     return found
+
+
+def _declaration(name: str, value: str) -> tuple[dict[str, object] | None, str | None]:
+    """The entry point's declaration as JSON, or why it does not check (read, never imported)."""
+    try:
+        declared = read_declaration(name, value)
+    except DeclarationError as exc:
+        return None, str(exc)
+    return (declared.to_json() if declared is not None else None), None
 
 
 def _read(path: os.PathLike[str]) -> list[PluginEntryPoint] | None:
@@ -106,7 +125,7 @@ def _read(path: os.PathLike[str]) -> list[PluginEntryPoint] | None:
         rows = json.loads(read_cache_file(path))
         if not isinstance(rows, list):
             return None
-        return [PluginEntryPoint(*row) for row in rows if isinstance(row, list) and len(row) == 4]
+        return [PluginEntryPoint(*row) for row in rows if isinstance(row, list) and len(row) == 6]
     except (OSError, ValueError, TypeError, RecursionError):
         return None
 
