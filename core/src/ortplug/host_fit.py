@@ -20,15 +20,13 @@ import attrs
 
 from ._runtime import RuntimeDistribution, installed_runtimes
 from .hardware import Hardware, driver_for_cuda
-from .plugins.catalog import CatalogEntry, InstallOption, Requirement
+from .plugins.catalog import CatalogEntry
+from .plugins.declaration import InstallDeclaration
+from .plugins.requirement import Requirement, normalize_name
 
 __all__ = ["FitPlan", "Finding", "Installed", "installed_state", "plan_fit", "shell_line"]
 
 _CORE = "ortplug"
-
-
-def _normalize(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 @attrs.frozen
@@ -43,7 +41,7 @@ class Installed:
     tree: Path | None = None
 
     def version(self, name: str) -> str | None:
-        return self.distributions.get(_normalize(name))
+        return self.distributions.get(normalize_name(name))
 
 
 def _tree_of_core() -> Path | None:
@@ -71,13 +69,13 @@ def _core_extras() -> dict[str, frozenset[str]]:
         extra = re.search(r"extra\s*==\s*[\"']([^\"']+)[\"']", marker)
         name = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", requirement)
         if extra and name:
-            brought.setdefault(extra.group(1), set()).add(_normalize(name.group(1)))
+            brought.setdefault(extra.group(1), set()).add(normalize_name(name.group(1)))
     return {extra: frozenset(names) for extra, names in brought.items()}
 
 
 def installed_state() -> Installed:
     """Read the environment's distributions (metadata only: nothing is imported)."""
-    found = {_normalize(d.metadata["Name"] or ""): d.version for d in distributions()}
+    found = {normalize_name(d.metadata["Name"] or ""): d.version for d in distributions()}
     return Installed(found, installed_runtimes(), _core_extras(), _tree_of_core())
 
 
@@ -91,7 +89,7 @@ def _tree_folders(tree: Path) -> dict[str, Path]:
             continue
         name = re.search(r'^name\s*=\s*"([^"]+)"', text, re.M)
         if name:
-            folders[_normalize(name.group(1))] = project
+            folders[normalize_name(name.group(1))] = project
     return folders
 
 
@@ -136,15 +134,25 @@ def shell_line(step: Sequence[str], pip: Sequence[str] = ("pip",)) -> str:
 
 @attrs.frozen
 class _Applied:
-    """A catalog entry that applies here: what was seen and the install option for it."""
+    """A catalog entry that applies here: what was seen and the install chosen for it."""
 
     entry: CatalogEntry
     seen: str
-    option: InstallOption
+    install: InstallDeclaration
+
+    @property
+    def runtime(self) -> Requirement | None:
+        return Requirement.parse(self.install.runtime) if self.install.runtime else None
+
+    @property
+    def extras(self) -> tuple[str, ...]:
+        """The core's extras the install names (``ortplug[cuda]``), else none."""
+        requirement = Requirement.parse(self.install.install)
+        return requirement.extras if requirement.name == _CORE else ()
 
     def brings_runtime(self, wanted: Requirement | None) -> bool:
-        """Whether its extra may be installed: it brings no runtime or the one chosen."""
-        runtime = self.option.runtime
+        """Whether it may be installed beside ``wanted``: it brings no runtime or that one."""
+        runtime = self.runtime
         return runtime is None or wanted is None or runtime.name == wanted.name
 
 
@@ -152,22 +160,28 @@ def _install_step(
     chosen: Sequence[_Applied], wanted: Requirement | None, installed: Installed
 ) -> tuple[str, ...]:
     """One ``pip install`` for these entries: the core with the extras that bring the chosen
-    runtime, then what no such extra brings (plugins, more packages); from a checkout, the
+    runtime, then what no such extra brings (plugins, other requirements); from a checkout, the
     folder of every distribution it holds, which pip then takes for the extras' pins."""
     folders = _tree_folders(installed.tree) if installed.tree else {}
-    with_extra = [a for a in chosen if a.option.extra and a.brings_runtime(wanted)]
-    extras = list(dict.fromkeys(str(a.option.extra) for a in with_extra))
+    with_extra = [a for a in chosen if a.extras and a.brings_runtime(wanted)]
+    extras = list(dict.fromkeys(e for a in with_extra for e in a.extras))
     brought = {n for extra in extras for n in installed.extras.get(extra, ())}
-    brought |= {_normalize(a.entry.distribution) for a in with_extra}
+    brought |= {normalize_name(a.entry.distribution) for a in with_extra}
     names = [n for extra in extras for n in sorted(installed.extras.get(extra, ()))]
-    names += [name for a in chosen for name in (a.entry.distribution, *a.option.packages)]
+    for item in chosen:
+        if item.extras or Requirement.parse(item.install.install).name != normalize_name(
+            item.entry.distribution
+        ):
+            names.append(item.entry.distribution)
+        if not item.extras:
+            names.append(item.install.install)
     targets = [f"{folders.get(_CORE, _CORE)}[{','.join(extras)}]"] if extras else []
     for name in names:
         key = Requirement.parse(name).name
         target = str(folders[key]) if key in folders else None if key in brought else name
-        if target is not None and target not in targets:
+        if target is not None and target not in targets and not (key == _CORE and extras):
             targets.append(target)
-    indexes = dict.fromkeys(a.option.index_url for a in chosen if a.option.index_url)
+    indexes = dict.fromkeys(a.install.index_url for a in chosen if a.install.index_url)
     index_args = [arg for url in indexes if url for arg in ("--extra-index-url", url)]
     return ("install", *index_args, *targets)
 
@@ -179,12 +193,13 @@ def _runtime_steps(
     repair the wheel that stays), and whether the wanted wheel is installed in a fitting version."""
     if wanted is None:
         return None
-    kept = next((r for r in installed.runtimes if _normalize(r.name) == wanted.name), None)
+    kept = next((r for r in installed.runtimes if normalize_name(r.name) == wanted.name), None)
     strays = [r.name for r in installed.runtimes if r is not kept]
     fits = kept is not None and wanted.satisfied_by(kept.version)
     listed = " and ".join(f"{r.name} {r.version}" for r in installed.runtimes) or "no runtime"
     shared = "; they share the onnxruntime module" if len(installed.runtimes) > 1 else ""
-    detail = f"{listed} installed{shared}; this host needs {wanted.text} (for {for_plugin}); fix with"
+    need = f"this host needs {wanted.text} (for {for_plugin})"
+    detail = f"{listed} installed{shared}; {need}; fix with"
     if not strays and fits:
         return Finding("fits", True, f"{listed}: the runtime this host needs"), [], True
     steps: list[tuple[str, ...]] = []
@@ -197,7 +212,7 @@ def _runtime_steps(
 
 
 def _driver_too_old(entry: CatalogEntry, seen: str) -> Finding:
-    oldest = min((o.cuda_min for o in entry.install if o.cuda_min), default=0)
+    oldest = min((i.cuda_min for i in entry.installs if i.cuda_min), default=0)
     floor = driver_for_cuda(oldest)
     return Finding(
         "driver",
@@ -216,11 +231,11 @@ def _applied(hardware: Hardware, catalog: Sequence[CatalogEntry]) -> tuple[
     for entry in catalog:
         if entry.name not in seen or set(entry.unless) & set(seen):
             continue
-        option = entry.option_for(hardware.cuda_major)
-        if option is None:
+        install = entry.install_for(hardware.cuda_major)
+        if install is None:
             findings.append(_driver_too_old(entry, seen[entry.name]))
         else:
-            applied.append(_Applied(entry, seen[entry.name], option))
+            applied.append(_Applied(entry, seen[entry.name], install))
     return seen, applied, findings
 
 
@@ -230,23 +245,26 @@ def plan_fit(
     """Compare what ``hardware`` calls for in ``catalog`` with what is ``installed``."""
     seen, applied, findings = _applied(hardware, catalog)
     required = [a for a in applied if not a.entry.optional]
-    deciding = next((a for a in required if a.option.runtime), None)
-    wanted = deciding.option.runtime if deciding else None
+    deciding = next((a for a in required if a.runtime), None)
+    wanted = deciding.runtime if deciding else None
     runtime = _runtime_steps(wanted, deciding.entry.distribution if deciding else "", installed)
     steps = runtime[1] if runtime else []
-    missing = [a for a in required if installed.version(a.entry.distribution) is None]
-    if missing or (runtime and not runtime[2]):
-        steps.append(_install_step(required, wanted, installed))
+    wanted_here = [a for a in required if installed.version(a.entry.distribution) is None]
+    if deciding is not None and runtime and not runtime[2] and deciding not in wanted_here:
+        wanted_here.insert(0, deciding)  # the runtime is missing or the wrong build
+    if wanted_here:
+        steps.append(_install_step(wanted_here, wanted, installed))
     fix = " && ".join(shell_line(step) for step in steps)
     driver = " (no NVIDIA driver seen: install it first)"
     for item in applied:
         if installed.version(item.entry.distribution) is not None:
             continue
-        note = driver if item.option.cuda_min and hardware.cuda_major is None else ""
+        note = driver if item.install.cuda_min and hardware.cuda_major is None else ""
         what = f"{item.seen} seen; "
         if item.entry.optional:
             command = shell_line(_install_step([item], wanted, installed))
-            detail = f"{what}optional: {item.entry.distribution}{note} ({item.entry.hardware}) with"
+            name = f"{item.entry.distribution}{note} ({item.entry.hardware})"
+            detail = f"{what}optional: {name} with"
             findings.append(Finding("optional", True, detail, command))
         else:
             detail = f"{what}install {item.entry.distribution}{note} with"

@@ -14,6 +14,7 @@ The format (JSON; ``"ortplug"`` is the format version)::
       "ortplug": 1,
       "plugins": {
         "<entry-point name>": {
+          "distribution": "ortplug-acme",          # the distribution that ships the plugin
           "kinds": [{
             "kind": "acme",                        # the provider kind (lower-case identifier)
             "ort_name": "AcmeExecutionProvider",   # ONNX Runtime's name
@@ -23,7 +24,14 @@ The format (JSON; ``"ortplug"`` is the format version)::
             "platforms": ["linux", "win32"],       # sys.platform prefixes it can run on ([]: any)
             "requires": ["acme.devices"],          # "probe.fact"s that must all be truthy
             "hardware": "Acme NPUs",               # catalog: what it is for (free text)
-            "install": "ortplug-acme"              # catalog: what to pip install
+            "install": "ortplug-acme",             # catalog: what to pip install
+            "detect": [{"pci_vendor": "0xacme"}],  # catalog: how to see the hardware (below)
+            "runtime": "onnxruntime>=1.22",        # catalog: the runtime wheel `install` brings
+            "index_url": "https://...",            # catalog: an extra index `install` needs
+            "cuda_min": 13,                        # catalog: the CUDA major `install` needs
+            "alternatives": [{"cuda_min": 12, "install": "...", "runtime": "..."}],
+            "unless": ["cuda"],                    # catalog: not wanted where these apply
+            "optional": false                      # catalog: named, never installed by --fix
           }],
           "probes": [{
             "name": "acme",
@@ -45,7 +53,14 @@ its plugin: on another platform, or when the cached facts of the named probes
 (kept across processes, keyed by the declared ``identity``) say a required fact
 is empty. A probe without an ``identity`` is never cached, so a kind that
 requires its facts is always in play. ``hardware`` and ``install`` are for
-providers described but not installed (a catalog) and are optional. Every
+providers described but not installed (a catalog) and are optional, as are the
+catalog's other fields: ``detect`` says how to see the hardware with plain file
+reads (:mod:`ortplug.hardware`; any one condition, each with all its keys, see
+``_CONDITION``; ``[{}]``: every host; absent: the catalog never proposes the kind),
+``runtime`` the runtime wheel and version rule ``install`` brings, ``cuda_min``
+the CUDA major it needs from the NVIDIA driver, ``alternatives`` the installs to
+fall back on for older drivers (same fields), ``unless`` the kinds that make it
+unneeded, ``optional`` a kind named but never installed by ``doctor --fix``. Every
 table is checked against the fields below (one place each: ``_KIND``,
 ``_PROBE``, ``_IDENTITY``, ...); a new version of the format adds fields there.
 A declaration that does not check is one line naming the plugin, the file, the
@@ -69,8 +84,10 @@ __all__ = [
     "FILENAME",
     "FORMAT",
     "HOOKS",
+    "ConditionDeclaration",
     "DeclarationError",
     "Identity",
+    "InstallDeclaration",
     "KindDeclaration",
     "LibraryDeclaration",
     "MetadataKeyDeclaration",
@@ -199,6 +216,39 @@ class LibraryDeclaration:
 
 
 @attrs.frozen
+class ConditionDeclaration:
+    """What one kind of host shows, as :mod:`ortplug.hardware` reads it; every key given holds.
+
+    ``pci_vendor``/``pci_class``: a PCI function with that vendor id and base class;
+    ``gpu``: a display-class PCI device or a DRM render node; ``nvidia_driver``: the
+    driver's version file; ``macos_min``: at least this macOS; ``vulkan_loader``:
+    libvulkan; ``cpu_vendor``/``cpu_flags``: one of these vendors, all of these flags.
+    """
+
+    platform: tuple[str, ...] = ()
+    machine: tuple[str, ...] = ()
+    pci_vendor: int | None = None
+    pci_class: int | None = None
+    gpu: bool = False
+    nvidia_driver: bool = False
+    macos_min: str | None = None
+    vulkan_loader: bool = False
+    cpu_vendor: tuple[str, ...] = ()
+    cpu_flags: tuple[str, ...] = ()
+
+
+@attrs.frozen
+class InstallDeclaration:
+    """An install the catalog can propose: the requirement, the runtime wheel it brings, an
+    extra index, the CUDA major it needs from the driver."""
+
+    install: str
+    runtime: str | None = None
+    index_url: str | None = None
+    cuda_min: int | None = None
+
+
+@attrs.frozen
 class KindDeclaration:
     """A provider kind: its names, library, where it can run and the facts it needs."""
 
@@ -210,6 +260,18 @@ class KindDeclaration:
     requires: tuple[str, ...] = ()
     hardware: str = ""
     install: str = ""
+    detect: tuple[ConditionDeclaration, ...] | None = None
+    runtime: str | None = None
+    index_url: str | None = None
+    cuda_min: int | None = None
+    alternatives: tuple[InstallDeclaration, ...] = ()
+    unless: tuple[str, ...] = ()
+    optional: bool = False
+
+    def installs(self) -> tuple[InstallDeclaration, ...]:
+        """The catalog's installs for this kind, in the order to try them."""
+        own = InstallDeclaration(self.install, self.runtime, self.index_url, self.cuda_min)
+        return (own, *self.alternatives) if self.install else self.alternatives
 
     def names(self) -> tuple[str, ...]:
         """Every name the kind claims (kind, aliases, ORT name), lower-case."""
@@ -248,6 +310,7 @@ class PluginDeclaration:
 
     plugin: str
     source: str
+    distribution: str = ""
     kinds: tuple[KindDeclaration, ...] = ()
     probes: tuple[ProbeDeclaration, ...] = ()
     hooks: frozenset[str] = frozenset()
@@ -349,6 +412,46 @@ def _list_of(item: Callable[[str, object], Any]) -> Callable[[str, object], tupl
     return build
 
 
+def _hex_id(where: str, value: object) -> int:
+    try:
+        return int(_name(where, value), 16)
+    except (ValueError, DeclarationError):
+        raise DeclarationError(f"{where}: expected a hex id like '0x10de', got {value!r}") from None
+
+
+def _count(where: str, value: object) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise DeclarationError(f"{where}: expected a whole number like 12, got {value!r}")
+    return value
+
+
+def _requirement(where: str, value: object) -> str:
+    from .requirement import Requirement  # deferred: only a declaration with catalog fields
+
+    try:
+        return Requirement.parse(_name(where, value)).text
+    except ValueError as exc:
+        raise DeclarationError(f"{where}: {exc}") from None
+
+
+_CONDITION: Mapping[str, _Field] = {
+    "platform": (_texts, False),
+    "machine": (_texts, False),
+    "pci_vendor": (_hex_id, False),
+    "pci_class": (_hex_id, False),
+    "gpu": (_flag, False),
+    "nvidia_driver": (_flag, False),
+    "macos_min": (_name, False),
+    "vulkan_loader": (_flag, False),
+    "cpu_vendor": (_texts, False),
+    "cpu_flags": (_texts, False),
+}
+_INSTALL: Mapping[str, _Field] = {
+    "install": (_requirement, True),
+    "runtime": (_requirement, False),
+    "index_url": (_name, False),
+    "cuda_min": (_count, False),
+}
 _IDENTITY: Mapping[str, _Field] = {
     "files": (_texts, False),
     "site_dirs": (_texts, False),
@@ -371,7 +474,14 @@ _KIND: Mapping[str, _Field] = {
     "platforms": (_texts, False),
     "requires": (_requires, False),
     "hardware": (_text, False),
-    "install": (_text, False),
+    "install": (_requirement, False),
+    "detect": (_list_of(_table(ConditionDeclaration, _CONDITION)), False),
+    "runtime": (_requirement, False),
+    "index_url": (_name, False),
+    "cuda_min": (_count, False),
+    "alternatives": (_list_of(_table(InstallDeclaration, _INSTALL)), False),
+    "unless": (_texts, False),
+    "optional": (_flag, False),
 }
 _PROBE: Mapping[str, _Field] = {
     "name": (_name, True),
@@ -384,6 +494,7 @@ _METADATA_KEY: Mapping[str, _Field] = {
     "description": (_text, False),
 }
 _PLUGIN: Mapping[str, _Field] = {
+    "distribution": (_name, False),
     "kinds": (_list_of(_table(KindDeclaration, _KIND)), False),
     "probes": (_list_of(_table(ProbeDeclaration, _PROBE)), False),
     "hooks": (_hooks, True),
@@ -440,6 +551,8 @@ def _unstructure(value: object) -> Any:
         out = {}
         for field in attrs.fields(type(value)):  # type: ignore[arg-type]
             item = getattr(value, field.name)
+            if isinstance(item, int) and field.name in ("pci_vendor", "pci_class"):
+                item = hex(item)
             if field.name in ("plugin", "source") or item == field.default:
                 continue
             out[field.name] = _unstructure(item)
