@@ -100,7 +100,7 @@ def test_an_nvidia_gpu_without_a_driver_says_to_install_it_first(tmp_path: Path)
     plan = _plan(_hw(fake_roots.nvidia(tmp_path, driver=None)))
     (missing,) = [f for f in plan.findings if f.kind == "missing"]
     assert missing.detail == (
-        "NVIDIA GPU 0x2335 seen; install ortplug-cuda (no NVIDIA driver seen: install it first) with"
+        "NVIDIA GPU 0x2335 seen; install ortplug-cuda (no NVIDIA driver seen: install it first)"
     )
     assert plan.steps[-1] == ("install", "ortplug[cuda]")
 
@@ -109,7 +109,7 @@ def test_an_amd_gpu_with_vulkan_gets_webgpu_beside_the_cpu_runtime(tmp_path: Pat
     plan = _plan(_hw(fake_roots.amd_gpu(tmp_path)))
     assert plan.applies == ("webgpu", "cpu")
     assert plan.steps == (("install", "ortplug[webgpu]"),)  # onnxruntime 1.32 fits >=1.24.4
-    assert "AMD GPU 0x744c with a Vulkan loader seen; install ortplug-webgpu with" in _lines(
+    assert "AMD GPU 0x744c with a Vulkan loader seen; install ortplug-webgpu with: " in _lines(
         plan, ok=False
     )[0]
 
@@ -156,7 +156,7 @@ def test_two_runtime_wheels_keep_the_one_the_host_needs_and_repair_it(tmp_path: 
     )
     assert _lines(plan, ok=False) == [
         "onnxruntime 1.32.0 and onnxruntime-gpu 1.32.0 installed; they share the onnxruntime "
-        "module; this host needs onnxruntime>=1.22 (for ortplug-cpu); fix with: pip uninstall -y "
+        "module; this host needs onnxruntime>=1.22 (for ortplug-cpu); fix it with: pip uninstall -y "
         "onnxruntime-gpu && pip install --force-reinstall --no-deps onnxruntime==1.32.0"
     ]
 

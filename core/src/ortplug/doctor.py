@@ -100,6 +100,21 @@ def _cache_checks(ort_version: str | None) -> list[DoctorCheck]:
     return checks or [DoctorCheck("cache", True, f"{cache_root()}")]
 
 
+def _fit_checks() -> list[DoctorCheck]:
+    """Host fit: what the hardware calls for that is missing, what is installed for nothing."""
+    from .host_fit import check_host  # deferred: the catalog is read by info and doctor only
+    from .plugins.catalog import CATALOG_ENV
+
+    try:
+        plan = check_host()
+    except OptionError as exc:
+        return [DoctorCheck("host fit", False, str(exc), f"fix that file, or unset {CATALOG_ENV}")]
+    return [
+        DoctorCheck(f"host fit {f.subject}", f.ok, f.line() if f.ok else f.detail, f.command)
+        for f in plan.findings
+    ]
+
+
 def run_checks(plugins: PluginHost) -> list[DoctorCheck]:
     """Every check, core first, then each plugin's (a failing plugin is itself a finding)."""
     host = plugins.host_capabilities()
@@ -108,4 +123,5 @@ def run_checks(plugins: PluginHost) -> list[DoctorCheck]:
     checks += _plugin_checks(plugins)
     checks += _library_checks(plugins)
     checks += _cache_checks(host.ort_version)
+    checks += _fit_checks()
     return checks + plugin_checks

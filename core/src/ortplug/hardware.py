@@ -115,6 +115,19 @@ class Hardware:
     def gpus(self) -> tuple[PciDevice, ...]:
         return tuple(d for d in self.pci if d.is_gpu)
 
+    def describe(self) -> str:
+        """One line for people: ``NVIDIA H200, driver 580.65.06 (CUDA 13); AuthenticAMD CPU``."""
+        parts = [d.describe() for d in self.pci if d.is_gpu or d.is_accelerator]
+        parts += [] if parts else list(self.render_nodes)
+        if self.nvidia_driver:
+            parts.append(f"NVIDIA driver {self.nvidia_driver} (CUDA {self.cuda_major or '<11'})")
+        if self.macos_version:
+            parts.append(f"macOS {self.macos_version}")
+        if self.vulkan_loader:
+            parts.append("Vulkan loader")
+        parts.append(f"{self.cpu_vendor or self.machine} CPU")
+        return f"{self.platform} {self.machine}: " + ", ".join(parts)
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form for ``--json``."""
         return {

@@ -8,6 +8,7 @@ every kind of host is a test; :func:`installed_state` is the one reading of the 
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 from collections.abc import Iterable, Mapping, Sequence
@@ -19,12 +20,20 @@ from urllib.parse import unquote, urlparse
 import attrs
 
 from ._runtime import RuntimeDistribution, installed_runtimes
-from .hardware import Hardware, driver_for_cuda
-from .plugins.catalog import CatalogEntry
+from .hardware import Hardware, detect_hardware, driver_for_cuda
+from .plugins.catalog import CatalogEntry, load_catalog
 from .plugins.declaration import InstallDeclaration
 from .plugins.requirement import Requirement, normalize_name
 
-__all__ = ["FitPlan", "Finding", "Installed", "installed_state", "plan_fit", "shell_line"]
+__all__ = [
+    "FitPlan",
+    "Finding",
+    "Installed",
+    "check_host",
+    "installed_state",
+    "plan_fit",
+    "shell_line",
+]
 
 _CORE = "ortplug"
 
@@ -98,12 +107,14 @@ class Finding:
     """One line of host fit: what was seen or found, whether that is fine, the command if not."""
 
     kind: str  # "missing", "useless", "runtime", "driver", "optional" or "fits"
+    subject: str  # the catalog kind, or "runtime"
     ok: bool
     detail: str
     command: str = ""
 
     def line(self) -> str:
-        return f"{self.detail}: {self.command}" if self.command else self.detail
+        """The finding as one line: ``... seen; install ortplug-cuda with: pip install ...``."""
+        return f"{self.detail} with: {self.command}" if self.command else self.detail
 
     def to_dict(self) -> dict[str, object]:
         return attrs.asdict(self)
@@ -150,6 +161,17 @@ class _Applied:
         requirement = Requirement.parse(self.install.install)
         return requirement.extras if requirement.name == _CORE else ()
 
+    def lacking(self, installed: Installed) -> bool:
+        """Whether its plugin, or the other requirement its install names, is not installed
+        (in a version that meets the requirement)."""
+        if installed.version(self.entry.distribution) is None:
+            return True
+        requirement = Requirement.parse(self.install.install)
+        if requirement.name == _CORE:
+            return False
+        version = installed.version(requirement.name)
+        return version is None or not requirement.satisfied_by(version)
+
     def brings_runtime(self, wanted: Requirement | None) -> bool:
         """Whether it may be installed beside ``wanted``: it brings no runtime or that one."""
         runtime = self.runtime
@@ -169,9 +191,8 @@ def _install_step(
     brought |= {normalize_name(a.entry.distribution) for a in with_extra}
     names = [n for extra in extras for n in sorted(installed.extras.get(extra, ()))]
     for item in chosen:
-        if item.extras or Requirement.parse(item.install.install).name != normalize_name(
-            item.entry.distribution
-        ):
+        own = Requirement.parse(item.install.install).name == normalize_name(item.entry.distribution)
+        if item.extras or (not own and installed.version(item.entry.distribution) is None):
             names.append(item.entry.distribution)
         if not item.extras:
             names.append(item.install.install)
@@ -199,16 +220,16 @@ def _runtime_steps(
     listed = " and ".join(f"{r.name} {r.version}" for r in installed.runtimes) or "no runtime"
     shared = "; they share the onnxruntime module" if len(installed.runtimes) > 1 else ""
     need = f"this host needs {wanted.text} (for {for_plugin})"
-    detail = f"{listed} installed{shared}; {need}; fix with"
+    detail = f"{listed} installed{shared}; {need}; fix it"
     if not strays and fits:
-        return Finding("fits", True, f"{listed}: the runtime this host needs"), [], True
+        return Finding("fits", "runtime", True, f"{listed}: the runtime this host needs"), [], True
     steps: list[tuple[str, ...]] = []
     if strays:
         steps.append(("uninstall", "-y", *strays))
         if kept is not None and fits:  # the strays' uninstall took the shared files with it
             pinned = f"{kept.name}=={kept.version}"
             steps.append(("install", "--force-reinstall", "--no-deps", pinned))
-    return Finding("runtime", False, detail), steps, fits
+    return Finding("runtime", "runtime", False, detail), steps, fits
 
 
 def _driver_too_old(entry: CatalogEntry, seen: str) -> Finding:
@@ -216,6 +237,7 @@ def _driver_too_old(entry: CatalogEntry, seen: str) -> Finding:
     floor = driver_for_cuda(oldest)
     return Finding(
         "driver",
+        entry.name,
         entry.optional,
         f"{seen} seen; {entry.distribution} needs CUDA {oldest} or newer: update the NVIDIA "
         f"driver{f' to r{floor} or newer' if floor else ''}",
@@ -249,7 +271,7 @@ def plan_fit(
     wanted = deciding.runtime if deciding else None
     runtime = _runtime_steps(wanted, deciding.entry.distribution if deciding else "", installed)
     steps = runtime[1] if runtime else []
-    wanted_here = [a for a in required if installed.version(a.entry.distribution) is None]
+    wanted_here = [a for a in required if a.lacking(installed)]
     if deciding is not None and runtime and not runtime[2] and deciding not in wanted_here:
         wanted_here.insert(0, deciding)  # the runtime is missing or the wrong build
     if wanted_here:
@@ -257,28 +279,37 @@ def plan_fit(
     fix = " && ".join(shell_line(step) for step in steps)
     driver = " (no NVIDIA driver seen: install it first)"
     for item in applied:
-        if installed.version(item.entry.distribution) is not None:
+        if not item.lacking(installed):
             continue
         note = driver if item.install.cuda_min and hardware.cuda_major is None else ""
         what = f"{item.seen} seen; "
         if item.entry.optional:
             command = shell_line(_install_step([item], wanted, installed))
             name = f"{item.entry.distribution}{note} ({item.entry.hardware})"
-            detail = f"{what}optional: {name} with"
-            findings.append(Finding("optional", True, detail, command))
+            detail = f"{what}optional: {name}"
+            findings.append(Finding("optional", item.entry.name, True, detail, command))
         else:
-            detail = f"{what}install {item.entry.distribution}{note} with"
-            findings.append(Finding("missing", False, detail, fix))
+            plugin = item.entry.distribution
+            needed = plugin if installed.version(plugin) is None else item.install.install
+            detail = f"{what}install {needed}{note}"
+            findings.append(Finding("missing", item.entry.name, False, detail, fix))
     for entry in catalog:
         version = installed.version(entry.distribution)
         if version is not None and entry.name not in seen:
             detail = (
                 f"{entry.distribution} {version} is installed but useless here: no "
-                f"{entry.hardware} seen; remove it with"
+                f"{entry.hardware} seen; remove it"
             )
             command = shell_line(("uninstall", "-y", entry.distribution))
-            findings.append(Finding("useless", False, detail, command))
+            findings.append(Finding("useless", entry.name, False, detail, command))
     if runtime:
         first = runtime[0]
         findings.insert(0, attrs.evolve(first, command=fix) if not first.ok else first)
     return FitPlan(hardware, tuple(a.entry.name for a in applied), tuple(findings), tuple(steps))
+
+
+def check_host(environ: Mapping[str, str] | None = None) -> FitPlan:
+    """This host's hardware, the catalog and this environment, compared (file and metadata
+    reads only). A bad ``$ORTPLUG_CATALOG`` raises :class:`~ortplug.errors.OptionError`."""
+    env = os.environ if environ is None else environ
+    return plan_fit(detect_hardware(environ=env), load_catalog(env), installed_state())

@@ -22,6 +22,7 @@ from .._runtime import (
 )
 from ..backend import OnnxBackend
 from ..checkpoint import LocalCheckpoint, ResolvedCheckpoint
+from ..errors import OptionError
 from ..plugins.manager import get_plugin_host
 from ..sample_inputs import sample_inputs
 from ..selection import DefaultProviderPolicy
@@ -219,6 +220,8 @@ def info(args: argparse.Namespace) -> int:
     }
     if runtime is None:
         data["install"] = INSTALL_HINT
+    fit = _fit_lines()
+    data["fit"] = fit
     with _model_path(args.model) as path:
         checkpoint = LocalCheckpoint(path).resolve()
         data["model"] = str(args.model or "demo.onnx (shipped with ortplug)")
@@ -239,12 +242,33 @@ def info(args: argparse.Namespace) -> int:
         version = f" {plugin.distribution} {plugin.version}" if plugin.distribution else ""
         error = f" ({plugin.error})" if plugin.error else ""
         print(f"plugin       {plugin.name}{version}: {plugin.status}{error}")
+    print(f"hardware     {fit['hardware_line']}")
+    for line in fit["lines"]:
+        print(f"fit          {line}")
     print(f"model        {data['model']}")
     for row in data["chain"]:
         print(f"chain        {row['kind']:<10} {row['reason']}")
     for row in data["declined"]:
         print(f"declined     {row['kind']:<10} {row['reason']}")
     return 0
+
+
+def _fit_lines() -> dict[str, Any]:
+    """Host fit for ``info``: the hardware seen, the plan, and one line per finding (a bad
+    catalog file is one such line)."""
+    from ..hardware import detect_hardware
+    from ..host_fit import check_host
+
+    try:
+        plan = check_host()
+    except OptionError as exc:
+        hardware = detect_hardware()
+        return {"hardware": hardware.to_dict(), "hardware_line": hardware.describe(),
+                "error": str(exc), "lines": [f"PROBLEM {exc}"]}  # fmt: skip
+    lines = [f.line() for f in plan.findings]
+    if not plan.steps:
+        lines.append("nothing to install or remove for this hardware")
+    return {**plan.to_dict(), "hardware_line": plan.hardware.describe(), "lines": lines}
 
 
 def plugins(args: argparse.Namespace) -> int:
