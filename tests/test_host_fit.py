@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import fake_roots
@@ -293,3 +295,26 @@ def test_a_bad_catalog_file_is_one_line_naming_the_file_and_field(
     text = str(caught.value)
     assert "\n" not in text and re.search(message, text), text
     assert f"ORTPLUG_CATALOG={path}" in text
+
+
+_BUILD = """
+import json, sys
+from importlib.resources import files
+import numpy as np
+from ortplug import LocalCheckpoint, OnnxBackend
+backend = OnnxBackend.from_checkpoint(LocalCheckpoint(str(files("ortplug.data") / "demo.onnx")).resolve())
+backend.run({"x": np.zeros((1, 8), np.float32)})
+print(json.dumps(sorted(m for m in sys.modules if m in MODULES)))
+"""
+
+
+def test_a_build_imports_neither_the_catalog_nor_the_hardware_scan() -> None:
+    modules = ["ortplug.plugins.catalog", "ortplug.host_fit", "ortplug.hardware"]
+    script = _BUILD.replace("MODULES", repr(modules))
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.splitlines()[-1]) == []
+    # and the same process does import them when asked, so the check can fail
+    check = script.replace("print(", "import ortplug.host_fit\nprint(")
+    done = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, timeout=120)
+    assert json.loads(done.stdout.splitlines()[-1]) == sorted(modules)

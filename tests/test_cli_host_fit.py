@@ -1,0 +1,226 @@
+"""Host fit on the command line: ``info``, ``doctor`` and ``doctor --fix`` as real processes.
+
+Hardware comes from fake roots (``ORTPLUG_OVERRIDE_HARDWARE_ROOT``), so every test runs the same
+on any host. The one ``slow`` test makes a throwaway venv with two runtime wheels from the
+registry and no CPU plugin, and lets ``doctor --fix --yes`` repair it from this tree's folders.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import venv
+from collections.abc import Iterator
+from pathlib import Path
+
+import fake_roots
+import pytest
+
+REPOSITORY = Path(__file__).resolve().parents[1]
+_ROOT_ENV = "ORTPLUG_OVERRIDE_HARDWARE_ROOT"
+_LINUX = {"ORTPLUG_OVERRIDE_PLATFORM": "linux", "ORTPLUG_OVERRIDE_MACHINE": "x86_64"}
+
+
+def _cli(
+    *args: str, python: str = sys.executable, prefix: tuple[str, ...] = (), **env: str
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*prefix, python, "-m", "ortplug.cli.main", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **_LINUX, **env},
+        timeout=300,
+    )
+
+
+def _runtimes() -> list[str]:
+    from ortplug._runtime import installed_runtimes
+
+    return [f"{r.name} {r.version}" for r in installed_runtimes()]
+
+
+def test_info_names_the_hardware_and_what_it_calls_for(tmp_path: Path) -> None:
+    done = _cli("info", "--json", **{_ROOT_ENV: str(fake_roots.nvidia(tmp_path))})
+    fit = json.loads(done.stdout)["fit"]
+    assert fit["hardware"]["gpus"] == ["NVIDIA H200"] and fit["hardware"]["cuda_major"] == 13
+    assert "cuda" in fit["applies"]
+    runtime = fit["findings"][0]
+    assert runtime["subject"] == "runtime" and not runtime["ok"]
+    assert "this host needs onnxruntime-gpu[cuda,cudnn]==1.31.1 (for ortplug-cuda)" in runtime["detail"]
+    text = _cli("info", **{_ROOT_ENV: str(tmp_path)}).stdout
+    assert "hardware     linux x86_64: NVIDIA H200, NVIDIA driver 580.65.06 (CUDA 13)" in text
+    assert f"fit          {runtime['detail']} with: pip uninstall -y onnxruntime && pip install " in text
+
+
+def test_doctor_fix_on_a_cpu_host_has_nothing_to_do(tmp_path: Path) -> None:
+    done = _cli("doctor", "--fix", **{_ROOT_ENV: str(fake_roots.mesa_without_gpu(tmp_path))})
+    assert done.returncode == 0, done.stderr
+    assert "nothing to do: this environment has what this host's hardware calls for" in done.stdout
+    assert " -m pip " not in done.stdout
+
+
+def test_doctor_fix_prints_the_cuda_commands_and_changes_nothing(tmp_path: Path) -> None:
+    before = _runtimes()
+    done = _cli("doctor", "--fix", **{_ROOT_ENV: str(fake_roots.nvidia(tmp_path))})
+    assert done.returncode == 1
+    lines = done.stdout.splitlines()
+    assert f"{sys.executable} -m pip uninstall -y onnxruntime" in lines
+    (install,) = [line for line in lines if line.startswith(f"{sys.executable} -m pip install")]
+    assert install.startswith(f"{sys.executable} -m pip install --no-user ")
+    assert "core[cuda]'" in install and "--user " not in install
+    assert lines[-1] == "dry run: nothing was changed; run ortplug doctor --fix --yes to run these"
+    assert _runtimes() == before
+
+
+def test_doctor_fix_picks_the_cuda12_build_for_an_older_driver(tmp_path: Path) -> None:
+    root = fake_roots.nvidia(tmp_path, driver="550.54.15")
+    data = json.loads(_cli("doctor", "--fix", "--json", **{_ROOT_ENV: str(root)}).stdout)
+    assert data["plan"]["hardware"]["cuda_major"] == 12
+    assert any("core[cuda12]'" in command for command in data["commands"])
+
+
+def test_doctor_json_carries_the_host_fit_checks(tmp_path: Path) -> None:
+    done = _cli("doctor", "--json", **{_ROOT_ENV: str(fake_roots.nvidia(tmp_path))})
+    checks = {c["name"]: c for c in json.loads(done.stdout)["checks"]}
+    runtime = checks["host fit runtime"]
+    assert not runtime["ok"] and runtime["fix"].startswith("pip uninstall -y onnxruntime && ")
+
+
+def test_a_bad_catalog_file_is_one_line_everywhere(tmp_path: Path) -> None:
+    bad = tmp_path / "catalog.json"
+    bad.write_text('{"ortplug": 1, "plugins": {"x": {"hooks": [], "kinds": [{"kind": "x"}]}}}')
+    env = {"ORTPLUG_CATALOG": str(bad), _ROOT_ENV: str(fake_roots.bare_cpu(tmp_path / "root"))}
+    fix = _cli("doctor", "--fix", **env)
+    assert fix.returncode == 1 and fix.stdout == ""
+    assert fix.stderr == (
+        f"ortplug doctor: error: ORTPLUG_CATALOG={bad}: plugins.x.kinds[0]: missing field(s) "
+        "['ort_name']\n"
+    )
+    checks = {c["name"]: c for c in json.loads(_cli("doctor", "--json", **env).stdout)["checks"]}
+    assert checks["host fit"]["detail"] == fix.stderr.removeprefix("ortplug doctor: error: ").strip()
+    assert checks["host fit"]["fix"] == "fix that file, or unset ORTPLUG_CATALOG"
+    assert f"fit          PROBLEM ORTPLUG_CATALOG={bad}: " in _cli("info", **env).stdout
+
+
+def test_yes_without_fix_is_a_usage_error() -> None:
+    done = _cli("doctor", "--yes")
+    assert done.returncode == 2
+    assert done.stderr == "ortplug doctor: error: --yes: only with --fix (ortplug doctor --fix --yes)\n"
+
+
+@pytest.fixture
+def shared_root() -> Iterator[Path]:
+    """A fake NVIDIA root and a cache folder another user can read and write (pytest's own
+    temporary folders are private to root)."""
+    folder = Path(tempfile.mkdtemp(prefix="ortplug-fit-"))
+    try:
+        fake_roots.nvidia(folder / "root")
+        (folder / "cache").mkdir()
+        for path in [folder, *folder.rglob("*")]:
+            path.chmod(0o777 if path.is_dir() else 0o644)
+        yield folder
+    finally:
+        shutil.rmtree(folder)
+
+
+@pytest.mark.skipif(
+    not hasattr(os, "geteuid") or os.geteuid() != 0 or not shutil.which("setpriv"),
+    reason="runs the command as another user: needs root and setpriv",
+)
+def test_an_environment_this_user_cannot_write_is_refused(shared_root: Path) -> None:
+    before = _runtimes()
+    nobody = ("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups")
+    env = {_ROOT_ENV: str(shared_root / "root"), "ORTPLUG_CACHE_DIR": str(shared_root / "cache")}
+    done = _cli("doctor", "--fix", "--yes", prefix=nobody, HOME=str(shared_root), **env)
+    assert done.returncode == 1 and done.stdout == ""
+    purelib = __import__("sysconfig").get_path("purelib")
+    assert done.stderr.startswith(f"ortplug doctor: error: {purelib} (the packages of ")
+    assert "is not writable by this user; run ortplug as the environment's owner" in done.stderr
+    assert done.stderr.count("\n") == 1
+    assert _runtimes() == before
+    dry = _cli("doctor", "--fix", prefix=nobody, HOME=str(shared_root), **env)
+    assert "note: --yes would refuse: " in dry.stdout
+
+
+_SYSTEM_PYTHON = "/usr/bin/python3"
+
+
+@pytest.mark.skipif(
+    not Path(_SYSTEM_PYTHON).exists()
+    or not list(Path("/usr/lib").glob(f"python3.{sys.version_info[1]}/EXTERNALLY-MANAGED")),
+    reason="needs a system Python of this version marked EXTERNALLY-MANAGED (PEP 668)",
+)
+def test_an_externally_managed_environment_is_refused_with_the_reason(tmp_path: Path) -> None:
+    site = __import__("sysconfig").get_path("purelib")  # this venv's libraries, on the system Python
+    env = {
+        _ROOT_ENV: str(fake_roots.nvidia(tmp_path)),
+        "PYTHONPATH": os.pathsep.join([str(REPOSITORY / "core/src"), site]),
+    }
+    done = _cli("doctor", "--fix", "--yes", python=_SYSTEM_PYTHON, **env)
+    assert done.returncode == 1 and done.stdout == ""
+    marker = f"/usr/lib/python3.{sys.version_info[1]}/EXTERNALLY-MANAGED"
+    assert done.stderr.startswith(
+        f"ortplug doctor: error: {_SYSTEM_PYTHON} is an externally managed environment ({marker}): "
+    )
+    assert done.stderr.rstrip().endswith("nothing was changed (python3 -m venv .venv, then run .venv/bin/ortplug there)")
+    assert done.stderr.count("\n") == 1
+
+
+# --- the slow one: a real repair in a throwaway venv ------------------------------------------
+
+
+def _venv_run(root: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    clean = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    return subprocess.run(
+        [str(root / "bin" / args[0]), *args[1:]],
+        capture_output=True,
+        text=True,
+        env={**clean, **_LINUX, **env},
+        timeout=900,
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1200)
+@pytest.mark.skipif(sys.platform == "win32", reason="the venv layout and wheels are Linux/macOS")
+def test_fix_yes_repairs_two_runtime_wheels_and_a_missing_plugin_slow(tmp_path: Path) -> None:
+    """One venv: the core from this tree, onnxruntime and onnxruntime-gpu from the registry, no
+    CPU plugin. ``doctor --fix --yes`` removes the GPU wheel, repairs the CPU one, installs the
+    CPU plugin from this tree; ``info`` then runs the demo on it and ``doctor`` passes."""
+    root = tmp_path / "venv"
+    venv.EnvBuilder(with_pip=True).create(root)
+    setup = _venv_run(
+        root, "python", "-m", "pip", "install", "--quiet", str(REPOSITORY / "core"),
+        "onnxruntime", "onnxruntime-gpu",
+    )  # fmt: skip
+    assert setup.returncode == 0, setup.stderr
+    env = {
+        _ROOT_ENV: str(fake_roots.bare_cpu(tmp_path / "hw")),
+        "ORTPLUG_CACHE_DIR": str(tmp_path / "cache"),
+    }
+    dry = _venv_run(root, "ortplug", "doctor", "--fix", **env)
+    assert dry.returncode == 1, dry.stderr
+    python = str(root / "bin" / "python")
+    assert f"{python} -m pip uninstall -y onnxruntime-gpu" in dry.stdout.splitlines()
+    assert (
+        f"{python} -m pip install --no-user '{REPOSITORY}/core[cpu]' {REPOSITORY}/plugins/cpu"
+        in dry.stdout.splitlines()
+    )
+
+    done = _venv_run(root, "ortplug", "doctor", "--fix", "--yes", **env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    changed = next(line for line in done.stdout.splitlines() if line.startswith("changed "))
+    assert "- onnxruntime-gpu " in changed and "+ ortplug-cpu 0.1.0" in changed
+    assert done.stdout.rstrip().endswith("the environment now fits this host")
+
+    info = _venv_run(root, "ortplug", "info", "--json", **env)
+    data = json.loads(info.stdout)
+    assert [d.split()[0] for d in data["runtime_distributions"]] == ["onnxruntime"]
+    assert data["fit"]["steps"] == [] and data["chain"][0]["kind"] == "cpu"
+    doctor = _venv_run(root, "ortplug", "doctor", **env)
+    assert doctor.returncode == 0, doctor.stdout
+    assert doctor.stdout.rstrip().endswith("no problems found")
