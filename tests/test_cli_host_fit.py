@@ -25,11 +25,14 @@ _ROOT_ENV = "ORTPLUG_OVERRIDE_HARDWARE_ROOT"
 _LINUX = {"ORTPLUG_OVERRIDE_PLATFORM": "linux", "ORTPLUG_OVERRIDE_MACHINE": "x86_64"}
 
 
-def _cli(
-    *args: str, python: str = sys.executable, prefix: tuple[str, ...] = (), **env: str
-) -> subprocess.CompletedProcess[str]:
+def _cli(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return _cli_with([sys.executable], *args, **env)
+
+
+def _cli_with(python: list[str], *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """``ortplug ARGS`` run by the ``python`` command line (another user's, another Python)."""
     return subprocess.run(
-        [*prefix, python, "-m", "ortplug.cli.main", *args],
+        [*python, "-m", "ortplug.cli.main", *args],
         capture_output=True,
         text=True,
         env={**os.environ, **_LINUX, **env},
@@ -133,16 +136,16 @@ def shared_root() -> Iterator[Path]:
 )
 def test_an_environment_this_user_cannot_write_is_refused(shared_root: Path) -> None:
     before = _runtimes()
-    nobody = ("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups")
+    nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable]
     env = {_ROOT_ENV: str(shared_root / "root"), "ORTPLUG_CACHE_DIR": str(shared_root / "cache")}
-    done = _cli("doctor", "--fix", "--yes", prefix=nobody, HOME=str(shared_root), **env)
+    done = _cli_with(nobody, "doctor", "--fix", "--yes", HOME=str(shared_root), **env)
     assert done.returncode == 1 and done.stdout == ""
     purelib = __import__("sysconfig").get_path("purelib")
     assert done.stderr.startswith(f"ortplug doctor: error: {purelib} (the packages of ")
     assert "is not writable by this user; run ortplug as the environment's owner" in done.stderr
     assert done.stderr.count("\n") == 1
     assert _runtimes() == before
-    dry = _cli("doctor", "--fix", prefix=nobody, HOME=str(shared_root), **env)
+    dry = _cli_with(nobody, "doctor", "--fix", HOME=str(shared_root), **env)
     assert "note: --yes would refuse: " in dry.stdout
 
 
@@ -160,7 +163,7 @@ def test_an_externally_managed_environment_is_refused_with_the_reason(tmp_path: 
         _ROOT_ENV: str(fake_roots.nvidia(tmp_path)),
         "PYTHONPATH": os.pathsep.join([str(REPOSITORY / "core/src"), site]),
     }
-    done = _cli("doctor", "--fix", "--yes", python=_SYSTEM_PYTHON, **env)
+    done = _cli_with([_SYSTEM_PYTHON], "doctor", "--fix", "--yes", **env)
     assert done.returncode == 1 and done.stdout == ""
     marker = f"/usr/lib/python3.{sys.version_info[1]}/EXTERNALLY-MANAGED"
     assert done.stderr.startswith(
