@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import plistlib
 from pathlib import Path
+
+_CAPTURED = Path(__file__).parent / "data"
 
 NVIDIA_VERSION = (
     "NVRM version: NVIDIA UNIX x86_64 Kernel Module  {driver}  Tue Jul  1 21:25:36 UTC 2025\n"
@@ -92,4 +95,11 @@ def apple_silicon(root: Path, version: str = "14.5") -> Path:
     path = root / "System/Library/CoreServices/SystemVersion.plist"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(plistlib.dumps({"ProductName": "macOS", "ProductVersion": version}))
+    return root
+
+
+def h200(root: Path) -> Path:
+    """The files a real H200 host holds (captured there: ``data/h200_root.json``)."""
+    for relative, text in json.loads((_CAPTURED / "h200_root.json").read_text())["files"].items():
+        _write(root, relative, text)
     return root

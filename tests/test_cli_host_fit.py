@@ -79,6 +79,18 @@ def test_doctor_fix_prints_the_cuda_commands_and_changes_nothing(tmp_path: Path)
     assert _runtimes() == before
 
 
+def test_doctor_fix_on_a_real_h200_hosts_files_names_the_cuda13_extra(tmp_path: Path) -> None:
+    data = json.loads(
+        _cli("doctor", "--fix", "--json", **{_ROOT_ENV: str(fake_roots.h200(tmp_path))}).stdout
+    )
+    hardware = data["plan"]["hardware"]
+    assert (hardware["gpus"], hardware["nvidia_driver"], hardware["cuda_major"]) == (
+        ["NVIDIA H200"], "580.159.04", 13
+    )  # fmt: skip
+    assert any("core[cuda]'" in command for command in data["commands"])
+    assert data["plan"]["applies"] == ["tensorrt", "cuda", "openvino", "cpu"]  # an Intel Xeon
+
+
 def test_doctor_fix_picks_the_cuda12_build_for_an_older_driver(tmp_path: Path) -> None:
     root = fake_roots.nvidia(tmp_path, driver="550.54.15")
     data = json.loads(_cli("doctor", "--fix", "--json", **{_ROOT_ENV: str(root)}).stdout)
@@ -227,3 +239,38 @@ def test_fix_yes_repairs_two_runtime_wheels_and_a_missing_plugin_slow(tmp_path: 
     doctor = _venv_run(root, "ortplug", "doctor", **env)
     assert doctor.returncode == 0, doctor.stdout
     assert doctor.stdout.rstrip().endswith("no problems found")
+
+
+def test_an_installed_third_party_plugin_joins_the_catalog_by_its_declaration(
+    tmp_path: Path,
+) -> None:
+    """Its ``ortplug.json`` says: for Acme NPUs (PCI vendor 0x1e52), also install the runtime."""
+    site = tmp_path / "site"
+    (site / "ortplug_acme").mkdir(parents=True)
+    (site / "ortplug_acme" / "__init__.py").write_text("plugin = None  # never imported here\n")
+    (site / "ortplug_acme" / "ortplug.json").write_text(json.dumps({"ortplug": 1, "plugins": {"acme": {
+        "hooks": ["ortplug_provider_types"],
+        "kinds": [{"kind": "acme", "ort_name": "AcmeExecutionProvider", "hardware": "Acme NPUs",
+                   "detect": [{"pci_vendor": "0x1e52"}], "install": "acme-npu-runtime>=2"}],
+    }}}))  # fmt: skip
+    (site / "ortplug_acme-1.0.dist-info").mkdir()
+    (site / "ortplug_acme-1.0.dist-info" / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: ortplug-acme\nVersion: 1.0\n"
+    )
+    (site / "ortplug_acme-1.0.dist-info" / "entry_points.txt").write_text(
+        "[ortplug]\nacme = ortplug_acme:plugin\n"
+    )
+    root = fake_roots.bare_cpu(tmp_path / "root")
+    env = {
+        _ROOT_ENV: str(root),
+        "PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]),
+        "ORTPLUG_CACHE_DIR": str(tmp_path / "cache"),
+    }
+    absent = json.loads(_cli("doctor", "--fix", "--json", **env).stdout)
+    assert "acme" not in absent["plan"]["applies"]  # no Acme device: nothing proposed
+    fake_roots.pci(root, "0000:07:00.0", 0x1E52, 0x0001, 0x120000)
+    data = json.loads(_cli("doctor", "--fix", "--json", **env).stdout)
+    assert data["plan"]["applies"][0] == "acme"
+    (finding,) = [f for f in data["plan"]["findings"] if f["subject"] == "acme"]
+    assert finding["detail"] == "vendor 0x1e52 accelerator 0x0001 seen; install acme-npu-runtime>=2"
+    assert data["commands"] == [f"{sys.executable} -m pip install --no-user 'acme-npu-runtime>=2'"]

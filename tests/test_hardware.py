@@ -19,6 +19,13 @@ def test_nvidia_gpu_with_its_driver_and_cuda_major(tmp_path: Path) -> None:
     assert (hw.nvidia_driver, hw.cuda_major) == ("580.65.06", 13)
 
 
+def test_a_real_h200_hosts_files(tmp_path: Path) -> None:
+    hw = detect_hardware(fake_roots.h200(tmp_path), _LINUX)
+    assert [g.describe() for g in hw.gpus()] == ["NVIDIA H200"]
+    assert (hw.nvidia_driver, hw.cuda_major, hw.cpu_vendor) == ("580.159.04", 13, "GenuineIntel")
+    assert hw.vulkan_loader is None and hw.render_nodes == ()
+
+
 def test_the_open_kernel_modules_version_line(tmp_path: Path) -> None:
     line = "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  575.57.08  Release Build\n"
     (tmp_path / "proc/driver/nvidia").mkdir(parents=True)
