@@ -89,8 +89,10 @@ def _report(plan: FitPlan) -> list[str]:
     (theirs to decide: an optional plugin, one installed for absent hardware, the driver)."""
     lines = [f"hardware  {plan.hardware.describe()}"]
     for f in plan.findings:
-        label = "ok" if f.ok and f.kind == "fits" else "fix" if f.kind in _FIXED else "note"
-        lines.append(f"{label:<9} {f.line()}")
+        if f.kind in _FIXED:  # the commands listed after the findings do it
+            lines.append(f"{'fix':<9} {f.detail}")
+        else:
+            lines.append(f"{'ok' if f.ok and f.kind == 'fits' else 'note':<9} {f.line()}")
     return lines
 
 

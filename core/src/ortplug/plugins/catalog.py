@@ -52,7 +52,7 @@ BUILTIN_CATALOG: dict[str, Any] = {
             "hooks": _HOOKS,
             "kinds": [{
                 "kind": "tensorrt", "ort_name": "TensorrtExecutionProvider",
-                "hardware": "NVIDIA GPUs with TensorRT 10 (opt-in: ORTPLUG_TENSORRT=1)",
+                "hardware": "NVIDIA GPUs with TensorRT 10; opt in with ORTPLUG_TENSORRT=1",
                 "detect": _NVIDIA, "install": "ortplug[tensorrt]", "runtime": _CUDA13_RUNTIME,
                 "cuda_min": 13, "index_url": "https://pypi.nvidia.com", "optional": True,
             }],
