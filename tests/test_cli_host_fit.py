@@ -56,7 +56,7 @@ def test_info_names_the_hardware_and_what_it_calls_for(tmp_path: Path) -> None:
     assert "this host needs onnxruntime-gpu[cuda,cudnn]==1.31.1 (for ortplug-cuda)" in runtime["detail"]
     text = _cli("info", **{_ROOT_ENV: str(tmp_path)}).stdout
     assert "hardware     linux x86_64: NVIDIA H200, NVIDIA driver 580.65.06 (CUDA 13)" in text
-    assert f"fit          {runtime['detail']} with: pip uninstall -y onnxruntime && pip install " in text
+    assert f"fit          {runtime['detail']}; fix it with: pip uninstall -y onnxruntime && pip install " in text
 
 
 def test_doctor_fix_on_a_cpu_host_has_nothing_to_do(tmp_path: Path) -> None:

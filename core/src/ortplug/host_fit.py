@@ -114,7 +114,9 @@ class Finding:
 
     def line(self) -> str:
         """The finding as one line: ``... seen; install ortplug-cuda with: pip install ...``."""
-        return f"{self.detail} with: {self.command}" if self.command else self.detail
+        if not self.command:
+            return self.detail
+        return f"{self.detail}{'; fix it' if self.kind == 'runtime' else ''} with: {self.command}"
 
     def to_dict(self) -> dict[str, object]:
         return attrs.asdict(self)
@@ -220,7 +222,7 @@ def _runtime_steps(
     listed = " and ".join(f"{r.name} {r.version}" for r in installed.runtimes) or "no runtime"
     shared = "; they share the onnxruntime module" if len(installed.runtimes) > 1 else ""
     need = f"this host needs {wanted.text} (for {for_plugin})"
-    detail = f"{listed} installed{shared}; {need}; fix it"
+    detail = f"{listed} installed{shared}; {need}"
     if not strays and fits:
         return Finding("fits", "runtime", True, f"{listed}: the runtime this host needs"), [], True
     steps: list[tuple[str, ...]] = []
