@@ -204,8 +204,9 @@ def _venv_run(root: Path, *args: str, **env: str) -> subprocess.CompletedProcess
 @pytest.mark.skipif(sys.platform == "win32", reason="the venv layout and wheels are Linux/macOS")
 def test_fix_yes_repairs_two_runtime_wheels_and_a_missing_plugin_slow(tmp_path: Path) -> None:
     """One venv: the core from this tree, onnxruntime and onnxruntime-gpu from the registry, no
-    CPU plugin. ``doctor --fix --yes`` removes the GPU wheel, repairs the CPU one, installs the
-    CPU plugin from this tree; ``info`` then runs the demo on it and ``doctor`` passes."""
+    CPU plugin. ``doctor --fix --yes`` removes the GPU wheel, repairs the CPU one and stops at
+    a pip that fails; run again, it installs the CPU plugin from this tree; ``info`` then runs
+    the demo on it and ``doctor`` passes."""
     root = tmp_path / "venv"
     venv.EnvBuilder(with_pip=True).create(root)
     setup = _venv_run(
@@ -226,10 +227,28 @@ def test_fix_yes_repairs_two_runtime_wheels_and_a_missing_plugin_slow(tmp_path: 
         in dry.stdout.splitlines()
     )
 
+    # A kind whose install pip cannot find: the steps before it ran, the failing one changed
+    # nothing, and what pip said is shown.
+    catalog = tmp_path / "catalog.json"
+    catalog.write_text(json.dumps({"ortplug": 1, "plugins": {"nosuch": {
+        "distribution": "ortplug-nosuch-h25", "hooks": ["ortplug_provider_types"],
+        "kinds": [{"kind": "nosuch", "ort_name": "NoSuchExecutionProvider", "detect": [{}],
+                   "install": "ortplug-nosuch-h25"}],
+    }}}))  # fmt: skip
+    failed = _venv_run(root, "ortplug", "doctor", "--fix", "--yes", ORTPLUG_CATALOG=str(catalog), **env)
+    assert failed.returncode == 1
+    assert "ortplug-nosuch-h25" in failed.stderr  # pip's own words, e.g. "No matching distribution"
+    last = failed.stderr.strip().splitlines()[-1]
+    assert last.startswith("ortplug doctor: error: pip exited 1 on: ")
+    assert last.endswith("the environment is as pip left it (its output is above); nothing after that command ran")
+    runtimes = _venv_run(root, "python", "-m", "pip", "list", "--format=json").stdout
+    names = {d["name"] for d in json.loads(runtimes)}
+    assert "onnxruntime-gpu" not in names and "onnxruntime" in names and "ortplug-cpu" not in names
+
     done = _venv_run(root, "ortplug", "doctor", "--fix", "--yes", **env)
     assert done.returncode == 0, done.stdout + done.stderr
     changed = next(line for line in done.stdout.splitlines() if line.startswith("changed "))
-    assert "- onnxruntime-gpu " in changed and "+ ortplug-cpu 0.1.0" in changed
+    assert changed == "changed   + ortplug-cpu 0.1.0"
     assert done.stdout.rstrip().endswith("the environment now fits this host")
 
     info = _venv_run(root, "ortplug", "info", "--json", **env)
