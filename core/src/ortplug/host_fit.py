@@ -263,38 +263,40 @@ def _applied(hardware: Hardware, catalog: Sequence[CatalogEntry]) -> tuple[
     return seen, applied, findings
 
 
-def plan_fit(
-    hardware: Hardware, catalog: Sequence[CatalogEntry], installed: Installed
-) -> FitPlan:
-    """Compare what ``hardware`` calls for in ``catalog`` with what is ``installed``."""
-    seen, applied, findings = _applied(hardware, catalog)
-    required = [a for a in applied if not a.entry.optional]
-    deciding = next((a for a in required if a.runtime), None)
-    wanted = deciding.runtime if deciding else None
-    runtime = _runtime_steps(wanted, deciding.entry.distribution if deciding else "", installed)
-    steps = runtime[1] if runtime else []
-    wanted_here = [a for a in required if a.lacking(installed)]
-    if deciding is not None and runtime and not runtime[2] and deciding not in wanted_here:
-        wanted_here.insert(0, deciding)  # the runtime is missing or the wrong build
-    if wanted_here:
-        steps.append(_install_step(wanted_here, wanted, installed))
-    fix = " && ".join(shell_line(step) for step in steps)
-    driver = " (no NVIDIA driver seen: install it first)"
+def _lacking(
+    applied: Sequence[_Applied],
+    wanted: Requirement | None,
+    plan: Sequence[str],
+    hardware: Hardware,
+    installed: Installed,
+) -> list[Finding]:
+    """A finding per applying entry whose plugin (or other requirement) is not installed: the
+    plan's commands for a required one, its own install line for an optional one."""
+    findings = []
     for item in applied:
         if not item.lacking(installed):
             continue
-        note = driver if item.install.cuda_min and hardware.cuda_major is None else ""
+        note = " (no NVIDIA driver seen: install it first)" if item.install.cuda_min and (
+            hardware.cuda_major is None
+        ) else ""  # fmt: skip
         what = f"{item.seen} seen; "
         if item.entry.optional:
             command = shell_line(_install_step([item], wanted, installed))
-            name = f"{item.entry.distribution}{note} ({item.entry.hardware})"
-            detail = f"{what}optional: {name}"
+            detail = f"{what}optional: {item.entry.distribution}{note} ({item.entry.hardware})"
             findings.append(Finding("optional", item.entry.name, True, detail, command))
         else:
             plugin = item.entry.distribution
             needed = plugin if installed.version(plugin) is None else item.install.install
             detail = f"{what}install {needed}{note}"
-            findings.append(Finding("missing", item.entry.name, False, detail, fix))
+            findings.append(Finding("missing", item.entry.name, False, detail, " && ".join(plan)))
+    return findings
+
+
+def _useless(
+    catalog: Sequence[CatalogEntry], seen: Mapping[str, str], installed: Installed
+) -> list[Finding]:
+    """A finding per installed plugin whose hardware this host does not have."""
+    findings = []
     for entry in catalog:
         version = installed.version(entry.distribution)
         if version is not None and entry.name not in seen:
@@ -304,9 +306,31 @@ def plan_fit(
             )
             command = shell_line(("uninstall", "-y", entry.distribution))
             findings.append(Finding("useless", entry.name, False, detail, command))
-    if runtime:
-        first = runtime[0]
-        findings.insert(0, attrs.evolve(first, command=fix) if not first.ok else first)
+    return findings
+
+
+def plan_fit(
+    hardware: Hardware, catalog: Sequence[CatalogEntry], installed: Installed
+) -> FitPlan:
+    """Compare what ``hardware`` calls for in ``catalog`` with what is ``installed``: the first
+    required entry that names a runtime decides the runtime wheel; one install step brings
+    every required entry that is lacking (and that runtime, when it is missing or wrong)."""
+    seen, applied, driver_findings = _applied(hardware, catalog)
+    required = [a for a in applied if not a.entry.optional]
+    deciding = next((a for a in required if a.runtime), None)
+    wanted = deciding.runtime if deciding else None
+    runtime = _runtime_steps(wanted, deciding.entry.distribution if deciding else "", installed)
+    steps = runtime[1] if runtime else []
+    to_install = [a for a in required if a.lacking(installed)]
+    if deciding is not None and runtime and not runtime[2] and deciding not in to_install:
+        to_install.insert(0, deciding)  # the runtime is missing or the wrong build
+    if to_install:
+        steps.append(_install_step(to_install, wanted, installed))
+    plan = [shell_line(step) for step in steps]
+    findings = [attrs.evolve(runtime[0], command=" && ".join(plan)) if runtime and not runtime[0].ok
+                else runtime[0]] if runtime else []  # fmt: skip
+    findings += driver_findings + _lacking(applied, wanted, plan, hardware, installed)
+    findings += _useless(catalog, seen, installed)
     return FitPlan(hardware, tuple(a.entry.name for a in applied), tuple(findings), tuple(steps))
 
 
