@@ -21,8 +21,7 @@ import attrs
 
 from ._runtime import RuntimeDistribution, installed_runtimes
 from .hardware import Hardware, detect_hardware, driver_for_cuda
-from .plugins.catalog import CatalogEntry, load_catalog
-from .plugins.declaration import InstallDeclaration
+from .plugins.catalog import CatalogEntry, Install, load_catalog
 from .plugins.requirement import Requirement, normalize_name
 
 __all__ = [
@@ -151,7 +150,7 @@ class _Applied:
 
     entry: CatalogEntry
     seen: str
-    install: InstallDeclaration
+    install: Install
 
     @property
     def runtime(self) -> Requirement | None:

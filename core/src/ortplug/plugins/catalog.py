@@ -20,17 +20,18 @@ import attrs
 
 from ..errors import OptionError
 from ..hardware import Hardware
-from .declaration import (
-    ConditionDeclaration,
-    DeclarationError,
-    InstallDeclaration,
-    PluginDeclaration,
-    from_json,
-    parse_declarations,
-)
+from .declaration import DeclarationError, PluginDeclaration, from_json, parse_declarations
 from .requirement import release
 
-__all__ = ["BUILTIN_CATALOG", "CATALOG_ENV", "CatalogEntry", "condition_seen", "load_catalog"]
+__all__ = [
+    "BUILTIN_CATALOG",
+    "CATALOG_ENV",
+    "CatalogEntry",
+    "Condition",
+    "Install",
+    "condition_seen",
+    "load_catalog",
+]
 
 #: A catalog file of one's own, in the declaration format.
 CATALOG_ENV = "ORTPLUG_CATALOG"
@@ -116,6 +117,43 @@ BUILTIN_CATALOG: dict[str, Any] = {
 }  # fmt: skip
 
 
+def _hex(value: str | None) -> int | None:
+    return None if value is None else int(value, 16)
+
+
+@attrs.frozen(kw_only=True)
+class Condition:
+    """A ``detect`` condition (the declaration's ``_CONDITION`` fields); every key given holds.
+
+    ``pci_vendor``/``pci_class``: a PCI function with that vendor id and base class; ``gpu``: a
+    display-class PCI device or a DRM render node; ``nvidia_driver``: the driver's version file;
+    ``macos_min``: at least this macOS; ``vulkan_loader``: libvulkan; ``cpu_vendor``/``cpu_flags``:
+    one of these vendors, all of these flags; ``platform``/``machine``: one of these.
+    """
+
+    platform: tuple[str, ...] = ()
+    machine: tuple[str, ...] = ()
+    pci_vendor: int | None = attrs.field(default=None, converter=_hex)
+    pci_class: int | None = attrs.field(default=None, converter=_hex)
+    gpu: bool = False
+    nvidia_driver: bool = False
+    macos_min: str | None = None
+    vulkan_loader: bool = False
+    cpu_vendor: tuple[str, ...] = ()
+    cpu_flags: tuple[str, ...] = ()
+
+
+@attrs.frozen(kw_only=True)
+class Install:
+    """What the catalog proposes to install (the declaration's ``_INSTALL`` fields): the
+    requirement, the runtime wheel it brings, an extra index, the CUDA major it needs."""
+
+    install: str
+    runtime: str | None = None
+    index_url: str | None = None
+    cuda_min: int | None = None
+
+
 @attrs.frozen(kw_only=True)
 class CatalogEntry:
     """One provider kind the catalog can propose, with the plugin and distribution it is in."""
@@ -124,8 +162,8 @@ class CatalogEntry:
     plugin: str
     distribution: str
     hardware: str
-    detect: tuple[ConditionDeclaration, ...]
-    installs: tuple[InstallDeclaration, ...]
+    detect: tuple[Condition, ...]
+    installs: tuple[Install, ...]
     unless: tuple[str, ...] = ()
     optional: bool = False
     source: str = ""
@@ -134,7 +172,7 @@ class CatalogEntry:
         """What on ``hw`` this entry is for, or ``None`` when the host has none of it."""
         return next((s for c in self.detect if (s := condition_seen(c, hw)) is not None), None)
 
-    def install_for(self, cuda_major: int | None) -> InstallDeclaration | None:
+    def install_for(self, cuda_major: int | None) -> Install | None:
         """The first install the driver's CUDA major allows (the first one when no driver was
         seen: it needs installing anyway), ``None`` when the driver is too old for every one."""
         if cuda_major is None:
@@ -142,7 +180,7 @@ class CatalogEntry:
         return next((i for i in self.installs if (i.cuda_min or 0) <= cuda_major), None)
 
 
-def _pci_seen(c: ConditionDeclaration, hw: Hardware) -> str | None:
+def _pci_seen(c: Condition, hw: Hardware) -> str | None:
     devices = [
         d.describe()
         for d in hw.pci
@@ -151,7 +189,7 @@ def _pci_seen(c: ConditionDeclaration, hw: Hardware) -> str | None:
     return " + ".join(devices) or None
 
 
-def condition_seen(c: ConditionDeclaration, hw: Hardware) -> str | None:
+def condition_seen(c: Condition, hw: Hardware) -> str | None:
     """What of ``hw`` makes the condition hold (``"NVIDIA H200 (driver 580.65.06, CUDA 13)"``,
     ``"a CPU"`` for an empty one), or ``None`` when it does not."""
     said: list[str] = []
@@ -205,8 +243,8 @@ def _entries(declarations: Iterable[PluginDeclaration]) -> list[CatalogEntry]:
             plugin=declaration.plugin,
             distribution=_distribution(declaration),
             hardware=kind.hardware or kind.kind,
-            detect=kind.detect,
-            installs=kind.installs(),
+            detect=tuple(Condition(**c) for c in kind.detect),
+            installs=tuple(Install(**i) for i in kind.installs()),
             unless=kind.unless,
             optional=kind.optional,
             source=declaration.source,

@@ -84,10 +84,8 @@ __all__ = [
     "FILENAME",
     "FORMAT",
     "HOOKS",
-    "ConditionDeclaration",
     "DeclarationError",
     "Identity",
-    "InstallDeclaration",
     "KindDeclaration",
     "LibraryDeclaration",
     "MetadataKeyDeclaration",
@@ -216,39 +214,6 @@ class LibraryDeclaration:
 
 
 @attrs.frozen
-class ConditionDeclaration:
-    """What one kind of host shows, as :mod:`ortplug.hardware` reads it; every key given holds.
-
-    ``pci_vendor``/``pci_class``: a PCI function with that vendor id and base class;
-    ``gpu``: a display-class PCI device or a DRM render node; ``nvidia_driver``: the
-    driver's version file; ``macos_min``: at least this macOS; ``vulkan_loader``:
-    libvulkan; ``cpu_vendor``/``cpu_flags``: one of these vendors, all of these flags.
-    """
-
-    platform: tuple[str, ...] = ()
-    machine: tuple[str, ...] = ()
-    pci_vendor: int | None = None
-    pci_class: int | None = None
-    gpu: bool = False
-    nvidia_driver: bool = False
-    macos_min: str | None = None
-    vulkan_loader: bool = False
-    cpu_vendor: tuple[str, ...] = ()
-    cpu_flags: tuple[str, ...] = ()
-
-
-@attrs.frozen
-class InstallDeclaration:
-    """An install the catalog can propose: the requirement, the runtime wheel it brings, an
-    extra index, the CUDA major it needs from the driver."""
-
-    install: str
-    runtime: str | None = None
-    index_url: str | None = None
-    cuda_min: int | None = None
-
-
-@attrs.frozen
 class KindDeclaration:
     """A provider kind: its names, library, where it can run and the facts it needs."""
 
@@ -260,17 +225,20 @@ class KindDeclaration:
     requires: tuple[str, ...] = ()
     hardware: str = ""
     install: str = ""
-    detect: tuple[ConditionDeclaration, ...] | None = None
+    # The catalog's conditions and installs stay checked plain data here (``_CONDITION``,
+    # ``_INSTALL``): only the catalog, never a build, gives them types and meaning.
+    detect: tuple[Mapping[str, Any], ...] | None = None
     runtime: str | None = None
     index_url: str | None = None
     cuda_min: int | None = None
-    alternatives: tuple[InstallDeclaration, ...] = ()
+    alternatives: tuple[Mapping[str, Any], ...] = ()
     unless: tuple[str, ...] = ()
     optional: bool = False
 
-    def installs(self) -> tuple[InstallDeclaration, ...]:
-        """The catalog's installs for this kind, in the order to try them."""
-        own = InstallDeclaration(self.install, self.runtime, self.index_url, self.cuda_min)
+    def installs(self) -> tuple[Mapping[str, Any], ...]:
+        """The catalog's installs for this kind (``_INSTALL``'s fields), in the order to try."""
+        own = {"install": self.install, "runtime": self.runtime, "index_url": self.index_url,
+               "cuda_min": self.cuda_min}  # fmt: skip
         return (own, *self.alternatives) if self.install else self.alternatives
 
     def names(self) -> tuple[str, ...]:
@@ -412,11 +380,12 @@ def _list_of(item: Callable[[str, object], Any]) -> Callable[[str, object], tupl
     return build
 
 
-def _hex_id(where: str, value: object) -> int:
+def _hex_id(where: str, value: object) -> str:
     try:
-        return int(_name(where, value), 16)
+        int(_name(where, value), 16)
     except (ValueError, DeclarationError):
         raise DeclarationError(f"{where}: expected a hex id like '0x10de', got {value!r}") from None
+    return str(value)
 
 
 def _count(where: str, value: object) -> int:
@@ -475,11 +444,11 @@ _KIND: Mapping[str, _Field] = {
     "requires": (_requires, False),
     "hardware": (_text, False),
     "install": (_requirement, False),
-    "detect": (_list_of(_table(ConditionDeclaration, _CONDITION)), False),
+    "detect": (_list_of(_table(dict, _CONDITION)), False),
     "runtime": (_requirement, False),
     "index_url": (_name, False),
     "cuda_min": (_count, False),
-    "alternatives": (_list_of(_table(InstallDeclaration, _INSTALL)), False),
+    "alternatives": (_list_of(_table(dict, _INSTALL)), False),
     "unless": (_texts, False),
     "optional": (_flag, False),
 }
@@ -551,8 +520,6 @@ def _unstructure(value: object) -> Any:
         out = {}
         for field in attrs.fields(type(value)):  # type: ignore[arg-type]
             item = getattr(value, field.name)
-            if isinstance(item, int) and field.name in ("pci_vendor", "pci_class"):
-                item = hex(item)
             if field.name in ("plugin", "source") or item == field.default:
                 continue
             out[field.name] = _unstructure(item)
