@@ -126,10 +126,10 @@ def fix(args: argparse.Namespace) -> int:
             print(shlex.join(command))
         if refusal:
             print(f"note: --yes would refuse: {refusal}")
-        elif commands and not args.yes:
-            print("dry run: nothing was changed; run ortplug doctor --fix --yes to run these")
         elif commands and sys.prefix == sys.base_prefix:
-            print(f"note: not a virtual environment: this changes {sys.prefix}'s packages")
+            print(f"note: not a virtual environment: these change {sys.prefix}'s packages")
+        if commands and not args.yes:
+            print("dry run: nothing was changed; run ortplug doctor --fix --yes to run these")
     if not (args.yes and commands):
         if args.json:
             print(json.dumps(data, indent=2))
