@@ -90,6 +90,7 @@ class PluginInfo:
     status: str  # "active", "blocked" or "failed"
     hooks: tuple[str, ...] = ()
     error: str | None = None
+    note: str | None = None  # e.g. that it has no declaration, and the fix
 
     def to_dict(self) -> dict[str, object]:
         """JSON-ready form for ``--json``."""

@@ -33,7 +33,7 @@ from .engine_cache import (
     has_cached_engine,
     timing_dir,
 )
-from .probes import TENSORRT_FACTS, TENSORRT_TYPES, detect_tensorrt, tensorrt_identity
+from .probes import TENSORRT_FACTS, TENSORRT_TYPES, detect_tensorrt
 from .shapes import format_profile, parse_profile, profiles_from_ranges
 
 __all__ = [
@@ -83,7 +83,6 @@ def ortplug_host_probes() -> Iterable[HostProbe]:
         detect=detect_tensorrt,
         description="TensorRT library (libnvinfer) version",
         types=TENSORRT_TYPES,
-        identity=tensorrt_identity,
     )
 
 

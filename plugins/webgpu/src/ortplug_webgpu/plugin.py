@@ -29,7 +29,6 @@ from .probes import (
     WEBGPU_TYPES,
     apply_software_opt_in,
     detect_webgpu,
-    probe_identity,
     software_allowed,
 )
 from .readiness import assess_webgpu
@@ -81,7 +80,6 @@ def ortplug_host_probes() -> Iterable[HostProbe]:
         description="the adapters Dawn sees (Vulkan on Linux) and whether the WebGPU EP runs",
         timeout=PROBE_TIMEOUT_S,
         types=WEBGPU_TYPES,
-        identity=probe_identity,
     )
 
 
