@@ -77,7 +77,7 @@ def _install(
     devices: list[str] | None = None,
     declared: dict[str, object] | None | bool = True,
 ) -> str:
-    """A distribution ``ortplug-<name>`` with entry point ``<name>`` as pip leaves it; its module."""
+    """A distribution ``ortplug-<name>``, entry point ``<name>``, as pip leaves it; its module."""
     kind, probe = kind or name, probe or name
     ort_name = ort_name or f"{name.capitalize()}ExecutionProvider"
     dist = site / f"ortplug_{name}-1.0.dist-info"

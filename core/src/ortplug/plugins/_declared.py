@@ -92,7 +92,7 @@ def broken_promise(
     hooks: Collection[str],
     keys: Iterable[MetadataKey],
 ) -> str | None:
-    """What the imported plugin contributes unlike its declaration (the first difference), or ``None``."""
+    """How the imported plugin differs from its declaration (the first difference), or ``None``."""
     declared_keys = sorted(f"{k.name} {sorted(k.types)}" for k in declaration.metadata_keys)
     given_keys = sorted(f"{k.name} {sorted(t.__name__ for t in k.types)}" for k in keys)
     pairs = (

@@ -276,7 +276,7 @@ class PluginHost:
     def _declaration(
         self, entry_point: _entry_points.PluginEntryPoint, *, quiet: bool = False
     ) -> PluginDeclaration | None:
-        """The entry point's checked declaration; a broken one is a failure (``quiet``: not even)."""
+        """The entry point's checked declaration; a broken one is a failure (unless ``quiet``)."""
         try:
             if entry_point.declaration_error is not None:
                 raise DeclarationError(entry_point.declaration_error)
@@ -359,7 +359,7 @@ class PluginHost:
         return facts_of
 
     def _cached(self, probe: str) -> Mapping[str, object] | None:
-        """A declared probe's facts from the cross-process cache (``None``: unknown, or overridden)."""
+        """A declared probe's facts from the cross-process cache (``None``: unknown or overridden)."""
         if probe in self._cached_facts:
             return self._cached_facts[probe]
         facts = None
@@ -522,7 +522,7 @@ class PluginHost:
             return self._registry, self._probes
 
     def _why(self, name: str) -> str | None:
-        """Why a provider name no registered plugin holds is missing, when a known plugin claims it."""
+        """Why no registered plugin holds a provider name, when a known plugin claims it."""
         for plugin, (reason, declaration) in self._env_blocked.items():
             if plugin == name or (declaration is not None and declaration.kind(name) is not None):
                 return f"its plugin {plugin!r} is blocked: {reason}"

@@ -106,7 +106,7 @@ class ProviderRegistry:
         self._why = why
 
     def _loaded(self, name: str) -> ProviderRegistry | None:
-        """The registry once the plugin declaring ``name`` is imported (``None``: none declares it)."""
+        """The registry once the plugin declaring ``name`` is imported (``None``: none does)."""
         entry = self._declared.get(name.lower()) if isinstance(name, str) else None
         if entry is None or self._load is None:
             return None

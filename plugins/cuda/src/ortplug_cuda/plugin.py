@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 import attrs
-from ortplug import (
+from ortplug.plugins import (
     CheckpointMetadata,
     DoctorCheck,
     HostCapabilities,

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from ortplug.probing import run_probe_script, site_package_dirs
+from ortplug.plugins import run_probe_script, site_package_dirs
 
 __all__ = [
     "CUDA_FACTS",

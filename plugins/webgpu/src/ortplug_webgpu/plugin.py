@@ -6,11 +6,13 @@ import contextlib
 import os
 from collections.abc import Iterable
 
-from ortplug import (
+from ortplug.plugins import (
     CheckpointMetadata,
     DoctorCheck,
+    EpLibrary,
     HostCapabilities,
     HostProbe,
+    OptionError,
     ProviderConfig,
     ProviderDecline,
     ProviderOffer,
@@ -18,8 +20,6 @@ from ortplug import (
     ResolvedCheckpoint,
     hookimpl,
 )
-from ortplug.ep_libraries import EpLibrary
-from ortplug.errors import OptionError
 
 from .config import WebGpuProvider
 from .probes import (

@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ortplug.probing import run_probe_script
+from ortplug.plugins import run_probe_script
 
 from .shader_cache import ep_version, shader_cache_path
 
