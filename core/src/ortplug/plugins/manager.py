@@ -199,6 +199,7 @@ class PluginHost:
         self._probes: list[tuple[str, HostProbe]] | None = None
         self._probe_runs: dict[str, _ProbeRun] = {}
         self._hosts: dict[frozenset[str] | None, HostCapabilities] = {}
+        self._composed: list[HostCapabilities] = []  # every host this one detected (kept alive)
         if builtins:
             for module_name in _BUILTIN_PLUGINS:
                 self.register(importlib.import_module(module_name), name=module_name)
@@ -573,22 +574,26 @@ class PluginHost:
     def _items(
         self, plugin: str, hook_name: str, result: Any, contract: HookContract
     ) -> list[Any] | None:
-        """At most ``MAX_ITEMS`` of an iterable answer, each of the contract's item types.
+        """At most ``MAX_ITEMS`` of an iterable answer, those of the contract's item types.
 
-        ``None`` when the answer is malformed (reported as a failure of ``plugin``).
+        An item of another type is left out and reported (the others are kept); ``None``
+        when the answer is not iterable or raises (reported as a failure of ``plugin``).
         """
         try:
             items = list(itertools.islice(iter(result), MAX_ITEMS + 1))
-            wrong = [item for item in items if not isinstance(item, contract.items)]
-            if wrong:
-                raise TypeError(
-                    f"expected {contract.describe_items()} items, got {type(wrong[0]).__name__}"
-                )
         except KeyboardInterrupt:
             raise
         except BaseException as exc:
             self._fail(plugin, hook_name, exc)
             return None
+        wrong = [item for item in items if not isinstance(item, contract.items)]
+        if wrong:
+            wrong_type = TypeError(
+                f"expected {contract.describe_items()} items, got {type(wrong[0]).__name__} "
+                f"{wrong[0]!r:.80}; {len(wrong)} such item(s) left out, the others kept"
+            )
+            self._fail(plugin, hook_name, wrong_type)
+            items = [item for item in items if isinstance(item, contract.items)]
         if len(items) > MAX_ITEMS:
             error = ValueError(f"yielded more than {MAX_ITEMS} items; the first {MAX_ITEMS} kept")
             self._fail(plugin, hook_name, error)
@@ -693,6 +698,7 @@ class PluginHost:
             ]
             host = compose_host(results, environ=self._environ)
             self._hosts[plugins] = host
+            self._composed.append(host)
             return host
 
     def _plugins_for(self, kinds: Collection[str]) -> frozenset[str]:
@@ -783,7 +789,9 @@ class PluginHost:
         dropped (a plugin failure), and an offer of a plugin-EP provider whose
         library does not load or offers no device becomes a decline with the reason.
         A declared plugin whose kinds ``host`` (or the cached facts) rule out is not
-        imported: each of its kinds is declined with the reason, by the core.
+        imported: each of its kinds is declined with the reason, by the core. The
+        library check runs only on the host this plugin host detected, without
+        overrides of the plugin's probes: injected facts stand for the library.
         """
         ruled_out = self._load_in_play(host)
         registry = self.provider_registry()
@@ -800,8 +808,21 @@ class PluginHost:
             if not registry.has_kind(kind):
                 self._unknown_kind(plugin, "ortplug_offer_providers", kind, registry)
                 continue
-            answers.append(_library_checked(attrs.evolve(item, plugin=plugin), registry))
+            item = attrs.evolve(item, plugin=plugin)
+            answers.append(_library_checked(item, registry) if self._real(host, plugin) else item)
         return answers
+
+    def _real(self, host: HostCapabilities, plugin: str) -> bool:
+        """Whether ``host`` is this host's detection with no override of ``plugin``'s probes.
+
+        Only then does the core check an offered plugin-EP library for real: injected
+        facts (``make_host``, ``ORTPLUG_OVERRIDE_*``) stand for the library in tests.
+        """
+        if not any(host is detected for detected in self._composed):
+            return False
+        probes = [probe.name for owner, probe in self._validated()[1] if owner == plugin]
+        prefixes = tuple(f"{OVERRIDE_PREFIX}{name.upper()}_" for name in probes)
+        return not (prefixes and any(v.startswith(prefixes) for v in self._environ))
 
     def _unknown_kind(
         self, plugin: str, hook_name: str, kind: str, registry: ProviderRegistry
