@@ -99,3 +99,28 @@ def test_a_plugin_ep_offer_is_testable_with_injected_facts_and_no_library() -> N
     )
     answers = forced.offer_providers(META, forced.host_capabilities())
     assert any(isinstance(a, ProviderOffer) and a.config.kind == "jsonep" for a in answers)
+
+
+class _BrokenPolicyHooks:
+    @hookimpl
+    def ortplug_offer_providers(self):
+        raise RuntimeError("offer bug")
+
+    @hookimpl
+    def ortplug_adjust_session_options(self):
+        raise RuntimeError("options bug")
+
+
+def test_doctor_fails_a_plugin_whose_policy_hooks_fail(plugin_host: PluginHost) -> None:
+    from ortplug.doctor import run_checks
+
+    assert plugin_host.register(_BrokenPolicyHooks(), name="broken")
+    with pytest.warns(OrtplugPluginWarning):
+        checks = run_checks(plugin_host)
+    failed = {check.detail for check in checks if not check.ok and check.name == "plugin broken"}
+    assert failed == {
+        "failed in ortplug_offer_providers: RuntimeError: offer bug",
+        "failed in ortplug_adjust_session_options: RuntimeError: options bug",
+    }
+    (row,) = [row for row in plugin_host.plugin_infos() if row.name == "broken"]
+    assert row.status == "failing"

@@ -460,7 +460,7 @@ class PluginHost:
                 )
                 row(name, "active", hooks_of[name])
         for failure in self._failures:  # the latest failure of a plugin is shown
-            status = "active" if failure.plugin in hooks_of else "failed"
+            status = "failing" if failure.plugin in hooks_of else "failed"
             error = f"{failure.phase}: {failure.error}"
             row(failure.plugin, status, hooks_of.get(failure.plugin, ()), error)
         return list(rows.values())

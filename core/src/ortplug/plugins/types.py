@@ -100,7 +100,7 @@ class PluginInfo:
     name: str
     distribution: str | None
     version: str | None
-    status: str  # "active", "blocked" or "failed"
+    status: str  # "active", "failing" (loaded, a hook failed), "blocked" or "failed"
     hooks: tuple[str, ...] = ()
     error: str | None = None
     note: str | None = None  # e.g. that it has no declaration, and the fix
