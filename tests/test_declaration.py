@@ -150,7 +150,8 @@ def test_the_scan_remembers_each_plugins_declaration(tmp_path: Path) -> None:
     )
     env = {**os.environ, "ORTPLUG_CACHE_DIR": str(tmp_path)}
     for _ in range(2):  # the scan, then the remembered scan
-        done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True)
+        command = [sys.executable, "-c", script]
+        done = subprocess.run(command, env=env, capture_output=True, text=True)
         assert done.returncode == 0, done.stderr
         assert done.stdout.split() == ["['cuda']", "False"]
     assert len(list((tmp_path / "entry-points").glob("*.json"))) == 1

@@ -279,6 +279,6 @@ def plugins(args: argparse.Namespace) -> int:
         return 0
     for row in rows:
         dist = f"{row.distribution} {row.version}" if row.distribution else "(built in)"
-        detail = row.error or ", ".join(row.hooks)
+        detail = row.error or ", ".join(row.hooks) + (f" ({row.note})" if row.note else "")
         print(f"{row.name:<28} {dist:<24} {row.status:<8} {detail}")
     return 0

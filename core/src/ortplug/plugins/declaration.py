@@ -96,6 +96,7 @@ __all__ = [
     "parse_declarations",
     "platform_matches",
     "read_declaration",
+    "source_of",
 ]
 
 #: The file a plugin's top-level package ships its declaration in.
@@ -531,12 +532,21 @@ def _unstructure(value: object) -> Any:
     return value
 
 
+def _top_package(entry_point_value: str) -> str:
+    return entry_point_value.partition(":")[0].strip().partition(".")[0]
+
+
+def source_of(entry_point_value: str) -> str:
+    """How errors name an entry point's declaration file: ``<top-level package>/ortplug.json``."""
+    return f"{_top_package(entry_point_value)}/{FILENAME}"
+
+
 def find_declaration(entry_point_value: str) -> Path | None:
     """The declaration file of the package an entry point (``module:attr``) lives in, if any.
 
     Only the top-level package is located (``find_spec`` executes nothing for it).
     """
-    top = entry_point_value.partition(":")[0].strip().partition(".")[0]
+    top = _top_package(entry_point_value)
     try:
         spec = importlib.util.find_spec(top)
     except (ImportError, ValueError):
@@ -558,7 +568,7 @@ def read_declaration(name: str, entry_point_value: str) -> PluginDeclaration | N
     path = find_declaration(entry_point_value)
     if path is None:
         return None
-    source = f"{path.parent.name}/{path.name}"
+    source = source_of(entry_point_value)
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
