@@ -23,7 +23,9 @@ from ortplug import (
     hookimpl,
 )
 from ortplug.backend._plan import plan_session
+import ortplug_cpu.plugin as cpu_plugin
 from ortplug.plugins import hookspecs
+from ortplug.testing import make_plugin_host
 from ortplug_cpu import CpuProvider
 from plugin_objects import ChainOverride, FakeCudaPlugin, FakeCudaProvider
 
@@ -103,32 +105,40 @@ def test_hook_ortplug_provider_chain(plugin_host: PluginHost, cpu_host) -> None:
     assert plugin_host.provider_chain(offers, META, gpu_host)[0] == [CpuProvider()]
 
 
-class _PreparePlugins:
-    """Fills the CPU thread count from the model; rejects a bad config; and one that breaks."""
-
-    @hookimpl
-    def ortplug_prepare_provider(self, config, checkpoint):
-        if isinstance(config, CpuProvider) and config.threads is None:
-            return CpuProvider(threads=len(checkpoint.input_shapes()))
-        if isinstance(config, CpuProvider) and config.threads == 7:
-            raise ValueError("threads=7 cannot work for this checkpoint")
-        return None
+@hookimpl
+def _prepare_threads(config, checkpoint):
+    """Fills the CPU thread count from the model; rejects a config that cannot work."""
+    if config.threads is None:
+        return CpuProvider(threads=len(checkpoint.input_shapes()))
+    if config.threads == 7:
+        raise ValueError("threads=7 cannot work for this checkpoint")
+    return None
 
 
-class _BrokenPrepare:
-    @hookimpl
-    def ortplug_prepare_provider(self, config):
-        raise KeyError("bug")
+@hookimpl
+def _prepare_broken(config):
+    raise KeyError("bug")
 
 
-class _WrongKindPrepare:
-    @hookimpl
-    def ortplug_prepare_provider(self, config):
-        return FakeCudaProvider()
+@hookimpl
+def _prepare_wrong_kind(config):
+    return FakeCudaProvider()
 
 
-def test_hook_ortplug_prepare_provider(plugin_host: PluginHost, cpu_host) -> None:
-    assert plugin_host.register(_PreparePlugins(), name="prepare")
+def _cpu_preparing_with(prepare: object) -> PluginHost:
+    """A host whose ``cpu`` plugin is the CPU plugin plus ``prepare`` (only a kind's owner prepares it)."""
+
+    class Cpu:
+        ortplug_provider_types = staticmethod(cpu_plugin.ortplug_provider_types)
+        ortplug_offer_providers = staticmethod(cpu_plugin.ortplug_offer_providers)
+        ortplug_adjust_session_options = staticmethod(cpu_plugin.ortplug_adjust_session_options)
+        ortplug_prepare_provider = staticmethod(prepare)
+
+    return make_plugin_host(("cpu", Cpu()), cpu=False)
+
+
+def test_hook_ortplug_prepare_provider(cpu_host) -> None:
+    plugin_host = _cpu_preparing_with(_prepare_threads)
     checkpoint = InMemoryCheckpoint(models.add_model()).resolve()  # inputs a and b
     assert plugin_host.prepare_provider(CpuProvider(), checkpoint, cpu_host) == CpuProvider(
         threads=2
@@ -148,17 +158,31 @@ def test_hook_ortplug_prepare_provider(plugin_host: PluginHost, cpu_host) -> Non
         )
 
 
-def test_a_broken_or_wrong_prepare_is_a_plugin_failure(plugin_host: PluginHost, cpu_host) -> None:
-    assert plugin_host.register(_BrokenPrepare(), name="broken")
-    assert plugin_host.register(_WrongKindPrepare(), name="wrongkind")
+class _PreparesOthers:
+    @hookimpl
+    def ortplug_prepare_provider(self, config):
+        raise AssertionError("asked to prepare a kind it does not own")
+
+
+def test_only_the_plugin_that_owns_a_kind_prepares_it(plugin_host: PluginHost, cpu_host) -> None:
+    assert plugin_host.register(_PreparesOthers(), name="others")
     checkpoint = InMemoryCheckpoint(models.add_model()).resolve()
-    with pytest.warns(OrtplugPluginWarning) as caught:
+    assert plugin_host.prepare_provider(CpuProvider(), checkpoint, cpu_host) == CpuProvider()
+    assert plugin_host.failures == ()
+
+
+@pytest.mark.parametrize(
+    ("prepare", "message"),
+    [
+        (_prepare_broken, "'cpu' failed in ortplug_prepare_provider: KeyError: 'bug'"),
+        (_prepare_wrong_kind, "'cpu' failed in ortplug_prepare_provider: TypeError: expected a 'cpu'"),
+    ],
+)
+def test_a_broken_or_wrong_prepare_is_a_plugin_failure(prepare, message, cpu_host) -> None:
+    plugin_host = _cpu_preparing_with(prepare)
+    checkpoint = InMemoryCheckpoint(models.add_model()).resolve()
+    with pytest.warns(OrtplugPluginWarning, match=re.escape(message)):
         assert plugin_host.prepare_provider(CpuProvider(), checkpoint, cpu_host) == CpuProvider()
-    messages = sorted(str(w.message) for w in caught)
-    assert "'broken' failed in ortplug_prepare_provider: KeyError: 'bug'" in messages[0]
-    assert (
-        "'wrongkind' failed in ortplug_prepare_provider: TypeError: expected a 'cpu'" in messages[1]
-    )
 
 
 class _DoctorPlugin:

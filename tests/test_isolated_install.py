@@ -16,8 +16,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 KINDS = (
-    "import json; from ortplug import PluginHost; "
-    "print(json.dumps(PluginHost().provider_registry().kinds()))"
+    "import json, sys; from ortplug import PluginHost; "
+    "kinds = PluginHost().provider_registry().kinds(); "
+    "print(json.dumps([kinds, sorted(m for m in sys.modules if m.startswith('ortplug_'))]))"
 )
 
 
@@ -41,11 +42,14 @@ def _pip(root: Path, *args: str) -> None:
 
 
 def _kinds(root: Path) -> list[str]:
+    """The kinds the installed plugins provide; listing them imports no plugin (declared ones)."""
     out = subprocess.run([_python(root), "-c", KINDS], check=True, capture_output=True, text=True)
-    return list(json.loads(out.stdout))
+    kinds, imported = json.loads(out.stdout)
+    assert imported == [], "the installed wheel carries no declaration (ortplug.json)"
+    return list(kinds)
 
 
-@pytest.mark.parametrize("plugin", ["cuda", "tensorrt", "coreml"])
+@pytest.mark.parametrize("plugin", ["cuda", "tensorrt", "coreml", "webgpu"])
 def test_plugin_installs_alone_is_discovered_and_leaves_with_uninstall(core_venv, plugin) -> None:
     assert _kinds(core_venv) == []
     _pip(core_venv, "install", "--quiet", "--no-deps", str(ROOT / "plugins" / plugin))

@@ -9,10 +9,11 @@ from .cache import CACHE_ENV, cache_problem, cache_root
 from .cache_index import MAX_MB_ENV, max_mb
 from .ep_libraries import ensure_library
 from .errors import OptionError
-from .plugins.types import DoctorCheck
+from .plugins.types import DoctorCheck, ProviderOffer
 from .selection.autotune import RECORD_FOLDER, stale_records
 
 if TYPE_CHECKING:
+    from .host import HostCapabilities
     from .plugins.manager import PluginHost
 
 __all__ = ["run_checks"]
@@ -100,12 +101,45 @@ def _cache_checks(ort_version: str | None) -> list[DoctorCheck]:
     return checks or [DoctorCheck("cache", True, f"{cache_root()}")]
 
 
+def _fit_checks() -> list[DoctorCheck]:
+    """Host fit: what the hardware calls for that is missing, what is installed for nothing."""
+    from .host_fit import check_host  # deferred: the catalog is read by info and doctor only
+    from .plugins.catalog import CATALOG_ENV
+
+    try:
+        plan = check_host()
+    except OptionError as exc:
+        return [DoctorCheck("host fit", False, str(exc), f"fix that file, or unset {CATALOG_ENV}")]
+    return [
+        DoctorCheck(f"host fit {f.subject}", f.ok, f.line() if f.ok else f.detail, f.command)
+        for f in plan.findings
+    ]
+
+
+def _ask_the_policy_hooks(plugins: PluginHost, host: HostCapabilities) -> None:
+    """Ask every plugin's offers and session options for the shipped model, as a build would.
+
+    So a plugin whose offer or session-option hook fails is a finding here. Only hooks that
+    change nothing on the host (``ortplug_prepare_provider`` may create cache folders: no).
+    """
+    from .checkpoint import LocalCheckpoint  # deferred: only doctor asks the hooks this way
+    from .session_options import SessionOptionsConfig
+    from .testing import demo_model
+
+    checkpoint = LocalCheckpoint(demo_model()).resolve()
+    answers = plugins.offer_providers(checkpoint.metadata, host, checkpoint)
+    chain = [answer.config for answer in answers if isinstance(answer, ProviderOffer)]
+    plugins.adjust_session_options(SessionOptionsConfig(), chain, checkpoint.metadata, host)
+
+
 def run_checks(plugins: PluginHost) -> list[DoctorCheck]:
     """Every check, core first, then each plugin's (a failing plugin is itself a finding)."""
     host = plugins.host_capabilities()
     checks = _runtime_checks()
     plugin_checks = plugins.doctor_checks(host)
+    _ask_the_policy_hooks(plugins, host)
     checks += _plugin_checks(plugins)
     checks += _library_checks(plugins)
     checks += _cache_checks(host.ort_version)
+    checks += _fit_checks()
     return checks + plugin_checks

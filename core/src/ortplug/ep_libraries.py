@@ -64,7 +64,14 @@ class EpLibrary:
         if self.path is not None:
             return self.path
         module = importlib.import_module(str(self.package))
-        return str(module.get_library_path())
+        get_path = getattr(module, "get_library_path", None)
+        if not callable(get_path):
+            raise OptionError(
+                f"EpLibrary {self.name!r}: package {self.package!r} has no get_library_path(), "
+                "so it is not an ONNX Runtime plugin-EP package (onnxruntime-ep-*); name the "
+                "library file with EpLibrary(path=...) instead"
+            )
+        return str(get_path())
 
 
 @attrs.frozen
@@ -172,6 +179,8 @@ def _register(library: EpLibrary) -> EpLibraryStatus:
     ort = require_onnxruntime()
     try:
         path = library.library_path()
+    except OptionError as exc:
+        return EpLibraryStatus(library, None, str(exc), ())
     except Exception as exc:
         return EpLibraryStatus(library, None, f"{library.package}: {type(exc).__name__}: {exc}", ())
     if not Path(path).is_file():
@@ -181,8 +190,16 @@ def _register(library: EpLibrary) -> EpLibraryStatus:
     except Exception as exc:
         if "already registered" not in str(exc):
             detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            hint = (
+                "; the library may be built for another ONNX Runtime release: install the "
+                f"{library.package or 'library'} release made for onnxruntime {ort.__version__}, "
+                "or the onnxruntime release it names"
+            )
             return EpLibraryStatus(
-                library, path, f"ONNX Runtime {ort.__version__} could not load {path}: {detail}", ()
+                library,
+                path,
+                f"ONNX Runtime {ort.__version__} could not load {path}: {detail}{hint}",
+                (),
             )
     devices = tuple(_device(d) for name in library.ep_names for d in devices_for(name))
     return EpLibraryStatus(library, path, None, devices)

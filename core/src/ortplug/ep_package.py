@@ -16,7 +16,6 @@ lists its devices, and an offer when a device exists, or a decline saying why.
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import Any, ClassVar
@@ -29,7 +28,7 @@ from .host import HostCapabilities, HostProbe
 from .plugins.hookspecs import hookimpl
 from .plugins.registry import ProviderType
 from .plugins.types import ProviderDecline, ProviderOffer
-from .probing import file_identity, system_library_identity
+from .plugins.declaration import Identity
 from .provider_options import encode_option, ort_options
 
 __all__ = ["EpPackagePlugin", "LibraryProvider"]
@@ -137,14 +136,9 @@ class EpPackagePlugin:
             facts=_PROBE_FACTS,
             detect=lambda: ensure_library(self.library).facts(),
             description=f"the {self.package} library and the devices it offers",
-            identity=self._identity,
+            # what the facts depend on: the package's installation and the system's libraries
+            identity=Identity(packages=(self.package,), system=True),
         )
-
-    def _identity(self) -> dict[str, object]:
-        """What the probe's facts depend on: the package's installation and the system's libraries."""
-        spec = importlib.util.find_spec(self.package)
-        origin = [spec.origin] if spec is not None and spec.origin else []
-        return {"package": file_identity(origin), "system": system_library_identity()}
 
     @hookimpl
     def ortplug_offer_providers(

@@ -20,6 +20,7 @@ from .errors import OptionError, OrtplugConfigWarning
 __all__ = [
     "DEFAULT_PROBE_TIMEOUT_S",
     "OVERRIDE_PREFIX",
+    "OVERRIDE_TYPES",
     "HostCapabilities",
     "HostProbe",
     "compose_host",
@@ -58,7 +59,21 @@ def _check_timeout(_: Any, __: Any, value: float) -> None:
         raise OptionError(f"HostProbe.timeout: expected seconds in (0, 600], got {value!r}")
 
 
+#: The types an override can have (what JSON gives): ``HostProbe.types`` names these only.
+OVERRIDE_TYPES = (bool, int, float, str, list, dict)
+
+
 def _freeze_types(value: Mapping[str, Any]) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise OptionError(f"HostProbe.types: expected a mapping of fact to type, got {value!r}")
+    for fact, allowed in value.items():
+        given = allowed if isinstance(allowed, tuple) else (allowed,)
+        if not given or any(t not in OVERRIDE_TYPES for t in given):
+            names = ", ".join(t.__name__ for t in OVERRIDE_TYPES)
+            raise OptionError(
+                f"HostProbe.types[{fact!r}]: expected one of {names} or a tuple of them, "
+                f"got {allowed!r}"
+            )
     return MappingProxyType(dict(value))
 
 
@@ -73,7 +88,9 @@ class HostProbe:
     exception it raises is reported the same way. Each fact can be forced with
     ``ORTPLUG_OVERRIDE_<NAME>_<FACT>`` (a JSON value, a plain string, or empty
     for absent) so a test or a person can simulate a host; ``types`` declares
-    the type a fact's override must have (``{"usable_cpus": int}``). Probes
+    the type a fact's override must have (``{"usable_cpus": int}``, or a tuple
+    such as ``(int, float)``), among ``bool``, ``int``, ``float``, ``str``,
+    ``list`` and ``dict`` (what JSON gives). Probes
     that call into native libraries which could crash should run them in a
     subprocess (:func:`ortplug.probing.run_probe_script`).
 

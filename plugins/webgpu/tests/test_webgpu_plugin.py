@@ -18,6 +18,7 @@ from typing import Any
 import onnx
 import pytest
 from ortplug import CheckpointMetadata, InMemoryCheckpoint, OptionError, PluginHost
+from ortplug.plugins.declaration import read_declaration
 from ortplug.testing import make_host, make_plugin_host
 from ortplug_webgpu import WebGpuProvider, plugin
 from ortplug_webgpu import probes as probes_module
@@ -436,18 +437,26 @@ def test_the_session_check_is_skipped_for_a_software_adapter_without_the_opt_in(
     assert decline.reason.startswith("not checked whether Dawn runs on llvmpipe")
 
 
+def _identity() -> dict[str, object]:
+    """The identity the package's declaration gives the probe (what the core caches facts by)."""
+    declaration = read_declaration("webgpu", "ortplug_webgpu.plugin")
+    assert declaration is not None and declaration.probes[0].identity is not None
+    return declaration.probes[0].identity()
+
+
 def test_the_identity_follows_the_driver_environment_and_the_opt_in(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     icd = tmp_path / "icd.json"
     monkeypatch.setenv("VK_DRIVER_FILES", str(icd))
-    missing = probes_module.probe_identity()
-    assert [str(icd), None] in missing["files"]
+    missing = _identity()
+    assert [str(icd)] in missing["files"]  # type: ignore[operator]
     icd.write_text("{}")
-    present = probes_module.probe_identity()
-    assert present != missing and [str(icd), icd.stat().st_mtime_ns] in present["files"]
+    present = _identity()
+    stat = icd.stat()
+    assert present != missing and [str(icd), stat.st_mtime_ns, stat.st_size] in present["files"]  # type: ignore[operator]
     monkeypatch.setenv(ALLOW_SOFTWARE_ENV, "1")
-    assert probes_module.probe_identity() != present
+    assert _identity() != present
 
 
 def test_the_identity_follows_the_ep_wheel_by_its_files(
@@ -464,19 +473,20 @@ def test_the_identity_follows_the_ep_wheel_by_its_files(
         return found(name, package_name)
 
     monkeypatch.setattr(importlib.util, "find_spec", find_spec)
-    before = probes_module.probe_identity()
+    before = _identity()
     os.utime(package / "__init__.py", ns=(1, 1))  # what an upgrade that rewrites the file does
-    assert probes_module.probe_identity()["ep"] != before["ep"]
+    assert _identity()["packages"] != before["packages"]
 
 
 def test_the_identity_costs_no_distribution_scan() -> None:
     # importlib.metadata alone costs ~15 ms, more than every other start-up step of the plugin
     code = (
-        "import sys\nfrom ortplug_webgpu import probes\nprobes.probe_identity()\n"
-        "print('importlib.metadata' in sys.modules)"
+        "import sys\nfrom ortplug.plugins.declaration import read_declaration\n"
+        "read_declaration('webgpu', 'ortplug_webgpu.plugin').probes[0].identity()\n"
+        "print('importlib.metadata' in sys.modules, 'ortplug_webgpu.plugin' in sys.modules)"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert (done.returncode, done.stdout.strip()) == (0, "False"), done.stderr
+    assert (done.returncode, done.stdout.strip()) == (0, "False False"), done.stderr
 
 
 def test_overrides_force_probe_facts(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -23,6 +23,7 @@ from .._runtime import (
 )
 from ..backend import OnnxBackend
 from ..checkpoint import LocalCheckpoint, ResolvedCheckpoint
+from ..errors import OptionError
 from ..plugins.manager import get_plugin_host
 from ..sample_inputs import sample_inputs
 from ..selection import DefaultProviderPolicy
@@ -225,6 +226,8 @@ def info(args: argparse.Namespace) -> int:
     }
     if runtime is None:
         data["install"] = INSTALL_HINT
+    fit = _fit_lines()
+    data["fit"] = fit
     with _model_path(args.model) as path:
         checkpoint = LocalCheckpoint(path).resolve()
         data["model"] = str(args.model or "demo.onnx (shipped with ortplug)")
@@ -245,12 +248,33 @@ def info(args: argparse.Namespace) -> int:
         version = f" {plugin.distribution} {plugin.version}" if plugin.distribution else ""
         error = f" ({plugin.error})" if plugin.error else ""
         print(f"plugin       {plugin.name}{version}: {plugin.status}{error}")
+    print(f"hardware     {fit['hardware_line']}")
+    for line in fit["lines"]:
+        print(f"fit          {line}")
     print(f"model        {data['model']}")
     for row in data["chain"]:
         print(f"chain        {row['kind']:<10} {row['reason']}")
     for row in data["declined"]:
         print(f"declined     {row['kind']:<10} {row['reason']}")
     return 0
+
+
+def _fit_lines() -> dict[str, Any]:
+    """Host fit for ``info``: the hardware seen, the plan, and one line per finding (a bad
+    catalog file is one such line)."""
+    from ..hardware import detect_hardware
+    from ..host_fit import check_host
+
+    try:
+        plan = check_host()
+    except OptionError as exc:
+        hardware = detect_hardware()
+        return {"hardware": hardware.to_dict(), "hardware_line": hardware.describe(),
+                "error": str(exc), "lines": [f"PROBLEM {exc}"]}  # fmt: skip
+    lines = [f.line() for f in plan.findings]
+    if not plan.steps:
+        lines.append("nothing to install or remove for this hardware")
+    return {**plan.to_dict(), "hardware_line": plan.hardware.describe(), "lines": lines}
 
 
 def plugins(args: argparse.Namespace) -> int:
@@ -261,6 +285,6 @@ def plugins(args: argparse.Namespace) -> int:
         return 0
     for row in rows:
         dist = f"{row.distribution} {row.version}" if row.distribution else "(built in)"
-        detail = row.error or ", ".join(row.hooks)
+        detail = row.error or ", ".join(row.hooks) + (f" ({row.note})" if row.note else "")
         print(f"{row.name:<28} {dist:<24} {row.status:<8} {detail}")
     return 0

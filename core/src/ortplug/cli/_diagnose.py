@@ -21,6 +21,10 @@ def _print_json(data: Any) -> None:
 
 def doctor(args: argparse.Namespace) -> int:
     """Run every check; print each with its fix; exit 1 when something is wrong."""
+    if args.fix or args.yes:
+        from ._fix import fix
+
+        return fix(args)
     checks = run_checks(get_plugin_host())
     failed = [c for c in checks if not c.ok]
     if args.json:

@@ -87,10 +87,13 @@ PAGES: dict[str, str] = {
         '  --json      machine-readable output\n'
     ),
     'doctor': (
-        'usage: ortplug doctor [-h] [--json]\n'
+        'usage: ortplug doctor [-h] [--fix] [--yes] [--json]\n'
         '\n'
         'options:\n'
         '  -h, --help  show this help message and exit\n'
+        "  --fix       print the pip commands that make this environment fit the host's\n"
+        '              hardware (plugins, the one right runtime wheel); changes nothing\n'
+        '  --yes       with --fix: run those commands, then check again\n'
         '  --json      machine-readable output\n'
     ),
     'inspect': (

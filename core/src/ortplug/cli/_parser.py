@@ -232,6 +232,15 @@ def _parser_and_commands() -> tuple[argparse.ArgumentParser, dict[str, argparse.
     doctor = sub.add_parser(
         "doctor", help="check this host and installation; print a fix per problem"
     )
+    doctor.add_argument(
+        "--fix",
+        action="store_true",
+        help="print the pip commands that make this environment fit the host's hardware "
+        "(plugins, the one right runtime wheel); changes nothing",
+    )
+    doctor.add_argument(
+        "--yes", action="store_true", help="with --fix: run those commands, then check again"
+    )
     _add_json(doctor)
 
     inspect = sub.add_parser("inspect", help="a model's inputs, outputs, metadata and placement")

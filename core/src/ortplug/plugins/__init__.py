@@ -1,7 +1,19 @@
-"""Plugin machinery: hook specs with their call contracts, the values hooks return, the provider
-registry and the plugin host that calls them."""
+"""Everything a plugin author uses, from one module: ``from ortplug.plugins import ...``.
 
-from ..host import HostProbe
+The hook marker and specs with their call contracts, the values hooks return
+and receive, typed option fields for provider configs, the plugin-EP adapter,
+probing helpers, the cache's keys and folders, the errors a plugin raises, and
+the declaration format (:mod:`ortplug.plugins.declaration`). Tests use
+:mod:`ortplug.testing` beside it. What the host needs at every start is
+imported with this module; the rest on first use (PEP 562), so a plugin pays
+only for what it imports.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from ..host import HostCapabilities, HostProbe
 from .hookspecs import CONTRACTS, PROJECT, CallMode, HookContract, hookimpl, hookspec
 from .manager import (
     PluginHost,
@@ -20,26 +32,140 @@ from .types import (
     ProviderOffer,
 )
 
+#: ``typing.TYPE_CHECKING`` without importing :mod:`typing` at start.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from .._runtime import preload_runtime_libraries
+    from ..cache import CACHE_ENV, cache_dir, cache_key, cache_problem, cache_root
+    from ..cache_index import describe as describe_cache_folder
+    from ..checkpoint import CheckpointMetadata, ResolvedCheckpoint
+    from ..ep_libraries import EpLibrary, describe_device
+    from ..ep_package import EpPackagePlugin, LibraryProvider
+    from ..errors import CacheError, OptionError, OrtplugCacheWarning, PluginError
+    from ..probing import (
+        file_identity,
+        run_probe_script,
+        site_package_dirs,
+        system_library_identity,
+    )
+    from ..provider_options import (
+        bool_field,
+        choice_field,
+        encode_option,
+        int_field,
+        ort_options,
+        path_field,
+        plain_options,
+        seconds_field,
+    )
+    from ..providers import ProviderConfig
+    from ..session_options import SessionOptionsConfig
+    from .declaration import Identity
+
 __all__ = [
+    "CACHE_ENV",
     "CONTRACTS",
     "PROJECT",
+    "CacheError",
     "CallMode",
+    "CheckpointMetadata",
     "DoctorCheck",
+    "EpLibrary",
+    "EpPackagePlugin",
     "HookContract",
+    "HostCapabilities",
     "HostProbe",
+    "Identity",
+    "LibraryProvider",
     "MetadataKey",
+    "OptionError",
+    "OrtplugCacheWarning",
+    "PluginError",
     "PluginFailure",
     "PluginHost",
     "PluginInfo",
+    "ProviderConfig",
     "ProviderDecline",
     "ProviderOffer",
     "ProviderRegistry",
     "ProviderSpec",
     "ProviderType",
+    "ResolvedCheckpoint",
+    "SessionOptionsConfig",
+    "bool_field",
+    "cache_dir",
+    "cache_key",
+    "cache_problem",
+    "cache_root",
+    "choice_field",
+    "describe_cache_folder",
+    "describe_device",
+    "encode_option",
+    "file_identity",
     "get_plugin_host",
     "hookimpl",
     "hookspec",
+    "int_field",
+    "ort_options",
     "parse_provider",
+    "path_field",
+    "plain_options",
+    "preload_runtime_libraries",
     "reset_plugin_host",
     "resolve_plugin_host",
+    "run_probe_script",
+    "seconds_field",
+    "site_package_dirs",
+    "system_library_identity",
 ]
+
+#: Where each name imported on first use lives: ``(module, attribute)``.
+_LAZY = {
+    "CACHE_ENV": ("..cache", "CACHE_ENV"),
+    "CacheError": ("..errors", "CacheError"),
+    "CheckpointMetadata": ("..checkpoint", "CheckpointMetadata"),
+    "EpLibrary": ("..ep_libraries", "EpLibrary"),
+    "EpPackagePlugin": ("..ep_package", "EpPackagePlugin"),
+    "Identity": (".declaration", "Identity"),
+    "LibraryProvider": ("..ep_package", "LibraryProvider"),
+    "OptionError": ("..errors", "OptionError"),
+    "OrtplugCacheWarning": ("..errors", "OrtplugCacheWarning"),
+    "PluginError": ("..errors", "PluginError"),
+    "ProviderConfig": ("..providers", "ProviderConfig"),
+    "ResolvedCheckpoint": ("..checkpoint", "ResolvedCheckpoint"),
+    "SessionOptionsConfig": ("..session_options", "SessionOptionsConfig"),
+    "bool_field": ("..provider_options", "bool_field"),
+    "cache_dir": ("..cache", "cache_dir"),
+    "cache_key": ("..cache", "cache_key"),
+    "cache_problem": ("..cache", "cache_problem"),
+    "cache_root": ("..cache", "cache_root"),
+    "choice_field": ("..provider_options", "choice_field"),
+    "describe_cache_folder": ("..cache_index", "describe"),
+    "describe_device": ("..ep_libraries", "describe_device"),
+    "encode_option": ("..provider_options", "encode_option"),
+    "file_identity": ("..probing", "file_identity"),
+    "int_field": ("..provider_options", "int_field"),
+    "ort_options": ("..provider_options", "ort_options"),
+    "path_field": ("..provider_options", "path_field"),
+    "plain_options": ("..provider_options", "plain_options"),
+    "preload_runtime_libraries": (".._runtime", "preload_runtime_libraries"),
+    "run_probe_script": ("..probing", "run_probe_script"),
+    "seconds_field": ("..provider_options", "seconds_field"),
+    "site_package_dirs": ("..probing", "site_package_dirs"),
+    "system_library_identity": ("..probing", "system_library_identity"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    where = _LAZY.get(name)
+    if where is None:
+        raise AttributeError(f"module 'ortplug.plugins' has no attribute {name!r}")
+    value = getattr(importlib.import_module(where[0], __name__), where[1])
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

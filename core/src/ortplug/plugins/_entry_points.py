@@ -29,23 +29,31 @@ import attrs
 
 from ..cache import atomic_write, cache_key, read_cache_file, remove_entries, trusted_folder
 from ..errors import CacheError
+from .declaration import DeclarationError, read_declaration
 
 __all__ = ["FOLDER", "PluginEntryPoint", "clear", "discover"]
 
 #: Where the remembered scans live under the cache root.
 FOLDER = "entry-points"
-_SCHEMA = 2  # 2: each row names the entry_points.txt that declares it
+_SCHEMA = 3  # 2: each row names the entry_points.txt that declares it; 3: and the declaration
 _log = logging.getLogger("ortplug")
 
 
 @attrs.frozen
 class PluginEntryPoint:
-    """One entry point of the group: its name, ``module:attr`` value and distribution."""
+    """One entry point of the group: its name, ``module:attr`` value, distribution and declaration.
+
+    ``declaration``: the plugin's declaration as JSON (``None``: its package ships none; the
+    plugin host checks it again with :func:`~ortplug.plugins.declaration.from_json`, as it
+    may come from a remembered row); ``declaration_error``: why the one it ships does not check.
+    """
 
     name: str
     value: str
     distribution: str | None
     version: str | None
+    declaration: dict[str, object] | None = None
+    declaration_error: str | None = None
 
     def load(self) -> object:
         """Import the module and resolve the attribute path, like ``EntryPoint.load``."""
@@ -99,6 +107,15 @@ def _declaration(dist: object) -> str | None:
         return None
 
 
+def _plugin_declaration(name: str, value: str) -> tuple[dict[str, object] | None, str | None]:
+    """The entry point's declaration as JSON, or why it does not check (read, never imported)."""
+    try:
+        declared = read_declaration(name, value)
+    except DeclarationError as exc:
+        return None, str(exc)
+    return (declared.to_json() if declared is not None else None), None
+
+
 def _scan(group: str) -> list[tuple[PluginEntryPoint, str | None]]:
     """Every entry point of the group, with the file that declares it (``None``: none on disk)."""
     from importlib.metadata import entry_points  # the slow path, only on a cache miss
@@ -111,6 +128,7 @@ def _scan(group: str) -> list[tuple[PluginEntryPoint, str | None]]:
             entry_point.value,
             dist.metadata["Name"] if dist is not None else None,
             dist.version if dist is not None else None,
+            *_plugin_declaration(entry_point.name, entry_point.value),
         )
         found.append((point, _declaration(dist)))
     return found
@@ -157,20 +175,24 @@ def _read(path: os.PathLike[str], group: str) -> list[PluginEntryPoint] | None:
     found, declarations = [], {}
     installed = {os.path.realpath(entry) for entry in sys.path if os.path.isabs(entry)}
     for row in rows:
-        if not isinstance(row, list) or len(row) != 5:
+        if not isinstance(row, list) or len(row) != 7:
             return None
-        if not all(map(_text, (row[0], row[1], row[4]))) or not all(
-            value is None or _text(value) for value in row[2:4]
+        name, value, distribution, version, plugin_declaration, error, declaration = row
+        if not all(map(_text, (name, value, declaration))) or not all(
+            item is None or _text(item) for item in (distribution, version, error)
         ):
             return None
-        name, value, distribution, version, declaration = row
+        if plugin_declaration is not None and not isinstance(plugin_declaration, dict):
+            return None
         if declaration not in declarations:
             declarations[declaration] = _declared(declaration, group, installed)
         declared = declarations[declaration]
         if declared is None or declared.get(name) != value:
             _log.debug("entry point %s=%s not declared by %s: scanning", name, value, declaration)
             return None
-        found.append(PluginEntryPoint(name, value, distribution, version))
+        found.append(
+            PluginEntryPoint(name, value, distribution, version, plugin_declaration, error)
+        )
     return found
 
 

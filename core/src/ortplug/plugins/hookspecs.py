@@ -8,6 +8,12 @@ non-``None`` answer in hook order) or **fold** (a value passed through every
 plugin in order). A raising plugin is reported and skipped instead of hiding
 the others. Wrapper implementations are not supported; use ``tryfirst`` or
 ``trylast`` to order.
+
+A plugin that ships a declaration (:mod:`ortplug.plugins.declaration`) is
+imported only when one of its kinds can be part of what is asked, so its hooks
+run only then. ``ortplug_prepare_provider`` is asked only of the plugin that owns
+the config's kind, and ``ortplug_adjust_session_options`` only of the plugins that
+own a kind of the chain, own ``cpu`` (in every session) or own no kind.
 """
 
 from __future__ import annotations
@@ -216,10 +222,10 @@ def ortplug_prepare_provider(
     """Finish one provider config for the session about to load ``checkpoint``; ``None``: no change.
 
     Called for every entry of the chain (policy-chosen or explicit) right before
-    the session is built: fill in what depends on the model (cache directories
-    keyed by ``checkpoint.fingerprint()``, shapes), load native libraries the
-    provider needs, log a slow first build. Leave configs of other plugins alone
-    (return ``None``). Raise ``ValueError`` naming the option when the config
+    the session is built, on the plugin that owns the entry's kind only: fill in
+    what depends on the model (cache directories keyed by
+    ``checkpoint.fingerprint()``, shapes), load native libraries the provider
+    needs, log a slow first build. Raise ``ValueError`` naming the option when the config
     cannot work for this checkpoint; it reaches the user as is, like the
     ``OSError`` of an unusable cache directory.
 
@@ -241,7 +247,8 @@ def ortplug_adjust_session_options(
 
     A fold: plugins run in hook order and each sees the previous plugin's
     result. Only fill what the user left unset (``None``); values the user set
-    win. Runs for policy-chosen and explicit chains alike.
+    win. Runs for policy-chosen and explicit chains alike, on the plugins that own
+    a kind of the chain, the one that owns ``cpu`` and those that own no kind.
 
     :param session_options: the options so far.
     :param chain: the provider configs of the session, in priority order.

@@ -5,7 +5,14 @@ Nothing a plugin does can take the host down: an exception of any kind but
 hooks or probes is one :class:`~ortplug.errors.OrtplugPluginWarning` and the
 plugin's contribution is left out; a probe past its deadline leaves its facts
 unknown; a plugin claiming a provider kind, alias, ONNX Runtime name or probe
-name another plugin registered first is skipped whole.
+name another plugin holds is skipped whole (this project's shipped plugins
+first, then the others in registration order).
+
+A plugin that declares what it provides (:mod:`ortplug.plugins.declaration`) is
+imported only when one of its kinds can be part of what is asked: a provider name
+that it declares is looked up, or a build's kinds are gathered and its declared
+platforms and required probe facts (a host's, or the cached ones) do not rule it
+out. A plugin without a declaration is imported at every start.
 """
 
 from __future__ import annotations
@@ -14,10 +21,11 @@ import importlib
 import inspect
 import itertools
 import os
+import sys
 import threading
 import time
 import warnings
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
@@ -25,11 +33,18 @@ import pluggy
 
 from ..ep_libraries import devices_for, ensure_library
 from ..errors import OrtplugPluginWarning, PluginError
-from ..host import HostCapabilities, HostProbe, compose_host
+from ..host import OVERRIDE_PREFIX, HostCapabilities, HostProbe, compose_host
 from ..providers import ProviderConfig
-from . import _entry_points, _probe_cache, hookspecs
+from . import _declared, _entry_points, _probe_cache, hookspecs
+from .declaration import DeclarationError, PluginDeclaration, from_json, source_of
 from .hookspecs import CONTRACTS, MAX_ITEMS, CallMode, HookContract
-from .registry import ProviderRegistry, ProviderSpec, ProviderType, _close_matches
+from .registry import (
+    SHIPPED_DISTRIBUTIONS,
+    ProviderRegistry,
+    ProviderSpec,
+    ProviderType,
+    _close_matches,
+)
 from .types import (
     DoctorCheck,
     MetadataKey,
@@ -62,6 +77,13 @@ ENV_STRICT = "ORTPLUG_STRICT_PLUGINS"
 
 #: Plugins of the core itself, registered before entry points like any other plugin.
 _BUILTIN_PLUGINS = ("ortplug.plugins._builtin",)
+#: The kind whose plugin adjusts every session's options: ONNX Runtime runs its CPU provider in all.
+_CPU_KIND = "cpu"
+#: What ``ortplug plugins`` says of a plugin without a declaration.
+UNDECLARED_NOTE = (
+    "no declaration: imported at every start; ship an ortplug.json beside the package "
+    "(see ortplug.plugins.declaration)"
+)
 
 
 def _env_names(environ: Mapping[str, str], variable: str) -> frozenset[str] | None:
@@ -167,12 +189,18 @@ class PluginHost:
         self._distributions: dict[str, tuple[str, str]] = {}
         self._entry_points: dict[str, str] = {}  # name -> "module:attr" already seen
         self._skipped: set[str] = set()  # plugins removed for claiming what another one has
-        self._blocked_by: dict[str, str] = {}  # plugin -> the allow/deny setting that blocked it
+        self._declarations: dict[str, PluginDeclaration] = {}  # every allowed entry point's
+        self._pending: dict[str, _entry_points.PluginEntryPoint] = {}  # declared, not imported
+        self._undeclared: set[str] = set()  # entry points imported for want of a declaration
+        # plugin -> the allow/deny setting that blocked it ("ORTPLUG_PLUGINS=cpu"), its declaration
+        self._env_blocked: dict[str, tuple[str, PluginDeclaration | None]] = {}
+        self._cached_facts: dict[str, Mapping[str, object] | None] = {}  # declared probe -> facts
         self._lock = threading.RLock()
         self._registry: ProviderRegistry | None = None
         self._probes: list[tuple[str, HostProbe]] | None = None
         self._probe_runs: dict[str, _ProbeRun] = {}
         self._hosts: dict[frozenset[str] | None, HostCapabilities] = {}
+        self._composed: list[HostCapabilities] = []  # every host this one detected (kept alive)
         if builtins:
             for module_name in _BUILTIN_PLUGINS:
                 self.register(importlib.import_module(module_name), name=module_name)
@@ -206,7 +234,11 @@ class PluginHost:
             self._invalidate()
 
     def load_entry_points(self) -> int:
-        """Import and register the ``ortplug`` entry points the allow/deny lists let through."""
+        """Register the ``ortplug`` entry points the allow/deny lists let through.
+
+        A declared plugin is remembered and imported when it is in play; one without a
+        declaration is imported now. Returns how many were imported.
+        """
         allow = _env_names(self._environ, ENV_ALLOW)
         deny = _env_names(self._environ, ENV_DENY) or frozenset()
         loaded = 0
@@ -216,7 +248,8 @@ class PluginHost:
                 self._distributions[name] = (entry_point.distribution, entry_point.version or "")
             if name in deny or (allow is not None and name not in allow):
                 variable = ENV_DENY if name in deny else ENV_ALLOW
-                self._blocked_by[name] = f"{variable}={self._environ.get(variable, '')}"
+                setting = f"{variable}={self._environ.get(variable, '')}"
+                self._env_blocked[name] = (setting, self._declaration(entry_point, quiet=True))
                 self._pm.set_blocked(name)
                 continue
             seen = self._entry_points.setdefault(name, entry_point.value)
@@ -231,17 +264,143 @@ class PluginHost:
                     ),
                 )
                 continue
-            if self._pm.has_plugin(name) or self._pm.is_blocked(name):
+            if self._pm.has_plugin(name) or self._pm.is_blocked(name) or name in self._pending:
                 continue  # loaded by an earlier call
-            try:
-                plugin = entry_point.load()
-            except KeyboardInterrupt:
-                raise
-            except BaseException as exc:
-                self._fail(name, "import", exc)
+            declaration = self._declaration(entry_point)
+            if declaration is not None:
+                self._declarations[name] = declaration
+                self._pending[name] = entry_point
                 continue
-            loaded += self.register(plugin, name=name)
+            self._undeclared.add(name)
+            loaded += self._import(entry_point)
+        self._invalidate()
         return loaded
+
+    def _declaration(
+        self, entry_point: _entry_points.PluginEntryPoint, *, quiet: bool = False
+    ) -> PluginDeclaration | None:
+        """The entry point's checked declaration; a broken one is a failure (unless ``quiet``)."""
+        try:
+            if entry_point.declaration_error is not None:
+                raise DeclarationError(entry_point.declaration_error)
+            if entry_point.declaration is None:
+                return None
+            source = source_of(entry_point.value)
+            return from_json(entry_point.name, entry_point.declaration, source)
+        except DeclarationError as exc:
+            if not quiet:
+                self._fail(entry_point.name, "declaration", exc)
+            return None
+
+    def _import(self, entry_point: _entry_points.PluginEntryPoint) -> bool:
+        """Import and register one entry point's plugin; a declared one must keep its word."""
+        name = entry_point.name
+        try:
+            plugin = entry_point.load()
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:
+            self._fail(name, "import", exc)
+            return False
+        if not self.register(plugin, name=name):
+            return False
+        declaration = self._declarations.get(name)
+        problem = None if declaration is None else self._broken_promise(name, declaration)
+        if problem is not None:
+            self._pm.unregister(name=name)
+            self._pm.set_blocked(name)
+            self._invalidate()
+            self._fail(name, "declaration", ValueError(problem))
+            return False
+        return True
+
+    def _broken_promise(self, name: str, declaration: PluginDeclaration) -> str | None:
+        """How the freshly imported plugin differs from its declaration, if it does."""
+        plugin = self._pm.get_plugin(name)
+        hooks = [c.name for c in self._pm.get_hookcallers(plugin) or ()]
+        only = frozenset({name})
+        return _declared.broken_promise(
+            declaration,
+            (t for _, t in self._collect("ortplug_provider_types", only=only)),
+            (p for _, p in self._collect("ortplug_host_probes", only=only)),
+            hooks,
+            (k for _, k in self._collect("ortplug_metadata_keys", only=only)),
+        )
+
+    def _load_pending(self, names: Iterable[str] | None = None) -> None:
+        """Import declared plugins (``None``: every one not imported yet)."""
+        with self._lock:
+            self._validated()  # a plugin that lost a claim is not imported
+            wanted = list(self._pending) if names is None else list(names)
+            for name in wanted:
+                entry_point = self._pending.pop(name, None)
+                if entry_point is not None:
+                    self._import(entry_point)
+
+    def _load_for(self, plugin: str | None) -> ProviderRegistry:
+        """The registry after importing one declared plugin (``None``: all of them)."""
+        self._load_pending(None if plugin is None else [plugin])
+        return self._validated()[0]
+
+    def load_all(self) -> None:
+        """Import every declared plugin not imported yet (``ortplug plugins``, ``doctor``)."""
+        self._load_pending()
+
+    def _platform(self, host: HostCapabilities | None) -> str:
+        if host is not None:
+            return host.platform
+        return self._environ.get(f"{OVERRIDE_PREFIX}PLATFORM") or sys.platform
+
+    def _facts_of(self, host: HostCapabilities | None) -> _declared.FactsOf:
+        """A probe's known facts: the host's, else the cached ones of a declared probe."""
+
+        def facts_of(probe: str) -> Mapping[str, object] | None:
+            if host is not None and probe in host.facts:
+                return host.facts[probe]
+            return self._cached(probe)
+
+        return facts_of
+
+    def _cached(self, probe: str) -> Mapping[str, object] | None:
+        """A declared probe's facts from the cross-process cache (``None``: unknown or overridden)."""
+        if probe in self._cached_facts:
+            return self._cached_facts[probe]
+        facts = None
+        owner = self._probe_declaration(probe)
+        overridden = f"{OVERRIDE_PREFIX}{probe.upper()}_"
+        if owner is not None and not any(v.startswith(overridden) for v in self._environ):
+            plugin, declared = owner
+            version = self._distributions.get(plugin, (None, None))[1]
+            stub = _declared.probe_stub(declared)
+            key = _probe_cache.entry_key(stub, plugin, version)
+            facts = _probe_cache.load(key, stub) if key is not None else None
+        self._cached_facts[probe] = facts
+        return facts
+
+    def _probe_declaration(self, probe: str) -> tuple[str, Any] | None:
+        for plugin, declaration in self._declarations.items():
+            for declared in declaration.probes:
+                if declared.name == probe:
+                    return plugin, declared
+        return None
+
+    def _ruled_out(self, host: HostCapabilities | None) -> dict[str, dict[str, str]]:
+        """Declared plugins not imported whose every kind is ruled out here, with the reasons."""
+        platform, facts_of = self._platform(host), self._facts_of(host)
+        found = {}
+        for name in list(self._pending):
+            reasons = _declared.ruled_out(self._declarations[name], platform, facts_of)
+            if reasons is not None:
+                found[name] = reasons
+        return found
+
+    def _load_in_play(self, host: HostCapabilities | None) -> dict[str, dict[str, str]]:
+        """Import the declared plugins that may take part here; the ruled-out ones, with reasons."""
+        with self._lock:
+            self._validated()
+            out = self._ruled_out(host)
+            self._load_pending([name for name in self._pending if name not in out])
+            return {name: reasons for name, reasons in out.items() if name in self._pending}
 
     def _invalidate(self) -> None:
         self._registry = None
@@ -269,36 +428,40 @@ class PluginHost:
 
     @property
     def failures(self) -> tuple[PluginFailure, ...]:
-        """Every distinct failure recorded so far, in order."""
-        self._validated()
+        """Every distinct failure recorded so far, in order (every declared plugin is imported)."""
+        self._load_pending()
         return tuple(self._failures)
 
     def plugin_names(self) -> list[str]:
-        """Names of the registered (active) plugins."""
-        self._validated()
+        """Names of the registered (active) plugins (every declared plugin is imported)."""
+        self._load_pending()
         return [name for name, plugin in self._pm.list_name_plugin() if plugin is not None]
 
     def blocked_by(self) -> dict[str, str]:
         """Each installed plugin that ``ORTPLUG_PLUGINS`` / ``ORTPLUG_DISABLE_PLUGINS`` kept out,
         with the setting that did (``{"cpu": "ORTPLUG_PLUGINS=nosuch"}``)."""
-        return dict(self._blocked_by)
+        return {name: setting for name, (setting, _) in self._env_blocked.items()}
 
     def plugin_infos(self) -> list[PluginInfo]:
-        """Active, blocked and failed plugins with their distributions, for ``ortplug plugins``."""
-        self._validated()
+        """Active, blocked and failed plugins with their distributions, for ``ortplug plugins``.
+
+        Every declared plugin is imported; one without a declaration carries a note saying so.
+        """
+        self._load_pending()
         rows: dict[str, PluginInfo] = {}
 
         def row(
             name: str, status: str, hooks: tuple[str, ...] = (), error: str | None = None
         ) -> None:
             dist, version = self._distributions.get(name, (None, None))
-            rows[name] = PluginInfo(name, dist, version, status, hooks, error)
+            note = UNDECLARED_NOTE if name in self._undeclared else None
+            rows[name] = PluginInfo(name, dist, version, status, hooks, error, note)
 
         hooks_of: dict[str, tuple[str, ...]] = {}
         for name, plugin in self._pm.list_name_plugin():
             if plugin is None:
                 if name not in self._skipped:
-                    setting = self._blocked_by.get(name)
+                    setting, _ = self._env_blocked.get(name, (None, None))
                     row(name, "blocked", error=f"blocked by {setting}" if setting else None)
             else:
                 hooks_of[name] = tuple(
@@ -306,40 +469,78 @@ class PluginHost:
                 )
                 row(name, "active", hooks_of[name])
         for failure in self._failures:  # the latest failure of a plugin is shown
-            status = "active" if failure.plugin in hooks_of else "failed"
+            status = "failing" if failure.plugin in hooks_of else "failed"
             error = f"{failure.phase}: {failure.error}"
             row(failure.plugin, status, hooks_of.get(failure.plugin, ()), error)
         return list(rows.values())
 
     # -- claims: provider names and probe names are each one plugin's -------------------------
 
+    def _is_shipped(self, plugin: str) -> bool:
+        """Whether ``plugin`` comes from one of this project's distributions (or is the core's)."""
+        if plugin in _BUILTIN_PLUGINS:
+            return True
+        dist = self._distributions.get(plugin)
+        if dist is not None:
+            return dist[0] in SHIPPED_DISTRIBUTIONS
+        module = getattr(self._pm.get_plugin(plugin), "__name__", "")
+        return module.partition(".")[0].replace("_", "-") in SHIPPED_DISTRIBUTIONS
+
     def _validated(self) -> tuple[ProviderRegistry, list[tuple[str, HostProbe]]]:
         """Provider types and probes of the plugins whose claims do not collide (cached).
 
-        Plugins are taken in registration order; one that claims a kind, alias,
-        ONNX Runtime name or probe name an earlier plugin holds is skipped whole.
+        Claims are taken shipped plugins first, then in registration order (a declared
+        plugin not imported yet claims what it declares); one that claims a kind,
+        alias, ONNX Runtime name or probe name another plugin holds is skipped whole.
         """
         with self._lock:
             if self._registry is not None and self._probes is not None:
                 return self._registry, self._probes
-            order = {name: i for i, (name, _) in enumerate(self._pm.list_name_plugin())}
-            by_registration = lambda pair: order.get(pair[0], len(order))  # noqa: E731
-            types = sorted(self._collect("ortplug_provider_types"), key=by_registration)
-            probes = sorted(self._collect("ortplug_host_probes"), key=by_registration)
-            owners: dict[str, tuple[str, int]] = {}  # claimed name -> (plugin, item index)
-            skipped: set[str] = set()
+            registered = [name for name, _ in self._pm.list_name_plugin()]
+            ranked = [*registered, *self._pending]
+            order = {n: (not self._is_shipped(n), i) for i, n in enumerate(ranked)}
+            types = self._collect("ortplug_provider_types")
+            probes = self._collect("ortplug_host_probes")
             claims = [(p, i, n) for i, (p, t) in enumerate(types) for n in _provider_names(t)]
             claims += [(p, i, f"probe name {probe.name!r}") for i, (p, probe) in enumerate(probes)]
+            for plugin in self._pending:
+                declaration = self._declarations[plugin]
+                for i, kind in enumerate(declaration.kinds):
+                    claims += [(plugin, -1 - i, f"provider name {n!r}") for n in kind.names()]
+                claims += [(plugin, -1, f"probe name {p.name!r}") for p in declaration.probes]
+            claims.sort(key=lambda claim: order.get(claim[0], (True, len(order))))
+            owners: dict[str, tuple[str, int]] = {}  # claimed name -> (plugin, item index)
+            skipped: set[str] = set()
             for plugin, index, claim in claims:
                 owner, owner_index = owners.setdefault(claim, (plugin, index))
                 if (owner, owner_index) != (plugin, index) and not {plugin, owner} & skipped:
                     skipped.add(plugin)
                     self._skip(plugin, claim, owner)
+            declared = {
+                name: (kind.kind, plugin)
+                for plugin in self._pending
+                for kind in self._declarations[plugin].kinds
+                for name in kind.names()
+            }
             self._registry = ProviderRegistry(
-                ProviderSpec(type=t, plugin=p) for p, t in types if p not in skipped
+                (ProviderSpec(type=t, plugin=p) for p, t in types if p not in skipped),
+                declared=declared,
+                load=self._load_for,
+                why=self._why,
             )
             self._probes = [(p, probe) for p, probe in probes if p not in skipped]
             return self._registry, self._probes
+
+    def _why(self, name: str) -> str | None:
+        """Why no registered plugin holds a provider name, when a known plugin claims it."""
+        for plugin, (reason, declaration) in self._env_blocked.items():
+            if plugin == name or (declaration is not None and declaration.kind(name) is not None):
+                return f"its plugin {plugin!r} is blocked by {reason} (change or unset it)"
+        for plugin, declaration in self._declarations.items():
+            failure = next((f for f in reversed(self._failures) if f.plugin == plugin), None)
+            if declaration.kind(name) is not None and failure is not None:
+                return f"its plugin {plugin!r} failed in {failure.phase}: {failure.error}"
+        return None
 
     def _skip(self, plugin: str, claim: str, owner: str) -> None:
         theirs = self._distribution(owner) or "the core"
@@ -348,16 +549,22 @@ class PluginHost:
             f"{claim} is already claimed by plugin {owner!r} ({theirs}); this plugin ({ours}) "
             "is skipped: uninstall one of the two"
         )
-        self._pm.unregister(name=plugin)
+        self._pending.pop(plugin, None)
+        if self._pm.get_plugin(plugin) is not None:
+            self._pm.unregister(name=plugin)
         self._pm.set_blocked(plugin)
         self._skipped.add(plugin)
         self._fail(plugin, "provider and probe names", error)
 
     # -- the one call path --------------------------------------------------------------------
 
-    def _impls(self, hook_name: str) -> list[Any]:
-        """A hook's implementations in pluggy's call order (tryfirst first, trylast last)."""
-        return list(reversed(getattr(self._pm.hook, hook_name).get_hookimpls()))
+    def _impls(self, hook_name: str, only: Collection[str] | None = None) -> list[Any]:
+        """A hook's implementations in pluggy's call order (tryfirst first, trylast last).
+
+        ``only``: just those of these plugins.
+        """
+        impls = reversed(getattr(self._pm.hook, hook_name).get_hookimpls())
+        return [impl for impl in impls if only is None or impl.plugin_name in only]
 
     def _call_one(
         self, impl: Any, hook_name: str, kwargs: Mapping[str, Any], contract: HookContract
@@ -376,33 +583,39 @@ class PluginHost:
     def _items(
         self, plugin: str, hook_name: str, result: Any, contract: HookContract
     ) -> list[Any] | None:
-        """At most ``MAX_ITEMS`` of an iterable answer, each of the contract's item types.
+        """At most ``MAX_ITEMS`` of an iterable answer, those of the contract's item types.
 
-        ``None`` when the answer is malformed (reported as a failure of ``plugin``).
+        An item of another type is left out and reported (the others are kept); ``None``
+        when the answer is not iterable or raises (reported as a failure of ``plugin``).
         """
         try:
             items = list(itertools.islice(iter(result), MAX_ITEMS + 1))
-            wrong = [item for item in items if not isinstance(item, contract.items)]
-            if wrong:
-                raise TypeError(
-                    f"expected {contract.describe_items()} items, got {type(wrong[0]).__name__}"
-                )
         except KeyboardInterrupt:
             raise
         except BaseException as exc:
             self._fail(plugin, hook_name, exc)
             return None
+        wrong = [item for item in items if not isinstance(item, contract.items)]
+        if wrong:
+            wrong_type = TypeError(
+                f"expected {contract.describe_items()} items, got {type(wrong[0]).__name__} "
+                f"{wrong[0]!r:.80}; {len(wrong)} such item(s) left out, the others kept"
+            )
+            self._fail(plugin, hook_name, wrong_type)
+            items = [item for item in items if isinstance(item, contract.items)]
         if len(items) > MAX_ITEMS:
             error = ValueError(f"yielded more than {MAX_ITEMS} items; the first {MAX_ITEMS} kept")
             self._fail(plugin, hook_name, error)
             items = items[:MAX_ITEMS]
         return items
 
-    def _collect(self, hook_name: str, **kwargs: Any) -> list[tuple[str, Any]]:
-        """Every plugin's items, ``(plugin, item)``, in hook order."""
+    def _collect(
+        self, hook_name: str, only: Collection[str] | None = None, **kwargs: Any
+    ) -> list[tuple[str, Any]]:
+        """Every plugin's items (``only``: those plugins'), ``(plugin, item)``, in hook order."""
         contract = CONTRACTS[hook_name]
         collected: list[tuple[str, Any]] = []
-        for impl in self._impls(hook_name):
+        for impl in self._impls(hook_name, only):
             ok, result = self._call_one(impl, hook_name, kwargs, contract)
             if ok and result is not None:
                 items = self._items(impl.plugin_name, hook_name, result, contract) or []
@@ -420,11 +633,16 @@ class PluginHost:
                     return impl.plugin_name, items
         return None
 
-    def _fold(self, hook_name: str, value: _T, **kwargs: Any) -> _T:
-        """Pass ``value`` through every implementation; ``None`` keeps it, a wrong type is a failure."""
+    def _fold(
+        self, hook_name: str, value: _T, only: Collection[str] | None = None, **kwargs: Any
+    ) -> _T:
+        """Pass ``value`` through every implementation (``only``: those plugins').
+
+        ``None`` keeps the value; a wrong type is a failure.
+        """
         contract = CONTRACTS[hook_name]
         argument = str(contract.fold_argument)
-        for impl in self._impls(hook_name):
+        for impl in self._impls(hook_name, only):
             ok, result = self._call_one(impl, hook_name, {argument: value, **kwargs}, contract)
             if not ok or result is None:
                 continue
@@ -444,48 +662,83 @@ class PluginHost:
         if contract.mode is CallMode.FOLD:
             value = kwargs.pop(str(contract.fold_argument))
             return self._fold(hook_name, value, **kwargs)
-        caller = {CallMode.COLLECT: self._collect, CallMode.FIRST_RESULT: self._first_result}
-        return caller[contract.mode](hook_name, **kwargs)
+        if contract.mode is CallMode.COLLECT:
+            return self._collect(hook_name, **kwargs)
+        return self._first_result(hook_name, **kwargs)
 
     # -- typed facade -------------------------------------------------------------------------
 
     def provider_registry(self) -> ProviderRegistry:
-        """Every provider type the plugins contribute (cached until plugins change)."""
+        """Every provider type the plugins contribute or declare (cached until plugins change).
+
+        Looking up a declared name imports its plugin; ``specs()`` imports every one.
+        """
         return self._validated()[0]
 
     def host_probes(self) -> list[tuple[str, HostProbe]]:
-        """``(plugin, probe)`` pairs contributed by the plugins."""
+        """``(plugin, probe)`` pairs contributed by the plugins (every declared one is imported)."""
+        self._load_pending()
         return list(self._validated()[1])
 
     def host_capabilities(self, kinds: Collection[str] | None = None) -> HostCapabilities:
         """The host as the probes see it (cached); ``kinds``: only the probes those providers need.
 
-        A provider kind needs the probes of the plugin that contributed it. Each
-        probe runs once per plugin host, all of them in parallel, each waited for
-        until its own deadline.
+        A provider kind needs the probes of the plugin that contributed it and those
+        its declaration requires facts of. Without ``kinds``, every plugin in play
+        probes: a declared plugin ruled out by cached facts is not imported, and its
+        cached facts are shown. Each probe runs once per plugin host, all of them in
+        parallel, each waited for until its own deadline.
         """
-        registry, probes = self._validated()
-        plugins = (
-            None
-            if kinds is None
-            else frozenset(spec.plugin for spec in registry.specs() if spec.type.kind in kinds)
-        )
         with self._lock:
+            ruled_out = self._load_in_play(None) if kinds is None else {}
+            plugins = None if kinds is None else self._plugins_for(kinds)
+            registry, probes = self._validated()
             host = self._hosts.get(plugins)
             if host is not None:
                 return host
             needed = [(p, probe) for p, probe in probes if plugins is None or p in plugins]
             runs = [self._start_probe(plugin, probe) for plugin, probe in needed]
             results = [(run.probe, self._settle(run)) for run in runs]
+            results += [
+                (_declared.probe_stub(declared), facts)
+                for name in ruled_out
+                for declared in self._declarations[name].probes
+                if (facts := self._cached(declared.name)) is not None
+            ]
             host = compose_host(results, environ=self._environ)
             self._hosts[plugins] = host
+            self._composed.append(host)
             return host
 
+    def _plugins_for(self, kinds: Collection[str]) -> frozenset[str]:
+        """The plugins whose probes ``kinds`` need (imported): their owners and required probes'."""
+        registry = self._validated()[0]
+        owners = {registry.lookup(kind).plugin for kind in kinds if registry.has_kind(kind)}
+        probes = {
+            probe
+            for kind in kinds
+            for declaration in self._declarations.values()
+            if (declared := declaration.kind(kind)) is not None
+            for probe in declared.required_probes()
+        }
+        for probe in probes:
+            owner = self._probe_declaration(probe)
+            if owner is not None:
+                owners.add(owner[0])
+        self._load_pending(owner for owner in owners if owner in self._pending)
+        return frozenset(owners)
+
     def _start_probe(self, plugin: str, probe: HostProbe) -> _ProbeRun:
-        """The probe's run in this host: started now, or taken from the cross-process cache."""
+        """The probe's run in this host: started now, or taken from the cross-process cache.
+
+        A declared probe's facts are cached under its declared identity.
+        """
         run = self._probe_runs.get(probe.name)
-        if run is not None and run.probe is probe:
+        if run is not None and run.probe.detect is probe.detect:
             return run
+        owner = self._probe_declaration(probe.name)
+        if owner is not None and owner[0] == plugin:
+            probe = attrs.evolve(probe, identity=owner[1].identity)
         version = self._distributions.get(plugin, (None, None))[1]
         run = _ProbeRun(
             plugin, probe, time.monotonic(), _probe_cache.entry_key(probe, plugin, version)
@@ -511,6 +764,7 @@ class PluginHost:
         with self._lock:
             self._probe_runs.clear()
             self._hosts.clear()
+            self._cached_facts.clear()
             return _probe_cache.clear() + _entry_points.clear()
 
     def _settle(self, run: _ProbeRun) -> Mapping[str, object] | None:
@@ -543,9 +797,18 @@ class PluginHost:
         The core's own checks apply: an item for a kind no plugin registered is
         dropped (a plugin failure), and an offer of a plugin-EP provider whose
         library does not load or offers no device becomes a decline with the reason.
+        A declared plugin whose kinds ``host`` (or the cached facts) rule out is not
+        imported: each of its kinds is declined with the reason, by the core. The
+        library check runs only on the host this plugin host detected, without
+        overrides of the plugin's probes: injected facts stand for the library.
         """
+        ruled_out = self._load_in_play(host)
         registry = self.provider_registry()
-        answers: list[ProviderOffer | ProviderDecline] = []
+        answers: list[ProviderOffer | ProviderDecline] = [
+            ProviderDecline(kind, f"{reason} (declared; the plugin is not imported)", plugin)
+            for plugin, reasons in ruled_out.items()
+            for kind, reason in reasons.items()
+        ]
         collected = self._collect(
             "ortplug_offer_providers", metadata=metadata, host=host, checkpoint=checkpoint
         )
@@ -554,8 +817,21 @@ class PluginHost:
             if not registry.has_kind(kind):
                 self._unknown_kind(plugin, "ortplug_offer_providers", kind, registry)
                 continue
-            answers.append(_library_checked(attrs.evolve(item, plugin=plugin), registry))
+            item = attrs.evolve(item, plugin=plugin)
+            answers.append(_library_checked(item, registry) if self._real(host, plugin) else item)
         return answers
+
+    def _real(self, host: HostCapabilities, plugin: str) -> bool:
+        """Whether ``host`` is this host's detection with no override of ``plugin``'s probes.
+
+        Only then does the core check an offered plugin-EP library for real: injected
+        facts (``make_host``, ``ORTPLUG_OVERRIDE_*``) stand for the library in tests.
+        """
+        if not any(host is detected for detected in self._composed):
+            return False
+        probes = [probe.name for owner, probe in self._validated()[1] if owner == plugin]
+        prefixes = tuple(f"{OVERRIDE_PREFIX}{name.upper()}_" for name in probes)
+        return not (prefixes and any(v.startswith(prefixes) for v in self._environ))
 
     def _unknown_kind(
         self, plugin: str, hook_name: str, kind: str, registry: ProviderRegistry
@@ -589,10 +865,16 @@ class PluginHost:
         return [config for config in chain if registry.has_kind(config.kind)], plugin
 
     def metadata_keys(self) -> dict[str, MetadataKey]:
-        """The ``extra`` keys the plugins read, by name (the first declaration of a name wins)."""
+        """The ``extra`` keys the plugins read, by name (the first declaration of a name wins).
+
+        Those of declared plugins not imported come from their declarations.
+        """
         keys: dict[str, MetadataKey] = {}
         for plugin, key in self._collect("ortplug_metadata_keys"):
             keys.setdefault(key.name, attrs.evolve(key, plugin=plugin))
+        for plugin in list(self._pending):
+            for declared in self._declarations[plugin].metadata_keys:
+                keys.setdefault(declared.name, _declared.metadata_key(declared, plugin))
         return keys
 
     def metadata_problems(self, metadata: CheckpointMetadata) -> list[str]:
@@ -613,7 +895,8 @@ class PluginHost:
         return problems
 
     def doctor_checks(self, host: HostCapabilities) -> list[DoctorCheck]:
-        """Every plugin's doctor checks, tagged with the plugin name."""
+        """Every plugin's doctor checks, tagged with the plugin name (every plugin is imported)."""
+        self._load_pending()
         return [
             attrs.evolve(check, plugin=plugin)
             for plugin, check in self._collect("ortplug_doctor_checks", host=host)
@@ -622,16 +905,20 @@ class PluginHost:
     def prepare_provider(
         self, config: ProviderConfig, checkpoint: ResolvedCheckpoint, host: HostCapabilities
     ) -> ProviderConfig:
-        """Fold one chain entry through every ``ortplug_prepare_provider`` implementation.
+        """Let the plugin that owns ``config.kind`` finish it (``ortplug_prepare_provider``).
 
-        A ``ValueError`` (the plugin rejecting the user's config for this
-        checkpoint) or an ``OSError`` (an unusable cache directory) propagates:
-        the user must fix it. Any other exception is a plugin failure.
+        Only the owner is asked. A ``ValueError`` (the plugin rejecting the user's
+        config for this checkpoint) or an ``OSError`` (an unusable cache directory)
+        propagates: the user must fix it. Any other exception is a plugin failure.
         """
-        prepared: ProviderConfig = self.call(
-            "ortplug_prepare_provider", config=config, checkpoint=checkpoint, host=host
+        owner = self.provider_registry().lookup(config.kind).plugin
+        return self._fold(
+            "ortplug_prepare_provider",
+            config,
+            only={owner},
+            checkpoint=checkpoint,
+            host=host,
         )
-        return prepared
 
     def adjust_session_options(
         self,
@@ -640,15 +927,24 @@ class PluginHost:
         metadata: CheckpointMetadata,
         host: HostCapabilities,
     ) -> SessionOptionsConfig:
-        """Fold the options through every ``ortplug_adjust_session_options`` implementation."""
-        adjusted: SessionOptionsConfig = self.call(
+        """Fold the options through the ``ortplug_adjust_session_options`` of the chain's plugins.
+
+        Asked: the plugins that own a kind of the chain, the one that owns ``cpu`` (ONNX
+        Runtime runs its CPU provider in every session) and the plugins that own no kind.
+        """
+        registry = self.provider_registry()
+        kinds = {config.kind for config in chain} | {_CPU_KIND}
+        owners = {registry.lookup(kind).plugin for kind in kinds if registry.has_kind(kind)}
+        owning = {impl.plugin_name for impl in self._impls("ortplug_provider_types")}
+        kindless = {name for name, _ in self._pm.list_name_plugin() if name not in owning}
+        return self._fold(
             "ortplug_adjust_session_options",
-            session_options=session_options,
+            session_options,
+            only=owners | kindless,
             chain=chain,
             metadata=metadata,
             host=host,
         )
-        return adjusted
 
 
 def _provider_names(ptype: ProviderType) -> Iterator[str]:

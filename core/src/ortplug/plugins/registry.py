@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import attrs
@@ -12,7 +12,7 @@ from ..ep_libraries import EpLibrary
 from ..errors import OptionError, PluginConflictError
 from ..providers import ProviderConfig, is_provider_config
 
-__all__ = ["ProviderRegistry", "ProviderSpec", "ProviderType"]
+__all__ = ["SHIPPED_DISTRIBUTIONS", "ProviderRegistry", "ProviderSpec", "ProviderType"]
 
 _KIND_PATTERN = re.compile(r"^[a-z][a-z0-9_]*$")
 
@@ -24,6 +24,8 @@ _SHIPPED = {
     "coreml": ("CoreMLExecutionProvider", "ortplug-coreml", "ortplug[coreml]"),
     "webgpu": ("WebGpuExecutionProvider", "ortplug-webgpu", "ortplug[webgpu]"),
 }
+#: The distributions of this project's provider plugins: their claims come before any other's.
+SHIPPED_DISTRIBUTIONS = frozenset(distribution for _, distribution, _ in _SHIPPED.values())
 _SHIPPED_BY_NAME = {
     name.lower(): (kind, distribution, extra)
     for kind, (ort_name, distribution, extra) in _SHIPPED.items()
@@ -76,13 +78,39 @@ class ProviderSpec:
 
 
 class ProviderRegistry:
-    """Every provider kind the loaded plugins contribute, looked up by kind, alias or ORT name."""
+    """Every provider kind the plugins contribute, looked up by kind, alias or ORT name.
 
-    def __init__(self, specs: Iterable[ProviderSpec]) -> None:
+    ``declared``: names (lower-case) of kinds that plugins declare but have not been
+    imported for yet, each with its kind and plugin; ``load(plugin)`` imports one
+    (``None``: all of them) and gives the registry after it, so looking a declared
+    name up imports only its plugin. ``why(name)`` says why a name no plugin holds
+    is missing (blocked, clashed, failed), when the plugin host knows.
+    """
+
+    def __init__(
+        self,
+        specs: Iterable[ProviderSpec],
+        *,
+        declared: Mapping[str, tuple[str, str]] | None = None,
+        load: Callable[[str | None], ProviderRegistry] | None = None,
+        why: Callable[[str], str | None] | None = None,
+    ) -> None:
         self._by_kind: dict[str, ProviderSpec] = {}
         self._by_name: dict[str, ProviderSpec] = {}
         for spec in specs:
             self._add(spec)
+        self._declared = {
+            name: entry for name, entry in (declared or {}).items() if name not in self._by_name
+        }
+        self._load = load
+        self._why = why
+
+    def _loaded(self, name: str) -> ProviderRegistry | None:
+        """The registry once the plugin declaring ``name`` is imported (``None``: none does)."""
+        entry = self._declared.get(name.lower()) if isinstance(name, str) else None
+        if entry is None or self._load is None:
+            return None
+        return self._load(entry[1])
 
     def _add(self, spec: ProviderSpec) -> None:
         ptype = spec.type
@@ -105,27 +133,41 @@ class ProviderRegistry:
             f"or ORTPLUG_DISABLE_PLUGINS={second.plugin}"
         )
 
+    def _declared_kinds(self) -> set[str]:
+        return {kind for kind, _ in self._declared.values()}
+
     def has_kind(self, kind: str) -> bool:
-        """Whether a plugin registered this kind."""
-        return kind in self._by_kind
+        """Whether a plugin registered or declares this kind (nothing is imported)."""
+        return kind in self._by_kind or kind in self._declared_kinds()
 
     def kinds(self) -> list[str]:
-        """Registered kinds, sorted."""
-        return sorted(self._by_kind)
+        """Registered and declared kinds, sorted (nothing is imported)."""
+        return sorted({*self._by_kind, *self._declared_kinds()})
 
     def specs(self) -> list[ProviderSpec]:
-        """Registered provider types with their plugins."""
+        """Registered provider types with their plugins (every declaring plugin is imported)."""
+        if self._declared and self._load is not None:
+            return self._load(None).specs()
         return list(self._by_kind.values())
 
     def library_of(self, kind: str) -> EpLibrary | None:
         """The plugin-EP library of a registered kind (``None`` for built-ins and unknown kinds)."""
         spec = self._by_kind.get(kind)
-        return spec.type.library if spec is not None else None
+        if spec is None:
+            loaded = self._loaded(kind)
+            return loaded.library_of(kind) if loaded is not None else None
+        return spec.type.library
 
     def lookup(self, name: str) -> ProviderSpec:
-        """Find a provider by kind, alias or ONNX Runtime name (case-insensitive)."""
+        """Find a provider by kind, alias or ONNX Runtime name (case-insensitive).
+
+        A name a plugin declares imports that plugin (only that one).
+        """
         spec = self._by_name.get(name.lower()) if isinstance(name, str) else None
         if spec is None:
+            loaded = self._loaded(name)
+            if loaded is not None:
+                return loaded.lookup(name)
             raise OptionError(self._unknown(name))
         return spec
 
@@ -135,6 +177,9 @@ class ProviderRegistry:
         text = name.strip().lower() if isinstance(name, str) else ""
         if not text:
             return f"provider: expected a provider kind such as 'cpu', got {name!r}"
+        reason = self._why(text) if self._why is not None else None
+        if reason is not None:
+            return f"provider {name!r} is not available: {reason} (installed kinds: {known})"
         shipped = _SHIPPED_BY_NAME.get(text)
         if shipped is not None:
             kind, distribution, extra = shipped

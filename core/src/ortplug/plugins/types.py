@@ -26,6 +26,19 @@ def _check_config(_: Any, __: Any, value: Any) -> None:
         )
 
 
+def _typed(owner: str, expected: type) -> Any:
+    """A validator whose error is one line: ``Owner.field: expected int, got str 'high'``."""
+
+    def check(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+        if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
+            raise OptionTypeError(
+                f"{owner}.{attribute.name}: expected {expected.__name__}, "
+                f"got {type(value).__name__} {value!r}"
+            )
+
+    return check
+
+
 @attrs.frozen
 class ProviderOffer:
     """A plugin's proposal to run a checkpoint on a provider, with a preference and a reason.
@@ -39,13 +52,13 @@ class ProviderOffer:
     """
 
     config: ProviderConfig = attrs.field(validator=_check_config)
-    preference: int = attrs.field(validator=attrs.validators.instance_of(int))
-    reason: str = attrs.field(validator=attrs.validators.instance_of(str))
+    preference: int = attrs.field(validator=_typed("ProviderOffer", int))
+    reason: str = attrs.field(validator=_typed("ProviderOffer", str))
     plugin: str = ""
     variant: str | None = attrs.field(
         default=None,
         kw_only=True,
-        validator=attrs.validators.optional(attrs.validators.instance_of(str)),
+        validator=attrs.validators.optional(_typed("ProviderOffer", str)),
     )
 
 
@@ -57,8 +70,8 @@ class ProviderDecline:
     a missing driver, a runtime without the provider, an int8 checkpoint...
     """
 
-    kind: str = attrs.field(validator=attrs.validators.instance_of(str))
-    reason: str = attrs.field(validator=attrs.validators.instance_of(str))
+    kind: str = attrs.field(validator=_typed("ProviderDecline", str))
+    reason: str = attrs.field(validator=_typed("ProviderDecline", str))
     plugin: str = ""
 
 
@@ -87,9 +100,10 @@ class PluginInfo:
     name: str
     distribution: str | None
     version: str | None
-    status: str  # "active", "blocked" or "failed"
+    status: str  # "active", "failing" (loaded, a hook failed), "blocked" or "failed"
     hooks: tuple[str, ...] = ()
     error: str | None = None
+    note: str | None = None  # e.g. that it has no declaration, and the fix
 
     def to_dict(self) -> dict[str, object]:
         """JSON-ready form for ``--json``."""

@@ -9,19 +9,20 @@ Installed with ortplug and registered as a pytest plugin (entry point
 * ``ortplug_cache`` — ``ORTPLUG_CACHE_DIR`` in a temporary folder and a fresh
   process-wide plugin host, for tests that write caches or use the defaults.
 
-And the functions behind them: :func:`make_plugin_host`, :func:`make_host`,
-:func:`demo_model` (the small model shipped in the core).
+And the functions behind them, which need no pytest: :func:`make_plugin_host`,
+:func:`make_host`, :func:`demo_model` (the small model shipped in the core). The
+fixtures are defined only where pytest runs (it has imported itself), so a
+script or a plugin's own code imports this module without pytest.
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator, Mapping
 from importlib.metadata import entry_points
 from importlib.resources import files
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from ..host import HostCapabilities
 from ..plugins.hookspecs import PROJECT
@@ -42,12 +43,12 @@ _CPU_FACTS = {"logical_cpus": 8, "usable_cpus": 8, "isa_flags": ["avx2"]}
 
 
 def demo_model() -> Path:
-    """The small MLP shipped in the core (``input`` -> ``probs``, dynamic batch)."""
+    """The MLP shipped in the core: ``x`` float32 ``[batch, 8]`` -> ``logits``, ``probs``."""
     return Path(str(files("ortplug.data").joinpath("demo.onnx")))
 
 
 def demo_static_model() -> Path:
-    """The shipped MLP with a static batch of 1."""
+    """The shipped MLP with a static input shape: ``x`` ``[4, 8]``."""
     return Path(str(files("ortplug.data").joinpath("demo_static.onnx")))
 
 
@@ -104,23 +105,24 @@ def make_host(
     )
 
 
-@pytest.fixture
-def plugin_host() -> PluginHost:
-    """Built-in defaults plus the CPU plugin, no entry points: register your plugin on it."""
-    return make_plugin_host()
+if sys.modules.get("pytest") is not None:  # under pytest (this module is its plugin): the fixtures
+    import pytest
 
+    @pytest.fixture
+    def plugin_host() -> PluginHost:
+        """Built-in defaults plus the CPU plugin, no entry points: register your plugin on it."""
+        return make_plugin_host()
 
-@pytest.fixture
-def cpu_host() -> HostCapabilities:
-    """A CPU-only Linux host with 8 usable CPUs, built by hand."""
-    return make_host()
+    @pytest.fixture
+    def cpu_host() -> HostCapabilities:
+        """A CPU-only Linux host with 8 usable CPUs, built by hand."""
+        return make_host()
 
-
-@pytest.fixture
-def ortplug_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """A private cache folder and a fresh process-wide plugin host for the test."""
-    cache = tmp_path / "ortplug-cache"
-    monkeypatch.setenv("ORTPLUG_CACHE_DIR", str(cache))
-    reset_plugin_host()
-    yield cache
-    reset_plugin_host()
+    @pytest.fixture
+    def ortplug_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+        """A private cache folder and a fresh process-wide plugin host for the test."""
+        cache = tmp_path / "ortplug-cache"
+        monkeypatch.setenv("ORTPLUG_CACHE_DIR", str(cache))
+        reset_plugin_host()
+        yield cache
+        reset_plugin_host()

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 import attrs
-from ortplug.ep_package import EpPackagePlugin, LibraryProvider
+from ortplug.plugins import EpPackagePlugin, LibraryProvider
 
 __all__ = ["OpenVinoProvider", "plugin"]
 

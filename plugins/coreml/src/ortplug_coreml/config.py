@@ -12,8 +12,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 import attrs
-from ortplug.errors import OptionError
-from ortplug.provider_options import bool_field, choice_field, ort_options, path_field
+from ortplug.plugins import OptionError, bool_field, choice_field, ort_options, path_field
 
 __all__ = ["COMPUTE_UNITS", "COREML_FLAGS", "CoreMLProvider"]
 

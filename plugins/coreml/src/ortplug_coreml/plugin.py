@@ -6,20 +6,22 @@ import warnings
 from collections.abc import Iterable
 
 import attrs
-from ortplug import (
+from ortplug.plugins import (
+    CacheError,
     CheckpointMetadata,
     HostCapabilities,
     HostProbe,
+    OrtplugCacheWarning,
     ProviderConfig,
     ProviderDecline,
     ProviderOffer,
     ProviderType,
     ResolvedCheckpoint,
+    cache_dir,
+    cache_key,
     hookimpl,
+    plain_options,
 )
-from ortplug.cache import cache_dir, cache_key
-from ortplug.errors import CacheError, OrtplugCacheWarning
-from ortplug.provider_options import plain_options
 
 from .config import CoreMLProvider
 from .probes import COREML_FACTS, COREML_TYPES, detect_coreml
@@ -163,9 +165,9 @@ def ortplug_prepare_provider(
             )
             prepared = attrs.evolve(prepared, model_cache=False)
         else:
-            from ortplug.cache_index import describe  # only when a model is compiled
+            from ortplug.plugins import describe_cache_folder  # only when a model is compiled
 
-            describe(
+            describe_cache_folder(
                 folder, kind="CoreML model", checkpoint=checkpoint, ort_version=host.ort_version
             )
             prepared = attrs.evolve(prepared, model_cache_directory=str(folder))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 import attrs
-from ortplug.provider_options import bool_field, int_field
+from ortplug.plugins import bool_field, int_field
 
 __all__ = ["CpuProvider"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Sequence
 
-from ortplug import (
+from ortplug.plugins import (
     CheckpointMetadata,
     DoctorCheck,
     HostCapabilities,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 import attrs
-from ortplug import (
+from ortplug.plugins import (
     CheckpointMetadata,
     DoctorCheck,
     HostCapabilities,
@@ -19,7 +19,7 @@ from ortplug import (
 )
 
 from .config import CudaProvider
-from .probes import CUDA_FACTS, CUDA_TYPES, cuda_identity, detect_cuda
+from .probes import CUDA_FACTS, CUDA_TYPES, detect_cuda
 from .readiness import assess_cuda
 
 __all__ = [
@@ -59,7 +59,6 @@ def ortplug_host_probes() -> Iterable[HostProbe]:
         detect=detect_cuda,
         description="NVIDIA driver and devices, and the CUDA/cuDNN libraries ONNX Runtime loads",
         types=CUDA_TYPES,
-        identity=cuda_identity,
     )
 
 

@@ -11,17 +11,11 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from ortplug.probing import (
-    file_identity,
-    run_probe_script,
-    site_package_dirs,
-    system_library_identity,
-)
+from ortplug.plugins import run_probe_script, site_package_dirs
 
 __all__ = [
     "CUDA_FACTS",
     "CUDA_TYPES",
-    "cuda_identity",
     "cuda_major",
     "detect_cuda",
     "nvidia_library_dirs",
@@ -117,12 +111,3 @@ def detect_cuda() -> dict[str, Any]:
     answer["visible_devices"] = os.environ.get("CUDA_VISIBLE_DEVICES")
     answer["ort_cuda_version"] = ort_cuda
     return answer
-
-
-def cuda_identity() -> dict[str, object]:
-    """What the CUDA facts depend on (for the cross-process probe cache): driver, libraries, env."""
-    return {
-        "driver": file_identity(["/proc/driver/nvidia/version"]),
-        "wheels": file_identity(nvidia_library_dirs()),
-        "system": system_library_identity(["CUDA_VISIBLE_DEVICES", "CUDA_PATH", "CUDA_HOME"]),
-    }

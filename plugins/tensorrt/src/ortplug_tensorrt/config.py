@@ -6,8 +6,8 @@ from collections.abc import Iterable
 from typing import Any, ClassVar
 
 import attrs
-from ortplug.errors import OptionError
-from ortplug.provider_options import (
+from ortplug.plugins import (
+    OptionError,
     bool_field,
     int_field,
     ort_options,

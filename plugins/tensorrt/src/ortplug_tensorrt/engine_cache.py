@@ -4,8 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ortplug import HostCapabilities, ResolvedCheckpoint
-from ortplug.cache import CACHE_ENV, cache_dir, cache_key, cache_problem, cache_root
+from ortplug.plugins import (
+    CACHE_ENV,
+    HostCapabilities,
+    ResolvedCheckpoint,
+    cache_dir,
+    cache_key,
+    cache_problem,
+    cache_root,
+)
 
 from .config import TensorrtProvider
 

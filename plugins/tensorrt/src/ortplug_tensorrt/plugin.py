@@ -8,11 +8,12 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import attrs
-from ortplug import (
+from ortplug.plugins import (
     CheckpointMetadata,
     HostCapabilities,
     HostProbe,
     MetadataKey,
+    OptionError,
     ProviderConfig,
     ProviderDecline,
     ProviderOffer,
@@ -22,7 +23,6 @@ from ortplug import (
     hookimpl,
     preload_runtime_libraries,
 )
-from ortplug.errors import OptionError
 
 from .config import TensorrtProvider
 from .engine_cache import (
@@ -33,7 +33,7 @@ from .engine_cache import (
     has_cached_engine,
     timing_dir,
 )
-from .probes import TENSORRT_FACTS, TENSORRT_TYPES, detect_tensorrt, tensorrt_identity
+from .probes import TENSORRT_FACTS, TENSORRT_TYPES, detect_tensorrt
 from .shapes import format_profile, parse_profile, profiles_from_ranges
 
 __all__ = [
@@ -83,7 +83,6 @@ def ortplug_host_probes() -> Iterable[HostProbe]:
         detect=detect_tensorrt,
         description="TensorRT library (libnvinfer) version",
         types=TENSORRT_TYPES,
-        identity=tensorrt_identity,
     )
 
 
@@ -215,20 +214,20 @@ def ortplug_prepare_provider(
     """Profiles from the checkpoint, keyed engine/timing cache dirs, libraries, a cold-build notice."""
     if not isinstance(config, TensorrtProvider):
         return None
-    from ortplug.cache_index import describe  # not on every start-up: only when TRT is chained
+    from ortplug.plugins import describe_cache_folder  # deferred: only when TRT is chained
 
     if config.preload_dlls:
         preload_runtime_libraries(config.dll_directory)
     prepared = _with_profiles(config, checkpoint)
     if prepared.engine_cache and prepared.engine_cache_path is None:
         folder = engine_dir(engine_cache_key(prepared, checkpoint, host))
-        describe(
+        describe_cache_folder(
             folder, kind="TensorRT engine", checkpoint=checkpoint, ort_version=host.ort_version
         )
         prepared = attrs.evolve(prepared, engine_cache_path=str(folder))
     if prepared.timing_cache and prepared.timing_cache_path is None:
         timing = timing_dir(host, prepared.device_id)
-        describe(timing, kind="TensorRT timing cache", ort_version=host.ort_version)
+        describe_cache_folder(timing, kind="TensorRT timing cache", ort_version=host.ort_version)
         prepared = attrs.evolve(prepared, timing_cache_path=str(timing))
     _announce_build(prepared, checkpoint)
     return prepared

@@ -12,19 +12,13 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from ortplug.probing import (
-    file_identity,
-    run_probe_script,
-    site_package_dirs,
-    system_library_identity,
-)
+from ortplug.plugins import run_probe_script, site_package_dirs
 
 __all__ = [
     "NVINFER_MAJOR",
     "TENSORRT_FACTS",
     "TENSORRT_TYPES",
     "detect_tensorrt",
-    "tensorrt_identity",
     "tensorrt_library_dirs",
 ]
 
@@ -64,11 +58,3 @@ def detect_tensorrt() -> dict[str, Any]:
     if "error" in answer:
         answer = {"library_error": answer.pop("error")}
     return answer
-
-
-def tensorrt_identity() -> dict[str, object]:
-    """What the TensorRT facts depend on (for the cross-process probe cache): libraries, env."""
-    return {
-        "wheels": file_identity(tensorrt_library_dirs()),
-        "system": system_library_identity(),
-    }

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
-from ortplug.errors import OptionError
+from ortplug.plugins import OptionError
 
 __all__ = [
     "ShapeProfile",

@@ -13,8 +13,7 @@ from collections.abc import Iterable
 from typing import Any, ClassVar
 
 import attrs
-from ortplug.errors import OptionError
-from ortplug.provider_options import bool_field, choice_field, int_field, ort_options
+from ortplug.plugins import OptionError, bool_field, choice_field, int_field, ort_options
 
 __all__ = [
     "BUFFER_CACHE_MODES",

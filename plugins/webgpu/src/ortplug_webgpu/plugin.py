@@ -6,11 +6,13 @@ import contextlib
 import os
 from collections.abc import Iterable
 
-from ortplug import (
+from ortplug.plugins import (
     CheckpointMetadata,
     DoctorCheck,
+    EpLibrary,
     HostCapabilities,
     HostProbe,
+    OptionError,
     ProviderConfig,
     ProviderDecline,
     ProviderOffer,
@@ -18,8 +20,6 @@ from ortplug import (
     ResolvedCheckpoint,
     hookimpl,
 )
-from ortplug.ep_libraries import EpLibrary
-from ortplug.errors import OptionError
 
 from .config import WebGpuProvider
 from .probes import (
@@ -29,7 +29,6 @@ from .probes import (
     WEBGPU_TYPES,
     apply_software_opt_in,
     detect_webgpu,
-    probe_identity,
     software_allowed,
 )
 from .readiness import assess_webgpu
@@ -81,7 +80,6 @@ def ortplug_host_probes() -> Iterable[HostProbe]:
         description="the adapters Dawn sees (Vulkan on Linux) and whether the WebGPU EP runs",
         timeout=PROBE_TIMEOUT_S,
         types=WEBGPU_TYPES,
-        identity=probe_identity,
     )
 
 

@@ -8,7 +8,8 @@ allowed (in the child only) and builds and runs a one-node session, the only
 place Dawn reveals whether an adapter works. The second is skipped for a
 software adapter without the opt-in (the policy declines it anyway). Answers
 are kept per process, driver environment (``VK_*``, ``LD_LIBRARY_PATH``) and
-opt-in, and across processes by the core through :func:`probe_identity`.
+opt-in, and across processes by the core, keyed by the identity the package's
+``ortplug.json`` declares (ICD files, loaders, driver variables, opt-in, the EP wheel).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ortplug.probing import run_probe_script
+from ortplug.plugins import run_probe_script
 
 from .shader_cache import ep_version, shader_cache_path
 
@@ -36,7 +37,6 @@ __all__ = [
     "chosen_adapter",
     "describe_adapter",
     "detect_webgpu",
-    "probe_identity",
     "software_allowed",
 ]
 
@@ -240,42 +240,6 @@ def _dawn_facts(facts: dict[str, Any]) -> None:
         facts["error"] = f"Dawn could not use {describe_adapter(adapter)}: {error}"
     elif adapter is None:
         facts["error"] = "the WebGPU EP offers no device"
-
-
-def _stamp(path: str) -> list[object]:
-    try:
-        return [path, os.stat(path).st_mtime_ns]
-    except OSError:
-        return [path, None]
-
-
-def probe_identity() -> dict[str, object]:
-    """What the facts depend on, cheaply: driver variables, opt-in, ICD files, loaders, the EP.
-
-    Lets the core keep the facts across processes (a new driver, loader or EP
-    wheel changes it; so does a reboot, which the core adds).
-    """
-    env = {name: os.environ.get(name) for name in (*_DRIVER_ENV, ALLOW_SOFTWARE_ENV)}
-    listed = [
-        item
-        for name in ("VK_DRIVER_FILES", "VK_ICD_FILENAMES", "VK_ADD_DRIVER_FILES")
-        for item in (os.environ.get(name) or "").split(os.pathsep)
-        if item
-    ]
-    icds = sorted(
-        str(path) for folder in _ICD_DIRS for path in Path(folder).expanduser().glob("*.json")
-    )
-    library_dirs = [d for d in (os.environ.get("LD_LIBRARY_PATH") or "").split(os.pathsep) if d]
-    loaders = [str(Path(d, "libvulkan.so.1")) for d in (*library_dirs, *_LIBRARY_DIRS)]
-    # the EP wheel by its files (an upgrade rewrites them): its version would cost importing
-    # importlib.metadata, more than everything else here together
-    spec = importlib.util.find_spec("onnxruntime_ep_webgpu")
-    package = [spec.origin, os.path.dirname(spec.origin)] if spec and spec.origin else []
-    return {
-        "env": env,
-        "files": [_stamp(path) for path in (*listed, *icds, *loaders)],
-        "ep": [_stamp(path) for path in package],
-    }
 
 
 def detect_webgpu(check_dawn: bool | None = None) -> dict[str, Any]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import attrs
-from ortplug import HostCapabilities
+from ortplug.plugins import HostCapabilities
 
 from .probes import ALLOW_SOFTWARE_ENV, describe_adapter
 

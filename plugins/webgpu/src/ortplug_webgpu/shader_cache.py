@@ -16,7 +16,7 @@ import sys
 from collections.abc import Mapping, MutableMapping
 from pathlib import Path
 
-from ortplug.cache import cache_dir, cache_key, cache_root
+from ortplug.plugins import cache_dir, cache_key, cache_root
 
 __all__ = [
     "MESA_CACHE_ENV",
@@ -68,8 +68,8 @@ def use_shader_cache(environ: MutableMapping[str, str] | None = None) -> Path:
     if env.get(MESA_CACHE_ENV) or env.get(_MESA_OLD_ENV):
         return shader_cache_path(env)
     folder = cache_dir("webgpu", "shaders", shader_cache_key(), environ=env)
-    from ortplug.cache_index import describe  # not on every start-up: only when WebGPU is chained
+    from ortplug.plugins import describe_cache_folder  # deferred: only when WebGPU is chained
 
-    describe(folder, kind="WebGPU shader cache (Mesa)")
+    describe_cache_folder(folder, kind="WebGPU shader cache (Mesa)")
     env[MESA_CACHE_ENV] = str(folder)
     return folder

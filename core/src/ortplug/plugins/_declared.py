@@ -1,0 +1,110 @@
+"""What the plugin host does with declarations: rule a plugin out unimported, hold it to its word.
+
+A declared plugin is imported only when one of its kinds can be part of a build:
+a kind is ruled out by its ``platforms`` or by a ``requires`` fact that the known
+facts (a host's, or the cross-process probe cache's) say is empty. Once imported,
+what the plugin really contributes must be what it declared.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Iterable, Mapping
+
+from ..host import HostProbe
+from .declaration import (
+    KindDeclaration,
+    MetadataKeyDeclaration,
+    PluginDeclaration,
+    ProbeDeclaration,
+    platform_matches,
+)
+from .registry import ProviderType
+from .types import MetadataKey
+
+__all__ = ["broken_promise", "metadata_key", "probe_stub", "ruled_out"]
+
+FactsOf = Callable[[str], "Mapping[str, object] | None"]
+
+
+def _kind_ruled_out(kind: KindDeclaration, platform: str, facts_of: FactsOf) -> str | None:
+    if not platform_matches(kind.platforms, platform):
+        return f"runs on {' or '.join(kind.platforms)} only; this host is {platform}"
+    for required in kind.requires:
+        probe, _, fact = required.partition(".")
+        facts = facts_of(probe)
+        if facts is not None and not facts.get(fact):
+            return f"needs {required}, which is {facts.get(fact)!r} here"
+    return None
+
+
+def ruled_out(
+    declaration: PluginDeclaration, platform: str, facts_of: FactsOf
+) -> dict[str, str] | None:
+    """Each kind's reason when every kind of the plugin is ruled out; ``None`` when one may run.
+
+    A plugin without kinds (one that orders chains or adjusts options) is never ruled out.
+    """
+    if not declaration.kinds:
+        return None
+    reasons = {}
+    for kind in declaration.kinds:
+        reason = _kind_ruled_out(kind, platform, facts_of)
+        if reason is None:
+            return None
+        reasons[kind.kind] = reason
+    return reasons
+
+
+def _never() -> Mapping[str, object]:
+    raise RuntimeError("a declared probe of a plugin that is not imported does not run")
+
+
+def probe_stub(declared: ProbeDeclaration) -> HostProbe:
+    """A not-imported plugin's probe as declared: for its cache key and cached facts; never run."""
+    return HostProbe(
+        name=declared.name, facts=declared.facts, detect=_never, identity=declared.identity
+    )
+
+
+def metadata_key(declared: MetadataKeyDeclaration, plugin: str) -> MetadataKey:
+    """A declared metadata key as the host's value."""
+    return MetadataKey(declared.name, declared.value_types(), declared.description, plugin)
+
+
+def _kinds(types: Iterable[ProviderType | KindDeclaration]) -> list[str]:
+    rows = []
+    for item in types:
+        library = item.library
+        place = (library.name, library.package, library.path) if library is not None else None
+        aliases = sorted(item.aliases)
+        rows.append(f"{item.kind} ({item.ort_name}, aliases {aliases}, library {place})")
+    return sorted(rows)
+
+
+def _probes(probes: Iterable[HostProbe | ProbeDeclaration]) -> list[str]:
+    return sorted(f"{probe.name} {list(probe.facts)}" for probe in probes)
+
+
+def broken_promise(
+    declaration: PluginDeclaration,
+    types: Iterable[ProviderType],
+    probes: Iterable[HostProbe],
+    hooks: Collection[str],
+    keys: Iterable[MetadataKey],
+) -> str | None:
+    """How the imported plugin differs from its declaration (the first difference), or ``None``."""
+    declared_keys = sorted(f"{k.name} {sorted(k.types)}" for k in declaration.metadata_keys)
+    given_keys = sorted(f"{k.name} {sorted(t.__name__ for t in k.types)}" for k in keys)
+    pairs = (
+        ("kinds", _kinds(declaration.kinds), _kinds(types)),
+        ("probes", _probes(declaration.probes), _probes(probes)),
+        ("hooks", sorted(declaration.hooks), sorted(hooks)),
+        ("metadata keys", declared_keys, given_keys),
+    )
+    for what, declared, given in pairs:
+        if declared != given:
+            return (
+                f"{declaration.source} declares {what} {declared}, the plugin contributes "
+                f"{given}; make the declaration say what the plugin does"
+            )
+    return None

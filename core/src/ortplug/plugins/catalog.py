@@ -1,0 +1,304 @@
+"""The catalog of known providers: for each, the hardware it is for, how to see that hardware with
+plain file reads (:mod:`ortplug.hardware`), and what to pip-install for it.
+
+It is written in the plugin declaration format (:mod:`.declaration`, whose catalog fields say
+what each means): the first-party plugins below, then every installed plugin's own declaration
+(a third party joins by shipping ``detect`` and ``install`` in its ``ortplug.json``), then the
+file ``$ORTPLUG_CATALOG`` names (an internal index, a pinned version set); a later kind of the
+same name replaces an earlier one. Only ``info`` and ``doctor`` import this module, never a build.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from ..errors import OptionError
+from ..hardware import Hardware
+from .declaration import DeclarationError, PluginDeclaration, from_json, parse_declarations
+from .requirement import release
+
+__all__ = [
+    "BUILTIN_CATALOG",
+    "CATALOG_ENV",
+    "CatalogEntry",
+    "Condition",
+    "Install",
+    "condition_seen",
+    "load_catalog",
+]
+
+#: A catalog file of one's own, in the declaration format.
+CATALOG_ENV = "ORTPLUG_CATALOG"
+
+_CUDA13_RUNTIME = "onnxruntime-gpu[cuda,cudnn]==1.31.1"
+_CUDA12_RUNTIME = "onnxruntime-gpu[cuda,cudnn]==1.26.0"  # the last CUDA 12 build on PyPI
+_NVIDIA = [{"pci_vendor": "0x10de", "pci_class": "0x03"}, {"nvidia_driver": True}]
+_HOOKS = ["ortplug_provider_types"]
+
+# The first-party plugins, as the README's install matrix installs them (their runtime rules are
+# the core's extras in core/pyproject.toml; kinds, ORT names and install lines are each plugin's
+# own ortplug.json: tests keep all three the same). Most specific first: the first kind that
+# applies to a host and names a runtime decides the runtime.
+BUILTIN_CATALOG: dict[str, Any] = {
+    "ortplug": 1,
+    "plugins": {
+        "tensorrt": {
+            "distribution": "ortplug-tensorrt",
+            "hooks": _HOOKS,
+            "kinds": [{
+                "kind": "tensorrt", "ort_name": "TensorrtExecutionProvider",
+                "hardware": "NVIDIA GPUs with TensorRT 10; opt in with ORTPLUG_TENSORRT=1",
+                "detect": _NVIDIA, "install": "ortplug[tensorrt]", "runtime": _CUDA13_RUNTIME,
+                "cuda_min": 13, "index_url": "https://pypi.nvidia.com", "optional": True,
+            }],
+        },
+        "cuda": {
+            "distribution": "ortplug-cuda",
+            "hooks": _HOOKS,
+            "kinds": [{
+                "kind": "cuda", "ort_name": "CUDAExecutionProvider", "hardware": "NVIDIA GPUs",
+                "detect": _NVIDIA, "install": "ortplug[cuda]", "runtime": _CUDA13_RUNTIME,
+                "cuda_min": 13,
+                "alternatives": [
+                    {"install": "ortplug[cuda12]", "runtime": _CUDA12_RUNTIME, "cuda_min": 12}
+                ],
+            }],
+        },
+        "coreml": {
+            "distribution": "ortplug-coreml",
+            "hooks": _HOOKS,
+            "kinds": [{
+                "kind": "coreml", "ort_name": "CoreMLExecutionProvider",
+                "hardware": "Apple Silicon Macs (GPU and Neural Engine)",
+                "detect": [{"platform": ["darwin"], "machine": ["arm64"], "macos_min": "12"}],
+                "install": "ortplug[coreml]", "runtime": "onnxruntime>=1.22",
+            }],
+        },
+        "webgpu": {
+            "distribution": "ortplug-webgpu",
+            "hooks": _HOOKS,
+            "kinds": [{
+                "kind": "webgpu", "ort_name": "WebGpuExecutionProvider",
+                "hardware": "GPUs through Vulkan (WebGPU)",
+                "detect": [{"platform": ["linux"], "gpu": True, "vulkan_loader": True}],
+                "install": "ortplug[webgpu]", "runtime": "onnxruntime>=1.24.4",
+                "unless": ["cuda", "coreml"],
+            }],
+        },
+        "openvino": {
+            "distribution": "ortplug-openvino",
+            "hooks": _HOOKS,
+            "kinds": [{
+                "kind": "openvino", "ort_name": "OpenVINOExecutionProvider",
+                "hardware": "Intel CPUs, GPUs or NPUs (OpenVINO; the example plugin)",
+                "detect": [
+                    {"pci_vendor": "0x8086", "pci_class": "0x03"},
+                    {"pci_vendor": "0x8086", "pci_class": "0x12"},
+                    {"cpu_vendor": ["GenuineIntel"]},
+                ],
+                "install": "ortplug-openvino", "optional": True,
+            }],
+        },
+        "cpu": {
+            "distribution": "ortplug-cpu",
+            "hooks": _HOOKS,
+            "kinds": [{
+                "kind": "cpu", "ort_name": "CPUExecutionProvider", "hardware": "a CPU",
+                "detect": [{}], "install": "ortplug[cpu]", "runtime": "onnxruntime>=1.22",
+            }],
+        },
+    },
+}  # fmt: skip
+
+
+def _hex(value: str | None) -> int | None:
+    return None if value is None else int(value, 16)
+
+
+@attrs.frozen(kw_only=True)
+class Condition:
+    """A ``detect`` condition (the declaration's ``_CONDITION`` fields); every key given holds.
+
+    ``pci_vendor``/``pci_class``: a PCI function with that vendor id and base class; ``gpu``: a
+    display-class PCI device or a DRM render node; ``nvidia_driver``: the driver's version file;
+    ``macos_min``: at least this macOS; ``vulkan_loader``: libvulkan; ``cpu_vendor``/``cpu_flags``:
+    one of these vendors, all of these flags; ``platform``/``machine``: one of these.
+    """
+
+    platform: tuple[str, ...] = ()
+    machine: tuple[str, ...] = ()
+    pci_vendor: int | None = attrs.field(default=None, converter=_hex)
+    pci_class: int | None = attrs.field(default=None, converter=_hex)
+    gpu: bool = False
+    nvidia_driver: bool = False
+    macos_min: str | None = None
+    vulkan_loader: bool = False
+    cpu_vendor: tuple[str, ...] = ()
+    cpu_flags: tuple[str, ...] = ()
+
+
+@attrs.frozen(kw_only=True)
+class Install:
+    """What the catalog proposes to install (the declaration's ``_INSTALL`` fields): the
+    requirement, the runtime wheel it brings, an extra index, the CUDA major it needs."""
+
+    install: str
+    runtime: str | None = None
+    index_url: str | None = None
+    cuda_min: int | None = None
+
+
+@attrs.frozen(kw_only=True)
+class CatalogEntry:
+    """One provider kind the catalog can propose, with the plugin and distribution it is in."""
+
+    name: str
+    plugin: str
+    distribution: str
+    hardware: str
+    detect: tuple[Condition, ...]
+    installs: tuple[Install, ...]
+    unless: tuple[str, ...] = ()
+    optional: bool = False
+    source: str = ""
+
+    def seen(self, hw: Hardware) -> str | None:
+        """What on ``hw`` this entry is for, or ``None`` when the host has none of it."""
+        return next((s for c in self.detect if (s := condition_seen(c, hw)) is not None), None)
+
+    def install_for(self, cuda_major: int | None) -> Install | None:
+        """The first install the driver's CUDA major allows (the first one when no driver was
+        seen: it needs installing anyway), ``None`` when the driver is too old for every one."""
+        if cuda_major is None:
+            return self.installs[0] if self.installs else None
+        return next((i for i in self.installs if (i.cuda_min or 0) <= cuda_major), None)
+
+
+def _pci_seen(c: Condition, hw: Hardware) -> str | None:
+    devices = [
+        d.describe()
+        for d in hw.pci
+        if c.pci_vendor in (None, d.vendor) and c.pci_class in (None, d.pci_class >> 16)
+    ]
+    return " + ".join(devices) or None
+
+
+def condition_seen(c: Condition, hw: Hardware) -> str | None:
+    """What of ``hw`` makes the condition hold (``"NVIDIA H200 (driver 580.65.06, CUDA 13)"``,
+    ``"a CPU"`` for an empty one), or ``None`` when it does not."""
+    said: list[str] = []
+    if c.platform and hw.platform not in c.platform:
+        return None
+    if c.machine and hw.machine not in c.machine:
+        return None
+    if c.pci_vendor is not None or c.pci_class is not None:
+        devices = _pci_seen(c, hw)
+        if devices is None:
+            return None
+        said.append(devices)
+    if c.gpu:
+        gpus = [g.describe() for g in hw.gpus()] or [f"GPU ({n})" for n in hw.render_nodes]
+        if not gpus:
+            return None
+        said += [] if said else [" + ".join(gpus)]
+    if c.nvidia_driver and hw.nvidia_driver is None:
+        return None
+    if c.macos_min is not None:
+        if hw.macos_version is None or release(hw.macos_version) < release(c.macos_min):
+            return None
+        said.append(f"macOS {hw.macos_version} on {hw.machine}")
+    if c.vulkan_loader:
+        if hw.vulkan_loader is None:
+            return None
+        said.append("with a Vulkan loader")
+    if (c.cpu_vendor and hw.cpu_vendor not in c.cpu_vendor) or not set(c.cpu_flags) <= hw.cpu_flags:
+        return None
+    if c.cpu_vendor or c.cpu_flags:
+        said.append(" ".join(filter(None, [hw.cpu_vendor, "CPU", ", ".join(c.cpu_flags)])))
+    if hw.nvidia_driver and (c.nvidia_driver or c.pci_vendor == 0x10DE):
+        said.append(f"(driver {hw.nvidia_driver}, CUDA {hw.cuda_major or 'below 11'})")
+    return " ".join(said) or "a CPU"
+
+
+def _distribution(declaration: PluginDeclaration) -> str:
+    if not declaration.distribution:
+        raise OptionError(
+            f"{declaration.source}: plugins.{declaration.plugin}: declares a kind with 'detect', "
+            "so expected the plugin's 'distribution' (what pip installs), got none"
+        )
+    return declaration.distribution
+
+
+def _entries(declarations: Iterable[PluginDeclaration]) -> list[CatalogEntry]:
+    """The kinds with a ``detect`` (those the catalog can propose) as entries."""
+    return [
+        CatalogEntry(
+            name=kind.kind,
+            plugin=declaration.plugin,
+            distribution=_distribution(declaration),
+            hardware=kind.hardware or kind.kind,
+            detect=tuple(Condition(**c) for c in kind.detect),
+            installs=tuple(Install(**i) for i in kind.installs()),
+            unless=kind.unless,
+            optional=kind.optional,
+            source=declaration.source,
+        )
+        for declaration in declarations
+        for kind in declaration.kinds
+        if kind.detect is not None
+    ]
+
+
+def _installed_declarations() -> list[PluginDeclaration]:
+    """The declarations of the installed plugins, as the entry-point scan remembers them."""
+    from ._entry_points import discover
+    from .hookspecs import PROJECT
+
+    found = []
+    for row in discover(PROJECT):
+        if row.declaration is None:
+            continue
+        declaration = from_json(row.name, row.declaration, f"plugin {row.name!r}")
+        distribution = declaration.distribution or row.distribution or ""
+        found.append(attrs.evolve(declaration, distribution=distribution))
+    return found
+
+
+def _file_declarations(path: str) -> list[PluginDeclaration]:
+    where = f"{CATALOG_ENV}={path}"
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise OptionError(f"{where}: cannot read the catalog ({exc.strerror or exc})") from None
+    except ValueError as exc:
+        raise OptionError(f"{where}: expected a JSON catalog, got invalid JSON ({exc})") from None
+    try:
+        return list(parse_declarations(data, where).values())
+    except DeclarationError as exc:
+        raise OptionError(str(exc)) from None
+
+
+def load_catalog(
+    environ: Mapping[str, str] | None = None, *, installed: bool = True
+) -> tuple[CatalogEntry, ...]:
+    """The built-in entries, then the installed plugins' (with ``installed``), then those of
+    ``$ORTPLUG_CATALOG``: a later entry replaces one of its kind in place, new kinds go first."""
+    env = os.environ if environ is None else environ
+    layers = [list(parse_declarations(BUILTIN_CATALOG, "built-in catalog").values())]
+    if installed:
+        layers.append(_installed_declarations())
+    if env.get(CATALOG_ENV):
+        layers.append(_file_declarations(env[CATALOG_ENV]))
+    entries: list[CatalogEntry] = []
+    for layer in layers:
+        new = _entries(layer)
+        by_name = {e.name: e for e in new}
+        kept = [by_name.pop(e.name, e) for e in entries]
+        entries = list(by_name.values()) + kept
+    return tuple(entries)

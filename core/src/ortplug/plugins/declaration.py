@@ -1,0 +1,597 @@
+"""What a plugin provides, declared as data the core reads without importing the plugin.
+
+A plugin's package ships a file named ``ortplug.json`` beside its top-level
+``__init__.py`` (hatchling and setuptools put it in the wheel with the package).
+The core finds it from the entry point's module (``importlib.util.find_spec`` of
+the top-level package, which executes nothing), reads it when it scans the
+entry points, checks it, and remembers it with the scan. With it, a process
+imports a plugin only when one of its kinds can be part of a build; without it
+the plugin is imported at every start, as before, and ``ortplug plugins`` says so.
+
+The format (JSON; ``"ortplug"`` is the format version)::
+
+    {
+      "ortplug": 1,
+      "plugins": {
+        "<entry-point name>": {
+          "distribution": "ortplug-acme",          # the distribution that ships the plugin
+          "kinds": [{
+            "kind": "acme",                        # the provider kind (lower-case identifier)
+            "ort_name": "AcmeExecutionProvider",   # ONNX Runtime's name
+            "aliases": ["npu"],                    # other names users may type
+            "library": {"name": "ortplug.acme",    # the plugin-EP library, if any:
+                        "package": "onnxruntime_ep_acme"},  # package= or path=, as EpLibrary
+            "platforms": ["linux", "win32"],       # sys.platform prefixes it can run on ([]: any)
+            "requires": ["acme.devices"],          # "probe.fact"s that must all be truthy
+            "hardware": "Acme NPUs",               # catalog: what it is for (free text)
+            "install": "ortplug-acme",             # catalog: what to pip install
+            "detect": [{"pci_vendor": "0xacme"}],  # catalog: how to see the hardware (below)
+            "runtime": "onnxruntime>=1.22",        # catalog: the runtime wheel `install` brings
+            "index_url": "https://...",            # catalog: an extra index `install` needs
+            "cuda_min": 13,                        # catalog: the CUDA major `install` needs
+            "alternatives": [{"cuda_min": 12, "install": "...", "runtime": "..."}],
+            "unless": ["cuda"],                    # catalog: not wanted where these apply
+            "optional": false                      # catalog: named, never installed by --fix
+          }],
+          "probes": [{
+            "name": "acme",
+            "facts": ["devices", "error"],
+            "identity": {                          # what the facts depend on (see Identity)
+              "files": ["/dev/acme*"], "site_dirs": ["acme/lib"],
+              "packages": ["onnxruntime_ep_acme"], "env": ["ACME_VISIBLE_DEVICES"],
+              "env_paths": [], "libraries": ["libacme.so.1"], "system": true
+            }
+          }],
+          "hooks": ["ortplug_provider_types", "ortplug_host_probes", "ortplug_offer_providers"],
+          "metadata_keys": [{"name": "acme_tiles", "types": ["int"], "description": "..."}]
+        }
+      }
+    }
+
+``requires`` and ``platforms`` let the core rule a kind out before importing
+its plugin: on another platform, or when the cached facts of the named probes
+(kept across processes, keyed by the declared ``identity``) say a required fact
+is empty. A probe without an ``identity`` is never cached, so a kind that
+requires its facts is always in play. ``hardware`` and ``install`` are for
+providers described but not installed (a catalog) and are optional, as are the
+catalog's other fields: ``detect`` says how to see the hardware with plain file
+reads (:mod:`ortplug.hardware`; any one condition, each with all its keys, see
+``_CONDITION``; ``[{}]``: every host; absent: the catalog never proposes the kind),
+``runtime`` the runtime wheel and version rule ``install`` brings, ``cuda_min``
+the CUDA major it needs from the NVIDIA driver, ``alternatives`` the installs to
+fall back on for older drivers (same fields), ``unless`` the kinds that make it
+unneeded, ``optional`` a kind named but never installed by ``doctor --fix``. Every
+table is checked against the fields below (one place each: ``_KIND``,
+``_PROBE``, ``_IDENTITY``, ...); a new version of the format adds fields there.
+A declaration that does not check is one line naming the plugin, the file, the
+field, what was expected and what was given.
+"""
+
+from __future__ import annotations
+
+import glob
+import importlib.util
+import json
+import os
+import sys
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+__all__ = [
+    "FILENAME",
+    "FORMAT",
+    "HOOKS",
+    "DeclarationError",
+    "Identity",
+    "KindDeclaration",
+    "LibraryDeclaration",
+    "MetadataKeyDeclaration",
+    "PluginDeclaration",
+    "ProbeDeclaration",
+    "find_declaration",
+    "from_json",
+    "parse_declarations",
+    "platform_matches",
+    "read_declaration",
+    "source_of",
+]
+
+#: The file a plugin's top-level package ships its declaration in.
+FILENAME = "ortplug.json"
+#: The format version this core reads (the file's ``"ortplug"`` value).
+FORMAT = 1
+#: The hooks a declaration may list (kept in step with ``hookspecs``; checked by a test).
+HOOKS = frozenset(
+    {
+        "ortplug_adjust_session_options",
+        "ortplug_doctor_checks",
+        "ortplug_host_probes",
+        "ortplug_metadata_keys",
+        "ortplug_offer_providers",
+        "ortplug_prepare_provider",
+        "ortplug_provider_chain",
+        "ortplug_provider_types",
+    }
+)
+#: The value types a metadata key may name.
+_TYPE_NAMES: Mapping[str, type] = {
+    "bool": bool,
+    "int": int,
+    "float": float,
+    "str": str,
+    "list": list,
+    "dict": dict,
+}
+
+
+class DeclarationError(ValueError):
+    """A declaration that does not check: one line naming the plugin, the field and the problem."""
+
+
+def _stat(path: str) -> list[object]:
+    try:
+        info = os.stat(path)
+    except OSError:
+        return [path]
+    return [path, info.st_mtime_ns, info.st_size]
+
+
+def _site_dirs() -> list[str]:
+    from ..probing import site_package_dirs  # deferred: only a probe cache lookup needs it
+
+    return site_package_dirs()
+
+
+def _package_files(name: str) -> list[list[object]]:
+    """A top-level package's file and folder (found, not imported): an upgrade rewrites them."""
+    spec = importlib.util.find_spec(name)
+    if spec is None or spec.origin is None:
+        return [[name]]
+    return [_stat(spec.origin), _stat(os.path.dirname(spec.origin))]
+
+
+@attrs.frozen
+class Identity:
+    """What a probe's facts depend on, as data: the core computes it without the plugin's code.
+
+    ``files``: paths (``~`` and glob patterns allowed), each stat'ed; ``site_dirs``:
+    folders relative to each site-packages folder (wheels' libraries); ``packages``:
+    top-level importable names, found and stat'ed but not imported; ``env``:
+    environment variables, by value; ``env_paths``: variables holding path lists,
+    each path stat'ed; ``libraries``: shared-library file names looked up in the
+    ``LD_LIBRARY_PATH`` folders; ``system``: the loader's cache and search path.
+    """
+
+    files: tuple[str, ...] = ()
+    site_dirs: tuple[str, ...] = ()
+    packages: tuple[str, ...] = ()
+    env: tuple[str, ...] = ()
+    env_paths: tuple[str, ...] = ()
+    libraries: tuple[str, ...] = ()
+    system: bool = False
+
+    def __call__(self) -> dict[str, object]:
+        """The identity now (cheap: stats and environment reads), JSON-ready."""
+        environ = os.environ
+        files = sorted(
+            {match for pattern in self.files for match in _expand(pattern)}
+            | {
+                item
+                for name in self.env_paths
+                for item in (environ.get(name) or "").split(os.pathsep)
+                if item
+            }
+        )
+        folders = [d for d in (environ.get("LD_LIBRARY_PATH") or "").split(os.pathsep) if d]
+        libraries = [str(Path(d, name)) for name in self.libraries for d in folders]
+        sites = _site_dirs() if self.site_dirs else []
+        found: dict[str, object] = {
+            "files": [_stat(path) for path in (*files, *libraries)],
+            "site_dirs": [_stat(str(Path(s, rel))) for rel in self.site_dirs for s in sites],
+            "packages": [row for name in self.packages for row in _package_files(name)],
+            "env": {name: environ.get(name) for name in self.env},
+        }
+        if self.system:
+            watched = ("LD_LIBRARY_PATH", "DYLD_LIBRARY_PATH", "PATH")
+            found["system"] = [_stat("/etc/ld.so.cache"), [environ.get(n) for n in watched]]
+        return found
+
+
+def _expand(pattern: str) -> list[str]:
+    path = os.path.expanduser(pattern)
+    return sorted(glob.glob(path)) if glob.has_magic(path) else [path]
+
+
+@attrs.frozen
+class LibraryDeclaration:
+    """The plugin-EP library a kind lives in: registration name and package or path."""
+
+    name: str
+    package: str | None = None
+    path: str | None = None
+
+
+@attrs.frozen
+class KindDeclaration:
+    """A provider kind: its names, library, where it can run and the facts it needs."""
+
+    kind: str
+    ort_name: str
+    aliases: tuple[str, ...] = ()
+    library: LibraryDeclaration | None = None
+    platforms: tuple[str, ...] = ()
+    requires: tuple[str, ...] = ()
+    hardware: str = ""
+    install: str = ""
+    # The catalog's conditions and installs stay checked plain data here (``_CONDITION``,
+    # ``_INSTALL``): only the catalog, never a build, gives them types and meaning.
+    detect: tuple[Mapping[str, Any], ...] | None = None
+    runtime: str | None = None
+    index_url: str | None = None
+    cuda_min: int | None = None
+    alternatives: tuple[Mapping[str, Any], ...] = ()
+    unless: tuple[str, ...] = ()
+    optional: bool = False
+
+    def installs(self) -> tuple[Mapping[str, Any], ...]:
+        """The catalog's installs for this kind (``_INSTALL``'s fields), in the order to try."""
+        own = {"install": self.install, "runtime": self.runtime, "index_url": self.index_url,
+               "cuda_min": self.cuda_min}  # fmt: skip
+        return (own, *self.alternatives) if self.install else self.alternatives
+
+    def names(self) -> tuple[str, ...]:
+        """Every name the kind claims (kind, aliases, ORT name), lower-case."""
+        return tuple(dict.fromkeys(n.lower() for n in (self.kind, *self.aliases, self.ort_name)))
+
+    def required_probes(self) -> tuple[str, ...]:
+        """The probes whose facts ``requires`` names."""
+        return tuple(dict.fromkeys(r.partition(".")[0] for r in self.requires))
+
+
+@attrs.frozen
+class ProbeDeclaration:
+    """A host probe: its name, facts and (for cached facts) their identity."""
+
+    name: str
+    facts: tuple[str, ...]
+    identity: Identity | None = None
+
+
+@attrs.frozen
+class MetadataKeyDeclaration:
+    """A ``CheckpointMetadata.extra`` key the plugin reads, with its value types."""
+
+    name: str
+    types: tuple[str, ...]
+    description: str = ""
+
+    def value_types(self) -> tuple[type, ...]:
+        """The Python types the names stand for."""
+        return tuple(_TYPE_NAMES[name] for name in self.types)
+
+
+@attrs.frozen
+class PluginDeclaration:
+    """Everything one plugin (one entry point) declares."""
+
+    plugin: str
+    source: str
+    distribution: str = ""
+    kinds: tuple[KindDeclaration, ...] = ()
+    probes: tuple[ProbeDeclaration, ...] = ()
+    hooks: frozenset[str] = frozenset()
+    metadata_keys: tuple[MetadataKeyDeclaration, ...] = ()
+
+    def to_json(self) -> dict[str, object]:
+        """The declaration as its file holds it (for the scan cache)."""
+        found: dict[str, object] = _unstructure(self)
+        return found
+
+    def kind(self, name: str) -> KindDeclaration | None:
+        """The declared kind claiming ``name`` (kind, alias or ORT name, any case)."""
+        wanted = name.lower()
+        return next((k for k in self.kinds if wanted in k.names()), None)
+
+
+# -- checking: one table of fields per object, each field (type, required, converter) ---------
+
+_Field = tuple[Callable[[str, object], Any], bool]
+
+
+def _text(where: str, value: object) -> str:
+    if not isinstance(value, str):
+        raise DeclarationError(f"{where}: expected a string, got {value!r}")
+    return value
+
+
+def _name(where: str, value: object) -> str:
+    text = _text(where, value)
+    if not text:
+        raise DeclarationError(f"{where}: expected a non-empty string, got {value!r}")
+    return text
+
+
+def _texts(where: str, value: object) -> tuple[str, ...]:
+    if not isinstance(value, list):
+        raise DeclarationError(f"{where}: expected a list of strings, got {value!r}")
+    return tuple(_name(f"{where}[{i}]", item) for i, item in enumerate(value))
+
+
+def _flag(where: str, value: object) -> bool:
+    if not isinstance(value, bool):
+        raise DeclarationError(f"{where}: expected true or false, got {value!r}")
+    return value
+
+
+def _requires(where: str, value: object) -> tuple[str, ...]:
+    names = _texts(where, value)
+    for i, name in enumerate(names):
+        probe, dot, fact = name.partition(".")
+        if not (dot and probe and fact):
+            raise DeclarationError(f"{where}[{i}]: expected 'probe.fact', got {name!r}")
+    return names
+
+
+def _hooks(where: str, value: object) -> frozenset[str]:
+    names = _texts(where, value)
+    unknown = sorted(set(names) - HOOKS)
+    if unknown:
+        raise DeclarationError(
+            f"{where}: unknown hook(s) {unknown}; expected some of {', '.join(sorted(HOOKS))}"
+        )
+    return frozenset(names)
+
+
+def _types(where: str, value: object) -> tuple[str, ...]:
+    names = _texts(where, value)
+    unknown = sorted(set(names) - set(_TYPE_NAMES))
+    if not names or unknown:
+        raise DeclarationError(
+            f"{where}: expected type names among {', '.join(_TYPE_NAMES)}, got {value!r}"
+        )
+    return names
+
+
+def _table(cls: type[Any], fields: Mapping[str, _Field]) -> Callable[[str, object], Any]:
+    def build(where: str, value: object) -> Any:
+        if not isinstance(value, dict):
+            raise DeclarationError(f"{where}: expected an object, got {value!r}")
+        unknown = sorted(set(value) - set(fields))
+        if unknown:
+            raise DeclarationError(
+                f"{where}: unknown field(s) {unknown}; expected some of {', '.join(fields)}"
+            )
+        missing = [key for key, (_, required) in fields.items() if required and key not in value]
+        if missing:
+            raise DeclarationError(f"{where}: missing field(s) {missing}")
+        return cls(**{key: fields[key][0](f"{where}.{key}", item) for key, item in value.items()})
+
+    return build
+
+
+def _list_of(item: Callable[[str, object], Any]) -> Callable[[str, object], tuple[Any, ...]]:
+    def build(where: str, value: object) -> tuple[Any, ...]:
+        if not isinstance(value, list):
+            raise DeclarationError(f"{where}: expected a list, got {value!r}")
+        return tuple(item(f"{where}[{i}]", entry) for i, entry in enumerate(value))
+
+    return build
+
+
+def _hex_id(where: str, value: object) -> str:
+    try:
+        int(_name(where, value), 16)
+    except (ValueError, DeclarationError):
+        raise DeclarationError(f"{where}: expected a hex id like '0x10de', got {value!r}") from None
+    return str(value)
+
+
+def _count(where: str, value: object) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise DeclarationError(f"{where}: expected a whole number like 12, got {value!r}")
+    return value
+
+
+def _requirement(where: str, value: object) -> str:
+    from .requirement import Requirement  # deferred: only a declaration with catalog fields
+
+    try:
+        return Requirement.parse(_name(where, value)).text
+    except ValueError as exc:
+        raise DeclarationError(f"{where}: {exc}") from None
+
+
+_CONDITION: Mapping[str, _Field] = {
+    "platform": (_texts, False),
+    "machine": (_texts, False),
+    "pci_vendor": (_hex_id, False),
+    "pci_class": (_hex_id, False),
+    "gpu": (_flag, False),
+    "nvidia_driver": (_flag, False),
+    "macos_min": (_name, False),
+    "vulkan_loader": (_flag, False),
+    "cpu_vendor": (_texts, False),
+    "cpu_flags": (_texts, False),
+}
+_INSTALL: Mapping[str, _Field] = {
+    "install": (_requirement, True),
+    "runtime": (_requirement, False),
+    "index_url": (_name, False),
+    "cuda_min": (_count, False),
+}
+_IDENTITY: Mapping[str, _Field] = {
+    "files": (_texts, False),
+    "site_dirs": (_texts, False),
+    "packages": (_texts, False),
+    "env": (_texts, False),
+    "env_paths": (_texts, False),
+    "libraries": (_texts, False),
+    "system": (_flag, False),
+}
+_LIBRARY: Mapping[str, _Field] = {
+    "name": (_name, True),
+    "package": (_name, False),
+    "path": (_name, False),
+}
+_KIND: Mapping[str, _Field] = {
+    "kind": (_name, True),
+    "ort_name": (_name, True),
+    "aliases": (_texts, False),
+    "library": (_table(LibraryDeclaration, _LIBRARY), False),
+    "platforms": (_texts, False),
+    "requires": (_requires, False),
+    "hardware": (_text, False),
+    "install": (_requirement, False),
+    "detect": (_list_of(_table(dict, _CONDITION)), False),
+    "runtime": (_requirement, False),
+    "index_url": (_name, False),
+    "cuda_min": (_count, False),
+    "alternatives": (_list_of(_table(dict, _INSTALL)), False),
+    "unless": (_texts, False),
+    "optional": (_flag, False),
+}
+_PROBE: Mapping[str, _Field] = {
+    "name": (_name, True),
+    "facts": (_texts, True),
+    "identity": (_table(Identity, _IDENTITY), False),
+}
+_METADATA_KEY: Mapping[str, _Field] = {
+    "name": (_name, True),
+    "types": (_types, True),
+    "description": (_text, False),
+}
+_PLUGIN: Mapping[str, _Field] = {
+    "distribution": (_name, False),
+    "kinds": (_list_of(_table(KindDeclaration, _KIND)), False),
+    "probes": (_list_of(_table(ProbeDeclaration, _PROBE)), False),
+    "hooks": (_hooks, True),
+    "metadata_keys": (_list_of(_table(MetadataKeyDeclaration, _METADATA_KEY)), False),
+}
+
+
+def _check_plugin(declaration: PluginDeclaration, where: str) -> None:
+    """What the tables cannot say: a library names one place; a required probe is declared."""
+    for i, kind in enumerate(declaration.kinds):
+        library = kind.library
+        if library is not None and (library.package is None) == (library.path is None):
+            raise DeclarationError(
+                f"{where}.kinds[{i}].library: expected exactly one of package or path"
+            )
+    if declaration.kinds and "ortplug_provider_types" not in declaration.hooks:
+        raise DeclarationError(
+            f"{where}.hooks: declares kinds, so expected 'ortplug_provider_types' among the hooks"
+        )
+    if declaration.probes and "ortplug_host_probes" not in declaration.hooks:
+        raise DeclarationError(
+            f"{where}.hooks: declares probes, so expected 'ortplug_host_probes' among the hooks"
+        )
+
+
+def parse_declarations(data: object, source: str) -> dict[str, PluginDeclaration]:
+    """Every plugin's declaration in a file's parsed JSON, by entry-point name; checked."""
+    if not isinstance(data, dict):
+        raise DeclarationError(f"{source}: expected a JSON object, got {type(data).__name__}")
+    if data.get("ortplug") != FORMAT:
+        raise DeclarationError(
+            f"{source}: expected \"ortplug\": {FORMAT} (the format version), "
+            f"got {data.get('ortplug')!r}"
+        )
+    unknown = sorted(set(data) - {"ortplug", "plugins"})
+    if unknown:
+        raise DeclarationError(f"{source}: unknown field(s) {unknown}; expected ortplug, plugins")
+    plugins = data.get("plugins")
+    if not isinstance(plugins, dict):
+        raise DeclarationError(f"{source}: plugins: expected an object by entry-point name")
+    found = {}
+    for name, fields in plugins.items():
+        where = f"{source}: plugins.{name}"
+        build = _table(dict, _PLUGIN)
+        parsed = build(where, fields)
+        declaration = PluginDeclaration(plugin=name, source=source, **parsed)
+        _check_plugin(declaration, where)
+        found[name] = declaration
+    return found
+
+
+def _unstructure(value: object) -> Any:
+    if attrs.has(type(value)):
+        out = {}
+        for field in attrs.fields(type(value)):  # type: ignore[arg-type]
+            item = getattr(value, field.name)
+            if field.name in ("plugin", "source") or item == field.default:
+                continue
+            out[field.name] = _unstructure(item)
+        return out
+    if isinstance(value, frozenset):
+        return sorted(value)
+    if isinstance(value, tuple):
+        return [_unstructure(item) for item in value]
+    return value
+
+
+def _top_package(entry_point_value: str) -> str:
+    return entry_point_value.partition(":")[0].strip().partition(".")[0]
+
+
+def source_of(entry_point_value: str) -> str:
+    """How errors name an entry point's declaration file: ``<top-level package>/ortplug.json``."""
+    return f"{_top_package(entry_point_value)}/{FILENAME}"
+
+
+def find_declaration(entry_point_value: str) -> Path | None:
+    """The declaration file of the package an entry point (``module:attr``) lives in, if any.
+
+    Only the top-level package is located (``find_spec`` executes nothing for it).
+    """
+    top = _top_package(entry_point_value)
+    try:
+        spec = importlib.util.find_spec(top)
+    except (ImportError, ValueError):
+        return None
+    locations = list(spec.submodule_search_locations or ()) if spec is not None else []
+    for folder in locations:
+        path = Path(folder, FILENAME)
+        if path.is_file():
+            return path
+    return None
+
+
+def read_declaration(name: str, entry_point_value: str) -> PluginDeclaration | None:
+    """The checked declaration of entry point ``name``, or ``None`` when its package has none.
+
+    Raises :class:`DeclarationError` (one line naming the plugin) when the file does not check,
+    or does not declare this entry point.
+    """
+    path = find_declaration(entry_point_value)
+    if path is None:
+        return None
+    source = source_of(entry_point_value)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise DeclarationError(f"plugin {name!r}: {source}: not readable JSON: {exc}") from None
+    try:
+        declarations = parse_declarations(data, source)
+    except DeclarationError as exc:
+        raise DeclarationError(f"plugin {name!r}: {exc}") from None
+    declaration = declarations.get(name)
+    if declaration is None:
+        raise DeclarationError(
+            f"plugin {name!r}: {source} declares {sorted(declarations) or 'no plugin'}, not the "
+            f"entry point {name!r}; add it under \"plugins\""
+        )
+    return declaration
+
+
+def from_json(name: str, data: object, source: str) -> PluginDeclaration:
+    """A declaration the scan cache kept (as :meth:`PluginDeclaration.to_json` wrote it)."""
+    return parse_declarations({"ortplug": FORMAT, "plugins": {name: data}}, source)[name]
+
+
+def platform_matches(platforms: tuple[str, ...], platform: str | None = None) -> bool:
+    """Whether ``platform`` (default ``sys.platform``) is one of ``platforms`` (empty: any)."""
+    current = sys.platform if platform is None else platform
+    return not platforms or any(current.startswith(p) for p in platforms)

@@ -1,0 +1,161 @@
+"""Plugin declarations: the format is checked with one-line errors, and the scan remembers them."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from ortplug.plugins import CONTRACTS, PluginHost
+from ortplug.plugins.declaration import (
+    HOOKS,
+    DeclarationError,
+    Identity,
+    parse_declarations,
+    read_declaration,
+)
+
+REPOSITORY = Path(__file__).resolve().parents[1]
+SHIPPED = {
+    "cpu": "ortplug_cpu.plugin",
+    "cuda": "ortplug_cuda.plugin",
+    "tensorrt": "ortplug_tensorrt.plugin",
+    "coreml": "ortplug_coreml.plugin",
+    "webgpu": "ortplug_webgpu.plugin",
+    "openvino": "ortplug_openvino:plugin",
+}
+
+_GOOD = {
+    "kinds": [
+        {
+            "kind": "acme",
+            "ort_name": "AcmeExecutionProvider",
+            "aliases": ["npu"],
+            "library": {"name": "ortplug.acme", "package": "onnxruntime_ep_acme"},
+            "platforms": ["linux"],
+            "requires": ["acme.devices"],
+        }
+    ],
+    "probes": [{"name": "acme", "facts": ["devices"], "identity": {"env": ["ACME_HOME"]}}],
+    "hooks": ["ortplug_provider_types", "ortplug_host_probes", "ortplug_offer_providers"],
+    "metadata_keys": [{"name": "acme_tiles", "types": ["int"], "description": "tiles"}],
+}
+
+
+def _parse(plugin: dict[str, object]) -> None:
+    parse_declarations({"ortplug": 1, "plugins": {"acme": plugin}}, "ortplug_acme/ortplug.json")
+
+
+def test_the_hooks_a_declaration_may_list_are_the_hook_specs() -> None:
+    assert frozenset(CONTRACTS) == HOOKS
+
+
+def test_a_good_declaration_reads_back_as_written() -> None:
+    found = parse_declarations({"ortplug": 1, "plugins": {"acme": _GOOD}}, "acme/ortplug.json")
+    declaration = found["acme"]
+    assert declaration.kind("NPU") is declaration.kinds[0]
+    assert declaration.kinds[0].required_probes() == ("acme",)
+    assert declaration.metadata_keys[0].value_types() == (int,)
+    hooks: list[str] = _GOOD["hooks"]  # type: ignore[assignment]
+    assert declaration.to_json() == {**_GOOD, "hooks": sorted(hooks)}
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"hooks": ["ortplug_offer_provider"]}, r"plugins\.acme\.hooks: unknown hook\(s\)"),
+        ({"kinds": [{"kind": "acme"}]}, r"kinds\[0\]: missing field\(s\) \['ort_name'\]"),
+        (
+            {"kinds": [{**_GOOD["kinds"][0], "aliases": "npu"}]},  # type: ignore[index]
+            r"kinds\[0\]\.aliases: expected a list of strings, got 'npu'",
+        ),
+        (
+            {"kinds": [{**_GOOD["kinds"][0], "requires": ["devices"]}]},  # type: ignore[index]
+            r"requires\[0\]: expected 'probe\.fact', got 'devices'",
+        ),
+        (
+            {"probes": [{"name": "acme", "facts": ["devices"], "identity": {"file": []}}]},
+            r"probes\[0\]\.identity: unknown field\(s\) \['file'\]",
+        ),
+        (
+            {"metadata_keys": [{"name": "tiles", "types": ["integer"]}]},
+            r"metadata_keys\[0\]\.types: expected type names",
+        ),
+        (
+            {"kinds": [{**_GOOD["kinds"][0], "library": {"name": "x"}}]},  # type: ignore[index]
+            r"library: expected exactly one of package or path",
+        ),
+        ({"hooks": ["ortplug_offer_providers"]}, r"expected 'ortplug_provider_types'"),
+    ],
+)
+def test_a_bad_declaration_is_one_line_naming_the_field(
+    change: dict[str, object], message: str
+) -> None:
+    with pytest.raises(DeclarationError, match=message) as caught:
+        _parse({**_GOOD, **change})
+    assert "\n" not in str(caught.value)
+    assert "ortplug_acme/ortplug.json: plugins.acme" in str(caught.value)
+
+
+def test_a_file_of_another_format_or_for_another_entry_point_names_the_plugin(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    package = tmp_path / "ortplug_acme"
+    package.mkdir()
+    (package / "__init__.py").write_text("raise SystemExit('never imported')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    (package / "ortplug.json").write_text(json.dumps({"ortplug": 2, "plugins": {}}))
+    with pytest.raises(DeclarationError, match=r"plugin 'acme': ortplug_acme/ortplug.json: "):
+        read_declaration("acme", "ortplug_acme.plugin:hooks")
+    (package / "ortplug.json").write_text(json.dumps({"ortplug": 1, "plugins": {"other": _GOOD}}))
+    with pytest.raises(DeclarationError, match=r"declares \['other'\], not the entry point"):
+        read_declaration("acme", "ortplug_acme.plugin:hooks")
+    (package / "ortplug.json").write_text("{")
+    with pytest.raises(DeclarationError, match="not readable JSON"):
+        read_declaration("acme", "ortplug_acme")
+    assert "ortplug_acme" not in sys.modules
+
+
+@pytest.mark.parametrize("name", sorted(SHIPPED))
+def test_every_shipped_plugin_ships_a_declaration_that_checks(name: str) -> None:
+    declaration = read_declaration(name, SHIPPED[name])
+    assert declaration is not None
+    assert [kind.kind for kind in declaration.kinds] == [name]
+    assert [probe.name for probe in declaration.probes] == [name]
+
+
+def test_an_identity_is_stats_and_environment_without_importing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "a.json").write_text("{}")
+    monkeypatch.setenv("ACME_HOME", "/opt/acme")
+    identity = Identity(files=(str(tmp_path / "*.json"),), env=("ACME_HOME",))
+    before = identity()
+    assert before["env"] == {"ACME_HOME": "/opt/acme"}
+    (tmp_path / "b.json").write_text("{}")  # a new driver file: the identity changes
+    assert identity() != before
+
+
+def test_the_scan_remembers_each_plugins_declaration(tmp_path: Path) -> None:
+    """A fresh process reads the declarations from the remembered scan, importing no plugin."""
+    script = (
+        "import sys\n"
+        "from ortplug.plugins import _entry_points\n"
+        "rows = {e.name: e for e in _entry_points.discover('ortplug')}\n"
+        "print(sorted(k['kind'] for k in rows['cuda'].declaration['kinds']))\n"
+        "print('ortplug_cuda.plugin' in sys.modules)\n"
+    )
+    env = {**os.environ, "ORTPLUG_CACHE_DIR": str(tmp_path)}
+    for _ in range(2):  # the scan, then the remembered scan
+        command = [sys.executable, "-c", script]
+        done = subprocess.run(command, env=env, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.split() == ["['cuda']", "False"]
+    assert len(list((tmp_path / "entry-points").glob("*.json"))) == 1
+
+
+def test_a_plugin_host_still_loads_every_plugin_by_default() -> None:
+    assert {"cpu", "cuda"} <= set(PluginHost(environ={}).plugin_names())

@@ -1,0 +1,280 @@
+"""Declared plugins: imported only when in play, held to their word, and shipped plugins first."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from ortplug import CheckpointMetadata, OptionError, OrtplugPluginWarning, PluginHost
+from ortplug.plugins import ProviderDecline, ProviderOffer
+from ortplug.testing import make_host
+
+META = CheckpointMetadata(input_names=["x"], output_names=["y"])
+ACCELERATOR_MODULES = (
+    "ortplug_cuda",
+    "ortplug_tensorrt",
+    "ortplug_coreml",
+    "ortplug_webgpu",
+    "ortplug_openvino",
+)
+
+_PLUGIN = """\
+from typing import ClassVar
+import attrs
+from ortplug import HostProbe, ProviderDecline, ProviderOffer, ProviderType, hookimpl
+
+@attrs.frozen
+class Config:
+    kind: ClassVar[str] = {kind!r}
+    def to_ort(self):
+        return "AzureExecutionProvider", {{}}
+
+@hookimpl
+def ortplug_provider_types():
+    yield ProviderType({kind!r}, {ort_name!r}, Config, aliases={aliases!r})
+
+@hookimpl
+def ortplug_host_probes():
+    yield HostProbe(name={probe!r}, facts=("devices",), detect=lambda: {{"devices": {devices!r}}})
+
+@hookimpl
+def ortplug_offer_providers(host):
+    if host.fact({probe!r}, "devices"):
+        yield ProviderOffer(Config(), preference=10, reason="a device")
+    else:
+        yield ProviderDecline({kind!r}, "no device")
+"""
+
+
+def _declaration(kind: str, ort_name: str, aliases: list[str], probe: str) -> dict[str, object]:
+    return {
+        "kinds": [
+            {
+                "kind": kind,
+                "ort_name": ort_name,
+                "aliases": aliases,
+                "requires": [f"{probe}.devices"],
+            }
+        ],
+        "probes": [{"name": probe, "facts": ["devices"], "identity": {"env": ["ACME_HOME"]}}],
+        "hooks": ["ortplug_provider_types", "ortplug_host_probes", "ortplug_offer_providers"],
+    }
+
+
+def _install(
+    site: Path,
+    name: str,
+    *,
+    kind: str | None = None,
+    ort_name: str | None = None,
+    aliases: tuple[str, ...] = (),
+    probe: str | None = None,
+    devices: list[str] | None = None,
+    declared: dict[str, object] | None | bool = True,
+) -> str:
+    """A distribution ``ortplug-<name>``, entry point ``<name>``, as pip leaves it; its module."""
+    kind, probe = kind or name, probe or name
+    ort_name = ort_name or f"{name.capitalize()}ExecutionProvider"
+    dist = site / f"ortplug_{name}-1.0.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: ortplug-{name}\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text(f"[ortplug]\n{name} = ortplug_{name}.plugin\n")
+    package = site / f"ortplug_{name}"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    body = _PLUGIN.format(
+        kind=kind, ort_name=ort_name, aliases=aliases, probe=probe, devices=devices or []
+    )
+    (package / "plugin.py").write_text(body)
+    if declared:
+        fields = declared if isinstance(declared, dict) else None
+        fields = fields or _declaration(kind, ort_name, list(aliases), probe)
+        text = json.dumps({"ortplug": 1, "plugins": {name: fields}})
+        (package / "ortplug.json").write_text(text)
+    return f"ortplug_{name}.plugin"
+
+
+@pytest.fixture
+def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    folder = tmp_path / "site"
+    folder.mkdir()
+    monkeypatch.syspath_prepend(str(folder))
+    return folder
+
+
+def test_a_declared_plugin_is_imported_when_a_name_it_declares_is_looked_up(site: Path) -> None:
+    module = _install(site, "acmea", aliases=("npua",))
+    host = PluginHost(environ={})
+    registry = host.provider_registry()
+    assert "acmea" in registry.kinds() and registry.has_kind("acmea")
+    assert module not in sys.modules
+    assert host.metadata_problems(META) == []
+    assert module not in sys.modules
+    assert registry.parse("NPUA").kind == "acmea"
+    assert module in sys.modules
+
+
+def test_cached_facts_rule_a_declared_plugin_out_without_importing_it(site: Path) -> None:
+    _install(site, "acmeb")
+    first = PluginHost(environ={})
+    assert first.host_capabilities().fact("acmeb", "devices") == []  # probed, and cached
+    second = PluginHost(environ={})
+    host = second.host_capabilities()
+    assert host.facts["acmeb"] == {"devices": []}  # the cached facts, shown unimported
+    answers = second.offer_providers(META, host)
+    (decline,) = [a for a in answers if getattr(a, "kind", None) == "acmeb"]
+    assert decline == ProviderDecline(
+        "acmeb",
+        "needs acmeb.devices, which is [] here (declared; the plugin is not imported)",
+        "acmeb",
+    )
+    assert "acmeb" not in {name for name, _ in second._pm.list_name_plugin()}
+
+
+def test_an_override_brings_a_ruled_out_plugin_back_in_play(site: Path) -> None:
+    _install(site, "acmec")
+    PluginHost(environ={}).host_capabilities()  # caches "no device"
+    forced = PluginHost(environ={"ORTPLUG_OVERRIDE_ACMEC_DEVICES": '["npu0"]'})
+    answers = forced.offer_providers(META, forced.host_capabilities())
+    offers = [a for a in answers if isinstance(a, ProviderOffer) and a.config.kind == "acmec"]
+    assert [o.reason for o in offers] == ["a device"]
+
+
+def test_an_offer_is_testable_with_injected_facts_and_no_cache(site: Path) -> None:
+    _install(site, "acmed")
+    host = PluginHost(environ={})
+    answers = host.offer_providers(META, make_host(acmed={"devices": ["npu0"]}))
+    offers = [a for a in answers if isinstance(a, ProviderOffer) and a.config.kind == "acmed"]
+    assert [o.reason for o in offers] == ["a device"]
+    answers = host.offer_providers(META, make_host(acmed={"devices": []}))
+    (decline,) = [a for a in answers if getattr(a, "kind", None) == "acmed"]
+    assert decline.reason == "no device"  # the plugin's own reason: it is imported by now
+
+
+def test_a_plugin_unlike_its_declaration_is_skipped_with_one_line(site: Path) -> None:
+    declared = _declaration("acmee", "AcmeeExecutionProvider", ["npue"], "acmee")
+    _install(site, "acmee", aliases=("other",), declared=declared)
+    host = PluginHost(environ={})
+    with pytest.warns(OrtplugPluginWarning) as caught:
+        with pytest.raises(OptionError, match="its plugin 'acmee' failed in declaration"):
+            host.provider_registry().parse("acmee")
+    (message,) = [str(w.message) for w in caught if "'acmee'" in str(w.message)]
+    assert "\n" not in message
+    assert "ortplug_acmee/ortplug.json declares kinds" in message
+    assert "aliases ['npue']" in message and "aliases ['other']" in message
+
+
+def test_a_broken_declaration_names_the_plugin_and_the_plugin_still_works(site: Path) -> None:
+    _install(site, "acmef", declared={"hooks": ["ortplug_offer_provider"]})
+    with pytest.warns(OrtplugPluginWarning, match=r"'acmef' .*failed in declaration: .*unknown"):
+        host = PluginHost(environ={})
+    assert host.provider_registry().parse("acmef").kind == "acmef"
+
+
+def test_an_undeclared_plugin_is_imported_at_start_and_listed_with_the_fix(site: Path) -> None:
+    module = _install(site, "acmeg", declared=False)
+    host = PluginHost(environ={})
+    assert module in sys.modules
+    (row,) = [row for row in host.plugin_infos() if row.name == "acmeg"]
+    assert row.status == "active"
+    assert row.note is not None and "ortplug.json" in row.note
+    assert all(r.note is None for r in host.plugin_infos() if r.name == "cuda")
+
+
+# -- precedence: the shipped plugins' names are theirs ----------------------------------------
+
+
+@pytest.mark.parametrize("declared", [True, False])
+def test_a_third_party_cannot_take_a_shipped_kind(site: Path, declared: bool) -> None:
+    _install(site, "zcpu", kind="cpu", ort_name="CPUExecutionProvider", declared=declared)
+    with pytest.warns(OrtplugPluginWarning) as caught:
+        host = PluginHost(environ={})
+        spec = host.provider_registry().lookup("cpu")
+        host.plugin_infos()
+    assert spec.plugin == "cpu"
+    (message,) = [str(w.message) for w in caught if "'zcpu'" in str(w.message)]
+    assert "already claimed by plugin 'cpu' (ortplug-cpu" in message
+    assert "this plugin (ortplug-zcpu 1.0) is skipped" in message
+
+
+def test_a_third_party_cannot_take_a_shipped_probe_name(site: Path) -> None:
+    _install(site, "zprobe", probe="cuda")
+    with pytest.warns(OrtplugPluginWarning, match="probe name 'cuda' is already claimed by plugin"):
+        host = PluginHost(environ={})
+        host.provider_registry().kinds()
+    assert {row.name: row.status for row in host.plugin_infos()}["cuda"] == "active"
+
+
+def test_a_blocked_provider_says_what_blocks_it() -> None:
+    host = PluginHost(environ={"ORTPLUG_PLUGINS": "cpu"})
+    with pytest.raises(OptionError) as caught:
+        host.provider_registry().parse("cuda")
+    assert "its plugin 'cuda' is blocked by ORTPLUG_PLUGINS=" in str(caught.value)
+    host = PluginHost(environ={"ORTPLUG_DISABLE_PLUGINS": "tensorrt"})
+    with pytest.raises(OptionError, match="blocked by ORTPLUG_DISABLE_PLUGINS="):
+        host.provider_registry().parse("trt")
+
+
+# -- a CPU-only host imports no accelerator plugin ---------------------------------------------
+
+_BUILD = """\
+import sys
+import numpy as np
+from ortplug import LocalCheckpoint, OnnxBackend
+from ortplug.testing import demo_model
+providers = None if sys.argv[1] == "policy" else sys.argv[1].split(",")
+backend = OnnxBackend.from_checkpoint(LocalCheckpoint(demo_model()).resolve(), providers=providers)
+backend.run({"x": np.zeros((1, 8), np.float32)})
+print(" ".join(sorted({m.partition(".")[0] for m in sys.modules if m.startswith("ortplug_")})))
+"""
+
+#: Which plugins offered a provider here (an Intel host's OpenVINO may): they are in play.
+_OFFERING = """from ortplug import LocalCheckpoint, ProviderOffer, get_plugin_host
+from ortplug.testing import demo_model
+plugins = get_plugin_host()
+checkpoint = LocalCheckpoint(demo_model()).resolve()
+answers = plugins.offer_providers(checkpoint.metadata, plugins.host_capabilities(), checkpoint)
+print(" ".join(f"ortplug_{a.plugin}" for a in answers if isinstance(a, ProviderOffer)))
+"""
+
+_CLI = """\
+import sys
+from ortplug.cli.main import main
+main(["run", "--repeat", "1", "--json"])
+print(" ".join(sorted({m.partition(".")[0] for m in sys.modules if m.startswith("ortplug_")})))
+"""
+
+
+def _imported(code: str, *args: str, cache: Path) -> set[str]:
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("ORTPLUG_OVERRIDE_", "ORTPLUG_WEBGPU_"))
+    }
+    env["ORTPLUG_CACHE_DIR"] = str(cache)
+    done = subprocess.run(
+        [sys.executable, "-c", code, *args], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    return set(done.stdout.splitlines()[-1].split())
+
+
+def test_a_cpu_only_build_imports_no_accelerator_plugin(tmp_path: Path) -> None:
+    """Once the probes' facts are cached, a build and ``ortplug run`` import only what can run.
+
+    Checked in fresh processes: the policy's build and ``ortplug run`` import no
+    accelerator plugin that offers nothing here; an explicit ``cpu`` chain none at all.
+    """
+    first = _imported(_BUILD, "policy", cache=tmp_path)  # probes run, their facts are cached
+    assert set(ACCELERATOR_MODULES) - {"ortplug_coreml"} <= first
+    offering = _imported(_OFFERING, cache=tmp_path)
+    for code, args in ((_BUILD, ("policy",)), (_CLI, ())):
+        imported = _imported(code, *args, cache=tmp_path)
+        assert "ortplug_cpu" in imported
+        assert not (imported & set(ACCELERATOR_MODULES)) - offering, (code, args)
+    assert not _imported(_BUILD, "cpu", cache=tmp_path) & set(ACCELERATOR_MODULES)

@@ -1,0 +1,114 @@
+"""Hardware detection from plain files under a fake root: GPUs, drivers, macOS, Vulkan, CPU."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import fake_roots
+import pytest
+
+from ortplug.hardware import HARDWARE_ROOT_ENV, cuda_major_for_driver, detect_hardware
+
+_LINUX = {"ORTPLUG_OVERRIDE_PLATFORM": "linux", "ORTPLUG_OVERRIDE_MACHINE": "x86_64"}
+
+
+def test_nvidia_gpu_with_its_driver_and_cuda_major(tmp_path: Path) -> None:
+    hw = detect_hardware(fake_roots.nvidia(tmp_path), _LINUX)
+    (gpu,) = hw.gpus()
+    assert (gpu.vendor_name, gpu.device, gpu.describe()) == ("NVIDIA", 0x2335, "NVIDIA H200")
+    assert (hw.nvidia_driver, hw.cuda_major) == ("580.65.06", 13)
+
+
+def test_a_real_h200_hosts_files(tmp_path: Path) -> None:
+    hw = detect_hardware(fake_roots.h200(tmp_path), _LINUX)
+    assert [g.describe() for g in hw.gpus()] == ["NVIDIA H200"]
+    assert (hw.nvidia_driver, hw.cuda_major, hw.cpu_vendor) == ("580.159.04", 13, "GenuineIntel")
+    assert hw.vulkan_loader is None and hw.render_nodes == ()
+
+
+def test_the_open_kernel_modules_version_line(tmp_path: Path) -> None:
+    line = "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  575.57.08  Release Build\n"
+    (tmp_path / "proc/driver/nvidia").mkdir(parents=True)
+    (tmp_path / "proc/driver/nvidia/version").write_text(line)
+    hw = detect_hardware(tmp_path, _LINUX)
+    assert (hw.nvidia_driver, hw.cuda_major) == ("575.57.08", 12)
+
+
+def test_an_nvidia_gpu_without_its_driver_is_seen_by_pci_id_alone(tmp_path: Path) -> None:
+    hw = detect_hardware(fake_roots.nvidia(tmp_path, driver=None), _LINUX)
+    assert [g.describe() for g in hw.gpus()] == ["NVIDIA GPU 0x2335"]
+    assert (hw.nvidia_driver, hw.cuda_major) == (None, None)
+
+
+@pytest.mark.parametrize(
+    ("driver", "major"),
+    [("580.65.06", 13), ("590.1", 13), ("579.99", 12), ("525.60.13", 12), ("470.1", 11),
+     ("440.1", None), (None, None), ("garbage", None)],
+)  # fmt: skip
+def test_driver_branches_map_to_nvidias_minimum_driver_table(
+    driver: str | None, major: int | None
+) -> None:
+    assert cuda_major_for_driver(driver) == major
+
+
+def test_amd_gpu_with_vulkan(tmp_path: Path) -> None:
+    hw = detect_hardware(fake_roots.amd_gpu(tmp_path), _LINUX)
+    assert [g.vendor_name for g in hw.gpus()] == ["AMD"]
+    assert hw.vulkan_loader == "/usr/lib/x86_64-linux-gnu/libvulkan.so.1"
+    assert hw.vulkan_icds == ("lvp_icd.x86_64.json", "radeon_icd.x86_64.json")
+    assert hw.render_nodes == ("renderD128",)
+    assert hw.nvidia_driver is None
+
+
+def test_intel_gpu_npu_and_cpu(tmp_path: Path) -> None:
+    hw = detect_hardware(fake_roots.intel_gpu(tmp_path), _LINUX)
+    assert [g.vendor_name for g in hw.gpus()] == ["Intel"]
+    assert hw.to_dict()["accelerators"] == ["Intel accelerator 0x7d1d"]
+    assert hw.cpu_vendor == "GenuineIntel"
+    assert {"avx2", "avx512_vnni"} <= hw.cpu_flags
+
+
+def test_apple_silicon_from_the_system_version_file(tmp_path: Path) -> None:
+    env = {"ORTPLUG_OVERRIDE_PLATFORM": "darwin", "ORTPLUG_OVERRIDE_MACHINE": "arm64"}
+    hw = detect_hardware(fake_roots.apple_silicon(tmp_path, "14.5"), env)
+    assert (hw.platform, hw.machine, hw.macos_version) == ("darwin", "arm64", "14.5")
+    assert hw.pci == () and hw.cpu_vendor is None
+
+
+def test_vulkan_only_host_has_a_render_node_and_no_pci_gpu(tmp_path: Path) -> None:
+    hw = detect_hardware(fake_roots.vulkan_only(tmp_path), _LINUX)
+    assert hw.gpus() == ()
+    assert hw.render_nodes == ("renderD128",)
+    assert hw.vulkan_icds == ("panfrost_icd.aarch64.json",)
+    assert hw.cpu_vendor == "0x41" and "asimddp" in hw.cpu_flags
+
+
+def test_bare_cpu_host(tmp_path: Path) -> None:
+    hw = detect_hardware(fake_roots.bare_cpu(tmp_path), _LINUX)
+    assert hw.gpus() == () and hw.render_nodes == () and hw.vulkan_loader is None
+    assert [d.vendor_name for d in hw.pci] == ["Intel", "virtio"]  # host bridge, NIC
+    assert (hw.cpu_vendor, hw.macos_version, hw.cuda_major) == ("AuthenticAMD", None, None)
+
+
+def test_an_empty_or_missing_root_sees_nothing_and_never_raises(tmp_path: Path) -> None:
+    hw = detect_hardware(tmp_path / "absent", _LINUX)
+    assert hw.to_dict() == {
+        "platform": "linux", "machine": "x86_64", "gpus": [], "accelerators": [],
+        "render_nodes": [], "nvidia_driver": None, "cuda_major": None, "macos_version": None,
+        "vulkan_loader": None, "vulkan_icds": [], "cpu_vendor": None, "cpu_flags": [],
+    }  # fmt: skip
+
+
+def test_unreadable_and_malformed_files_are_skipped(tmp_path: Path) -> None:
+    fake_roots.pci(tmp_path, "0000:01:00.0", 0x10DE, 0x2335, 0x030200)
+    (tmp_path / "sys/bus/pci/devices/0000:01:00.0/class").write_text("not hex\n")
+    plist = tmp_path / "System/Library/CoreServices/SystemVersion.plist"
+    plist.parent.mkdir(parents=True)
+    plist.write_text("<not a plist")
+    hw = detect_hardware(tmp_path, _LINUX)
+    assert hw.pci == () and hw.macos_version is None
+
+
+def test_the_root_comes_from_the_environment(tmp_path: Path) -> None:
+    env = {**_LINUX, HARDWARE_ROOT_ENV: str(fake_roots.nvidia(tmp_path))}
+    assert detect_hardware(environ=env).nvidia_driver == "580.65.06"

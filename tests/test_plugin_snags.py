@@ -1,0 +1,126 @@
+"""What a new plugin author ran into (issue 23's snags), each pinned by a test."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import attrs
+import models
+import pytest
+from ortplug import InMemoryCheckpoint, OnnxBackend, OrtplugPluginWarning, PluginHost
+from ortplug.errors import OptionError, ProviderNotRealizedError
+from ortplug.plugins import (
+    CheckpointMetadata,
+    EpLibrary,
+    EpPackagePlugin,
+    HostProbe,
+    LibraryProvider,
+    ProviderDecline,
+    ProviderOffer,
+    hookimpl,
+)
+from ortplug.ep_libraries import ensure_library
+from ortplug.testing import make_host, make_plugin_host
+from ortplug_cpu import CpuProvider
+
+META = CheckpointMetadata(input_names=["a", "b"], output_names=["c"])
+
+
+@pytest.mark.parametrize(
+    ("build", "message"),
+    [
+        (
+            lambda: ProviderOffer(CpuProvider(), "high", "fast"),
+            "ProviderOffer.preference: expected int, got str 'high'",
+        ),
+        (
+            lambda: ProviderOffer(CpuProvider(), True, "fast"),
+            "ProviderOffer.preference: expected int, got bool True",
+        ),
+        (lambda: ProviderDecline("acme", None), "ProviderDecline.reason: expected str, got"),
+    ],
+)
+def test_a_wrong_field_of_an_offer_is_one_line(build, message) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(TypeError) as caught:
+        build()
+    assert str(caught.value).startswith(message) and "\n" not in str(caught.value)
+    assert "Attribute(" not in str(caught.value)
+
+
+class _OneWrongItem:
+    @hookimpl
+    def ortplug_offer_providers(self):
+        yield ProviderOffer(CpuProvider(threads=1), preference=3, reason="kept")
+        yield "not an offer"
+
+
+def test_one_wrong_item_leaves_the_rest_of_the_answer(plugin_host: PluginHost, cpu_host) -> None:
+    assert plugin_host.register(_OneWrongItem(), name="sloppy")
+    with pytest.warns(OrtplugPluginWarning, match="got str 'not an offer'; 1 such item"):
+        answers = plugin_host.offer_providers(META, cpu_host)
+    assert [a.reason for a in answers if a.plugin == "sloppy"] == ["kept"]
+
+
+def test_hostprobe_types_are_json_types_and_say_so() -> None:
+    HostProbe(name="acme", facts=("n",), detect=dict, types={"n": (int, float)})
+    with pytest.raises(OptionError, match=r"HostProbe.types\['n'\]: expected one of bool, int"):
+        HostProbe(name="acme", facts=("n",), detect=dict, types={"n": tuple})
+
+
+@attrs.frozen(kw_only=True)
+class _JsonProvider(LibraryProvider):
+    kind: ClassVar[str] = "jsonep"
+    ort_name: ClassVar[str] = "JsonExecutionProvider"
+
+
+def test_a_package_that_is_no_plugin_ep_package_says_so() -> None:
+    """``json`` has no get_library_path(): the status and an explicit chain say what is wrong."""
+    library = EpLibrary("ortplug.jsonep", ("JsonExecutionProvider",), package="json")
+    problem = ensure_library(library).problem()
+    assert problem is not None and "'json' has no get_library_path()" in problem
+    assert "EpLibrary(path=...)" in problem
+    plugins = make_plugin_host(("jsonep", EpPackagePlugin("json", _JsonProvider)))
+    checkpoint = InMemoryCheckpoint(models.add_model()).resolve()
+    with pytest.raises(ProviderNotRealizedError, match="has no get_library_path"):
+        OnnxBackend.from_checkpoint(checkpoint, providers=["jsonep", "cpu"], plugins=plugins)
+
+
+def test_a_plugin_ep_offer_is_testable_with_injected_facts_and_no_library() -> None:
+    """make_host facts (or overrides) stand for the library: the core does not load a real one."""
+    plugin = EpPackagePlugin("onnxruntime_ep_absent", _JsonProvider, preference=30)
+    plugins = make_plugin_host(("jsonep", plugin))
+    device = {"ep_name": "JsonExecutionProvider", "type": "NPU", "vendor": "Acme", "name": "N1"}
+    host = make_host(jsonep={"devices": [device], "library": "/nowhere.so", "error": None})
+    answers = plugins.offer_providers(META, host)
+    offers = [a for a in answers if isinstance(a, ProviderOffer) and a.config.kind == "jsonep"]
+    assert [o.preference for o in offers] == [30]
+    forced = make_plugin_host(
+        ("jsonep", plugin), environ={"ORTPLUG_OVERRIDE_JSONEP_DEVICES": f"[{device!r}]".replace("'", '"')}
+    )
+    answers = forced.offer_providers(META, forced.host_capabilities())
+    assert any(isinstance(a, ProviderOffer) and a.config.kind == "jsonep" for a in answers)
+
+
+class _BrokenPolicyHooks:
+    @hookimpl
+    def ortplug_offer_providers(self):
+        raise RuntimeError("offer bug")
+
+    @hookimpl
+    def ortplug_adjust_session_options(self):
+        raise RuntimeError("options bug")
+
+
+def test_doctor_fails_a_plugin_whose_policy_hooks_fail(plugin_host: PluginHost) -> None:
+    from ortplug.doctor import run_checks
+
+    assert plugin_host.register(_BrokenPolicyHooks(), name="broken")
+    with pytest.warns(OrtplugPluginWarning):
+        checks = run_checks(plugin_host)
+    failed = {check.detail for check in checks if not check.ok and check.name == "plugin broken"}
+    assert failed == {
+        "failed in ortplug_offer_providers: RuntimeError: offer bug",
+        "failed in ortplug_adjust_session_options: RuntimeError: options bug",
+    }
+    (row,) = [row for row in plugin_host.plugin_infos() if row.name == "broken"]
+    assert row.status == "failing"
