@@ -372,14 +372,15 @@ def test_bench_save_claims_only_a_measured_speedup(tmp_path) -> None:
     model = models.write(tmp_path, "mm.onnx", models.matmul_model())
     cache = str(tmp_path / "cache")
     done = _cli("bench", str(model), "--providers", "cpu", "--threads", "1", "--rounds", "2",
-                "--calls", "3", "--save", "--json", ORTPLUG_CACHE_DIR=cache)  # fmt: skip
+                "--calls", "3", "--save", "--json", ORTPLUG_CACHE_DIR=cache, ORTPLUG_PLUGINS="cpu")  # fmt: skip
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     baseline = result["rows"][0]
     assert baseline["label"] == result["baseline"] == "policy (cpu) / default threads"
     assert (baseline["threads"], baseline["ratio"]) == (None, 1.0)  # the default was measured
     run = json.loads(
-        _cli("run", str(model), "--json", "--repeat", "1", ORTPLUG_CACHE_DIR=cache).stdout
+        _cli("run", str(model), "--json", "--repeat", "1", ORTPLUG_CACHE_DIR=cache,
+             ORTPLUG_PLUGINS="cpu").stdout
     )
     reason = run["chain"][0]["reason"]
     if result["best"] == result["baseline"]:
@@ -411,6 +412,7 @@ def test_a_saved_winner_drives_run_and_info(tmp_path, monkeypatch, capsys) -> No
     model = models.write(tmp_path, "mm.onnx", models.matmul_model())
     args = ["bench", str(model), "--threads", "1", "--rounds", "3", "--calls", "1", "--save"]
     usable = {"ORTPLUG_OVERRIDE_CPU_USABLE_CPUS": "2", "ORTPLUG_OVERRIDE_CPU_LOGICAL_CPUS": "4"}
+    usable["ORTPLUG_PLUGINS"] = "cpu"  # the policy's default is the CPU on any host
     for name, value in usable.items():  # default threads: 2, so the 1-thread candidate differs
         monkeypatch.setenv(name, value)
     assert main([*args, "--json"]) == 0

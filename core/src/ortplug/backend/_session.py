@@ -469,10 +469,20 @@ def create_session(
         _log.warning("dropping %s from the chain: %s", culprit, cause)
         messages.append(cause)
         remaining.remove(next(entry for entry in remaining if entry[0] == culprit))
+    session = _as_served(session, chain)
     realized = tuple(session.get_providers())
     _enforce(requested, realized, messages, strict, declines)
     _log.info("session for %s: requested %s, realized %s", label, requested, realized)
     return SessionBuild(session, requested, tuple(messages))
+
+
+def _as_served(session: Any, chain: Sequence[ProviderConfig]) -> Any:
+    """The session as the chain's test providers serve it (``ortplug.testing.misbehaving``)."""
+    for config in chain:
+        wrap = getattr(config, "ortplug_testing_wrap", None)
+        if callable(wrap):
+            session = wrap(session)
+    return session
 
 
 def _join(messages: Sequence[str], extra: str = "") -> str:
