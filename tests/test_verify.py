@@ -103,8 +103,9 @@ def test_variants_round_trip_and_name_what_is_wrong(checkpoint) -> None:
 def test_a_missing_variant_file_names_the_variant(checkpoint) -> None:
     assert checkpoint.weights_path is not None
     (checkpoint.weights_path.parent / "mlp.fp16.onnx").unlink()
+    resolved = LocalCheckpoint(checkpoint.weights_path).resolve()  # read when chosen, not before
     with pytest.raises(MissingFileError, match="variant 'fp16' of .*mlp.onnx: file not found"):
-        LocalCheckpoint(checkpoint.weights_path).resolve()
+        select_variant(resolved, "fp16")
 
 
 def test_a_variant_must_have_the_reference_interface(checkpoint) -> None:

@@ -16,10 +16,11 @@ import contextlib
 import json
 import os
 import stat
+import warnings
 from collections.abc import Mapping
 from pathlib import Path
 
-from .errors import CacheError
+from .errors import CacheError, OrtplugCacheWarning
 
 __all__ = [
     "CACHE_ENV",
@@ -32,6 +33,7 @@ __all__ = [
     "read_cache_file",
     "remove_entries",
     "touch",
+    "trusted_folder",
 ]
 
 #: Environment variable that moves the cache root.
@@ -56,23 +58,126 @@ def _fix(root: Path) -> str:
     return f"set {CACHE_ENV} to a writable directory (now: {root})"
 
 
+def _private_group(gid: int, uid: int) -> bool:
+    """Whether group ``gid`` is this user's own (a user-private group, which umask 002 systems give)."""
+    import grp  # deferred: only a group-writable folder asks
+    import pwd
+
+    try:
+        group, user = grp.getgrgid(gid), pwd.getpwuid(uid)
+    except KeyError:
+        return False
+    return group.gr_name == user.pw_name and set(group.gr_mem) <= {user.pw_name}
+
+
+def _foreign_writers(path: Path, info: os.stat_result) -> str | None:
+    """Why another user could change what ``path`` holds (as pip and ssh refuse), or ``None``."""
+    if os.name != "posix":
+        return None
+    uid, mode = os.getuid(), stat.S_IMODE(info.st_mode)
+    if info.st_uid not in (uid, 0):
+        return f"{path} belongs to another user (uid {info.st_uid}), who could plant records in it"
+    group = mode & stat.S_IWGRP and not _private_group(info.st_gid, uid)
+    if mode & stat.S_IWOTH or group:
+        who = "every user" if mode & stat.S_IWOTH else "its group"
+        return (
+            f"{path} is writable by {who} (mode {mode:o}), who could plant records in it; "
+            f"run `chmod go-w {path}`"
+        )
+    return None
+
+
+def _unusable(path: Path, info: os.stat_result) -> str | None:
+    """Why ``path`` (already stat'ed, links not followed below the root) cannot hold ortplug's files."""
+    if stat.S_ISLNK(info.st_mode):
+        return f"{path} is a symbolic link (ortplug never follows one inside its cache)"
+    if not stat.S_ISDIR(info.st_mode):
+        return f"{path} is not a directory"
+    return _foreign_writers(path, info)
+
+
+#: What :func:`_prepare` says of a folder that does not exist (and was not to be created).
+_ABSENT = "absent"
+
+
+def _prepare(
+    parts: tuple[str, ...], environ: Mapping[str, str] | None, create: bool
+) -> tuple[Path, str | None]:
+    """``<root>/<parts...>`` and why it cannot be used (``None``: it can), creating it if asked.
+
+    The root may be a symbolic link (a cache moved to another disk); nothing below it may.
+    Every level must be a directory only this user (or root) can write: ortplug reads back
+    what it finds there. Folders are created private (0700).
+    """
+    current = cache_root(environ)
+    for level, name in enumerate(("", *parts)):
+        current = current / name if level else current
+        look = os.stat if level == 0 else os.lstat
+        try:
+            info = look(current)
+        except FileNotFoundError:
+            if not create:
+                return current, _ABSENT
+            try:
+                if level == 0:
+                    os.makedirs(current, 0o700, exist_ok=True)
+                else:
+                    os.mkdir(current, 0o700)
+            except FileExistsError:
+                pass  # another process made it: checked below like any other
+            except OSError as exc:
+                return current, f"{current} cannot be created ({exc.strerror or exc})"
+            try:
+                info = look(current)
+            except OSError as exc:
+                return current, f"{current} cannot be used ({exc.strerror or exc})"
+        except OSError as exc:  # a file on the way, a symlink loop, a folder we may not enter
+            return current, f"{current} cannot be used ({exc.strerror or exc})"
+        problem = _unusable(current, info)
+        if problem is not None:
+            return current, problem
+    return current, None
+
+
 def cache_dir(*parts: str, environ: Mapping[str, str] | None = None) -> Path:
     """Create (if needed) and return ``<cache root>/<parts...>``.
 
     Raises :class:`~ortplug.errors.CacheError` (an ``OSError``) naming the
-    directory and ``ORTPLUG_CACHE_DIR`` when it cannot be created (for
-    instance when the variable points at a file).
+    directory and ``ORTPLUG_CACHE_DIR`` when it cannot be created or used (the
+    variable points at a file, a folder on the way is a symbolic link or
+    writable by other users).
     """
     root = cache_root(environ)
-    path = root.joinpath(*parts)
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
+    path, problem = _prepare(parts, environ, create=True)
+    if problem is not None:
         raise CacheError(
-            f"ortplug cache directory {path} cannot be created ({exc.strerror or exc}); "
-            f"{_fix(root)}"
-        ) from exc
+            f"ortplug cache directory {root.joinpath(*parts)} cannot be created or used: "
+            f"{problem}; {_fix(root)}"
+        )
     return path
+
+
+_warned: set[str] = set()
+
+
+def trusted_folder(*parts: str, create: bool = False) -> Path | None:
+    """``<cache root>/<parts...>`` when ortplug may keep and read back records there, else ``None``.
+
+    ``None`` without a word when it does not exist (and ``create`` is false); otherwise
+    an unusable folder (see :func:`cache_dir`) is one :class:`~ortplug.errors.OrtplugCacheWarning`
+    per process, and the caller goes on without its cache: a cache is an optimization.
+    """
+    path, problem = _prepare(parts, None, create)
+    if problem is None:
+        return path
+    if problem != _ABSENT and problem not in _warned:
+        _warned.add(problem)
+        warnings.warn(
+            f"ortplug goes on without its cache: {problem}; {_fix(cache_root())}",
+            OrtplugCacheWarning,
+            stacklevel=3,
+        )
+    return None
 
 
 def _temp_name(target: Path) -> Path:

@@ -17,14 +17,13 @@ import json
 import math
 import os
 import warnings
-from collections.abc import Iterable, Mapping, Sequence
-from pathlib import Path
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import attrs
 import numpy as np
 
-from .cache import atomic_write, cache_dir, cache_key, read_cache_file, touch
+from .cache import atomic_write, cache_key, read_cache_file, touch, trusted_folder
 from .checkpoint.variants import Tolerance, default_tolerance
 from .errors import CacheError, OrtplugCacheWarning
 
@@ -42,7 +41,7 @@ __all__ = [
 
 #: The folder under the cache root that holds measured differences.
 RECORD_FOLDER = "verify"
-_SCHEMA = 1
+_SCHEMA = 2  # 1 compared sequences by repr and gave integer outputs a tolerance: never read
 _MAX_RECORD_BYTES = 256 * 1024
 
 
@@ -114,38 +113,124 @@ def _as_float(value: np.ndarray) -> np.ndarray:
     return value.astype(np.float64) if value.dtype != np.float64 else value
 
 
-def _compare(name: str, reference: Any, output: Any) -> OutputCheck:
-    if not isinstance(reference, np.ndarray) or not isinstance(output, np.ndarray):
-        same = type(reference) is type(output) and repr(reference) == repr(output)
-        mismatch = None if same else "differs (a non-tensor output, compared for equality)"
-        return OutputCheck(name, 0.0 if same else math.inf, 0.0, mismatch=mismatch)
+class _Differs(Exception):
+    """Two outputs of different structure (kind, length or keys); the message says where."""
+
+
+def _leaves(reference: Any, output: Any, where: str) -> Iterator[tuple[str, np.ndarray, np.ndarray]]:
+    """The tensors at the same place in two outputs (a tensor, or sequences and maps of them).
+
+    Values are compared, never their text: ``repr`` abbreviates arrays over 1000 elements.
+    """
+    if isinstance(reference, Mapping):
+        if not isinstance(output, Mapping):
+            raise _Differs(f"{_at(where)}a {type(output).__name__}, reference a map")
+        if set(reference) != set(output):
+            raise _Differs(f"{_at(where)}keys {_keys(output)}, reference {_keys(reference)}")
+        for key in sorted(reference, key=repr):
+            yield from _leaves(reference[key], output[key], f"{where}[{key!r}]")
+    elif isinstance(reference, (list, tuple)):
+        if not isinstance(output, (list, tuple)) or len(output) != len(reference):
+            given = _items(len(output)) if isinstance(output, (list, tuple)) else type(output).__name__
+            raise _Differs(f"{_at(where)}{given}, reference {_items(len(reference))}")
+        for index, (ref, out) in enumerate(zip(reference, output)):
+            yield from _leaves(ref, out, f"{where}[{index}]")
+    else:  # a tensor, or a map's value
+        yield where, np.asarray(reference), np.asarray(output)
+
+
+def _at(where: str) -> str:
+    """Where in a sequence or map output a difference is (nothing for a plain tensor)."""
+    return f"at {where}: " if where else ""
+
+
+def _items(count: int) -> str:
+    return f"{count} item{'' if count == 1 else 's'}"
+
+
+def _keys(value: Mapping[Any, Any]) -> str:
+    shown = sorted(map(repr, value))
+    return f"[{', '.join(shown[:5])}{', ...' if len(shown) > 5 else ''}]"
+
+
+#: What an exact output holds, by numpy kind, for the message.
+_EXACT_KINDS = {"b": "boolean", "i": "integer", "u": "integer", "U": "string", "S": "string"}
+
+
+def _exact(where: str, reference: np.ndarray, output: np.ndarray) -> tuple[float, str | None]:
+    """Largest difference and the mismatch of an output that must match exactly (not floating)."""
+    kind = _EXACT_KINDS.get(reference.dtype.kind, "non-floating")
+    numeric = reference.dtype.kind in "biu" and output.dtype.kind in "biuf"
+    textual = reference.dtype.kind in "USO" and output.dtype.kind in "USO"
+    if not (numeric or textual):
+        return math.inf, f"{_at(where)}type {output.dtype}, reference {reference.dtype}"
+    differs = np.asarray(reference != output, dtype=bool)
+    count = int(np.count_nonzero(differs))
+    if not count:
+        return 0.0, None
+    largest = math.inf
+    detail = ""
+    if numeric:
+        with np.errstate(invalid="ignore", over="ignore"):
+            largest = float(np.max(np.abs(_as_float(reference) - _as_float(output))))
+        detail = f" (max abs diff {largest:.4g})"
+    return largest, (
+        f"{_at(where)}{count} of {reference.size} elements differ{detail}; "
+        f"{kind} outputs must match exactly"
+    )
+
+
+def _tensor(where: str, reference: np.ndarray, output: np.ndarray) -> tuple[float, float, str | None]:
+    """Largest difference, the reference's range and any mismatch of two tensors.
+
+    Only floating outputs get a tolerance: integer, boolean and string ones (labels,
+    token ids, indices) must match exactly.
+    """
     if reference.shape != output.shape:
-        return OutputCheck(
-            name, math.inf, 0.0, mismatch=f"shape {output.shape}, reference {reference.shape}"
-        )
-    if reference.dtype.kind not in "biuf" or output.dtype.kind not in "biuf":
-        same = bool(np.array_equal(reference, output))
-        return OutputCheck(
-            name, 0.0 if same else math.inf, 0.0, mismatch=None if same else "differs"
-        )
+        return math.inf, 0.0, f"{_at(where)}shape {output.shape}, reference {reference.shape}"
+    if reference.dtype.kind != "f" or output.dtype.kind not in "biuf":
+        largest, mismatch = _exact(where, reference, output)
+        scale = float(np.max(np.abs(reference))) if reference.dtype.kind in "biu" and reference.size else 0.0
+        return largest, scale, mismatch
+    if reference.size == 0:
+        return 0.0, 0.0, None
     ref, out = _as_float(reference), _as_float(output)
-    if ref.size == 0:
-        return OutputCheck(name, 0.0, 0.0)
     with np.errstate(invalid="ignore", over="ignore"):
         diff = np.abs(ref - out)
     finite = np.isfinite(ref)
     max_abs = float(np.max(np.where(finite, diff, 0.0)))
     if not np.array_equal(np.isfinite(out), finite) or math.isnan(max_abs):
         max_abs = math.inf  # NaN or inf where the reference is finite (or the reverse)
-    scale = float(np.max(np.abs(np.where(finite, ref, 0.0))))
-    rows: int = 0
-    flips: tuple[float, ...] = ()
-    if ref.ndim == 2 and ref.shape[1] >= 2 and ref.dtype.kind == "f":
-        ranked = np.sort(ref, axis=1)
-        margins = ranked[:, -1] - ranked[:, -2]
-        disagree = np.argmax(ref, axis=1) != np.argmax(out, axis=1)
-        rows, flips = ref.shape[0], tuple(float(m) for m in margins[disagree])
-    return OutputCheck(name, max_abs, scale, rows, flips)
+    return max_abs, float(np.max(np.abs(np.where(finite, ref, 0.0)))), None
+
+
+def _argmax(reference: np.ndarray, output: np.ndarray) -> tuple[int, tuple[float, ...]]:
+    """Rows compared and the reference's top-1 margin of each row whose argmax differs."""
+    if not (reference.ndim == 2 and reference.shape[1] >= 2 and reference.dtype.kind == "f"):
+        return 0, ()
+    if output.shape != reference.shape or output.dtype.kind not in "biuf":
+        return 0, ()
+    ranked = np.sort(reference, axis=1)
+    margins = ranked[:, -1] - ranked[:, -2]
+    disagree = np.argmax(reference, axis=1) != np.argmax(output, axis=1)
+    return reference.shape[0], tuple(float(m) for m in margins[disagree])
+
+
+def _compare(name: str, reference: Any, output: Any) -> OutputCheck:
+    if isinstance(reference, np.ndarray) and isinstance(output, np.ndarray):
+        max_abs, scale, mismatch = _tensor("", reference, output)
+        if mismatch is not None:
+            return OutputCheck(name, max_abs, scale, mismatch=mismatch)
+        return OutputCheck(name, max_abs, scale, *_argmax(reference, output))
+    max_abs, scale, mismatch = 0.0, 0.0, None
+    try:
+        for where, ref, out in _leaves(reference, output, ""):
+            difference, extent, problem = _tensor(where, ref, out)
+            max_abs, scale = max(max_abs, difference), max(scale, extent)
+            mismatch = mismatch or problem
+    except _Differs as exc:
+        return OutputCheck(name, math.inf, scale, mismatch=str(exc))
+    return OutputCheck(name, max_abs, scale, mismatch=mismatch)
 
 
 def compare_outputs(
@@ -222,40 +307,87 @@ class Verdict:
         }
 
 
-def _record_path(key: str) -> Path:
-    return cache_dir(RECORD_FOLDER) / f"{key}.json"
-
-
 def record_key(*parts: object) -> str:
     """The cache key of one measurement (model, variant, chain, providers, inputs, runtime, host)."""
-    return cache_key("verify", *parts)
+    return cache_key("verify", _SCHEMA, *parts)
 
 
-def _parse(data: bytes) -> tuple[OutputCheck, ...]:
+def _number(item: Mapping[str, Any], field: str, *, finite: bool) -> float:
+    """A difference or range of a record: a number >= 0 (``inf`` only where ``finite`` is false)."""
+    value = item[field]
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"checks: {item['name']!r}: {field} {value!r} is not a number")
+    if not value >= 0 or (finite and math.isinf(value)):  # NaN fails the first test
+        bound = "a finite number >= 0" if finite else "a number >= 0"
+        raise ValueError(f"checks: {item['name']!r}: {field} {value!r} is not {bound}")
+    return float(value)
+
+
+def _is_exact(ort_type: str) -> bool:
+    """Whether an output of this ONNX Runtime type must match exactly (a tensor that is not floating)."""
+    return ort_type.startswith("tensor(") and not any(
+        word in ort_type for word in ("float", "double")
+    )
+
+
+def _check(item: object, outputs: Mapping[str, str]) -> OutputCheck:
+    """One record entry, every field checked against its type, its bounds and the model's outputs."""
+    if not isinstance(item, dict) or set(item) != {f.name for f in attrs.fields(OutputCheck)}:
+        raise ValueError(f"checks: unexpected entry {str(item)[:60]}")
+    name = item["name"]
+    if not isinstance(name, str) or name not in outputs:
+        raise ValueError(f"checks: {str(name)[:60]!r} is not an output of the model")
+    max_abs = _number(item, "max_abs", finite=False)
+    scale = _number(item, "scale", finite=True)
+    rows, flips, mismatch = item["argmax_rows"], item["argmax_flips"], item["mismatch"]
+    if isinstance(rows, bool) or not isinstance(rows, int) or rows < 0:
+        raise ValueError(f"checks: {name!r}: argmax_rows {rows!r} is not a count")
+    if not isinstance(flips, list) or len(flips) > rows:
+        raise ValueError(f"checks: {name!r}: argmax_flips is not a list of at most {rows} margins")
+    margins = [_number({"name": name, "margin": m}, "margin", finite=True) for m in flips]
+    if mismatch is not None and not isinstance(mismatch, str):
+        raise ValueError(f"checks: {name!r}: mismatch {str(mismatch)[:60]} is not text")
+    if _is_exact(outputs[name]) and mismatch is None and max_abs != 0:
+        raise ValueError(
+            f"checks: {name!r} is an exact ({outputs[name]}) output: it cannot differ by "
+            f"{max_abs:g} and pass"
+        )
+    return OutputCheck(name, max_abs, scale, rows, margins, mismatch)
+
+
+def _parse(data: bytes, outputs: Mapping[str, str]) -> tuple[OutputCheck, ...]:
+    """A record's checks, refused unless it names exactly the model's outputs, each once, with
+    differences that can be true."""
     record = json.loads(data)
     if not isinstance(record, dict) or record.get("schema") != _SCHEMA:
         raise ValueError(f"not an ortplug verification record (schema {_SCHEMA})")
-    checks = record.get("checks")
-    if not isinstance(checks, list) or not checks:
+    items = record.get("checks")
+    if not isinstance(items, list) or not items:
         raise ValueError("checks: expected a non-empty list")
-    parsed = []
-    for item in checks:
-        if not isinstance(item, dict) or set(item) != {f.name for f in attrs.fields(OutputCheck)}:
-            raise ValueError(f"checks: unexpected entry {str(item)[:60]}")
-        numbers = (item["max_abs"], item["scale"], *item["argmax_flips"])
-        if not all(isinstance(n, (int, float)) and not isinstance(n, bool) for n in numbers):
-            raise ValueError(f"checks: {item['name']!r} has a value that is not a number")
-        parsed.append(OutputCheck(**item))
-    return tuple(parsed)
+    checks = tuple(_check(item, outputs) for item in items)
+    names = [check.name for check in checks]
+    if len(set(names)) != len(names) or set(names) != set(outputs):
+        raise ValueError(
+            f"checks: expected one per output of the model ({', '.join(outputs)}), got "
+            f"{', '.join(names)[:200]}"
+        )
+    return checks
 
 
-def load_checks(key: str) -> tuple[OutputCheck, ...] | None:
-    """The cached measurement for ``key``, or ``None`` (a corrupt record is warned about and ignored)."""
-    path = _record_path(key)
+def load_checks(key: str, outputs: Mapping[str, str]) -> tuple[OutputCheck, ...] | None:
+    """The cached measurement for ``key``, or ``None``; ``outputs`` (name -> ONNX Runtime type) are
+    the model's, which the record must match.
+
+    A record is untrusted input: a corrupt or impossible one is warned about and ignored.
+    """
+    folder = trusted_folder(RECORD_FOLDER)
+    if folder is None:
+        return None
+    path = folder / f"{key}.json"
     if not os.path.lexists(path):
         return None
     try:
-        checks = _parse(read_cache_file(path, max_bytes=_MAX_RECORD_BYTES))
+        checks = _parse(read_cache_file(path, max_bytes=_MAX_RECORD_BYTES), outputs)
         touch(path)  # used now: least-recently-used pruning keeps it
         return checks
     except (OSError, ValueError, KeyError, TypeError, RecursionError) as exc:
@@ -273,8 +405,11 @@ def save_checks(key: str, checks: Sequence[OutputCheck], described: Mapping[str,
 
     A cache that cannot be written costs the next process another verification, nothing more.
     """
+    folder = trusted_folder(RECORD_FOLDER, create=True)
+    if folder is None:
+        return  # said once, by trusted_folder
     record = {"schema": _SCHEMA, **described, "checks": [c.to_dict() for c in checks]}
     try:
-        atomic_write(_record_path(key), json.dumps(record, indent=2))
+        atomic_write(folder / f"{key}.json", json.dumps(record, indent=2))
     except CacheError as exc:
         warnings.warn(f"verification is not cached: {exc}", OrtplugCacheWarning, stacklevel=3)

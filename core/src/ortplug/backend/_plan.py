@@ -17,7 +17,14 @@ from .._runtime import INSTALL_HINT
 from ..checkpoint import ResolvedCheckpoint, select_variant
 from ..environment import global_thread_pools
 from ..ep_libraries import EpLibrary
-from ..errors import NoProviderError, OptionError, OptionTypeError, OrtplugConfigWarning
+from ..errors import (
+    MissingFileError,
+    NoProviderError,
+    OptionError,
+    OptionTypeError,
+    OrtplugConfigWarning,
+    VerificationWarning,
+)
 from ..plugins.manager import PluginHost, resolve_plugin_host
 from ..plugins.types import ProviderDecline
 from ..providers import ProviderConfig
@@ -32,7 +39,15 @@ from ..session_options import SessionOptionsConfig
 if TYPE_CHECKING:
     from ..host import HostCapabilities
 
-__all__ = ["SessionPlan", "plan_next", "plan_on_reference", "plan_session", "resolve_checkpoint"]
+__all__ = [
+    "SessionPlan",
+    "choice_text",
+    "plan_next",
+    "plan_on_reference",
+    "plan_session",
+    "resolve_checkpoint",
+    "unusable_variant",
+]
 
 # Lets OnnxBackend.node_assignment() say which provider took which nodes; measured
 # free to 2.5% of the build (light_squeezenet, light_resnet50, the demo model).
@@ -144,15 +159,53 @@ def _chosen(checkpoint: ResolvedCheckpoint, policy: object | None, plugins: Plug
     selection = select_providers(policy or DefaultProviderPolicy(plugins), request)
     if not selection.chain and selection.device_policy is None:
         raise NoProviderError(_no_provider_message(checkpoint.label, plugins, selection))
-    variant = None
-    if selection.variant is not None:
-        variant = select_variant(checkpoint, selection.variant)
+    selection, variant = _usable_variant(checkpoint, selection)
     known = selection.decline_reasons()
 
     def explain(kinds: Sequence[str]) -> Mapping[str, str]:
         return {kind: known[kind] for kind in kinds if kind in known}
 
     return _Choice(selection, host, variant or checkpoint, variant, explain)
+
+
+def choice_text(variant: str | None, chain: Iterable[ProviderConfig]) -> str:
+    """``variant int8 on [cpu]`` or ``the reference weights on [cuda, cpu]``: one of the policy's choices."""
+    weights = f"variant {variant}" if variant else "the reference weights"
+    return f"{weights} on [{', '.join(config.kind for config in chain)}]"
+
+
+def unusable_variant(
+    label: str, name: str, problem: Exception, following: str, *, stacklevel: int
+) -> None:
+    """Say that the policy's variant ``name`` cannot be used (its file is missing, not a model,
+    refused by ONNX Runtime) and that the next choice, ``following``, is taken."""
+    warnings.warn(
+        f"{label}: variant {name!r} cannot be used: {problem}; taking the next choice: {following}",
+        VerificationWarning,
+        stacklevel=stacklevel + 1,
+    )
+
+
+def _usable_variant(
+    checkpoint: ResolvedCheckpoint, selection: ProviderSelection
+) -> tuple[ProviderSelection, ResolvedCheckpoint | None]:
+    """The policy's first choice whose variant file can be read (the reference needs none)."""
+    while selection.variant is not None:
+        try:
+            return selection, select_variant(checkpoint, selection.variant)
+        except (OptionError, MissingFileError) as exc:
+            if not selection.alternatives:
+                raise
+            following, *rest = selection.alternatives
+            unusable_variant(
+                checkpoint.label,
+                selection.variant,
+                exc,
+                choice_text(following.variant, following.chain),
+                stacklevel=5,  # the caller of from_checkpoint
+            )
+            selection = attrs.evolve(following, alternatives=tuple(rest))
+    return selection, None
 
 
 def plan_session(

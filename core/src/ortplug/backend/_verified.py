@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from ..checkpoint import ResolvedCheckpoint, Tolerance
-from ..errors import VerificationError, VerificationWarning
+from ..errors import OrtplugError, VerificationError, VerificationWarning
 from ..plugins.manager import PluginHost, resolve_plugin_host
 from ..providers import CPU_EP
 from ..sample_inputs import carried_samples, sample_inputs
@@ -39,7 +39,7 @@ from ..verify import (
     record_key,
     save_checks,
 )
-from ._plan import SessionPlan, plan_next, plan_session
+from ._plan import SessionPlan, choice_text, plan_next, plan_session, unusable_variant
 from ._session import SessionBuild, create_planned
 from ._validation import InputChecker
 
@@ -138,7 +138,7 @@ class Verifier:
         started = time.perf_counter()
         providers = list(session.get_providers())
         key = self._key(plan, candidate, providers)
-        checks = load_checks(key)
+        checks = load_checks(key, {output.name: output.type for output in session.get_outputs()})
         cached = checks is not None
         if checks is None:
             feed, expected = self._reference_run()
@@ -146,7 +146,7 @@ class Verifier:
             weights = candidate.weights_path
             described = {
                 "model": candidate.label,
-                "model_path": None if weights is None else str(weights),
+                "model_path": None if weights is None else str(weights.resolve()),
                 "ort_version": plan.host.ort_version,
                 "variant": candidate.variant,
                 "providers": providers,
@@ -173,8 +173,7 @@ def _needs_check(
 
 
 def _choice(plan: SessionPlan) -> str:
-    weights = f"variant {plan.variant.variant}" if plan.variant else "the reference weights"
-    return f"{weights} on [{', '.join(config.kind for config in plan.chain)}]"
+    return choice_text(plan.variant.variant if plan.variant else None, plan.chain)
 
 
 def build_verified(
@@ -195,7 +194,18 @@ def build_verified(
     current: SessionPlan | None = plan
     while current is not None:
         candidate = current.variant or checkpoint
-        built = create_planned(candidate, current, current.options)
+        try:
+            built = create_planned(candidate, current, current.options)
+        except OrtplugError as exc:  # a variant ONNX Runtime refuses: as if it failed verification
+            following = plan_next(checkpoint, current, session_options)
+            if current.strict or candidate.variant is None or following is None:
+                raise
+            rejected.append(f"variant {candidate.variant!r} cannot be used: {exc}")
+            unusable_variant(
+                checkpoint.label, str(candidate.variant), exc, _choice(following), stacklevel=3
+            )
+            current = following
+            continue
         if not _needs_check(current, candidate, built.session, verify):
             return current, built, None
         verdict = verifier.verdict(candidate, current, built.session)

@@ -89,6 +89,9 @@ class ModelSummary:
     op_types: frozenset[str]
     metadata_props: tuple[tuple[str, str], ...]
     label: str = attrs.field(default="<bytes>", kw_only=True, eq=False)
+    #: The external-data files its tensors name (``location``, relative to the model's folder),
+    #: subgraphs and node attributes included: with the model file, all that ONNX Runtime loads.
+    external_files: frozenset[str] = attrs.field(default=frozenset(), kw_only=True)
 
     @property
     def feed_inputs(self) -> tuple[TensorInfo, ...]:
@@ -407,13 +410,59 @@ def _sparse_tensor(src: _Source, span: _Span, depth: int) -> tuple[str, int, int
     return _tensor(src, values, depth + 1)
 
 
-def _node_op(src: _Source, span: _Span, depth: int) -> str:
-    """A ``NodeProto``'s op type (the last one wins)."""
+def _node_op(src: _Source, span: _Span, depth: int, files: set[str]) -> str:
+    """A ``NodeProto``'s op type (the last one wins); its attributes' external files go to ``files``."""
     op = ""
     for number, wire, a, b in _fields(src, (span,), depth):
         if number == 4 and wire == _LENGTH:
             op = src.text(a, b)
+        elif number == 5 and wire == _LENGTH:
+            _attribute_files(src, (a, b), depth + 1, files)
     return op
+
+
+def _tensor_files(src: _Source, span: _Span, depth: int, files: set[str]) -> None:
+    """A ``TensorProto``'s external-data ``location`` (field 13 entries), if it has one."""
+    for number, wire, a, b in _fields(src, (span,), depth):
+        if number == 13 and wire == _LENGTH:
+            key, value = _entry(src, (a, b), depth + 1)
+            if key == "location":
+                files.add(value)
+
+
+def _sparse_files(src: _Source, span: _Span, depth: int, files: set[str]) -> None:
+    """A ``SparseTensorProto``'s values and indices tensors' external files."""
+    for number, wire, a, b in _fields(src, (span,), depth):
+        if number in (1, 2) and wire == _LENGTH:
+            _tensor_files(src, (a, b), depth + 1, files)
+
+
+def _attribute_files(src: _Source, span: _Span, depth: int, files: set[str]) -> None:
+    """An ``AttributeProto``'s tensors (t, tensors, sparse ones) and subgraphs (g, graphs)."""
+    for number, wire, a, b in _fields(src, (span,), depth):
+        if wire != _LENGTH:
+            continue
+        if number in (5, 10):
+            _tensor_files(src, (a, b), depth + 1, files)
+        elif number in (22, 23):
+            _sparse_files(src, (a, b), depth + 1, files)
+        elif number in (6, 11):
+            _graph_files(src, (a, b), depth + 1, files)
+
+
+def _graph_files(src: _Source, span: _Span, depth: int, files: set[str]) -> None:
+    """A subgraph's initializers and nodes, for the external files they name."""
+    if depth > _MAX_DEPTH:
+        raise src.fail(f"subgraphs nested deeper than {_MAX_DEPTH} levels at byte {span[0]}")
+    for number, wire, a, b in _fields(src, (span,), depth):
+        if wire != _LENGTH:
+            continue
+        if number == 1:
+            _node_op(src, (a, b), depth + 1, files)
+        elif number == 5:
+            _tensor_files(src, (a, b), depth + 1, files)
+        elif number == 15:
+            _sparse_files(src, (a, b), depth + 1, files)
 
 
 def _opset(src: _Source, span: _Span, depth: int) -> tuple[str, int]:
@@ -473,18 +522,21 @@ def _summarize(src: _Source) -> ModelSummary:
     init_names: set[str] = set()
     init_sizes: list[tuple[int, int]] = []
     ops: set[str] = set()
+    files: set[str] = set()
     for number, wire, a, b in _fields(src, graph, 1):
         if wire != _LENGTH:
             continue
         if number == 1:
-            ops.add(_node_op(src, (a, b), 2))
+            ops.add(_node_op(src, (a, b), 2, files))
         elif number == 2:
             graph_name = src.text(a, b)
         elif number in (5, 15):
             if number == 5:
                 name, elem, count = _tensor(src, [(a, b)], 2)
+                _tensor_files(src, (a, b), 2, files)
             else:
                 name, elem, count = _sparse_tensor(src, (a, b), 2)
+                _sparse_files(src, (a, b), 2, files)
             init_names.add(name)
             init_sizes.append((elem, count))
         elif number == 11:
@@ -502,6 +554,7 @@ def _summarize(src: _Source) -> ModelSummary:
         op_types=frozenset(ops),
         metadata_props=tuple(props),
         label=src.label,
+        external_files=frozenset(files),
     )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -98,10 +99,23 @@ class ResolvedCheckpoint:
     def fingerprint(self) -> str:
         """SHA-256 of the model's bytes: the part of every cache key that says "same weights".
 
+        With the model file, every external-data file it names: a cached verdict
+        or engine must not survive a change to the weights stored beside it.
         Hashed once per checkpoint, and once per file version (path, size,
-        modification time) per process.
+        modification and change times) per process.
         """
-        return str(self._remember("fingerprint", self._hash))
+        return str(self._remember("fingerprint", self._hash, self._external_versions()))
+
+    def _external_files(self) -> list[tuple[str, Path]]:
+        """The external-data files ONNX Runtime loads with the model file, by the name it gives."""
+        if self.weights_path is None:
+            return []  # model bytes: their external data is ``external_data``, hashed as given
+        summary: ModelSummary = self._remember("summary", self._summarize)
+        folder = self.weights_path.parent
+        return [(name, folder / name) for name in sorted(summary.external_files)]
+
+    def _external_versions(self) -> object:
+        return [(name, _file_version(path)) for name, path in self._external_files()]
 
     def _hash(self) -> str:
         import hashlib  # deferred: ~4 ms of OpenSSL start-up that most processes never need
@@ -112,9 +126,12 @@ class ResolvedCheckpoint:
             if isinstance(source, bytes)
             else _file_fingerprint(Path(source))
         )
-        if not self.initializers and not self.external_data:
+        files = self._external_files()
+        if not self.initializers and not self.external_data and not files:
             return model
         digest = hashlib.sha256(model.encode())
+        for name, path in files:
+            digest.update(f"file:{name}:{_content(path)}".encode())
         for name, array in sorted(self.initializers.items()):
             digest.update(f"{name}:{array.dtype.str}:{array.shape}".encode())
             digest.update(array.tobytes())
@@ -141,24 +158,43 @@ class ResolvedCheckpoint:
         stat = self.weights_path.stat()
         return (stat.st_size, stat.st_mtime_ns)
 
-    def _remember(self, key: str, compute: Callable[[], Any]) -> Any:
-        """``compute()`` once per version of the weights (a rewritten file is read again)."""
-        version = self._version()
+    def _remember(self, key: str, compute: Callable[[], Any], also: object = None) -> Any:
+        """``compute()`` once per version of the weights (and of ``also``: a rewritten file is read again)."""
+        version = (self._version(), also)
         known = self._memo.get(key)
         if known is None or known[0] != version:
             known = self._memo[key] = (version, compute())
         return known[1]
 
 
-_FINGERPRINTS: dict[tuple[str, int, int], str] = {}
+_FINGERPRINTS: dict[tuple[str, int, int, int, int], str] = {}
 _FINGERPRINT_LOCK = threading.Lock()
+
+
+def _file_version(path: Path) -> object:
+    """What changes when a file is rewritten, even with its old size and modification time restored."""
+    try:
+        info = path.stat()
+    except OSError as exc:
+        return f"unreadable: {exc.strerror or exc}"
+    return [info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_mode]
+
+
+def _content(path: Path) -> str:
+    """An external-data file's fingerprint, or what it is when it is not a regular file."""
+    try:
+        if path.is_file():
+            return _file_fingerprint(path)
+    except OSError as exc:
+        return f"unreadable: {exc.strerror or exc}"
+    return "absent" if not os.path.lexists(path) else "not a regular file"
 
 
 def _file_fingerprint(path: Path) -> str:
     import hashlib
 
     stat = path.stat()
-    key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns)
+    key = (str(path.resolve()), stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns)
     with _FINGERPRINT_LOCK:
         known = _FINGERPRINTS.get(key)
     if known is not None:
@@ -213,12 +249,8 @@ class LocalCheckpoint:
             metadata = CheckpointMetadata.from_summary(summary, name=path.stem)
         if package is not None:
             metadata = _with_package_variants(metadata, package, self.path)
-        for variant in metadata.variants:
-            file = _variant_path(path, variant)
-            if not file.is_file():
-                raise MissingFileError(
-                    f"variant {variant.name!r} of {path}: file not found: {file}"
-                )
+        # A variant's file is read when it is chosen (select_variant): one that is missing or
+        # broken costs that choice only, and the policy takes the next.
         return _with_summary(ResolvedCheckpoint(path, metadata), summary)
 
 

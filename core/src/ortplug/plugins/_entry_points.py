@@ -7,6 +7,11 @@ installing, upgrading or removing a distribution rewrites its ``*.dist-info``
 folder in one of them, so the key changes and the scan runs again. The folders
 Python adds for a launch (the script's, the working one) see files come and go
 all the time, so for them the names of the distributions they hold count instead.
+
+A remembered row is never enough to import a module: each names the
+``entry_points.txt`` of its distribution, which must sit in a ``*.dist-info`` (or
+``*.egg-info``) folder of a ``sys.path`` folder and declare that very entry point;
+otherwise the distributions are scanned again.
 """
 
 from __future__ import annotations
@@ -21,14 +26,14 @@ from collections.abc import Sequence
 
 import attrs
 
-from ..cache import atomic_write, cache_dir, cache_key, cache_root, read_cache_file, remove_entries
+from ..cache import atomic_write, cache_key, read_cache_file, remove_entries, trusted_folder
 from ..errors import CacheError
 
 __all__ = ["FOLDER", "PluginEntryPoint", "clear", "discover"]
 
 #: Where the remembered scans live under the cache root.
 FOLDER = "entry-points"
-_SCHEMA = 1
+_SCHEMA = 2  # 2: each row names the entry_points.txt that declares it
 _log = logging.getLogger("ortplug")
 
 
@@ -84,48 +89,111 @@ def _key(group: str) -> str:
     return cache_key(_SCHEMA, group, sys.version, folders)
 
 
-def _scan(group: str) -> list[PluginEntryPoint]:
+def _declaration(dist: object) -> str | None:
+    """The ``entry_points.txt`` a distribution found on disk declares its entry points in."""
+    folder = getattr(dist, "_path", None)  # PathDistribution's folder; other finders have none
+    if folder is None:
+        return None
+    return os.path.join(os.path.realpath(os.fspath(folder)), "entry_points.txt")
+
+
+def _scan(group: str) -> list[tuple[PluginEntryPoint, str | None]]:
+    """Every entry point of the group, with the file that declares it (``None``: none on disk)."""
     from importlib.metadata import entry_points  # the slow path, only on a cache miss
 
     found = []
     for entry_point in entry_points(group=group):
         dist = entry_point.dist
-        found.append(
-            PluginEntryPoint(
-                entry_point.name,
-                entry_point.value,
-                dist.metadata["Name"] if dist is not None else None,
-                dist.version if dist is not None else None,
-            )
+        point = PluginEntryPoint(
+            entry_point.name,
+            entry_point.value,
+            dist.metadata["Name"] if dist is not None else None,
+            dist.version if dist is not None else None,
         )
+        found.append((point, _declaration(dist)))
     return found
 
 
-def _read(path: os.PathLike[str]) -> list[PluginEntryPoint] | None:
+def _declared(path: str, group: str, installed: set[str]) -> dict[str, str] | None:
+    """The ``group`` section of an installed distribution's ``entry_points.txt``, or ``None``
+    when the file is not one (outside the distribution folders of ``installed``, the
+    ``sys.path`` folders; unreadable)."""
+    folder = os.path.dirname(path)
+    if (
+        os.path.basename(path) != "entry_points.txt"
+        or not folder.endswith(_DISTRIBUTION_SUFFIXES)
+        or os.path.dirname(folder) not in installed
+    ):
+        return None
+    try:
+        text = read_cache_file(path, max_bytes=1 << 20).decode("utf-8", errors="replace")
+    except OSError:
+        return None
+    section, points = None, {}
+    for line in text.splitlines():
+        line = line.strip()
+        if line.startswith("[") and line.endswith("]"):
+            section = line[1:-1].strip()
+        elif section == group and "=" in line and not line.startswith(("#", ";")):
+            name, _, value = line.partition("=")
+            points[name.strip()] = value.strip()
+    return points
+
+
+def _text(value: object) -> bool:
+    return isinstance(value, str) and 0 < len(value) <= 1000
+
+
+def _read(path: os.PathLike[str], group: str) -> list[PluginEntryPoint] | None:
+    """The remembered rows, each confirmed by the file it names; ``None``: scan again."""
     try:
         rows = json.loads(read_cache_file(path))
-        if not isinstance(rows, list):
-            return None
-        return [PluginEntryPoint(*row) for row in rows if isinstance(row, list) and len(row) == 4]
-    except (OSError, ValueError, TypeError, RecursionError):
+    except (OSError, ValueError, RecursionError):
         return None
+    if not isinstance(rows, list):
+        return None
+    found, declarations = [], {}
+    installed = {os.path.realpath(entry) for entry in sys.path if os.path.isabs(entry)}
+    for row in rows:
+        if not (isinstance(row, list) and len(row) == 5 and all(map(_text, (row[0], row[1], row[4])))):
+            return None
+        if not all(value is None or _text(value) for value in row[2:4]):
+            return None
+        name, value, distribution, version, declaration = row
+        if declaration not in declarations:
+            declarations[declaration] = _declared(declaration, group, installed)
+        declared = declarations[declaration]
+        if declared is None or declared.get(name) != value:
+            _log.debug("entry point %s=%s is not declared by %s: scanning", name, value, declaration)
+            return None
+        found.append(PluginEntryPoint(name, value, distribution, version))
+    return found
 
 
 def discover(group: str, *, remember: bool = True) -> Sequence[PluginEntryPoint]:
-    """The group's entry points, from the remembered scan when the installation is unchanged."""
+    """The group's entry points, from the remembered scan when the installation is unchanged.
+
+    A remembered entry point is used only when its distribution's ``entry_points.txt``
+    still declares it: a row alone never makes ortplug import a module.
+    """
     if not remember:
-        return _scan(group)
-    path = cache_root() / FOLDER / f"{_key(group)}.json"
-    remembered = _read(path)
+        return [point for point, _ in _scan(group)]
+    name = f"{_key(group)}.json"
+    folder = trusted_folder(FOLDER)
+    remembered = _read(folder / name, group) if folder is not None else None
     if remembered is not None:
         return remembered
     found = _scan(group)
-    try:
-        rows = [attrs.astuple(entry) for entry in found]
-        atomic_write(cache_dir(FOLDER) / path.name, json.dumps(rows))
-    except (CacheError, TypeError, ValueError) as exc:
-        _log.debug("entry points not remembered: %s", exc)
-    return found
+    if any(declaration is None for _, declaration in found):
+        return [point for point, _ in found]  # one that cannot be confirmed: never remembered
+    folder = trusted_folder(FOLDER, create=True)
+    if folder is not None:
+        try:
+            rows = [[*attrs.astuple(point), declaration] for point, declaration in found]
+            atomic_write(folder / name, json.dumps(rows))
+        except (CacheError, TypeError, ValueError) as exc:
+            _log.debug("entry points not remembered: %s", exc)
+    return [point for point, _ in found]
 
 
 def clear() -> int:

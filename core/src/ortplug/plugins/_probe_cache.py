@@ -6,6 +6,8 @@ the probe, its plugin's version, ortplug's and ONNX Runtime's installation and
 this boot of the machine, so a changed driver, a reinstalled wheel or a reboot
 finds no entry and probes again. Overrides apply on top of cached facts, as on
 fresh ones. A broken entry or an unusable cache is never an error: the probe runs.
+An entry is read only from a folder no other user can write, and only when it holds
+exactly its probe's declared facts, of their declared types.
 """
 
 from __future__ import annotations
@@ -20,12 +22,11 @@ from pathlib import Path
 
 from ..cache import (
     atomic_write,
-    cache_dir,
     cache_key,
-    cache_root,
     read_cache_file,
     remove_entries,
     touch,
+    trusted_folder,
 )
 from ..errors import CacheError
 from ..host import HostProbe
@@ -34,7 +35,7 @@ __all__ = ["FOLDER", "clear", "entry_key", "load", "store"]
 
 #: Where probe entries live under the cache root.
 FOLDER = "probes"
-_SCHEMA = 1
+_SCHEMA = 2  # 2: the record names its probe
 _log = logging.getLogger("ortplug")
 
 
@@ -79,27 +80,64 @@ def entry_key(probe: HostProbe, plugin: str, plugin_version: str | None) -> str 
         return None
 
 
-def load(key: str) -> Mapping[str, object] | None:
-    """The facts stored under ``key``, or ``None`` (absent, unreadable, foreign)."""
-    path = cache_root() / FOLDER / f"{key}.json"
+def _typed(probe: HostProbe, name: str, value: object) -> bool:
+    """Whether a stored fact has a type its probe declares (``None``: absent, always allowed)."""
+    allowed = probe.types.get(name)
+    if allowed is None or value is None:
+        return True
+    kinds = allowed if isinstance(allowed, tuple) else (allowed,)
+    if tuple in kinds:
+        kinds = (*kinds, list)  # what JSON makes of a tuple
+    return isinstance(value, kinds) and (not isinstance(value, bool) or bool in kinds)
+
+
+def _problem(record: object, probe: HostProbe) -> str | None:
+    """Why a stored record is not this probe's facts (it is untrusted input), or ``None``."""
+    if not isinstance(record, dict) or set(record) != {"schema", "probe", "facts"}:
+        return "not a probe record"
+    if record["schema"] != _SCHEMA or record["probe"] != probe.name:
+        return f"not a record of probe {probe.name!r} (schema {_SCHEMA})"
+    facts = record["facts"]
+    if not isinstance(facts, dict):
+        return "facts is not an object"
+    undeclared = sorted(set(facts) - set(probe.facts))
+    if undeclared:
+        return f"facts {undeclared[:5]} are not declared by the probe"
+    mistyped = sorted(name for name, value in facts.items() if not _typed(probe, name, value))
+    return f"facts {mistyped[:5]} have a type the probe does not declare" if mistyped else None
+
+
+def load(key: str, probe: HostProbe) -> Mapping[str, object] | None:
+    """The facts of ``probe`` stored under ``key``, or ``None`` (absent, unreadable, foreign).
+
+    A record is untrusted input: one that is not exactly this probe's declared facts, of
+    their declared types, is ignored (the probe runs; its facts replace the record).
+    """
+    folder = trusted_folder(FOLDER)
+    if folder is None:
+        return None
+    path = folder / f"{key}.json"
     try:
         record = json.loads(read_cache_file(path))
     except (OSError, ValueError, RecursionError):
         return None
-    if not isinstance(record, dict) or record.get("schema") != _SCHEMA:
-        return None
-    facts = record.get("facts")
-    if not isinstance(facts, dict):
+    problem = _problem(record, probe)
+    if problem is not None:
+        _log.debug("probe record %s ignored: %s", path, problem)
         return None
     touch(path)
+    facts: Mapping[str, object] = record["facts"]
     return facts
 
 
-def store(key: str, facts: Mapping[str, object]) -> None:
+def store(key: str, probe: HostProbe, facts: Mapping[str, object]) -> None:
     """Keep ``facts`` under ``key``; facts that are not JSON, or an unusable cache, are skipped."""
+    folder = trusted_folder(FOLDER, create=True)
+    if folder is None:
+        return  # said once, by trusted_folder
     try:
-        text = json.dumps({"schema": _SCHEMA, "facts": dict(facts)}, allow_nan=False)
-        atomic_write(cache_dir(FOLDER) / f"{key}.json", text)
+        record = {"schema": _SCHEMA, "probe": probe.name, "facts": dict(facts)}
+        atomic_write(folder / f"{key}.json", json.dumps(record, allow_nan=False))
     except (TypeError, ValueError, CacheError) as exc:
         _log.debug("probe facts not cached: %s", exc)
 

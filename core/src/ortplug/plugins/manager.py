@@ -482,7 +482,7 @@ class PluginHost:
             plugin, probe, time.monotonic(), _probe_cache.entry_key(probe, plugin, version)
         )
         self._probe_runs[probe.name] = run
-        cached = _probe_cache.load(run.cache_key) if run.cache_key else None
+        cached = _probe_cache.load(run.cache_key, probe) if run.cache_key else None
         if cached is not None:
             run.facts = cached
             run.settled = True  # nothing to report or store
@@ -520,7 +520,7 @@ class PluginHost:
             elif run.error is not None:
                 self._fail(run.plugin, phase, run.error)
             elif run.cache_key is not None and run.facts is not None:
-                _probe_cache.store(run.cache_key, run.facts)
+                _probe_cache.store(run.cache_key, run.probe, run.facts)
         return run.facts if run.done.is_set() and run.error is None else None
 
     def offer_providers(

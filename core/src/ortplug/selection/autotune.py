@@ -25,6 +25,7 @@ from ..cache import (
     check_writable,
     read_cache_file,
     touch,
+    trusted_folder,
 )
 from ..checkpoint import ResolvedCheckpoint
 from ..errors import OptionError, OrtplugCacheWarning
@@ -107,7 +108,7 @@ def save(checkpoint: ResolvedCheckpoint, host: HostCapabilities, setting: TunedS
     record = {
         "schema": RECORD_SCHEMA,
         "model": checkpoint.fingerprint(),
-        "model_path": str(checkpoint.weights_path) if checkpoint.weights_path else None,
+        "model_path": str(checkpoint.weights_path.resolve()) if checkpoint.weights_path else None,
         "ort_version": host.ort_version,
         "host": host_signature(host),
         "setting": attrs.asdict(setting),
@@ -218,8 +219,8 @@ def lookup(checkpoint: ResolvedCheckpoint, host: HostCapabilities) -> TunedSetti
     A corrupt, foreign, oversized or non-regular file is ignored with an
     :class:`~ortplug.errors.OrtplugCacheWarning` naming it.
     """
-    folder = _record_folder()
-    if not folder.is_dir() or not any(folder.glob("*.json")):
+    folder = trusted_folder(RECORD_FOLDER)
+    if folder is None or not any(folder.glob("*.json")):
         return None
     path = folder / _name(checkpoint, host)
     if not os.path.lexists(path):
