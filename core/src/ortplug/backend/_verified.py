@@ -28,7 +28,7 @@ from ..checkpoint import ResolvedCheckpoint, Tolerance
 from ..errors import OrtplugError, VerificationError, VerificationWarning
 from ..plugins.manager import PluginHost, resolve_plugin_host
 from ..providers import CPU_EP
-from ..sample_inputs import carried_samples, sample_inputs
+from ..sample_inputs import GENERATION, AcceptedInputs, carried_samples, session_inputs
 from ..selection.autotune import host_signature
 from ..session_options import SessionOptionsConfig
 from ..verify import (
@@ -82,7 +82,7 @@ class Verifier:
         self._plugins = plugins
         self._tolerance = tolerance
         self._samples = carried_samples(self.reference)
-        self._expected: tuple[dict[str, np.ndarray], dict[str, Any]] | None = None
+        self._expected: AcceptedInputs | None = None
 
     @property
     def inputs_origin(self) -> str:
@@ -92,14 +92,18 @@ class Verifier:
         missing = set(self.reference.metadata.input_names) - set(self._samples)
         return "carried and generated" if missing else "carried"
 
-    def _reference_run(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    def _reference_run(self) -> AcceptedInputs:
         """The inputs and the CPU provider's outputs on the reference weights (computed once)."""
-        if self._expected is None:
-            plan = plan_session(self.reference, ["cpu"], None, None, self._plugins)
-            session = create_planned(self.reference, plan, plan.options).session
-            specs = InputChecker.from_session(session).inputs
-            feed, _ = sample_inputs(specs, self.reference.metadata.extra, self._samples)
-            self._expected = (feed, _outputs(session, feed))
+        if self._expected is not None:
+            return self._expected
+        plan = plan_session(self.reference, ["cpu"], None, None, self._plugins)
+        return self.use_reference(create_planned(self.reference, plan, plan.options).session)
+
+    def use_reference(self, session: Any) -> AcceptedInputs:
+        """Take ``session`` (the CPU provider on the reference weights, already built) as the
+        reference: the first inputs it runs (:func:`~ortplug.sample_inputs.session_inputs`)
+        and its outputs on them are what candidates are compared against."""
+        self._expected = session_inputs(session, self.reference.metadata.extra, self._samples)
         return self._expected
 
     def _key(self, plan: SessionPlan, candidate: ResolvedCheckpoint, providers: list[str]) -> str:
@@ -115,6 +119,7 @@ class Verifier:
             providers,
             dict(self.reference.metadata.extra),
             samples.hexdigest(),
+            GENERATION,
             plan.host.ort_version,
             host_signature(plan.host),
         )
@@ -141,8 +146,9 @@ class Verifier:
         checks = load_checks(key, {output.name: output.type for output in session.get_outputs()})
         cached = checks is not None
         if checks is None:
-            feed, expected = self._reference_run()
-            checks = compare_outputs(expected, _outputs(session, _fed_as(session, feed)))
+            expected = self._reference_run()
+            outputs = _outputs(session, _fed_as(session, expected.feed))
+            checks = compare_outputs(expected.outputs, outputs)
             weights = candidate.weights_path
             described = {
                 "model": candidate.label,

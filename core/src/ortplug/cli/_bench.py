@@ -19,10 +19,9 @@ from ..checkpoint import LocalCheckpoint, ResolvedCheckpoint
 from ..errors import InputValidationError
 from ..plugins.manager import get_plugin_host
 from ..providers import ProviderConfig
-from ..sample_inputs import sample_inputs
 from ..selection import DefaultProviderPolicy, ProviderSelection, autotune
 from ..session_options import SessionOptionsConfig
-from ._inputs import first_run_error, load_inputs, quiet_run_options
+from ._inputs import first_run_error, load_inputs, quiet_run_options, reference_feed
 from ._providers import ProviderEntry, chain_label, resolve_chain
 from ._usage import UsageError
 
@@ -148,7 +147,8 @@ def _ready(
             continue
         if feed is None:
             given = load_inputs(args.input, backend.input_specs)
-            feed, generated = sample_inputs(backend.input_specs, checkpoint.metadata.extra, given)
+            chosen = reference_feed(checkpoint, backend, given)
+            feed, generated = dict(chosen.feed), dict(chosen.generated)
         try:
             backend.run(feed, run_options=quiet_run_options())
         except InputValidationError as exc:

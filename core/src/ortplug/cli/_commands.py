@@ -23,9 +23,8 @@ from .._runtime import (
 from ..backend import OnnxBackend
 from ..checkpoint import LocalCheckpoint, ResolvedCheckpoint
 from ..plugins.manager import get_plugin_host
-from ..sample_inputs import sample_inputs
 from ..selection import DefaultProviderPolicy
-from ._inputs import first_run_error, load_inputs, quiet_run_options
+from ._inputs import first_run_error, load_inputs, quiet_run_options, reference_feed
 from ._providers import resolve_chain
 
 __all__ = ["info", "plugins", "run"]
@@ -133,7 +132,8 @@ def run(args: argparse.Namespace) -> int:
     verdict = backend.report.verification
     with backend:
         given = load_inputs(args.input, backend.input_specs)
-        feed, generated = sample_inputs(backend.input_specs, checkpoint.metadata.extra, given)
+        chosen = reference_feed(checkpoint, backend, given)
+        feed, generated = dict(chosen.feed), dict(chosen.generated)
         started = time.perf_counter()
         try:
             outputs = backend.run(feed, run_options=quiet_run_options())
