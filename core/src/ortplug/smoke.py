@@ -71,7 +71,9 @@ def _check_sessions(
         realized = list(chosen.providers)
         out(f"policy chain   {[k for k, _ in chosen.chain_reasons]} -> realized {realized}")
         if ort_name not in realized:
-            out(f"FAILED: the policy chose {kind} but it was not realized: {chosen.build_messages}")
+            rejected = [c.reason for c in chosen.report.candidates if kind in c.chain]
+            why = rejected[0] if rejected else f"it was not realized: {chosen.build_messages}"
+            out(f"FAILED: the policy chose {kind} but {why}")
             return None
     chain = list(dict.fromkeys([kind, "cpu"]))
     explicit = OnnxBackend.from_checkpoint(checkpoint, providers=chain)

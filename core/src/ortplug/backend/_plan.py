@@ -76,6 +76,8 @@ class SessionPlan:
     variant: ResolvedCheckpoint | None = attrs.field(default=None, eq=False, repr=False)
     #: The policy's next choices, best first, for when verification rejects this plan.
     fallbacks: tuple[ProviderSelection, ...] = attrs.field(default=(), eq=False, repr=False)
+    #: A measured record (``bench --save`` or an earlier first build) chose this plan.
+    tuned: bool = False
 
 
 @attrs.frozen
@@ -246,6 +248,7 @@ def plan_session(
         plugins=plugins,
         variant=choice.variant,
         fallbacks=selection.alternatives,
+        tuned=selection.tuned,
     )
 
 

@@ -251,7 +251,7 @@ def _set_capturing(capturing: bool) -> None:
 
 
 @contextlib.contextmanager
-def _capture_messages(ort: ModuleType) -> Iterator[list[str]]:
+def capture_messages(ort: ModuleType) -> Iterator[list[str]]:
     """Hold the build lock; collect ORT's warnings and log lines (severity >= warning) that
     this thread emits inside the block."""
     _hook_onnxruntime(ort)
@@ -338,7 +338,7 @@ def _try_create(
             "provider_options": [opts for _, opts in chain],
         }
     )
-    with _capture_messages(ort) as captured:
+    with capture_messages(ort) as captured:
         timer = None
         if options.load_timeout_s is not None:  # started once the build lock is held
             timer = threading.Timer(

@@ -3,9 +3,12 @@
 An accelerator that compiles (a TensorRT engine, a CoreML or OpenVINO model,
 WebGPU's shaders) can make the first request wait seconds or minutes. With
 ``startup_fallback=True`` the backend is returned as soon as a CPU session
-serves; a daemon thread builds the accelerator's session, runs it once on
-representative inputs (so its first real run is not the slow one), and then
-hands it to the backend, which serves from it from the next run on.
+serves; that session is the reference of the proven choice (:mod:`._proven`),
+which a daemon thread runs: the candidates are built, verified against it and
+timed, and the backend switches from the next run on only to a verified candidate
+that beat it (none: the CPU keeps serving). With ``verify=False`` the thread
+builds the accelerator's session, runs it once on representative inputs (so its
+first real run is not the slow one), and switches to it.
 """
 
 from __future__ import annotations
@@ -25,11 +28,11 @@ from ..providers import CPU_EP
 from ..sample_inputs import sample_inputs
 from ._placement import enforce_share
 from ._plan import SessionPlan
-from ._session import cancel_builds, create_planned
+from ._session import SessionBuild, cancel_builds, create_planned
 
 if TYPE_CHECKING:
-    from ..checkpoint import ResolvedCheckpoint
-    from ._session import SessionBuild
+    from ..checkpoint import ResolvedCheckpoint, Tolerance
+    from ..session_options import SessionOptionsConfig
     from .onnx_backend import OnnxBackend
 
 __all__ = ["StartupSwitch", "start_on_cpu"]
@@ -71,13 +74,28 @@ def _stop_at_exit() -> None:
 atexit.register(_stop_at_exit)
 
 
+@attrs.frozen
+class _Proving:
+    """What the background proven choice needs besides the plan: ``from_checkpoint``'s arguments."""
+
+    session_options: SessionOptionsConfig | None
+    verify: bool | Tolerance | None
+    measure: bool | None
+    reference: SessionBuild  # the CPU session serving now
+
+
 def start_on_cpu(
     backend: OnnxBackend,
     resolved: ResolvedCheckpoint,
     plan: SessionPlan,
     min_accelerator_share: float | None,
+    session_options: SessionOptionsConfig | None,
+    verify: bool | Tolerance | None,
+    measure: bool | None,
+    reference: SessionBuild,
 ) -> StartupSwitch:
     """Start bringing ``plan``'s accelerator up behind ``backend``, which serves on the CPU now."""
+    proving = _Proving(session_options, verify, measure, reference)
     switch = StartupSwitch(tuple(config.to_ort()[0] for config in plan.chain))
     _UNDER_WAY.add(switch)
     backend._startup = switch
@@ -86,7 +104,7 @@ def start_on_cpu(
     )
     thread = threading.Thread(
         target=_bring_up,
-        args=(backend, resolved, plan, min_accelerator_share, switch),
+        args=(backend, resolved, plan, min_accelerator_share, proving, switch),
         name="ortplug-startup-fallback",
         daemon=True,
     )
@@ -115,10 +133,14 @@ def _bring_up(
     resolved: ResolvedCheckpoint,
     plan: SessionPlan,
     min_accelerator_share: float | None,
+    proving: _Proving,
     switch: StartupSwitch,
 ) -> None:
     started = time.perf_counter()
     try:
+        if proving.verify is not False:
+            _prove(backend, resolved, plan, min_accelerator_share, proving, switch)
+            return
         build = create_planned(resolved, plan, plan.options)
         if not any(name != CPU_EP for name in build.session.get_providers()):
             raise RuntimeError("no accelerator was realized; see the warning above for the cause")
@@ -138,5 +160,35 @@ def _bring_up(
             stacklevel=1,
         )
     finally:
+        switch.seconds = time.perf_counter() - started
         _UNDER_WAY.discard(switch)
         switch.done.set()
+
+
+def _prove(
+    backend: OnnxBackend,
+    resolved: ResolvedCheckpoint,
+    plan: SessionPlan,
+    min_accelerator_share: float | None,
+    proving: _Proving,
+    switch: StartupSwitch,
+) -> None:
+    """The proven choice against the CPU session serving now; switch when another one won."""
+    from ._proven import build_proven, measuring_wanted
+
+    proven = build_proven(
+        resolved,
+        plan,
+        proving.session_options,
+        proving.verify,
+        measure=measuring_wanted(proving.measure),
+        min_share=min_accelerator_share,
+        reference=proving.reference,
+    )
+    if proven.build is proving.reference:  # the CPU won, or nothing else passed
+        backend._take_proven(resolved, proven)
+        return
+    target = proven.plan.variant or resolved
+    switch.switched = not switch.exiting and backend._switch_to(target, proven.plan, proven.build)
+    if switch.switched:
+        backend._take_proven(resolved, proven)

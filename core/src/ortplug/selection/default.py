@@ -54,9 +54,10 @@ class DefaultProviderPolicy:
             declined=declined,
             chain_plugin=chain_plugin,
         )
+        ranked = rank_variants(selection, offers, request, plugins)
         if self.autotune and request.checkpoint is not None:
-            selection = apply_tuning(selection, request.checkpoint, request.host, plugins)
-        return rank_variants(selection, offers, request, plugins)
+            ranked = apply_tuning(ranked, request.checkpoint, request.host, plugins)
+        return ranked
 
     def explain(
         self,

@@ -72,7 +72,7 @@ class ProviderSelection:
     ``chain_plugin`` names the plugin whose chain hook ordered the chain.
     ``variant`` names the checkpoint variant the chain runs (``None``: the
     reference weights); ``alternatives`` are the next choices, best first, for
-    when verification rejects this one.
+    when verification rejects this one; ``tuned`` says a measured record chose it.
     """
 
     chain: tuple[ProviderConfig, ...]
@@ -84,6 +84,7 @@ class ProviderSelection:
     chain_plugin: str | None = None
     variant: str | None = None
     alternatives: tuple[ProviderSelection, ...] = ()
+    tuned: bool = False  # chosen by a measured record (autotune): built directly, not measured again
 
     def __attrs_post_init__(self) -> None:
         if len(self.reasons) != len(self.chain):

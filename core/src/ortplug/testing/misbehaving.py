@@ -17,7 +17,9 @@ misbehaves:
 * ``"raises"`` — every run raises an ONNX Runtime error on inputs the CPU accepts
   (OpenVINO on a scikit-learn graph it half took);
 * ``"no_node"`` — the real Azure provider: realized, but the CPU provider runs every node;
-* ``"slow"`` — correct, but each run waits ``delay_s`` first (WebGPU on a software adapter).
+* ``"slow"`` — correct, but each run waits ``delay_s`` first (WebGPU on a software adapter);
+* ``"big_batch"`` — correct, but a run with a batch of 8 rows or more raises (a provider that
+  passed verification and fails on real batches).
 
 Only one misbehaving plugin fits on a host at a time (they share the provider name).
 """
@@ -36,7 +38,8 @@ from ..plugins import ProviderOffer, ProviderType, hookimpl
 __all__ = ["MISBEHAVIOURS", "MisbehavingPlugin", "MisbehavingProvider"]
 
 #: What a misbehaving provider can do wrong.
-MISBEHAVIOURS = ("off", "stale", "raises", "no_node", "slow")
+MISBEHAVIOURS = ("off", "stale", "raises", "no_node", "slow", "big_batch")
+_BIG_BATCH = 8
 _ORT_NAME = "AzureExecutionProvider"
 #: What ``"raises"`` raises: OpenVINO's words for a graph it half took.
 _RUN_ERROR = (
@@ -54,7 +57,8 @@ class MisbehavingProvider:
     delay_s: float = 0.02
 
     def to_ort(self) -> tuple[str, dict[str, str]]:
-        return _ORT_NAME, {}
+        # The Azure provider takes any option: the misbehaviour keys verdicts apart.
+        return _ORT_NAME, {"misbehaviour": self.misbehaviour}
 
     def ortplug_testing_wrap(self, session: Any) -> Any:
         """The real session as this provider serves it (called by the core after the build)."""
@@ -133,14 +137,17 @@ class _Misbehaving:
         subgraphs = self._session.get_provider_graph_assignment_info()
         return [_Subgraph(_ORT_NAME, tuple(s.get_nodes())) for s in subgraphs]
 
-    def _before_run(self) -> None:
+    def _before_run(self, feed: Any = None) -> None:
         if self._misbehaviour == "raises":
             raise RuntimeError(_RUN_ERROR)
+        if self._misbehaviour == "big_batch" and isinstance(feed, dict):
+            if any(np.ndim(v) and np.shape(v)[0] >= _BIG_BATCH for v in feed.values()):
+                raise RuntimeError(_RUN_ERROR)
         if self._misbehaviour == "slow":
             time.sleep(self._delay_s)
 
     def run(self, output_names: Any, input_feed: Any, run_options: Any = None) -> list[Any]:
-        self._before_run()
+        self._before_run(input_feed)
         outputs = self._session.run(output_names, input_feed, run_options)
         return _shifted(outputs) if self._misbehaviour == "off" else list(outputs)
 
