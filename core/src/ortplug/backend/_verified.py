@@ -2,8 +2,8 @@
 
 A candidate is checked on the paths ortplug itself runs: a plain run on inputs the
 CPU reference accepts (outputs within the tolerance), and one IO binding run twice
-with its inputs updated in place between the runs (a provider that hands back the
-first run's outputs fails as stale). A candidate that raises on those inputs, or
+with its inputs updated in place and bound again between the runs (a provider that
+hands back the first run's outputs fails as stale). A candidate that raises on those inputs, or
 whose accelerators took no node of the graph (or fewer than
 ``min_accelerator_share``), fails too, with ONNX Runtime's own log lines in the
 reason. What fails is a :class:`~ortplug.verify.Verdict` with a ``failure``, never
@@ -255,8 +255,9 @@ class Verifier:
         return compare_outputs(expected.outputs, outputs), None
 
     def _bound_failure(self, session: Any, tolerance: Tolerance) -> str | None:
-        """One IO binding run twice, its inputs updated in place between, against the session's own
-        plain runs (its numerics are the plain check's business): stale or wrong outputs."""
+        """One IO binding run twice, its inputs updated in place and bound again between (as
+        ortplug's Ray predictor does), against the session's own plain runs (its numerics are the
+        plain check's business): stale or wrong outputs."""
         if self._second is None or self._expected is None:
             return None
         first = _fed_as(session, self._expected.feed)
@@ -271,8 +272,9 @@ class Verifier:
                 for name in names:
                     binding.bind_output(name, "cpu")
                 session.run_with_iobinding(binding, _quiet())
-                for name, buffer in buffers.items():
+                for name, buffer in buffers.items():  # as the Ray predictor's static batches
                     buffer[...] = second[name]
+                    binding.bind_cpu_input(name, buffer)  # plugin EPs copy a CPU input at bind time
                 session.run_with_iobinding(binding, _quiet())
                 got = dict(zip(names, binding.copy_outputs_to_cpu()))
                 plain_first, plain_second = _outputs(session, first), _outputs(session, second)
@@ -285,7 +287,7 @@ class Verifier:
         if stale:
             return (
                 "a reused IO binding returned stale outputs: after its inputs were updated in "
-                "place, its second run gave the first run's outputs"
+                "place and bound again, its second run gave the first run's outputs"
             )
         return f"a reused IO binding's second run differs from a plain run: {problems[0]}"
 

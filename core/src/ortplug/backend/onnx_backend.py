@@ -202,8 +202,16 @@ class OnnxBackend:
                 backend, resolved, plan, min_accelerator_share, session_options, verify, measure, cpu_build
             )
             return backend
-        if verify is False:
+        alone = resolved.variant is None and plan.variant is None and not plan.fallbacks
+        if verify is False or (alone and not any(is_accelerator(c) for c in plan.chain)):
+            # nothing to prove: the opt-out, or the CPU reference is the only choice
             backend = cls._from_build(resolved, plan, create_planned(resolved, plan, plan.options))
+            if verify is not False and not plan.strict:
+                from .report import Candidate
+
+                only = Candidate(("cpu",), None, resolved.metadata.precision, None, None, True,
+                                 "the CPU reference, the only choice offered")  # fmt: skip
+                backend._candidates = (only,)
         else:
             from ._proven import build_proven, measuring_wanted
 

@@ -110,16 +110,21 @@ def _winner(samples: dict[_Candidate, list[float]], baseline: _Candidate) -> _Ca
 
 
 def _build(checkpoint: ResolvedCheckpoint, candidate: _Candidate, verify: bool) -> OnnxBackend:
-    """The candidate's backend; with ``verify``, one whose outputs fail raises (and is skipped)."""
+    """The candidate's backend, verified as every build is (one that fails raises and is
+    skipped); the benchmark measures, so the build does not (``measure=False``)."""
     options = SessionOptionsConfig(intra_op_num_threads=candidate.threads)
     checked = True if verify else None
     if candidate.chain is None:
         policy = DefaultProviderPolicy(autotune=False)
         return OnnxBackend.from_checkpoint(
-            checkpoint, session_options=options, policy=policy, verify=checked
+            checkpoint, session_options=options, policy=policy, verify=checked, measure=False
         )
     return OnnxBackend.from_checkpoint(
-        checkpoint, providers=list(candidate.chain), session_options=options, verify=checked
+        checkpoint,
+        providers=list(candidate.chain),
+        session_options=options,
+        verify=checked,
+        measure=False,
     )
 
 

@@ -8,6 +8,7 @@ import importlib.resources
 import json
 import statistics
 import time
+import warnings
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,9 @@ from .._runtime import (
     onnxruntime_or_none,
 )
 from ..backend import OnnxBackend
+from ..backend.report import Candidate
 from ..checkpoint import LocalCheckpoint, ResolvedCheckpoint
+from ..errors import OrtplugError, VerificationWarning
 from ..plugins.manager import get_plugin_host
 from ..selection import DefaultProviderPolicy
 from ._inputs import first_run_error, load_inputs, quiet_run_options, reference_feed
@@ -151,6 +154,7 @@ def run(args: argparse.Namespace) -> int:
             backend.run(feed)
             timings.append((time.perf_counter() - started) * 1e3)
         realized = list(backend.providers)
+        candidates = backend.report.candidates  # after wait_ready: a startup fallback's are known
     report: dict[str, Any] = {
         "model": str(args.model or "demo.onnx (shipped with ortplug)"),
         "metadata": checkpoint.metadata.to_dict(),
@@ -160,6 +164,7 @@ def run(args: argparse.Namespace) -> int:
         "first_run_on": first_run_on,
         "generated_inputs": generated,
         "verification": None if verdict is None else verdict.to_dict(),
+        "candidates": [c.to_dict() for c in candidates],
         "outputs": {name: _summary(value) for name, value in outputs.items()},
         "latency_ms": {
             "build": round(build_ms, 3),
@@ -184,6 +189,8 @@ def run(args: argparse.Namespace) -> int:
         print(
             "verdict   nothing to check: the CPU provider on the reference weights is the reference"
         )
+    for candidate in candidates:
+        print(f"candidate {candidate.describe()}")
     if first_run_on != realized:
         print(f"first run {', '.join(first_run_on)} (startup fallback: switched after it)")
     if settings:
@@ -223,6 +230,9 @@ def info(args: argparse.Namespace) -> int:
         checkpoint = LocalCheckpoint(path).resolve()
         data["model"] = str(args.model or "demo.onnx (shipped with ortplug)")
         data["chain"], data["declined"] = _policy_rows(checkpoint)
+        candidates = _candidates(checkpoint) if args.model is not None else ()
+        if args.model is not None:  # the proven choice for this model: built, verified, timed
+            data["candidates"] = [c.to_dict() for c in candidates]
     if args.json:
         _print_json(data)
         return 0
@@ -244,7 +254,22 @@ def info(args: argparse.Namespace) -> int:
         print(f"chain        {row['kind']:<10} {row['reason']}")
     for row in data["declined"]:
         print(f"declined     {row['kind']:<10} {row['reason']}")
+    for candidate in candidates:
+        print(f"candidate    {candidate.describe()}")
     return 0
+
+
+def _candidates(checkpoint: ResolvedCheckpoint) -> tuple[Candidate, ...]:
+    """``backend.report.candidates`` of a default build of ``checkpoint`` (a rejection is a row,
+    not a warning; a build that fails is one row saying why)."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", VerificationWarning)
+            with OnnxBackend.from_checkpoint(checkpoint) as backend:
+                return backend.report.candidates
+    except OrtplugError as exc:
+        precision = checkpoint.metadata.precision
+        return (Candidate((), None, precision, None, None, False, f"no choice: {exc}"),)
 
 
 def plugins(args: argparse.Namespace) -> int:

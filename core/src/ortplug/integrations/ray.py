@@ -439,12 +439,6 @@ class OnnxPredictor:
         specs = (*self.backend.inputs, *self.backend.overridable_initializers)
         self.specs = {info.name: info for info in specs if info.name in self.inputs.values()}
         self.static_batch = _static_batch(info.shape for info in self.specs.values())
-        verdict = self.backend.report.verification
-        # One IO binding with its inputs updated in place: only where that is proven to give
-        # fresh outputs (the CPU provider, or a verdict that ran the bound check); else plain runs.
-        self._binding_proven = self.backend.providers == ("CPUExecutionProvider",) or bool(
-            verdict is not None and verdict.passed
-        )
         node, ip = _placement()
         self.where = f"actor pid {os.getpid()}" + (f" on node {node[:8]}" if node else "")
         self.report = json.dumps(
@@ -575,9 +569,7 @@ class OnnxPredictor:
             out[name][: min(static, count)] = value[:count]
         if count <= static:
             return out
-        bindable = self._binding_proven and all(
-            v.dtype != object for v in (*head.values(), *out.values())
-        )
+        bindable = all(v.dtype != object for v in (*head.values(), *out.values()))
         binding = self.backend.bind() if bindable else None
         results = {n: np.empty_like(v) for n, v in first.items()} if binding else {}
         if binding is not None:
@@ -589,6 +581,8 @@ class OnnxPredictor:
             stop = min(start + static, count)
             for name, array in feed.items():
                 _filled(head[name], array[start:stop])
+                if binding is not None:  # bound again: plugin EPs (WebGPU, OpenVINO) copy
+                    binding.bind_input(name, head[name])  # a CPU input when it is bound
             if binding is None:
                 results = dict(self._run_once(head, start, stop, rows))
             else:

@@ -74,6 +74,12 @@ class TunedSetting:
             "" if self.intra_op_num_threads is None else f", {self.intra_op_num_threads} threads"
         )
         weights = f" on variant {self.variant}" if self.variant else ""
+        if self.offered:
+            return (
+                f"measured on this model's first build here: {','.join(self.chain)}{weights} was "
+                f"the fastest verified of {len(self.offered)} choices ({self.speedup:.2f}x the "
+                "CPU reference's speed)"
+            )
         return (
             f"autotuned by `ortplug bench --save`: {','.join(self.chain)}{weights}{threads} ran "
             f"{self.speedup:.2f}x faster than the policy's default here"
