@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from ortplug import HostProbe, LocalCheckpoint, OnnxBackend, PluginHost, hookimpl
+from ortplug import cache_index
 from ortplug.cache import cache_dir, trusted_folder
 from ortplug.errors import CacheError, OrtplugCacheWarning, VerificationWarning
 from ortplug.plugins import _entry_points
@@ -50,7 +51,7 @@ def _record(cache: Path) -> Path:
 @pytest.mark.parametrize(
     "row",
     [
-        ["planted", "planted_zen", None, None, "{declaration}"],  # a real file that does not declare it
+        ["planted", "planted_zen", None, None, "{declaration}"],  # a real file, not declaring it
         ["planted", "planted_zen", None, None, "/tmp/x.dist-info/entry_points.txt"],
         ["planted", "planted_zen", None, None],  # the earlier form, without a declaration
     ],
@@ -60,7 +61,7 @@ def test_a_planted_entry_point_row_is_never_imported(ortplug_cache, planted_modu
     record = _record(ortplug_cache)
     rows = json.loads(record.read_text())
     declaration = rows[0][4]
-    rows.append([part.format(declaration=declaration) if isinstance(part, str) else part for part in row])
+    rows.append([p.format(declaration=declaration) if isinstance(p, str) else p for p in row])
     record.write_text(json.dumps(rows))
     assert {point.name for point in _entry_points.discover("ortplug")} == real  # scanned again
     host = PluginHost(environ={})
@@ -129,8 +130,10 @@ def test_a_cache_other_users_can_write_is_not_used(ortplug_cache) -> None:
     assert probe.runs == 2  # the facts in it were not read
     (warning,) = [w for w in caught if "writable by every user" in str(w.message)]
     message = str(warning.message)
-    assert message.startswith(f"ortplug goes on without its cache: {ortplug_cache} is writable")
-    assert f"chmod go-w {ortplug_cache}" in message and "\n" not in message
+    assert message.startswith(
+        f"the cache is not used, the run goes on without it: {ortplug_cache} is writable"
+    )
+    assert f"`chmod go-w {ortplug_cache}` makes it yours alone" in message and "\n" not in message
     with pytest.raises(CacheError, match="writable by every user"):
         cache_dir("tensorrt")
     ortplug_cache.chmod(0o700)
@@ -156,7 +159,7 @@ def variants(tmp_path: Path) -> Path:
     return checkpoint.weights_path
 
 
-def _no_verification_warnings(caught: list[warnings.WarningMessage]) -> list[str]:
+def _verification_warnings(caught: list[warnings.WarningMessage]) -> list[str]:
     return [str(w.message) for w in caught if issubclass(w.category, VerificationWarning)]
 
 
@@ -174,10 +177,11 @@ def test_an_unusable_verdict_folder_is_one_warning_and_the_build_goes_on(
             assert backend.report.verification.passed and not backend.report.verification.cached
     lines = [str(w.message) for w in caught if issubclass(w.category, OrtplugCacheWarning)]
     assert lines == [
-        f"ortplug goes on without its cache: {ortplug_cache / 'verify'} is not a directory; "
+        f"the cache is not used, the run goes on without it: {ortplug_cache / 'verify'} is not a "
+        "directory; "
         f"set ORTPLUG_CACHE_DIR to a writable directory (now: {ortplug_cache})"
     ]
-    assert not _no_verification_warnings(caught)
+    assert not _verification_warnings(caught)
 
 
 @pytest.mark.skipif(AS_ROOT and not shutil.which("chattr"), reason="root writes anywhere")
@@ -190,7 +194,8 @@ def test_a_read_only_cache_without_a_verdict_still_verifies(ortplug_cache, varia
     else:
         ortplug_cache.chmod(0o500)
     try:
-        with pytest.warns(OrtplugCacheWarning, match="goes on without its cache: .*verify cannot be created"):
+        unwritable = "goes on without it: .*verify cannot be created"
+        with pytest.warns(OrtplugCacheWarning, match=unwritable):
             backend = OnnxBackend.from_checkpoint(
                 LocalCheckpoint(variants), plugins=make_plugin_host(environ=VNNI)
             )
@@ -201,13 +206,146 @@ def test_a_read_only_cache_without_a_verdict_still_verifies(ortplug_cache, varia
         ortplug_cache.chmod(0o700)
 
 
-def test_cli_verify_and_run_go_on_with_a_cache_root_that_is_a_file(tmp_path: Path, variants) -> None:
+def test_cli_verify_and_run_go_on_with_a_cache_root_that_is_a_file(tmp_path, variants) -> None:
     blocker = tmp_path / "blocker"
     blocker.write_text("")
     env = {**os.environ, **VNNI, "ORTPLUG_PLUGINS": "cpu", "ORTPLUG_CACHE_DIR": str(blocker)}
     for command in (["verify", str(variants)], ["run", str(variants), "--repeat", "1"]):
         done = subprocess.run([ORTPLUG, *command], capture_output=True, text=True, env=env)
         assert done.returncode == 0, done.stderr
-        warned = [line for line in done.stderr.splitlines() if "without its cache" in line]
+        warned = [line for line in done.stderr.splitlines() if "goes on without it" in line]
         assert len(warned) == 1 and f"{blocker} is not a directory" in warned[0], done.stderr
     assert blocker.read_text() == ""
+
+
+# -- item 25: `ortplug cache clear` removes only what ortplug wrote -------------------------------
+
+
+def _files(folder: Path) -> list[str]:
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*"))
+
+
+def _user_folder(root: Path) -> Path:
+    """A folder that is not ortplug's: a home with keys and a project's sources, and one record."""
+    (root / ".ssh").mkdir(parents=True)
+    (root / ".ssh" / "id_ed25519").write_text("secret")
+    (root / "src").mkdir()
+    (root / "src" / "main.py").write_text("print('mine')")
+    (root / "verify").mkdir()
+    (root / "verify" / "0123.json").write_text("{}")
+    return root
+
+
+def test_clear_refuses_a_root_without_the_marker_that_holds_other_files(
+    tmp_path: Path, monkeypatch
+) -> None:
+    home = _user_folder(tmp_path / "home")
+    before = _files(home)
+    monkeypatch.setenv("ORTPLUG_CACHE_DIR", str(home))
+    refused = r"no ortplug-cache.json\) and holds what ortplug did not write \(.ssh, src\); nothing"
+    with pytest.raises(CacheError, match=refused):
+        cache_index.clear()
+    assert _files(home) == before
+    done = subprocess.run(
+        [ORTPLUG, "cache", "clear"], capture_output=True, text=True,
+        env={**os.environ, "ORTPLUG_CACHE_DIR": str(home)},
+    )  # fmt: skip
+    assert done.returncode == 1 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert "is not marked as ortplug's cache" in done.stderr and _files(home) == before
+
+
+def test_clear_removes_ortplugs_folders_and_nothing_else(ortplug_cache: Path) -> None:
+    cache_dir("verify")
+    (cache_dir("verify") / "0123.json").write_text("{}")
+    engine = cache_dir("tensorrt", "engines", "k")
+    cache_index.describe(engine, kind="TensorRT engine")
+    assert json.loads((ortplug_cache / "ortplug-cache.json").read_text())["folders"] == [
+        "tensorrt",
+        "verify",
+    ]
+    (ortplug_cache / "notes.txt").write_text("mine")
+    (ortplug_cache / "mine").mkdir()
+    (ortplug_cache / "mine" / "data.bin").write_text("mine")
+    assert cache_index.clear() == 2
+    assert _files(ortplug_cache) == ["mine", "mine/data.bin", "notes.txt", "ortplug-cache.json"]
+
+
+def test_an_earlier_ortplug_cache_without_the_marker_is_adopted(ortplug_cache: Path) -> None:
+    (ortplug_cache / "autotune").mkdir(parents=True)
+    (ortplug_cache / "autotune" / "0123.json").write_text("{}")
+    engine = ortplug_cache / "tensorrt" / "engines" / "k"
+    engine.mkdir(parents=True)
+    (engine / "ortplug-entry.json").write_text('{"kind": "TensorRT engine"}')
+    (engine / "model.engine").write_bytes(b"x")
+    assert cache_index.clear() == 2
+    assert _files(ortplug_cache) == ["ortplug-cache.json"]
+
+
+# -- item 26: never listed, measured or removed through a symbolic link ---------------------------
+
+
+def test_prune_never_follows_a_symlinked_record_folder(ortplug_cache: Path, tmp_path: Path) -> None:
+    user = tmp_path / "userdata"
+    user.mkdir()
+    (user / "notes.json").write_text(json.dumps({"model_path": str(tmp_path / "gone.onnx")}))
+    ortplug_cache.mkdir()
+    (ortplug_cache / "verify").symlink_to(user)
+    assert cache_index.entries() == [] and cache_index.prune() == []
+    assert (user / "notes.json").exists()
+    from ortplug.plugins import _probe_cache
+
+    (ortplug_cache / "probes").symlink_to(user)
+    with pytest.warns(OrtplugCacheWarning, match="probes is a symbolic link"):
+        assert _probe_cache.clear() == 0
+    assert (user / "notes.json").exists()
+
+
+def test_a_symlinked_plugin_folder_is_not_entered(ortplug_cache: Path, tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    (project / "build").mkdir(parents=True)
+    (project / "build" / "ortplug-entry.json").write_text('{"model_path": "/gone.onnx"}')
+    (project / "build" / "main.c").write_text("int main;")
+    cache_dir("verify")
+    (ortplug_cache / "tensorrt").symlink_to(project)
+    assert cache_index.entries() == [] and cache_index.prune() == []
+    cache_index.clear()
+    assert _files(project) == ["build", "build/main.c", "build/ortplug-entry.json"]
+
+
+# -- item 19: records name their model by an absolute path ----------------------------------------
+
+
+def test_records_are_never_stale_because_of_the_current_directory(
+    ortplug_cache: Path, variants: Path, tmp_path: Path, monkeypatch
+) -> None:
+    from ortplug.checkpoint import select_variant
+    from ortplug.selection import autotune
+    from ortplug.testing import make_host
+
+    monkeypatch.chdir(variants.parent)
+    checkpoint = LocalCheckpoint(Path(variants.name)).resolve()  # a relative path
+    OnnxBackend.from_checkpoint(select_variant(checkpoint, "int8"), providers=["cpu"], verify=True)
+    autotune.save(checkpoint, make_host(), autotune.TunedSetting(("cpu",), 1, 1.5, 0.1))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    listed = {e.kind: e for e in cache_index.entries()}
+    assert {"verification verdict", "autotune record"} <= set(listed)
+    assert all(e.stale is None for e in listed.values())
+    for kind in ("verification verdict", "autotune record"):
+        model = listed[kind].model
+        assert model is not None and Path(model).is_absolute() and Path(model).exists()
+    assert cache_index.prune() == []
+    old = ortplug_cache / "verify" / "0123.json"  # as an earlier ortplug wrote it: relative
+    old.write_text(json.dumps({"model_path": "m.int8.onnx", "ort_version": None}))
+    assert {e.path: e.stale for e in cache_index.entries()}[old] is None
+
+
+def test_doctor_and_plugins_see_a_cache_others_can_write(ortplug_cache: Path) -> None:
+    from ortplug.cache import cache_problem
+
+    cache_dir("tensorrt")
+    ortplug_cache.chmod(0o777)
+    assert "is writable by every user (mode 777)" in str(cache_problem("tensorrt", "engines"))
+    ortplug_cache.chmod(0o700)
+    assert cache_problem("tensorrt", "engines") is None

@@ -48,9 +48,8 @@ def _with_variant(folder: Path, reference: onnx.ModelProto, variant: onnx.ModelP
     (folder / "m.int8.onnx").write_bytes(variant.SerializeToString())
     metadata = CheckpointMetadata.from_model(path)
     entry = Variant(name="int8", file="m.int8.onnx", precision="int8")
-    (folder / "m.metadata.json").write_text(
-        CheckpointMetadata.from_dict({**metadata.to_dict(), "variants": [entry.to_dict()]}).to_json()
-    )
+    listed = {**metadata.to_dict(), "variants": [entry.to_dict()]}
+    (folder / "m.metadata.json").write_text(CheckpointMetadata.from_dict(listed).to_json())
     return path
 
 
@@ -88,7 +87,7 @@ def test_a_cached_pass_does_not_survive_a_change_to_external_weights(tmp_path: P
     reference, variant = (
         onnx.load(folder / name, load_external_data=False) for name in ("m.onnx", "m.int8.onnx")
     )
-    path = _with_variant(folder, reference, variant)  # the .onnx files still refer to the data files
+    path = _with_variant(folder, reference, variant)  # the .onnx files still name the data files
     first = _verify_variant(path).report.verification
     assert first is not None and first.passed and not first.cached
     again = _verify_variant(path).report.verification
@@ -218,7 +217,15 @@ def broken(tmp_path: Path):
     return checkpoint, plugins, record
 
 
-_ZZ = {"name": "zz", "max_abs": 0, "scale": 1, "argmax_rows": 0, "argmax_flips": [], "mismatch": None}
+#: A passing check for an output the model lacks.
+_ZZ = {
+    "name": "zz",
+    "max_abs": 0,
+    "scale": 1,
+    "argmax_rows": 0,
+    "argmax_flips": [],
+    "mismatch": None,
+}
 
 
 @pytest.mark.parametrize(
@@ -250,7 +257,7 @@ def test_an_integer_output_that_differs_cannot_pass_from_the_cache(tmp_path: Pat
         _verify_variant(path)
     (record,) = Path(os.environ["ORTPLUG_CACHE_DIR"], "verify").glob("*.json")
     data = json.loads(record.read_text())
-    data["checks"][0]["mismatch"] = None  # as an earlier ortplug recorded it: a tolerated difference
+    data["checks"][0]["mismatch"] = None  # as an earlier ortplug recorded it: tolerated
     record.write_text(json.dumps(data))
     with pytest.warns(OrtplugCacheWarning, match="'label' is an exact .* output"):
         with pytest.raises(VerificationError, match="integer outputs must match exactly"):
@@ -267,13 +274,16 @@ def test_an_integer_output_that_differs_cannot_pass_from_the_cache(tmp_path: Pat
         (lambda p: p.unlink(), "file not found"),
     ],
 )
-def test_an_unusable_variant_file_gives_way_to_the_reference(tmp_path: Path, damage, reason) -> None:
+def test_an_unusable_variant_file_gives_way_to_the_reference(tmp_path, damage, reason) -> None:
     checkpoint = mlp_with_variants(tmp_path, "int8")
     assert checkpoint.weights_path is not None
     damage(checkpoint.weights_path.with_name("mlp.int8.onnx"))
     plugins = make_plugin_host(environ=VNNI)
-    with pytest.warns(VerificationWarning, match=f"variant 'int8' cannot be used: .*{reason}") as caught:
-        backend = OnnxBackend.from_checkpoint(LocalCheckpoint(checkpoint.weights_path), plugins=plugins)
+    unusable = f"variant 'int8' cannot be used: .*{reason}"
+    with pytest.warns(VerificationWarning, match=unusable) as caught:
+        backend = OnnxBackend.from_checkpoint(
+            LocalCheckpoint(checkpoint.weights_path), plugins=plugins
+        )
     assert str(caught[0].message).endswith("taking the next choice: the reference weights on [cpu]")
     assert backend.metadata.precision == "fp32"
     resolved = LocalCheckpoint(checkpoint.weights_path).resolve()
@@ -297,3 +307,22 @@ def test_a_variant_that_onnx_runtime_refuses_gives_way_to_the_reference(tmp_path
             OnnxBackend.from_checkpoint(
                 select_variant(checkpoint, "int8"), providers=["cpu"], verify=True
             )
+
+
+def test_a_package_variant_for_another_provider_with_a_broken_file_is_left_out(
+    tmp_path: Path,
+) -> None:
+    checkpoint = mlp_with_variants(tmp_path, "fp16")
+    assert checkpoint.weights_path is not None
+    component = tmp_path / "pkg" / "models" / "mlp"
+    for name, data in (("cpu", checkpoint.weights_path.read_bytes()), ("gpu", b"not a model")):
+        (component / name).mkdir(parents=True)
+        (component / name / "model.onnx").write_bytes(data)
+    variants = {"cpu": {"ep": "CPUExecutionProvider"}, "gpu": {"ep": "CUDAExecutionProvider"}}
+    (component / "metadata.json").write_text(json.dumps({"variants": variants}))
+    with pytest.warns(VerificationWarning, match="'gpu': .*not a valid ONNX model.*left out"):
+        resolved = LocalCheckpoint(component).resolve()
+    assert resolved.metadata.variants == ()
+    (component / "cpu" / "model.onnx").write_bytes(b"not a model")  # the reference itself
+    with pytest.raises(CheckpointError, match="variant 'cpu': .*not a valid ONNX model"):
+        LocalCheckpoint(component).resolve()

@@ -17,13 +17,14 @@ import json
 import os
 import stat
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from .errors import CacheError, OrtplugCacheWarning
 
 __all__ = [
     "CACHE_ENV",
+    "MARKER",
     "atomic_write",
     "cache_dir",
     "cache_key",
@@ -31,9 +32,11 @@ __all__ = [
     "cache_root",
     "check_writable",
     "read_cache_file",
+    "read_marker",
     "remove_entries",
     "touch",
     "trusted_folder",
+    "write_marker",
 ]
 
 #: Environment variable that moves the cache root.
@@ -81,8 +84,8 @@ def _foreign_writers(path: Path, info: os.stat_result) -> str | None:
     if mode & stat.S_IWOTH or group:
         who = "every user" if mode & stat.S_IWOTH else "its group"
         return (
-            f"{path} is writable by {who} (mode {mode:o}), who could plant records in it; "
-            f"run `chmod go-w {path}`"
+            f"{path} is writable by {who} (mode {mode:o}), who could plant records in it "
+            f"(`chmod go-w {path}` makes it yours alone)"
         )
     return None
 
@@ -99,6 +102,57 @@ def _unusable(path: Path, info: os.stat_result) -> str | None:
 #: What :func:`_prepare` says of a folder that does not exist (and was not to be created).
 _ABSENT = "absent"
 
+#: The file that marks a folder as ortplug's cache root and lists the folders ortplug made in
+#: it: ``ortplug cache clear`` removes those, and refuses a root without it.
+MARKER = "ortplug-cache.json"
+_MARKER_SCHEMA = 1
+
+
+def _folder_name(name: object) -> bool:
+    """Whether ``name`` is one plain folder name (a marker is read back, so it is checked)."""
+    return (
+        isinstance(name, str)
+        and 0 < len(name) <= 255
+        and name not in (".", "..", MARKER)
+        and not any(sep in name for sep in ("/", "\\", "\0"))
+    )
+
+
+def read_marker(root: Path) -> list[str] | None:
+    """The folders ``root``'s marker lists; ``None`` without a valid marker (a link is not one)."""
+    path = root / MARKER
+    try:
+        if not stat.S_ISREG(os.lstat(path).st_mode):
+            return None
+        data = json.loads(read_cache_file(path, max_bytes=64 * 1024))
+    except (OSError, ValueError, RecursionError):
+        return None
+    if not isinstance(data, dict) or data.get("ortplug_cache") != _MARKER_SCHEMA:
+        return None
+    folders = data.get("folders")
+    if not isinstance(folders, list) or not all(map(_folder_name, folders)):
+        return None
+    return list(folders)
+
+
+def write_marker(root: Path, folders: Iterable[str]) -> None:
+    """Mark ``root`` as ortplug's cache root, listing ``folders`` as ortplug's."""
+    listed = sorted(set(folders))
+    atomic_write(root / MARKER, json.dumps({"ortplug_cache": _MARKER_SCHEMA, "folders": listed}))
+
+
+def _list_in_marker(root: Path, name: str, fresh: bool) -> None:
+    """Add ``name`` to the marker of a root ortplug made (``fresh``) or already marked; best effort.
+
+    A root without a marker that ortplug did not just make is left unmarked: ``ortplug cache
+    clear`` decides whether to adopt it.
+    """
+    listed = [] if fresh else read_marker(root)
+    if listed is None or name in listed:
+        return
+    with contextlib.suppress(CacheError):
+        write_marker(root, [*listed, name])
+
 
 def _prepare(
     parts: tuple[str, ...], environ: Mapping[str, str] | None, create: bool
@@ -109,10 +163,13 @@ def _prepare(
     Every level must be a directory only this user (or root) can write: ortplug reads back
     what it finds there. Folders are created private (0700).
     """
-    current = cache_root(environ)
+    root = current = cache_root(environ)
+    fresh = False  # whether this call made the root
     for level, name in enumerate(("", *parts)):
         current = current / name if level else current
         look = os.stat if level == 0 else os.lstat
+        if level == 1 and create:
+            _list_in_marker(root, name, fresh)
         try:
             info = look(current)
         except FileNotFoundError:
@@ -120,7 +177,8 @@ def _prepare(
                 return current, _ABSENT
             try:
                 if level == 0:
-                    os.makedirs(current, 0o700, exist_ok=True)
+                    os.makedirs(current, 0o700)
+                    fresh = True
                 else:
                     os.mkdir(current, 0o700)
             except FileExistsError:
@@ -173,7 +231,7 @@ def trusted_folder(*parts: str, create: bool = False) -> Path | None:
     if problem != _ABSENT and problem not in _warned:
         _warned.add(problem)
         warnings.warn(
-            f"ortplug goes on without its cache: {problem}; {_fix(cache_root())}",
+            f"the cache is not used, the run goes on without it: {problem}; {_fix(cache_root())}",
             OrtplugCacheWarning,
             stacklevel=3,
         )
@@ -224,7 +282,8 @@ def cache_problem(*parts: str, environ: Mapping[str, str] | None = None) -> str 
 
     Cheap and side-effect free apart from one test file created and removed in
     the directory when it exists: catches a file, a symlink loop, a dangling
-    link or a read-only directory before anything is computed for the cache.
+    link or a read-only directory before anything is computed for the cache, and
+    what :func:`cache_dir` refuses (a link below the root, a folder others can write).
     """
     path = cache_root(environ).joinpath(*parts)
     found, info = _existing_ancestor(path)
@@ -232,6 +291,9 @@ def cache_problem(*parts: str, environ: Mapping[str, str] | None = None) -> str 
         return info
     if not stat.S_ISDIR(info.st_mode):
         return f"{found} is not a directory"
+    _, untrusted = _prepare(parts, environ, create=False)
+    if untrusted not in (None, _ABSENT):
+        return untrusted
     if found != path:  # it would be created inside ``found``
         return None if os.access(found, os.W_OK | os.X_OK) else f"{found} is not writable"
     return _write_probe(path)
@@ -366,10 +428,18 @@ def touch(path: str | os.PathLike[str]) -> None:
 
 
 def remove_entries(folder: str, pattern: str = "*.json") -> int:
-    """Remove the files matching ``pattern`` in ``<cache root>/<folder>``; how many went."""
+    """Remove the files matching ``pattern`` in ``<cache root>/<folder>``; how many went.
+
+    Never through a symbolic link: a linked folder is refused (see :func:`trusted_folder`),
+    and a link in it is removed itself, never its target.
+    """
+    found = trusted_folder(folder)
+    if found is None:
+        return 0
     removed = 0
-    for path in (cache_root() / folder).glob(pattern):
+    for path in found.glob(pattern):
         with contextlib.suppress(OSError):
-            path.unlink()
-            removed += 1
+            if not stat.S_ISDIR(os.lstat(path).st_mode):
+                path.unlink()
+                removed += 1
     return removed

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import stat
 import time
 import warnings
 from collections.abc import Iterator
@@ -25,7 +26,15 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from ._runtime import onnxruntime_or_none
-from .cache import atomic_write, cache_root, read_cache_file
+from .cache import (
+    CACHE_ENV,
+    MARKER,
+    atomic_write,
+    cache_root,
+    read_cache_file,
+    read_marker,
+    write_marker,
+)
 from .errors import CacheError, OptionError, OrtplugConfigWarning
 
 if TYPE_CHECKING:
@@ -40,6 +49,7 @@ __all__ = [
     "describe",
     "entries",
     "max_mb",
+    "owned",
     "parse_size_mb",
     "prune",
 ]
@@ -93,7 +103,7 @@ def describe(
     record = {
         "kind": kind,
         "model": checkpoint.label if checkpoint is not None else None,
-        "model_path": str(model_path) if model_path is not None else None,
+        "model_path": str(Path(model_path).resolve()) if model_path is not None else None,
         "ort_version": ort_version,
     }
     try:
@@ -116,12 +126,13 @@ def _usage(path: Path) -> tuple[int, float]:
 
     Modification, not access times (mounts without atime, and this listing's own
     reads): what uses an entry writes to it (``describe`` again, :func:`ortplug.cache.touch`).
+    Nothing is measured through a symbolic link.
     """
-    if path.is_file():
-        info = path.stat()
+    info = os.lstat(path)
+    if not stat.S_ISDIR(info.st_mode):
         return info.st_size, info.st_mtime
-    size, last = 0, path.stat().st_mtime
-    for folder, _, names in os.walk(path):
+    size, last = 0, info.st_mtime
+    for folder, _, names in os.walk(path):  # links to folders are not followed
         for name in names:
             try:
                 info = os.stat(os.path.join(folder, name), follow_symlinks=False)
@@ -143,7 +154,9 @@ def _record(path: Path) -> dict[str, Any] | None:
 
 def _stale(record: dict[str, Any], installed_ort: str | None) -> str | None:
     model_path = record.get("model_path")
-    if isinstance(model_path, str) and not Path(model_path).exists():
+    # A relative path (written by an earlier ortplug) says nothing without the folder it was
+    # relative to: never stale because of the current directory.
+    if isinstance(model_path, str) and os.path.isabs(model_path) and not os.path.exists(model_path):
         return f"its model {model_path} is gone"
     written_for = record.get("ort_version")
     if isinstance(written_for, str) and installed_ort and written_for != installed_ort:
@@ -151,28 +164,69 @@ def _stale(record: dict[str, Any], installed_ort: str | None) -> str | None:
     return None
 
 
-def _described(root: Path, installed_ort: str | None) -> Iterator[CacheEntry]:
-    for marker in root.rglob(ENTRY_FILE):
-        folder = marker.parent
-        record = _record(marker)
-        size, last = _usage(folder)
-        if record is None:
-            yield CacheEntry(folder, "unknown", size, last, stale="its description is unreadable")
+def _walk(top: Path, depth: int | None = None) -> Iterator[tuple[Path, list[str]]]:
+    """Each real folder under ``top`` with its file names, never through a symbolic link,
+    at most ``depth`` levels down (``None``: all)."""
+    for folder, subfolders, names in os.walk(top):  # followlinks=False: links are not entered
+        here = Path(folder)
+        if depth is not None and len(here.relative_to(top).parts) >= depth:
+            subfolders.clear()
+        yield here, names
+
+
+def _regular(path: Path) -> bool:
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def _real_folder(path: Path) -> bool:
+    """Whether ``path`` is a directory itself, not a symbolic link to one."""
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def _entry(folder: Path, installed_ort: str | None) -> CacheEntry:
+    """The entry a folder described by its ``ortplug-entry.json`` is."""
+    record = _record(folder / ENTRY_FILE)
+    size, last = _usage(folder)
+    if record is None:
+        return CacheEntry(folder, "unknown", size, last, stale="its description is unreadable")
+    return CacheEntry(
+        folder,
+        str(record.get("kind") or "unknown"),
+        size,
+        last,
+        record.get("model"),
+        record.get("ort_version"),
+        _stale(record, installed_ort),
+    )
+
+
+def _described(root: Path, owned: list[str], installed_ort: str | None) -> Iterator[CacheEntry]:
+    for name in owned:
+        if name in _RECORD_FOLDERS or not _real_folder(root / name):
             continue
-        yield CacheEntry(
-            folder,
-            str(record.get("kind") or "unknown"),
-            size,
-            last,
-            record.get("model"),
-            record.get("ort_version"),
-            _stale(record, installed_ort),
-        )
+        for folder, names in _walk(root / name):
+            if ENTRY_FILE in names and _regular(folder / ENTRY_FILE):
+                yield _entry(folder, installed_ort)
 
 
-def _records(root: Path, installed_ort: str | None) -> Iterator[CacheEntry]:
+def _record_files(folder: Path) -> list[Path]:
+    """The ``*.json`` regular files of a record folder (not through a link, none that is one)."""
+    if not _real_folder(folder):
+        return []
+    return sorted(path for path in folder.glob("*.json") if _regular(path))
+
+
+def _records(root: Path, owned: list[str], installed_ort: str | None) -> Iterator[CacheEntry]:
     for folder, kind in _RECORD_FOLDERS.items():
-        for path in sorted((root / folder).glob("*.json")):
+        if folder not in owned:
+            continue
+        for path in _record_files(root / folder):
             record = _record(path)
             size, last = _usage(path)
             if record is None:
@@ -183,14 +237,59 @@ def _records(root: Path, installed_ort: str | None) -> Iterator[CacheEntry]:
             yield CacheEntry(path, kind, size, last, model, record.get("ort_version"), stale)
 
 
+#: How far and how much a folder of a root without a marker is searched for ortplug's entries.
+_ADOPT_DEPTH, _ADOPT_FILES = 3, 10_000
+
+
+def _ortplugs(folder: Path) -> bool:
+    """Whether a folder of a cache root is one ortplug made: a record folder holding only
+    records, or a folder holding described entries (how an earlier ortplug's cache looks)."""
+    if not _real_folder(folder):
+        return False
+    if folder.name in _RECORD_FOLDERS:
+        for path in folder.iterdir():
+            temporary = path.name.startswith(".") and path.name.endswith(".tmp")
+            if not (_regular(path) and (path.suffix == ".json" or temporary)):
+                return False
+        return True
+    seen = 0
+    for _, names in _walk(folder, _ADOPT_DEPTH):
+        if ENTRY_FILE in names:
+            return True
+        seen += len(names)
+        if seen > _ADOPT_FILES:
+            return False
+    return False
+
+
+def owned(root: Path) -> tuple[list[str], list[str]]:
+    """The folders of the cache root that are ortplug's (its marker lists them, or they look it),
+    and the names of everything else there (left alone)."""
+    listed = set(read_marker(root) or ())
+    ours, others = [], []
+    for path in sorted(root.iterdir()):
+        name = path.name
+        if name == MARKER or (name.startswith(f".{MARKER}.") and name.endswith(".tmp")):
+            continue
+        if (name in listed and _real_folder(path)) or _ortplugs(path):
+            ours.append(name)
+        else:
+            others.append(name)
+    return ours, others
+
+
 def entries(root: Path | None = None) -> list[CacheEntry]:
-    """Every entry under the cache root, described folders and the core's records."""
+    """Every entry in ortplug's folders of the cache root, described folders and the core's records.
+
+    Nothing is listed or measured through a symbolic link below the root.
+    """
     root = cache_root() if root is None else root
     if not root.is_dir():
         return []
     ort = onnxruntime_or_none()
     installed = getattr(ort, "__version__", None)
-    return [*_described(root, installed), *_records(root, installed)]
+    ours, _ = owned(root)
+    return [*_described(root, ours, installed), *_records(root, ours, installed)]
 
 
 def max_mb(environ: dict[str, str] | None = None) -> float | None:
@@ -228,7 +327,8 @@ def configured_cap(*, stacklevel: int = 2) -> float | None:
 
 
 def _remove(path: Path) -> None:
-    if path.is_dir() and not path.is_symlink():
+    """Remove a file or a folder; a symbolic link is removed itself, never what it points to."""
+    if _real_folder(path):
         import shutil  # deferred: ~3 ms (its archive codecs) that only removal needs
 
         shutil.rmtree(path, ignore_errors=True)
@@ -267,10 +367,28 @@ def _over_cap(current: list[CacheEntry], limit_mb: float, now: float) -> list[Ca
 
 
 def clear() -> int:
-    """Remove everything under the cache root; returns how many entries were listed there."""
+    """Remove ortplug's folders from the cache root; returns how many entries were listed there.
+
+    Only what ortplug wrote goes: the folders its marker (``ortplug-cache.json``) lists, or that
+    hold ortplug's records and entries. A root without the marker is cleared only when all it
+    holds is ortplug's (a cache of an earlier ortplug, then marked); otherwise
+    :class:`~ortplug.errors.CacheError` says what is there and nothing is removed.
+    """
     root = cache_root()
+    if not root.is_dir():
+        return 0
+    ours, others = owned(root)
+    if read_marker(root) is None:
+        if others:
+            more = f" and {len(others) - 5} more" if len(others) > 5 else ""
+            raise CacheError(
+                f"{root} is not marked as ortplug's cache (no {MARKER}) and holds what ortplug did "
+                f"not write ({', '.join(others[:5])}{more}); nothing was removed: point "
+                f"{CACHE_ENV} at ortplug's own folder"
+            )
+        write_marker(root, ours)  # an earlier ortplug's cache: adopted
     count = len(entries(root))
-    if root.is_dir():
-        for child in root.iterdir():
-            _remove(child)
+    for name in ours:
+        _remove(root / name)
+    write_marker(root, [])
     return count

@@ -1,14 +1,17 @@
 """Verification: a provider's (or a variant's) outputs against the CPU provider on the reference weights.
 
-Every output is compared: its largest absolute difference against
+Every output is compared: a floating one by its largest absolute difference against
 ``atol + rtol * max|reference|`` (:class:`~ortplug.checkpoint.Tolerance`), and for
 classifier-shaped outputs (rows of class scores, rank 2) whether each row's
 argmax agrees; a row whose reference top-1 leads its runner-up by less than the
-allowed difference may flip. What was measured (not the verdict: the tolerance
-may change) is cached under ``<cache>/verify/`` per model fingerprint, variant,
-chain with its options, realized providers, inputs, ONNX Runtime version and
-host, so a verification costs once; a corrupt record is ignored with an
-:class:`~ortplug.errors.OrtplugCacheWarning`.
+allowed difference may flip. Integer, boolean and string outputs (labels, token
+ids, indices) must match exactly. Sequences and maps are compared value by value.
+What was measured (not the verdict: the tolerance may change) is cached under
+``<cache>/verify/`` per model fingerprint, variant, chain with its options,
+realized providers, inputs, ONNX Runtime version and host, so a verification
+costs once. A record is untrusted input: one that is corrupt, or impossible for
+the model (an output it lacks, a negative difference, an exact output that
+differs), is ignored with an :class:`~ortplug.errors.OrtplugCacheWarning`.
 """
 
 from __future__ import annotations
@@ -55,7 +58,8 @@ class OutputCheck:
 
     ``argmax_rows`` is the number of rows compared for argmax (0: not classifier-shaped);
     ``argmax_flips`` the reference's top-1 margin of each row whose argmax differs.
-    ``mismatch`` says what made the outputs incomparable (a shape or a kind), if anything.
+    ``mismatch`` says what made the outputs incomparable (a shape, a kind, a sequence's length,
+    a map's keys) or differ where they must be equal (an exact output), if anything.
     """
 
     name: str
@@ -117,7 +121,9 @@ class _Differs(Exception):
     """Two outputs of different structure (kind, length or keys); the message says where."""
 
 
-def _leaves(reference: Any, output: Any, where: str) -> Iterator[tuple[str, np.ndarray, np.ndarray]]:
+def _leaves(
+    reference: Any, output: Any, where: str
+) -> Iterator[tuple[str, np.ndarray, np.ndarray]]:
     """The tensors at the same place in two outputs (a tensor, or sequences and maps of them).
 
     Values are compared, never their text: ``repr`` abbreviates arrays over 1000 elements.
@@ -131,7 +137,8 @@ def _leaves(reference: Any, output: Any, where: str) -> Iterator[tuple[str, np.n
             yield from _leaves(reference[key], output[key], f"{where}[{key!r}]")
     elif isinstance(reference, (list, tuple)):
         if not isinstance(output, (list, tuple)) or len(output) != len(reference):
-            given = _items(len(output)) if isinstance(output, (list, tuple)) else type(output).__name__
+            sequence = isinstance(output, (list, tuple))
+            given = _items(len(output)) if sequence else type(output).__name__
             raise _Differs(f"{_at(where)}{given}, reference {_items(len(reference))}")
         for index, (ref, out) in enumerate(zip(reference, output)):
             yield from _leaves(ref, out, f"{where}[{index}]")
@@ -154,7 +161,14 @@ def _keys(value: Mapping[Any, Any]) -> str:
 
 
 #: What an exact output holds, by numpy kind, for the message.
-_EXACT_KINDS = {"b": "boolean", "i": "integer", "u": "integer", "U": "string", "S": "string"}
+_EXACT_KINDS = {
+    "b": "boolean",
+    "i": "integer",
+    "u": "integer",
+    "U": "string",
+    "S": "string",
+    "O": "string",  # ONNX Runtime's string tensors are object arrays of str
+}
 
 
 def _exact(where: str, reference: np.ndarray, output: np.ndarray) -> tuple[float, str | None]:
@@ -180,7 +194,9 @@ def _exact(where: str, reference: np.ndarray, output: np.ndarray) -> tuple[float
     )
 
 
-def _tensor(where: str, reference: np.ndarray, output: np.ndarray) -> tuple[float, float, str | None]:
+def _tensor(
+    where: str, reference: np.ndarray, output: np.ndarray
+) -> tuple[float, float, str | None]:
     """Largest difference, the reference's range and any mismatch of two tensors.
 
     Only floating outputs get a tolerance: integer, boolean and string ones (labels,
@@ -190,7 +206,8 @@ def _tensor(where: str, reference: np.ndarray, output: np.ndarray) -> tuple[floa
         return math.inf, 0.0, f"{_at(where)}shape {output.shape}, reference {reference.shape}"
     if reference.dtype.kind != "f" or output.dtype.kind not in "biuf":
         largest, mismatch = _exact(where, reference, output)
-        scale = float(np.max(np.abs(reference))) if reference.dtype.kind in "biu" and reference.size else 0.0
+        numeric = reference.dtype.kind in "biu" and reference.size
+        scale = float(np.max(np.abs(reference))) if numeric else 0.0
         return largest, scale, mismatch
     if reference.size == 0:
         return 0.0, 0.0, None

@@ -22,20 +22,22 @@ when present and otherwise infers the precision from the graph. The reference is
 variant the CPU provider may run (``ep`` absent or ``CPUExecutionProvider``) with the
 highest precision; every other variant becomes a :class:`Variant` of it. A variant's
 ``device``, ``compatibility_string``, ``session_options`` and ``provider_options`` are
-not applied.
+not applied. A variant made for another provider whose file cannot be read is left out
+with a :class:`~ortplug.errors.VerificationWarning`.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import warnings
 from collections.abc import Mapping
 from pathlib import Path, PurePath
 from typing import Any
 
 import attrs
 
-from ..errors import CheckpointError, OptionError
+from ..errors import CheckpointError, MissingFileError, OptionError, VerificationWarning
 from .metadata import CheckpointMetadata
 from .variants import PRECISIONS, Variant
 
@@ -173,18 +175,23 @@ def read_model_package(root: Path) -> PackageContents:
         folder = component / _segment(name, "variant name", metadata_path)
         if not isinstance(entry, Mapping):
             raise CheckpointError(f"{metadata_path}: variant {name!r}: expected an object")
-        path, ours = _variant_file(folder, name)
+        ep = _ep(name, entry, metadata_path)
         try:
+            path, ours = _variant_file(folder, name)
             precision = ours.get("precision") or CheckpointMetadata.from_model(path).precision
             variant = Variant(
-                name=name,
-                file=str(path),
-                precision=precision,
-                tolerance=ours.get("tolerance"),
-                ep=_ep(name, entry, metadata_path),
+                name=name, file=str(path), precision=precision, tolerance=ours.get("tolerance"), ep=ep
             )
-        except OptionError as exc:
-            raise CheckpointError(f"{metadata_path}: variant {name!r}: {exc}") from exc
+        except (OptionError, MissingFileError) as exc:
+            problem = CheckpointError(f"{metadata_path}: variant {name!r}: {exc}")
+            if ep in (None, _CPU_EP):
+                raise problem from exc  # it may be the reference: nothing is verified without it
+            warnings.warn(
+                f"{problem}; it is left out (ONNX Runtime's other variants serve)",
+                VerificationWarning,
+                stacklevel=3,  # the caller of LocalCheckpoint.resolve
+            )
+            continue
         found.append((path, variant))
     on_cpu = [(p, v) for p, v in found if v.runs_on(_CPU_EP)]
     if not on_cpu:

@@ -346,7 +346,7 @@ class InMemoryCheckpoint:
 
 def _with_summary(checkpoint: ResolvedCheckpoint, summary: ModelSummary) -> ResolvedCheckpoint:
     """Keep the graph summary ``resolve`` already read, so nothing parses the model again."""
-    checkpoint._memo["summary"] = (checkpoint._version(), summary)
+    checkpoint._memo["summary"] = ((checkpoint._version(), None), summary)  # as _remember keys it
     return checkpoint
 
 

@@ -23,6 +23,7 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 import attrs
 
@@ -91,10 +92,11 @@ def _key(group: str) -> str:
 
 def _declaration(dist: object) -> str | None:
     """The ``entry_points.txt`` a distribution found on disk declares its entry points in."""
-    folder = getattr(dist, "_path", None)  # PathDistribution's folder; other finders have none
-    if folder is None:
+    folder: Any = getattr(dist, "_path", None)  # PathDistribution's folder; other finders have none
+    try:
+        return os.path.join(os.path.realpath(os.fspath(folder)), "entry_points.txt")
+    except TypeError:  # none, or inside a zip file: not a file it can be checked against
         return None
-    return os.path.join(os.path.realpath(os.fspath(folder)), "entry_points.txt")
 
 
 def _scan(group: str) -> list[tuple[PluginEntryPoint, str | None]]:
@@ -155,16 +157,18 @@ def _read(path: os.PathLike[str], group: str) -> list[PluginEntryPoint] | None:
     found, declarations = [], {}
     installed = {os.path.realpath(entry) for entry in sys.path if os.path.isabs(entry)}
     for row in rows:
-        if not (isinstance(row, list) and len(row) == 5 and all(map(_text, (row[0], row[1], row[4])))):
+        if not isinstance(row, list) or len(row) != 5:
             return None
-        if not all(value is None or _text(value) for value in row[2:4]):
+        if not all(map(_text, (row[0], row[1], row[4]))) or not all(
+            value is None or _text(value) for value in row[2:4]
+        ):
             return None
         name, value, distribution, version, declaration = row
         if declaration not in declarations:
             declarations[declaration] = _declared(declaration, group, installed)
         declared = declarations[declaration]
         if declared is None or declared.get(name) != value:
-            _log.debug("entry point %s=%s is not declared by %s: scanning", name, value, declaration)
+            _log.debug("entry point %s=%s not declared by %s: scanning", name, value, declaration)
             return None
         found.append(PluginEntryPoint(name, value, distribution, version))
     return found

@@ -277,7 +277,7 @@ def stale_records(ort_version: str | None) -> list[Path]:
     A FIFO, device or directory named ``*.json`` is listed without being opened.
     """
     folder = _record_folder()
-    if not folder.is_dir():
+    if not folder.is_dir() or folder.is_symlink():  # never read through a link (see trusted_folder)
         return []
     stale = []
     for path in sorted(folder.glob("*.json")):
