@@ -2,9 +2,10 @@
 
 What is checked (``verify`` of ``from_checkpoint``):
 
-* ``None`` (default): precision variants the policy picked; the reference weights are trusted;
+* ``None`` (default): precision variants and reduced-precision modes the policy picked; the
+  reference weights at their precision are trusted;
 * ``True``: also every chain with an accelerator, each at its precision's default tolerance
-  (a variant's manifest tolerance when it gives one);
+  (a variant's manifest tolerance when it gives one; a reduced-precision mode's, when looser);
 * a :class:`~ortplug.checkpoint.Tolerance`: the same, all at that tolerance;
 * ``False``: nothing (``from_checkpoint`` keeps the policy to the reference weights first:
   an unverified variant is not trusted).
@@ -29,6 +30,7 @@ from ..errors import VerificationError, VerificationWarning
 from ..plugins.manager import PluginHost, resolve_plugin_host
 from ..providers import CPU_EP
 from ..sample_inputs import GENERATION, AcceptedInputs, carried_samples, session_inputs
+from ..selection import describe_candidate
 from ..selection.autotune import host_signature
 from ..session_options import SessionOptionsConfig
 from ..verify import (
@@ -124,16 +126,24 @@ class Verifier:
             host_signature(plan.host),
         )
 
-    def tolerance_for(self, candidate: ResolvedCheckpoint) -> Tolerance:
-        """The tolerance given to the verifier, else the variant's, else its precision's default."""
+    def tolerance_for(
+        self, candidate: ResolvedCheckpoint, precision: str | None = None
+    ) -> Tolerance:
+        """The tolerance given to the verifier, else the variant's (or its precision's default),
+        loosened to the default of ``precision`` (a reduced-precision mode) when that is looser."""
         if self._tolerance is not None:
             return self._tolerance
         variant = next(
             (v for v in self.reference.metadata.variants if v.name == candidate.variant), None
         )
         if variant is not None:
-            return variant.effective_tolerance
-        return default_tolerance(candidate.metadata.precision)
+            weights = variant.effective_tolerance
+        else:
+            weights = default_tolerance(candidate.metadata.precision)
+        if precision is None:
+            return weights
+        mode = default_tolerance(precision)
+        return Tolerance(max(weights.rtol, mode.rtol), max(weights.atol, mode.atol))
 
     def verdict(self, candidate: ResolvedCheckpoint, plan: SessionPlan, session: Any) -> Verdict:
         """The verdict on ``session``, built from ``plan`` for ``candidate`` (the reference or a variant).
@@ -160,9 +170,9 @@ class Verifier:
             save_checks(key, checks, described)
         return Verdict(
             variant=candidate.variant,
-            precision=candidate.metadata.precision,
+            precision=plan.precision or candidate.metadata.precision,
             providers=tuple(providers),
-            tolerance=self.tolerance_for(candidate),
+            tolerance=self.tolerance_for(candidate, plan.precision),
             checks=checks,
             inputs=self.inputs_origin,
             cost_ms=(time.perf_counter() - started) * 1e3,
@@ -174,13 +184,14 @@ def _needs_check(
     plan: SessionPlan, candidate: ResolvedCheckpoint, session: Any, verify: bool | Tolerance | None
 ) -> bool:
     if not verify:
-        return plan.variant is not None  # a variant the policy picked
+        return not plan.on_reference  # a variant or reduced precision the policy picked
     return candidate.variant is not None or list(session.get_providers()) != [CPU_EP]
 
 
 def _choice(plan: SessionPlan) -> str:
-    weights = f"variant {plan.variant.variant}" if plan.variant else "the reference weights"
-    return f"{weights} on [{', '.join(config.kind for config in plan.chain)}]"
+    variant = plan.variant.variant if plan.variant else None
+    chain = ", ".join(config.kind for config in plan.chain)
+    return f"{describe_candidate(variant, plan.precision)} on [{chain}]"
 
 
 def build_verified(

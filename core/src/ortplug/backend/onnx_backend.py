@@ -172,11 +172,11 @@ class OnnxBackend:
         if verify is False:
             plan = plan_on_reference(resolved, plan, session_options)
         if startup_fallback and any(is_accelerator(config) for config in plan.chain):
-            if verify or plan.variant is not None:
+            if verify or not plan.on_reference:
                 raise OptionError(
                     "startup_fallback=True serves before anything is verified: expected "
                     f"verify=None or False and a chain on the reference weights, got verify={verify!r}"
-                    f"{' and the policy chose a variant' if plan.variant is not None else ''}"
+                    f"{'' if plan.on_reference else ' and the policy chose a variant or precision'}"
                 )
             from ._startup import start_on_cpu  # only for this path: ~3 ms of imports
 
@@ -186,7 +186,7 @@ class OnnxBackend:
             )
             start_on_cpu(backend, resolved, plan, min_accelerator_share)
             return backend
-        if not verify and plan.variant is None:
+        if not verify and plan.on_reference:
             backend = cls._from_build(resolved, plan, create_planned(resolved, plan, plan.options))
         else:
             from ._verified import build_verified
@@ -395,6 +395,7 @@ class OnnxBackend:
             declined=plan.declined if plan else (),
             host=plan.host.to_dict() if plan else {},
             verification=self._verification,
+            precision=plan.precision if plan else None,
         )
 
     @property

@@ -28,7 +28,8 @@ class ProviderReport:
     did not record placement). ``reasons`` and ``declined`` are ``(kind, reason)``
     pairs from the plugins that chose, or declined, each provider. ``verification``
     is the verdict on the session's outputs against the CPU reference (``None``:
-    nothing was checked).
+    nothing was checked). ``precision`` is the reduced precision the chain's lead
+    computes at, a mode the policy chose (``None``: the weights' own).
     """
 
     requested: tuple[str, ...]
@@ -40,6 +41,7 @@ class ProviderReport:
     declined: tuple[tuple[str, str], ...]
     host: Mapping[str, Any] = attrs.field(converter=_frozen)
     verification: Verdict | None = None
+    precision: str | None = None
 
     @property
     def accelerator_share(self) -> float | None:
@@ -62,6 +64,7 @@ class ProviderReport:
             "declined": [list(d) for d in self.declined],
             "host": dict(self.host),
             "verification": None if self.verification is None else self.verification.to_dict(),
+            "precision": self.precision,
         }
 
     def lines(self) -> list[str]:
@@ -73,6 +76,8 @@ class ProviderReport:
             placed = ", ".join(f"{name} {count}" for name, count in self.nodes.items())
             tail = f" ({share:.0%} off the CPU)" if share is not None else ""
             out.append(f"nodes      {placed}{tail}")
+        if self.precision is not None:
+            out.append(f"precision  {self.precision} (the lead provider's reduced-precision mode)")
         out += [f"chosen     {kind}: {reason}" for kind, reason in self.reasons]
         out += [f"declined   {kind}: {reason}" for kind, reason in self.declined]
         if self.verification is not None:
