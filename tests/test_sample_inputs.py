@@ -194,3 +194,20 @@ def test_ortplug_run_generates_an_image_the_cnn_takes(tmp_path) -> None:
     report = json.loads(done.stdout)
     assert report["generated_inputs"] == {"x": "float32 (1, 3, 224, 224) normal"}
     assert report["outputs"]["logits"]["shape"] == [1, 5]
+
+
+def test_startup_fallback_warms_the_accelerator_up_on_an_image_the_cnn_takes() -> None:
+    import ortplug_azuretest
+    from ortplug import InMemoryCheckpoint
+    from ortplug.testing import make_plugin_host
+
+    plugins = make_plugin_host(("azuretest", ortplug_azuretest))
+    backend = OnnxBackend.from_checkpoint(
+        InMemoryCheckpoint(_cnn()).resolve(),
+        providers=["azure", "cpu"],
+        plugins=plugins,
+        startup_fallback=True,
+    )
+    with backend:
+        assert backend.wait_ready(timeout=60) and backend.startup_error is None
+        assert backend.providers[0] == "AzureExecutionProvider"  # a 1x1 warm-up failed it

@@ -309,19 +309,24 @@ def accepted_inputs(
 
 
 def session_inputs(
-    session: Any, extra: Mapping[str, object], given: Mapping[str, np.ndarray] | None = None
+    session: Any,
+    extra: Mapping[str, object],
+    given: Mapping[str, np.ndarray] | None = None,
+    run_options: Any = None,
 ) -> AcceptedInputs:
     """:func:`accepted_inputs` on an ONNX Runtime session already built (the CPU reference).
 
-    The session's own input specs are used; its outputs come back by name. ONNX Runtime's
-    log of a size it refuses stays off stderr (the error says it).
+    The session's own input specs are used; its outputs come back by name. ``run_options``
+    (ONNX Runtime's ``RunOptions``) default to ones that keep ONNX Runtime's log of a size
+    it refuses off stderr (the error says it).
     """
     names = [output.name for output in session.get_outputs()]
-    quiet = require_onnxruntime().RunOptions()
-    quiet.log_severity_level = 4
+    if run_options is None:
+        run_options = require_onnxruntime().RunOptions()
+        run_options.log_severity_level = 4
 
     def run(feed: Mapping[str, np.ndarray]) -> dict[str, Any]:
-        return dict(zip(names, session.run(names, dict(feed), quiet)))
+        return dict(zip(names, session.run(names, dict(feed), run_options)))
 
     specs = [_Spec(arg.name, arg.type, _shape(arg.shape)) for arg in session.get_inputs()]
     return accepted_inputs(run, specs, extra, given)
