@@ -99,3 +99,16 @@ def test_the_tolerance_is_the_reduced_precisions_unless_one_is_given() -> None:
     given = Verifier(checkpoint, _plugins(), Tolerance(0, 0))
     assert given.tolerance_for(checkpoint, "bf16") == Tolerance(0, 0)  # the caller's wins
 
+
+
+def test_ortplug_verify_checks_a_reduced_candidate_instead_of_calling_it_the_reference() -> None:
+    from ortplug.backend._plan import plan_session
+    from ortplug.backend._verified import Verifier
+    from ortplug.cli._variants import _row
+
+    checkpoint, plugins = _checkpoint(), _plugins()
+    plan = plan_session(checkpoint, None, None, None, plugins)
+    assert plan.precision == "bf16" and not plan.on_reference
+    row = _row(Verifier(checkpoint, plugins, None), checkpoint, plan)
+    assert (row["status"], row["precision"]) == ("pass", "bf16")
+    assert row["verdict"]["tolerance"] == default_tolerance("bf16").to_dict()
