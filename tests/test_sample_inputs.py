@@ -211,3 +211,11 @@ def test_startup_fallback_warms_the_accelerator_up_on_an_image_the_cnn_takes() -
     with backend:
         assert backend.wait_ready(timeout=60) and backend.startup_error is None
         assert backend.providers[0] == "AzureExecutionProvider"  # a 1x1 warm-up failed it
+
+
+def test_a_uint8_image_is_sized_as_an_image_not_as_tokens() -> None:
+    spec = type("S", (), {"name": "image", "type": "tensor(uint8)", "shape": (1, None, None, 3)})()
+    first = next(candidate_feeds([spec], {}))
+    assert first.generated == {"image": "uint8 (1, 224, 224, 3) in 0..9"}
+    gray = type("S", (), {"name": "x", "type": "tensor(float)", "shape": ("n", "height", "width")})()
+    assert next(candidate_feeds([gray], {})).feed["x"].shape == (1, 224, 224)
