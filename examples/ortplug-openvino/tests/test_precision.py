@@ -89,14 +89,16 @@ def test_the_precision_merges_into_a_given_load_config_and_conflicts_are_named()
         inference_precision="f32", options={"load_config": '{"CPU": {"NUM_STREAMS": "1"}}'}
     )
     assert _hint(config)["CPU"] == {"INFERENCE_PRECISION_HINT": "f32", "NUM_STREAMS": "1"}
-    clash = OpenVinoProvider(
-        inference_precision="bf16",
-        options={"load_config": '{"CPU": {"INFERENCE_PRECISION_HINT": "f32"}}'},
-    )
     with pytest.raises(OptionError, match="load_config CPU already sets INFERENCE_PRECISION_HINT"):
-        clash.to_ort()
-    with pytest.raises(ValueError, match="inference_precision"):
+        OpenVinoProvider(
+            inference_precision="bf16",
+            options={"load_config": '{"CPU": {"INFERENCE_PRECISION_HINT": "f32"}}'},
+        )
+    with pytest.raises(OptionError, match="load_config: expected JSON, got '{'"):
+        OpenVinoProvider(inference_precision="f32", options={"load_config": "{"})
+    with pytest.raises(ValueError, match="inference_precision: expected one of f32, bf16, f16"):
         OpenVinoProvider(inference_precision="fp8")
+    assert OpenVinoProvider(inference_precision="FP32").inference_precision == "f32"
 
 
 def test_where_openvino_has_a_device_its_f32_session_matches_the_cpu() -> None:

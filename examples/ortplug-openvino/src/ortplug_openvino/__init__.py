@@ -17,6 +17,7 @@ import attrs
 from ortplug import CheckpointMetadata, HostCapabilities, ProviderOffer
 from ortplug.ep_package import EpPackagePlugin, LibraryProvider
 from ortplug.errors import OptionError
+from ortplug.provider_options import choice_field
 
 __all__ = ["BF16_ISA", "INFERENCE_PRECISIONS", "OpenVinoPlugin", "OpenVinoProvider", "plugin"]
 
@@ -58,21 +59,24 @@ def _load_config(given: str | None, precision: str) -> str:
 class OpenVinoProvider(LibraryProvider):
     """Intel OpenVINO (CPU, integrated GPU, NPU), from the ``onnxruntime-ep-openvino`` wheel.
 
-    ``inference_precision`` (``"f32"``, ``"bf16"``, ``"f16"``; ``None``: OpenVINO's default,
-    which is bf16 for fp32 models on CPUs with AMX or AVX512-BF16 and f16 on GPUs) reaches
-    the plugin-EP build as ``INFERENCE_PRECISION_HINT`` in ``load_config`` for the CPU and
-    GPU devices (bf16: the CPU only); the build refuses its old ``precision`` option. Other
-    OpenVINO settings go through ``options`` (``{"load_config": ...}``); see the package's
-    documentation.
+    ``inference_precision`` (``"f32"``, ``"bf16"``, ``"f16"``, or ortplug's ``"fp32"``,
+    ``"fp16"``; ``None``: OpenVINO's default, which is bf16 for fp32 models on CPUs with AMX
+    or AVX512-BF16 and f16 on GPUs) reaches the plugin-EP build as
+    ``INFERENCE_PRECISION_HINT`` in ``load_config`` for the CPU and GPU devices (bf16: the
+    CPU only); the build refuses its old ``precision`` option. Other OpenVINO settings go
+    through ``options`` (``{"load_config": ...}``); see the package's documentation.
     """
 
     kind: ClassVar[str] = "openvino"
     ort_name: ClassVar[str] = "OpenVINOExecutionProvider"
 
-    inference_precision: str | None = attrs.field(
-        default=None,
-        validator=attrs.validators.optional(attrs.validators.in_(tuple(INFERENCE_PRECISIONS))),
+    inference_precision: str | None = choice_field(
+        INFERENCE_PRECISIONS, aliases={"fp32": "f32", "fp16": "f16"}
     )
+
+    def __attrs_post_init__(self) -> None:
+        super().__attrs_post_init__()
+        self.to_ort()  # a load_config that clashes with inference_precision fails here, not at build
 
     def to_ort(self) -> tuple[str, dict[str, str]]:
         """The options, with ``inference_precision`` moved into ``load_config``."""
