@@ -219,3 +219,18 @@ def test_a_uint8_image_is_sized_as_an_image_not_as_tokens() -> None:
     assert first.generated == {"image": "uint8 (1, 224, 224, 3) in 0..9"}
     gray = type("S", (), {"name": "x", "type": "tensor(float)", "shape": ("n", "height", "width")})()
     assert next(candidate_feeds([gray], {})).feed["x"].shape == (1, 224, 224)
+
+
+def test_ortplug_run_feeds_the_checkpoints_own_samples(tmp_path) -> None:
+    model = models.write(tmp_path, "cnn.onnx", _cnn())
+    (tmp_path / "samples").mkdir()
+    np.save(tmp_path / "samples" / "x.npy", np.ones((2, 3, 96, 96), np.float32))
+    done = subprocess.run(
+        [ORTPLUG, "run", str(model), "--repeat", "1", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["generated_inputs"] == {} and report["outputs"]["logits"]["shape"] == [2, 5]
