@@ -23,8 +23,8 @@ __all__ = ["BF16_ISA", "INFERENCE_PRECISIONS", "OpenVinoPlugin", "OpenVinoProvid
 
 #: OpenVINO's inference precisions (``INFERENCE_PRECISION_HINT``), with the devices that take each.
 INFERENCE_PRECISIONS = {"f32": ("CPU", "GPU"), "bf16": ("CPU",), "f16": ("CPU", "GPU")}
-#: ortplug's name of each inference precision (``ProviderOffer.precision``).
-_AS_OFFERED = {"f32": None, "bf16": "bf16", "f16": "fp16"}
+#: ortplug's name of each reduced inference precision (``ProviderOffer.precision``).
+_AS_OFFERED = {"bf16": "bf16", "f16": "fp16"}
 #: CPU instructions (the CPU plugin's ``isa_flags``) with which OpenVINO computes bf16 natively,
 #: and by default: on these CPUs an fp32 model runs in bf16 unless f32 is asked for.
 BF16_ISA = frozenset({"amx_bf16", "avx512_bf16"})
