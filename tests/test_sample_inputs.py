@@ -194,3 +194,43 @@ def test_ortplug_run_generates_an_image_the_cnn_takes(tmp_path) -> None:
     report = json.loads(done.stdout)
     assert report["generated_inputs"] == {"x": "float32 (1, 3, 224, 224) normal"}
     assert report["outputs"]["logits"]["shape"] == [1, 5]
+
+
+def test_startup_fallback_warms_the_accelerator_up_on_an_image_the_cnn_takes() -> None:
+    import ortplug_azuretest
+    from ortplug import InMemoryCheckpoint
+    from ortplug.testing import make_plugin_host
+
+    plugins = make_plugin_host(("azuretest", ortplug_azuretest))
+    backend = OnnxBackend.from_checkpoint(
+        InMemoryCheckpoint(_cnn()).resolve(),
+        providers=["azure", "cpu"],
+        plugins=plugins,
+        startup_fallback=True,
+    )
+    with backend:
+        assert backend.wait_ready(timeout=60) and backend.startup_error is None
+        assert backend.providers[0] == "AzureExecutionProvider"  # a 1x1 warm-up failed it
+
+
+def test_a_uint8_image_is_sized_as_an_image_not_as_tokens() -> None:
+    spec = type("S", (), {"name": "image", "type": "tensor(uint8)", "shape": (1, None, None, 3)})()
+    first = next(candidate_feeds([spec], {}))
+    assert first.generated == {"image": "uint8 (1, 224, 224, 3) in 0..9"}
+    gray = type("S", (), {"name": "x", "type": "tensor(float)", "shape": ("n", "height", "width")})()
+    assert next(candidate_feeds([gray], {})).feed["x"].shape == (1, 224, 224)
+
+
+def test_ortplug_run_feeds_the_checkpoints_own_samples(tmp_path) -> None:
+    model = models.write(tmp_path, "cnn.onnx", _cnn())
+    (tmp_path / "samples").mkdir()
+    np.save(tmp_path / "samples" / "x.npy", np.ones((2, 3, 96, 96), np.float32))
+    done = subprocess.run(
+        [ORTPLUG, "run", str(model), "--repeat", "1", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["generated_inputs"] == {} and report["outputs"]["logits"]["shape"] == [2, 5]

@@ -9,13 +9,14 @@ runs them on the CPU reference (a session the caller has built anyway) until one
 * a dynamic dimension named in metadata ``extra.dim_ranges`` (``{dim_name: [min, opt, max]}``,
   the format the TensorRT plugin reads) takes its ``opt`` size; one named like a batch is 1;
 * the others are tried at representative sizes, rung by rung (:data:`SPATIAL_SIZES`,
-  :data:`AUDIO_SECONDS`, :data:`SEQUENCE_LENGTHS`): an image's height and width (the dynamic
-  non-batch dimensions of a float input of rank 4 or 5) 224, then 320, then 640; audio (the
+  :data:`AUDIO_SECONDS`, :data:`SEQUENCE_LENGTHS`): an image's height and width (dimensions
+  named so, and the other dynamic non-batch dimensions of a numeric input of rank 4 or 5)
+  224, then 320, then 640; audio (the
   last dynamic dimension of a float input of rank 1 or 2, in a model that takes a sample rate
   or whose metadata ``extra.sample_rate`` names one) 1, 2, then 4 seconds at the sample rate;
   a sequence (a dimension named like seq, length, time, tokens, frames, steps; any dynamic
-  dimension past the first of an integer input, or in a model that takes lengths) 16, 64,
-  then 256; the rest of the dynamic dimensions are 1;
+  dimension past the first of an integer input of rank 1 to 3, or in a model that takes
+  lengths) 16, 64, then 256; the rest of the dynamic dimensions are 1;
 * the last rung is the smallest that runs ordinary models: images 1x1, audio :data:`AUDIO_MS`
   (512 samples at 16 kHz, the chunk VAD models such as Silero take), sequences 16.
 
@@ -84,6 +85,7 @@ _LENGTH_NAME = re.compile(r"(^|_)(lens?|lengths?|seq_?lens?|sequence_?lengths?)$
 _MASK_NAME = re.compile(r"(^|_)mask$", re.IGNORECASE)
 _BATCH_DIM = re.compile(r"batch|^(n|b|bs)$", re.IGNORECASE)
 _SEQUENCE_DIM = re.compile(r"seq|len|time|token|frame|step", re.IGNORECASE)
+_SPATIAL_DIM = re.compile(r"height|width|^(h|w)$", re.IGNORECASE)
 
 _GENERATED_DTYPES = {
     "tensor(float)": np.float32,
@@ -155,8 +157,8 @@ class _Sizer:
         dynamic = [i for i, d in enumerate(dims) if not (isinstance(d, int) and d > 0)]
         audio = self.audio and spec.type in _FLOATS and len(dims) <= 2
         samples_axis = dynamic[-1] if audio and dynamic and dynamic[-1] > 0 else None
-        image = spec.type in _FLOATS and len(dims) in (4, 5)
-        integer = spec.type not in _FLOATS and spec.type != "tensor(bool)"
+        image = len(dims) in (4, 5) and spec.type != "tensor(bool)"
+        integer = not image and spec.type not in _FLOATS and spec.type != "tensor(bool)"
         return tuple(
             self._size(d, axis, rung, samples=axis == samples_axis, image=image, integer=integer)
             for axis, d in enumerate(dims)
@@ -181,6 +183,8 @@ class _Sizer:
             return 1
         if samples:
             return rung.samples
+        if name and _SPATIAL_DIM.search(name):
+            return rung.spatial
         if (name and _SEQUENCE_DIM.search(name)) or (axis > 0 and (self.lengths or integer)):
             return rung.sequence
         return rung.spatial if image and axis > 0 else 1
@@ -309,19 +313,24 @@ def accepted_inputs(
 
 
 def session_inputs(
-    session: Any, extra: Mapping[str, object], given: Mapping[str, np.ndarray] | None = None
+    session: Any,
+    extra: Mapping[str, object],
+    given: Mapping[str, np.ndarray] | None = None,
+    run_options: Any = None,
 ) -> AcceptedInputs:
     """:func:`accepted_inputs` on an ONNX Runtime session already built (the CPU reference).
 
-    The session's own input specs are used; its outputs come back by name. ONNX Runtime's
-    log of a size it refuses stays off stderr (the error says it).
+    The session's own input specs are used; its outputs come back by name. ``run_options``
+    (ONNX Runtime's ``RunOptions``) default to ones that keep ONNX Runtime's log of a size
+    it refuses off stderr (the error says it).
     """
     names = [output.name for output in session.get_outputs()]
-    quiet = require_onnxruntime().RunOptions()
-    quiet.log_severity_level = 4
+    if run_options is None:
+        run_options = require_onnxruntime().RunOptions()
+        run_options.log_severity_level = 4
 
     def run(feed: Mapping[str, np.ndarray]) -> dict[str, Any]:
-        return dict(zip(names, session.run(names, dict(feed), quiet)))
+        return dict(zip(names, session.run(names, dict(feed), run_options)))
 
     specs = [_Spec(arg.name, arg.type, _shape(arg.shape)) for arg in session.get_inputs()]
     return accepted_inputs(run, specs, extra, given)

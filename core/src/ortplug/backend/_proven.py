@@ -80,14 +80,14 @@ class _Entry:
 
     @property
     def reference(self) -> bool:
-        return self.plan.variant is None and not any(is_accelerator(c) for c in self.plan.chain)
+        return self.plan.on_reference and not any(is_accelerator(c) for c in self.plan.chain)
 
     def candidate(self, checkpoint: ResolvedCheckpoint) -> Candidate:
         weights = self.plan.variant or checkpoint
         return Candidate(
             chain=tuple(config.kind for config in self.plan.chain),
             variant=weights.variant,
-            precision=weights.metadata.precision,
+            precision=self.plan.precision or weights.metadata.precision,
             verdict=self.verdict,
             median_ms=self.median_ms,
             chosen=self.chosen,
@@ -129,7 +129,7 @@ def _rejected(checkpoint: ResolvedCheckpoint, entries: list[_Entry], index: int,
 def _label(plan: SessionPlan) -> str:
     """The plan as :func:`~ortplug.selection.autotune.candidate_labels` names a choice."""
     variant = plan.variant.variant if plan.variant else None
-    return f"{variant or ''}:{','.join(config.kind for config in plan.chain)}"
+    return autotune.choice_label(variant, plan.precision, [c.kind for c in plan.chain])
 
 
 def _text(plan: SessionPlan) -> str:
@@ -228,7 +228,7 @@ def _try(
         _rejected(checkpoint, entries, index, f"{_text(entry.plan)} failed to build: {exc}")
         return None
     session = entry.build.session
-    if not needs_check(candidate, session, verify):
+    if not needs_check(entry.plan, candidate, session, verify):
         entry.reason = "the CPU reference" if entry.reference else "not verified (verify=False)"
         if list(session.get_providers()) == [CPU_EP] and not entry.reference:
             entry.reason = "realized on the CPU provider only"
@@ -247,7 +247,7 @@ def _on_cpu_only(entry: _Entry) -> bool:
     build = entry.build
     return (
         build is not None
-        and entry.plan.variant is None
+        and entry.plan.on_reference
         and list(build.session.get_providers()) == [CPU_EP]
     )
 
@@ -303,6 +303,7 @@ def _record(
         median_ms=median,
         variant=entry.plan.variant.variant if entry.plan.variant else None,
         offered=tuple(_label(e.plan) for e in entries),
+        precision=entry.plan.precision,
     )
     try:
         autotune.save(checkpoint.reference or checkpoint, entry.plan.host, setting)

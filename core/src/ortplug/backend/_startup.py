@@ -23,9 +23,9 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from .._runtime import require_onnxruntime
-from ..errors import OrtplugError, ProviderFallbackWarning
+from ..errors import InputsNotAcceptedError, OrtplugError, ProviderFallbackWarning
 from ..providers import CPU_EP
-from ..sample_inputs import sample_inputs
+from ..sample_inputs import carried_samples, session_inputs
 from ._placement import enforce_share
 from ._plan import SessionPlan
 from ._session import SessionBuild, cancel_builds, create_planned
@@ -113,19 +113,19 @@ def start_on_cpu(
 
 
 def _warm_up(build: SessionBuild, resolved: ResolvedCheckpoint, switch: StartupSwitch) -> None:
-    """One run on representative inputs: shaders, kernels and engines are compiled here."""
+    """One run on representative inputs (the checkpoint's samples, else the first generated size
+    it runs): shaders, kernels and engines are compiled here."""
     session = build.session
-    from ._validation import InputChecker
-
-    specs = InputChecker.from_session(session).inputs
+    options = switch.warm_up_options = require_onnxruntime().RunOptions()
+    options.log_severity_level = 4  # a size it refuses is tried next; no log of it on stderr
+    if switch.exiting:
+        return
     try:
-        feed, _ = sample_inputs(specs, resolved.metadata.extra)
+        session_inputs(session, resolved.metadata.extra, carried_samples(resolved), options)
+    except InputsNotAcceptedError as exc:  # no size ran: what the first one raised
+        raise exc.cause from exc
     except OrtplugError as exc:  # an input that cannot be generated: the first real run warms up
         _log.info("startup fallback: no warm-up run (%s)", exc)
-        return
-    switch.warm_up_options = require_onnxruntime().RunOptions()
-    if not switch.exiting:
-        session.run(None, feed, switch.warm_up_options)
 
 
 def _bring_up(

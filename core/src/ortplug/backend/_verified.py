@@ -3,16 +3,18 @@
 A candidate is checked on the paths ortplug itself runs: a plain run on inputs the
 CPU reference accepts (outputs within the tolerance), and one IO binding run twice
 with its inputs updated in place and bound again between the runs (a provider that
-hands back the first run's outputs fails as stale). A candidate that raises on those inputs, or
-whose accelerators took no node of the graph (or fewer than
+hands back the first run's outputs fails as stale). A candidate that raises on
+those inputs, or whose accelerators took no node of the graph (or fewer than
 ``min_accelerator_share``), fails too, with ONNX Runtime's own log lines in the
 reason. What fails is a :class:`~ortplug.verify.Verdict` with a ``failure``, never
-an ONNX Runtime exception. The measured differences of a candidate that passed
-every check are cached; the CPU provider on the reference weights is the reference
-itself and is never checked.
+an ONNX Runtime exception. Output differences are cached, pass or fail; the CPU
+provider on the reference weights at their precision is the reference itself and
+is never checked.
 
 Which checks run is one decision (:func:`needs_check`): every candidate but the
-reference, unless ``verify=False``.
+reference (a variant, a reduced-precision mode, an accelerator), unless ``verify=False``.
+Each is checked at its precision's tolerance (a variant's manifest tolerance, a
+reduced-precision mode's when looser, or the :class:`~ortplug.checkpoint.Tolerance` given).
 """
 
 from __future__ import annotations
@@ -188,16 +190,24 @@ class Verifier:
             host_signature(plan.host),
         )
 
-    def tolerance_for(self, candidate: ResolvedCheckpoint) -> Tolerance:
-        """The tolerance given to the verifier, else the variant's, else its precision's default."""
+    def tolerance_for(
+        self, candidate: ResolvedCheckpoint, precision: str | None = None
+    ) -> Tolerance:
+        """The tolerance given to the verifier, else the variant's (or its precision's default),
+        loosened to the default of ``precision`` (a reduced-precision mode) when that is looser."""
         if self._tolerance is not None:
             return self._tolerance
         variant = next(
             (v for v in self.reference.metadata.variants if v.name == candidate.variant), None
         )
         if variant is not None:
-            return variant.effective_tolerance
-        return default_tolerance(candidate.metadata.precision)
+            weights = variant.effective_tolerance
+        else:
+            weights = default_tolerance(candidate.metadata.precision)
+        if precision is None:
+            return weights
+        mode = default_tolerance(precision)
+        return Tolerance(max(weights.rtol, mode.rtol), max(weights.atol, mode.atol))
 
     def verdict(
         self,
@@ -214,6 +224,7 @@ class Verifier:
         started = time.perf_counter()
         providers = list(session.get_providers())
         failure = _placement_failure(session, min_share)
+        tolerance = self.tolerance_for(candidate, plan.precision)
         key = self._key(plan, candidate, providers)
         checks = None
         if failure is None:
@@ -223,15 +234,15 @@ class Verifier:
             expected = self._reference_run()
             checks, run_failure = self._checked(session, expected)
             failure = failure or run_failure
-            if failure is None and all(c.problem(self.tolerance_for(candidate)) is None for c in checks):
-                failure = self._bound_failure(session, self.tolerance_for(candidate))
+            if failure is None and all(c.problem(tolerance) is None for c in checks):
+                failure = self._bound_failure(session, tolerance)
             if failure is None:
                 self._save(key, checks, candidate, plan, providers)
         return Verdict(
             variant=candidate.variant,
-            precision=candidate.metadata.precision,
+            precision=plan.precision or candidate.metadata.precision,
             providers=tuple(providers),
-            tolerance=self.tolerance_for(candidate),
+            tolerance=tolerance,
             checks=checks,
             inputs=self.inputs_origin,
             cost_ms=(time.perf_counter() - started) * 1e3,
@@ -310,9 +321,12 @@ class Verifier:
         save_checks(key, checks, described)
 
 
-def needs_check(candidate: ResolvedCheckpoint, session: Any, verify: bool | Tolerance | None) -> bool:
-    """Whether ``session`` is checked: anything but the CPU provider on the reference weights,
-    unless ``verify=False``."""
+def needs_check(
+    plan: SessionPlan, candidate: ResolvedCheckpoint, session: Any, verify: bool | Tolerance | None
+) -> bool:
+    """Whether ``session`` is checked: anything but the CPU provider on the reference weights at
+    their precision, unless ``verify=False``."""
     if verify is False:
         return False
-    return candidate.variant is not None or list(session.get_providers()) != [CPU_EP]
+    reference = plan.on_reference and candidate.variant is None
+    return not reference or list(session.get_providers()) != [CPU_EP]

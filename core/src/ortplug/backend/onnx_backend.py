@@ -190,7 +190,7 @@ class OnnxBackend:
         if verify is False:
             plan = plan_on_reference(resolved, plan, session_options)
         if startup_fallback and (
-            plan.variant is not None or any(is_accelerator(config) for config in plan.chain)
+            not plan.on_reference or any(is_accelerator(config) for config in plan.chain)
         ):
             from ._startup import start_on_cpu  # only for this path: ~3 ms of imports
 
@@ -199,10 +199,17 @@ class OnnxBackend:
             backend = cls._from_build(resolved, cpu_plan, cpu_build)
             backend._origin = resolved
             start_on_cpu(
-                backend, resolved, plan, min_accelerator_share, session_options, verify, measure, cpu_build
+                backend,
+                resolved,
+                plan,
+                min_accelerator_share,
+                session_options,
+                verify,
+                measure,
+                cpu_build,
             )
             return backend
-        alone = resolved.variant is None and plan.variant is None and not plan.fallbacks
+        alone = resolved.variant is None and plan.on_reference and not plan.fallbacks
         if verify is False or (alone and not any(is_accelerator(c) for c in plan.chain)):
             # nothing to prove: the opt-out, or the CPU reference is the only choice
             backend = cls._from_build(resolved, plan, create_planned(resolved, plan, plan.options))
@@ -435,6 +442,7 @@ class OnnxBackend:
             host=plan.host.to_dict() if plan else {},
             verification=self._verification,
             candidates=self._candidates,
+            precision=plan.precision if plan else None,
         )
 
     @property

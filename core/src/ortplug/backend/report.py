@@ -65,8 +65,9 @@ class ProviderReport:
     did not record placement). ``reasons`` and ``declined`` are ``(kind, reason)``
     pairs from the plugins that chose, or declined, each provider. ``verification``
     is the verdict on the session's outputs against the CPU reference (``None``:
-    nothing was checked); ``candidates`` every candidate the build weighed (empty for a
-    wrapped session or a chain built without a choice).
+    nothing was checked). ``precision`` is the reduced precision the chain's lead
+    computes at, a mode the policy chose (``None``: the weights' own); ``candidates`` every
+    candidate the build weighed (empty for a wrapped session or a chain built without a choice).
     """
 
     requested: tuple[str, ...]
@@ -79,6 +80,7 @@ class ProviderReport:
     host: Mapping[str, Any] = attrs.field(converter=_frozen)
     verification: Verdict | None = None
     candidates: tuple[Candidate, ...] = ()
+    precision: str | None = None
 
     @property
     def accelerator_share(self) -> float | None:
@@ -102,6 +104,7 @@ class ProviderReport:
             "host": dict(self.host),
             "verification": None if self.verification is None else self.verification.to_dict(),
             "candidates": [c.to_dict() for c in self.candidates],
+            "precision": self.precision,
         }
 
     def lines(self) -> list[str]:
@@ -113,6 +116,8 @@ class ProviderReport:
             placed = ", ".join(f"{name} {count}" for name, count in self.nodes.items())
             tail = f" ({share:.0%} off the CPU)" if share is not None else ""
             out.append(f"nodes      {placed}{tail}")
+        if self.precision is not None:
+            out.append(f"precision  {self.precision} (the lead provider's reduced-precision mode)")
         out += [f"chosen     {kind}: {reason}" for kind, reason in self.reasons]
         out += [f"declined   {kind}: {reason}" for kind, reason in self.declined]
         if self.verification is not None:

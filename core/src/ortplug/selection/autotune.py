@@ -40,6 +40,7 @@ __all__ = [
     "apply_tuning",
     "candidate_labels",
     "check_can_save",
+    "choice_label",
     "host_signature",
     "lookup",
     "save",
@@ -67,6 +68,7 @@ class TunedSetting:
     #: The candidates the winner was measured against (:func:`candidate_labels`; empty from
     #: ``bench --save``): a record made before a provider was installed is not used.
     offered: tuple[str, ...] = attrs.field(default=(), converter=_kinds)
+    precision: str | None = None  # the reduced-precision mode the chain's lead runs (``None``: none)
 
     def describe(self) -> str:
         """One line for reasons and reports."""
@@ -87,11 +89,17 @@ class TunedSetting:
 
 
 def candidate_labels(selection: ProviderSelection) -> tuple[str, ...]:
-    """``int8:cpu``, ``:webgpu,cpu``: each of the policy's choices (variant and chain kinds)."""
+    """``int8::cpu``, ``:bf16:openvino,cpu``: each of the policy's choices (variant, precision
+    mode, chain kinds)."""
     return tuple(
-        f"{choice.variant or ''}:{','.join(config.kind for config in choice.chain)}"
+        choice_label(choice.variant, choice.precision, [c.kind for c in choice.chain])
         for choice in (selection, *selection.alternatives)
     )
+
+
+def choice_label(variant: str | None, precision: str | None, kinds: Iterable[str]) -> str:
+    """One choice as :func:`candidate_labels` names it."""
+    return f"{variant or ''}:{precision or ''}:{','.join(kinds)}"
 
 
 def host_signature(host: HostCapabilities) -> dict[str, Any]:
@@ -233,9 +241,10 @@ def _parse(path: Path, checkpoint: ResolvedCheckpoint, host: HostCapabilities) -
         or not all(isinstance(o, str) and len(o) <= _MAX_CHAIN * _MAX_KIND_CHARS for o in offered)
     ):
         raise OptionError(f"offered {_shown(offered)} is not a list of candidate labels")
-    variant = setting.get("variant")
-    if variant is not None and (not isinstance(variant, str) or not 0 < len(variant) <= _MAX_KIND_CHARS):
-        raise OptionError(f"variant {_shown(variant)} is not a variant name or null")
+    variant, precision = setting.get("variant"), setting.get("precision")
+    for name, value in (("variant", variant), ("precision", precision)):
+        if value is not None and (not isinstance(value, str) or not 0 < len(value) <= _MAX_KIND_CHARS):
+            raise OptionError(f"{name} {_shown(value)} is not a name or null")
     return TunedSetting(
         _chain(setting),
         _threads(setting),
@@ -243,6 +252,7 @@ def _parse(path: Path, checkpoint: ResolvedCheckpoint, host: HostCapabilities) -
         _number(setting, "median_ms", _MEDIAN_MS_RANGE),
         variant,
         tuple(offered),
+        precision,
     )
 
 
@@ -309,7 +319,8 @@ def apply_tuning(
         (
             c
             for c in choices
-            if c.variant == tuned.variant and tuple(k.kind for k in c.chain) == tuned.chain
+            if (c.variant, c.precision) == (tuned.variant, tuned.precision)
+            and tuple(k.kind for k in c.chain) == tuned.chain
         ),
         None,
     )
@@ -333,9 +344,9 @@ def _tuned_chain(
     choices: list[ProviderSelection], tuned: TunedSetting, plugins: PluginHost
 ) -> ProviderSelection | None:
     """The recorded chain on the reference weights, from the providers the policy offered."""
-    reference = next((c for c in choices if c.variant is None), None)
+    reference = next((c for c in choices if c.variant is None and c.precision is None), None)
     registry = plugins.provider_registry()
-    if reference is None or tuned.variant is not None or not registry.has_kind("cpu"):
+    if reference is None or tuned.variant or tuned.precision or not registry.has_kind("cpu"):
         return None
     by_kind = {config.kind: config for config in reference.chain}
     if set(tuned.chain) - set(by_kind) - {"cpu"}:
