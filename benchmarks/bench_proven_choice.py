@@ -54,7 +54,9 @@ def mlp(path: Path) -> Path:
     rng = np.random.default_rng(0)
     nodes, inits, previous = [], [], "x"
     for i, (rows, cols) in enumerate([(64, 256), (256, 256), (256, 10)]):
-        inits.append(numpy_helper.from_array(rng.standard_normal((rows, cols), np.float32) * 0.1, f"w{i}"))
+        inits.append(
+            numpy_helper.from_array(rng.standard_normal((rows, cols), np.float32) * 0.1, f"w{i}")
+        )
         nodes.append(helper.make_node("MatMul", [previous, f"w{i}"], [f"m{i}"]))
         previous = f"m{i}"
         if i < 2:
@@ -105,7 +107,11 @@ def bench(model: Path, reps: int, scratch: Path) -> dict[str, object]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=3)
-    parser.add_argument("--models", nargs="*", default=["mlp", "light_squeezenet", "light_shufflenet", "light_resnet50"])
+    parser.add_argument(
+        "--models",
+        nargs="*",
+        default=["mlp", "light_squeezenet", "light_shufflenet", "light_resnet50"],
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-proven-") as folder:
         scratch = Path(folder)
@@ -113,8 +119,12 @@ def main() -> None:
         for name in args.models:
             model = mlp(scratch / "mlp.onnx") if name == "mlp" else LIGHT / f"{name}.onnx"
             rows.append(bench(model, args.reps, scratch))
-    print(f"plugins {os.environ.get('ORTPLUG_PLUGINS', 'cpu,webgpu')}, median of {args.reps} processes each")
-    print(f"{'model':<18} {'plain ms':>9} {'verified':>9} {'proven':>9} {'second':>9}  chosen (proven / second)")
+    print(
+        f"plugins {os.environ.get('ORTPLUG_PLUGINS', 'cpu,webgpu')}, median of {args.reps} processes each"
+    )
+    print(
+        f"{'model':<18} {'plain ms':>9} {'verified':>9} {'proven':>9} {'second':>9}  chosen (proven / second)"
+    )
     for row in rows:
         ms = row["medians_ms"]
         plain = ms["plain"]  # type: ignore[index]

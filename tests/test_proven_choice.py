@@ -54,11 +54,16 @@ def test_a_misbehaving_candidate_is_rejected_in_one_line_and_the_cpu_serves(demo
     with pytest.warns(VerificationWarning, match=REJECTIONS[misbehaviour]) as caught:
         backend = OnnxBackend.from_checkpoint(demo, plugins=_host(misbehaviour))
     (line,) = [str(w.message) for w in caught if issubclass(w.category, VerificationWarning)]
-    assert "\n" not in line and line.endswith("taking the next choice: the reference weights on [cpu]")
+    assert "\n" not in line and line.endswith(
+        "taking the next choice: the reference weights on [cpu]"
+    )
     assert backend.providers == CPU
     first, last = backend.report.candidates
     assert (first.chain, first.chosen, last.chain, last.chosen) == (
-        ("misbehaving", "cpu"), False, ("cpu",), True
+        ("misbehaving", "cpu"),
+        False,
+        ("cpu",),
+        True,
     )
     assert first.reason.startswith("rejected: ") and last.reason == "the CPU reference"
     feed = {"x": np.ones((3, 8), np.float32)}
@@ -110,7 +115,9 @@ def test_a_provider_error_at_run_time_falls_back_to_the_next_verified_choice(dem
     backend = OnnxBackend.from_checkpoint(demo, plugins=_host("big_batch"), measure=False)
     assert backend.providers == BAD  # verified on the generated inputs
     big = {"x": np.random.default_rng(0).random((16, 8), np.float32)}
-    with pytest.warns(ProviderFallbackWarning, match=r"failed at run time \(RuntimeError: .*\); serving on"):
+    with pytest.warns(
+        ProviderFallbackWarning, match=r"failed at run time \(RuntimeError: .*\); serving on"
+    ):
         out = backend.run(big)
     np.testing.assert_array_equal(out["probs"], _expected(demo, big)["probs"])
     assert backend.providers == CPU
@@ -160,7 +167,9 @@ def test_the_static_batch_predictor_is_exact_where_a_provider_returns_stale_boun
     out = predictor({"x": rows})
     checkpoint = LocalCheckpoint(demo_static_model()).resolve()
     with OnnxBackend.from_checkpoint(checkpoint, providers=["cpu"]) as cpu:
-        expected = np.concatenate([cpu.run({"x": rows[i : i + 4]})["probs"] for i in range(0, 100, 4)])
+        expected = np.concatenate(
+            [cpu.run({"x": rows[i : i + 4]})["probs"] for i in range(0, 100, 4)]
+        )
     np.testing.assert_allclose(out["probs"][:100], expected, atol=1e-6)
 
 
@@ -176,3 +185,34 @@ def test_ortplug_verify_prints_one_fail_line_per_rejected_candidate(capsys, monk
     assert lines[0].startswith("FAIL      reference (fp32) on [misbehaving, cpu]")
     assert "raised on inputs the CPU reference runs: RuntimeError:" in lines[1]
     assert lines[2].startswith("REFERENCE") and "<- chosen" in lines[2]
+
+
+def test_verify_true_never_lets_an_ort_error_escape(demo):
+    """It crashed with ONNX Runtime's RuntimeException where a candidate could not run the inputs."""
+    with pytest.raises(VerificationError, match="raised on inputs the CPU reference runs"):
+        OnnxBackend.from_checkpoint(
+            demo,
+            providers=[MisbehavingProvider("raises"), "cpu"],
+            plugins=_host("raises"),
+            verify=True,
+        )
+    with pytest.warns(VerificationWarning):
+        chosen = OnnxBackend.from_checkpoint(demo, plugins=_host("raises"), verify=True)
+    assert chosen.providers == CPU
+
+
+@pytest.mark.parametrize(
+    "command", [["run", "--json"], ["info", "--model", str(demo_model()), "--json"]]
+)
+def test_run_and_info_show_every_candidate_in_json(capsys, monkeypatch, command):
+    from ortplug.cli.main import main
+
+    monkeypatch.setenv("ORTPLUG_PLUGINS", "cpu")
+    assert get_plugin_host().register(MisbehavingPlugin("off"), name="bad")
+    assert main(command) == 0
+    rows = json.loads(capsys.readouterr().out)["candidates"]
+    assert [(row["chain"], row["chosen"]) for row in rows] == [
+        (["misbehaving", "cpu"], False),
+        (["cpu"], True),
+    ]
+    assert rows[0]["reason"].startswith("rejected: ") and rows[0]["verdict"]["passed"] is False

@@ -166,7 +166,9 @@ def build_proven(
         and ref > 0
     )
     if ref is not None and (timed or reference is not None):
-        built = reference or create_planned(checkpoint, entries[ref].plan, entries[ref].plan.options)
+        built = reference or create_planned(
+            checkpoint, entries[ref].plan, entries[ref].plan.options
+        )
         entries[ref].build = built
         try:
             verifier.use_reference(built.session)
@@ -182,7 +184,7 @@ def build_proven(
         if len(verified) >= MAX_MEASURED:
             entry.reason = f"not tried: {MAX_MEASURED} verified choices are timed at most"
             continue
-        outcome = _try(checkpoint, entries, index, verifier, verify, min_share)
+        outcome = _try(checkpoint, entries, index, verifier, verify=verify, min_share=min_share)
         if outcome is None:
             continue
         if not timed or _on_cpu_only(entry):  # a graceful chain that fell back: it serves as is
@@ -204,6 +206,7 @@ def _try(
     entries: list[_Entry],
     index: int,
     verifier: Verifier,
+    *,
     verify: bool | Tolerance | None,
     min_share: float | None,
 ) -> bool | None:
@@ -308,7 +311,9 @@ def _record(
     try:
         autotune.save(checkpoint.reference or checkpoint, entry.plan.host, setting)
     except CacheError as exc:
-        warnings.warn(f"the measured choice is not recorded: {exc}", OrtplugCacheWarning, stacklevel=5)
+        warnings.warn(
+            f"the measured choice is not recorded: {exc}", OrtplugCacheWarning, stacklevel=5
+        )
 
 
 def _serve_reference(
@@ -346,4 +351,3 @@ def _result(
         candidates=tuple(e.candidate(checkpoint) for e in entries),
         fallbacks=tuple(entries[i].plan for i in others),
     )
-

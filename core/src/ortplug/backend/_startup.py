@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from ..session_options import SessionOptionsConfig
     from .onnx_backend import OnnxBackend
 
-__all__ = ["StartupSwitch", "start_on_cpu"]
+__all__ = ["Proving", "StartupSwitch", "start_on_cpu"]
 
 _log = logging.getLogger("ortplug")
 
@@ -75,27 +75,20 @@ atexit.register(_stop_at_exit)
 
 
 @attrs.frozen
-class _Proving:
-    """What the background proven choice needs besides the plan: ``from_checkpoint``'s arguments."""
+class Proving:
+    """What the background bring-up needs besides the plan: ``from_checkpoint``'s arguments."""
 
+    reference: SessionBuild  # the CPU session serving now
     session_options: SessionOptionsConfig | None
     verify: bool | Tolerance | None
     measure: bool | None
-    reference: SessionBuild  # the CPU session serving now
+    min_share: float | None
 
 
 def start_on_cpu(
-    backend: OnnxBackend,
-    resolved: ResolvedCheckpoint,
-    plan: SessionPlan,
-    min_accelerator_share: float | None,
-    session_options: SessionOptionsConfig | None,
-    verify: bool | Tolerance | None,
-    measure: bool | None,
-    reference: SessionBuild,
+    backend: OnnxBackend, resolved: ResolvedCheckpoint, plan: SessionPlan, proving: Proving
 ) -> StartupSwitch:
     """Start bringing ``plan``'s accelerator up behind ``backend``, which serves on the CPU now."""
-    proving = _Proving(session_options, verify, measure, reference)
     switch = StartupSwitch(tuple(config.to_ort()[0] for config in plan.chain))
     _UNDER_WAY.add(switch)
     backend._startup = switch
@@ -104,7 +97,7 @@ def start_on_cpu(
     )
     thread = threading.Thread(
         target=_bring_up,
-        args=(backend, resolved, plan, min_accelerator_share, proving, switch),
+        args=(backend, resolved, plan, proving, switch),
         name="ortplug-startup-fallback",
         daemon=True,
     )
@@ -132,14 +125,13 @@ def _bring_up(
     backend: OnnxBackend,
     resolved: ResolvedCheckpoint,
     plan: SessionPlan,
-    min_accelerator_share: float | None,
-    proving: _Proving,
+    proving: Proving,
     switch: StartupSwitch,
 ) -> None:
     started = time.perf_counter()
     try:
         if proving.verify is not False:
-            _prove(backend, resolved, plan, min_accelerator_share, proving, switch)
+            _prove(backend, resolved, plan, proving, switch)
             return
         build = create_planned(resolved, plan, plan.options)
         if not any(name != CPU_EP for name in build.session.get_providers()):
@@ -147,8 +139,8 @@ def _bring_up(
         _warm_up(build, resolved, switch)
         switch.seconds = time.perf_counter() - started
         switch.switched = not switch.exiting and backend._switch_to(resolved, plan, build)
-        if switch.switched and min_accelerator_share is not None:
-            enforce_share(backend.report, min_accelerator_share, strict=False)
+        if switch.switched and proving.min_share is not None:
+            enforce_share(backend.report, proving.min_share, strict=False)
     except Exception as exc:  # the CPU keeps serving; the cause reaches the user as a warning
         switch.error = exc
         if switch.exiting:
@@ -169,8 +161,7 @@ def _prove(
     backend: OnnxBackend,
     resolved: ResolvedCheckpoint,
     plan: SessionPlan,
-    min_accelerator_share: float | None,
-    proving: _Proving,
+    proving: Proving,
     switch: StartupSwitch,
 ) -> None:
     """The proven choice against the CPU session serving now; switch when another one won."""
@@ -182,7 +173,7 @@ def _prove(
         proving.session_options,
         proving.verify,
         measure=measuring_wanted(proving.measure),
-        min_share=min_accelerator_share,
+        min_share=proving.min_share,
         reference=proving.reference,
     )
     if proven.build is proving.reference:  # the CPU won, or nothing else passed

@@ -81,7 +81,9 @@ def _changed(feed: Mapping[str, np.ndarray]) -> dict[str, np.ndarray] | None:
     ``None`` when that changes nothing or an input is not a tensor."""
     if not all(isinstance(v, np.ndarray) and v.dtype != object for v in feed.values()):
         return None
-    changed = {name: value.ravel()[::-1].reshape(value.shape).copy() for name, value in feed.items()}
+    changed = {
+        name: value.ravel()[::-1].reshape(value.shape).copy() for name, value in feed.items()
+    }
     if all(np.array_equal(changed[n], feed[n]) for n in feed):
         return None
     return changed
@@ -228,7 +230,9 @@ class Verifier:
         key = self._key(plan, candidate, providers)
         checks = None
         if failure is None:
-            checks = load_checks(key, {output.name: output.type for output in session.get_outputs()})
+            checks = load_checks(
+                key, {output.name: output.type for output in session.get_outputs()}
+            )
         cached = checks is not None
         if checks is None:
             expected = self._reference_run()
@@ -256,7 +260,9 @@ class Verifier:
         names = [output.name for output in session.get_outputs()]
         return lambda: session.run(names, feed)
 
-    def _checked(self, session: Any, expected: AcceptedInputs) -> tuple[tuple[OutputCheck, ...], str | None]:
+    def _checked(
+        self, session: Any, expected: AcceptedInputs
+    ) -> tuple[tuple[OutputCheck, ...], str | None]:
         """The plain run's output checks, or why the run failed."""
         with capture_messages(require_onnxruntime()) as log:
             try:

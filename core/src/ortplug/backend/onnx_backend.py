@@ -192,22 +192,14 @@ class OnnxBackend:
         if startup_fallback and (
             not plan.on_reference or any(is_accelerator(config) for config in plan.chain)
         ):
-            from ._startup import start_on_cpu  # only for this path: ~3 ms of imports
+            from ._startup import Proving, start_on_cpu  # only for this path: ~3 ms of imports
 
             cpu_plan = plan_session(resolved, [CPU_EP], session_options, None, plan.plugins)
             cpu_build = create_planned(resolved, cpu_plan, cpu_plan.options)
             backend = cls._from_build(resolved, cpu_plan, cpu_build)
             backend._origin = resolved
-            start_on_cpu(
-                backend,
-                resolved,
-                plan,
-                min_accelerator_share,
-                session_options,
-                verify,
-                measure,
-                cpu_build,
-            )
+            proving = Proving(cpu_build, session_options, verify, measure, min_accelerator_share)
+            start_on_cpu(backend, resolved, plan, proving)
             return backend
         alone = resolved.variant is None and plan.on_reference and not plan.fallbacks
         if verify is False or (alone and not any(is_accelerator(c) for c in plan.chain)):

@@ -11,7 +11,7 @@ import time
 import warnings
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -29,6 +29,9 @@ from ..plugins.manager import get_plugin_host
 from ..selection import DefaultProviderPolicy
 from ._inputs import first_run_error, load_inputs, quiet_run_options, reference_feed
 from ._providers import resolve_chain
+
+if TYPE_CHECKING:
+    from ..verify import Verdict
 
 __all__ = ["info", "plugins", "run"]
 
@@ -153,8 +156,8 @@ def run(args: argparse.Namespace) -> int:
             started = time.perf_counter()
             backend.run(feed)
             timings.append((time.perf_counter() - started) * 1e3)
-        realized = list(backend.providers)
-        candidates = backend.report.candidates  # after wait_ready: a startup fallback's are known
+        # after wait_ready: what a startup fallback switched to, and its candidates, are known
+        realized, candidates = list(backend.providers), backend.report.candidates
     report: dict[str, Any] = {
         "model": str(args.model or "demo.onnx (shipped with ortplug)"),
         "metadata": checkpoint.metadata.to_dict(),
@@ -183,14 +186,7 @@ def run(args: argparse.Namespace) -> int:
     for row in chain:
         print(f"chain     {row['kind']:<10} {row['reason']}")
     print(f"realized  {', '.join(realized)}")
-    if verdict is not None:
-        print(f"verdict   {verdict.describe()}")
-    elif args.verify:
-        print(
-            "verdict   nothing to check: the CPU provider on the reference weights is the reference"
-        )
-    for candidate in candidates:
-        print(f"candidate {candidate.describe()}")
+    _print_checks(verdict, candidates, args.verify)
     if first_run_on != realized:
         print(f"first run {', '.join(first_run_on)} (startup fallback: switched after it)")
     if settings:
@@ -254,9 +250,24 @@ def info(args: argparse.Namespace) -> int:
         print(f"chain        {row['kind']:<10} {row['reason']}")
     for row in data["declined"]:
         print(f"declined     {row['kind']:<10} {row['reason']}")
-    for candidate in candidates:
-        print(f"candidate    {candidate.describe()}")
+    _print_candidates(candidates, "candidate    ")
     return 0
+
+
+def _print_checks(verdict: Verdict | None, candidates: tuple[Candidate, ...], asked: bool) -> None:
+    """``run``'s verdict line (``asked``: ``--verify`` was given) and its candidates."""
+    if verdict is not None:
+        print(f"verdict   {verdict.describe()}")
+    elif asked:
+        print(
+            "verdict   nothing to check: the CPU provider on the reference weights is the reference"
+        )
+    _print_candidates(candidates, "candidate ")
+
+
+def _print_candidates(candidates: tuple[Candidate, ...], label: str) -> None:
+    for candidate in candidates:
+        print(f"{label}{candidate.describe()}")
 
 
 def _candidates(checkpoint: ResolvedCheckpoint) -> tuple[Candidate, ...]:

@@ -90,8 +90,9 @@ def _shifted(values: Sequence[Any]) -> list[Any]:
     for value in values:
         if isinstance(value, np.ndarray) and value.dtype.kind == "f" and value.size:
             span = float(np.max(np.abs(value))) or 1.0
-            value = value + np.asarray(max(span, 1.0) * 0.1, value.dtype)
-        shifted.append(value)
+            shifted.append(value + np.asarray(max(span, 1.0) * 0.1, value.dtype))
+        else:
+            shifted.append(value)
     return shifted
 
 
@@ -140,9 +141,11 @@ class _Misbehaving:
     def _before_run(self, feed: Any = None) -> None:
         if self._misbehaviour == "raises":
             raise RuntimeError(_RUN_ERROR)
-        if self._misbehaviour == "big_batch" and isinstance(feed, dict):
-            if any(np.ndim(v) and np.shape(v)[0] >= _BIG_BATCH for v in feed.values()):
-                raise RuntimeError(_RUN_ERROR)
+        big = isinstance(feed, dict) and any(
+            np.ndim(v) and np.shape(v)[0] >= _BIG_BATCH for v in feed.values()
+        )
+        if self._misbehaviour == "big_batch" and big:
+            raise RuntimeError(_RUN_ERROR)
         if self._misbehaviour == "slow":
             time.sleep(self._delay_s)
 
@@ -166,4 +169,3 @@ class _Misbehaving:
     def run_async(self, *args: Any, **kwargs: Any) -> Any:
         self._before_run()
         return self._session.run_async(*args, **kwargs)
-
