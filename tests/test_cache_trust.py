@@ -172,7 +172,9 @@ def test_an_unusable_verdict_folder_is_one_warning_and_the_build_goes_on(
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         for _ in range(2):
-            backend = OnnxBackend.from_checkpoint(LocalCheckpoint(variants), plugins=plugins)
+            backend = OnnxBackend.from_checkpoint(
+                LocalCheckpoint(variants), plugins=plugins, measure=False
+            )
             assert backend.report.verification is not None
             assert backend.report.verification.passed and not backend.report.verification.cached
     lines = [str(w.message) for w in caught if issubclass(w.category, OrtplugCacheWarning)]
@@ -197,7 +199,7 @@ def test_a_read_only_cache_without_a_verdict_still_verifies(ortplug_cache, varia
         unwritable = "goes on without it: .*verify cannot be created"
         with pytest.warns(OrtplugCacheWarning, match=unwritable):
             backend = OnnxBackend.from_checkpoint(
-                LocalCheckpoint(variants), plugins=make_plugin_host(environ=VNNI)
+                LocalCheckpoint(variants), plugins=make_plugin_host(environ=VNNI), measure=False
             )
         assert backend.report.verification is not None and backend.report.verification.passed
     finally:

@@ -118,7 +118,8 @@ def test_bench_compares_candidates_against_the_measured_default(tmp_path) -> Non
     model = models.write(tmp_path, "mm.onnx", models.matmul_model())
     cache = tmp_path / "cache"
     done = _cli("bench", str(model), "--providers", "cpu", "--providers", "cuda,cpu", "--threads", "1,2",
-                "--rounds", "2", "--calls", "3", "--save", "--json", ORTPLUG_CACHE_DIR=str(cache))  # fmt: skip
+                "--rounds", "2", "--calls", "3", "--save", "--json", ORTPLUG_CACHE_DIR=str(cache),
+                ORTPLUG_PLUGINS="cpu,cuda")  # fmt: skip  # the policy's default is the CPU on any host
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     assert [(row["chain"], row["threads"]) for row in result["rows"]] == [

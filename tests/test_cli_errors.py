@@ -318,17 +318,17 @@ def test_run_prints_every_value_kind() -> None:
     assert abs(sum(first["first"].values()) - 1) < 1e-5
 
 
-def test_generated_audio_has_a_sample_rate_and_32_ms_of_samples(tmp_path) -> None:
+def test_generated_audio_is_the_first_length_in_seconds_the_cpu_runs(tmp_path) -> None:
     model = models.write(tmp_path, "vad.onnx", _vad_model())
     done = _cli("run", str(model), "--repeat", "1", "--json")
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
-    assert report["generated_inputs"] == {
-        "input": "float32 (1, 512) normal",
+    assert report["generated_inputs"] == {  # 1 s (16000 samples) is no whole number of frames
+        "input": "float32 (1, 32000) normal",
         "state": "float32 (2, 1, 128) normal",
         "sr": "int64 () = 16000 (a sample rate)",
     }
-    assert report["outputs"]["frames_shape"]["first"] == [2, 256]
+    assert report["outputs"]["frames_shape"]["first"] == [125, 256]
     assert report["outputs"]["rate"]["first"] == [16000]
 
 
@@ -376,14 +376,15 @@ def test_bench_save_claims_only_a_measured_speedup(tmp_path) -> None:
     model = models.write(tmp_path, "mm.onnx", models.matmul_model())
     cache = str(tmp_path / "cache")
     done = _cli("bench", str(model), "--providers", "cpu", "--threads", "1", "--rounds", "2",
-                "--calls", "3", "--save", "--json", ORTPLUG_CACHE_DIR=cache)  # fmt: skip
+                "--calls", "3", "--save", "--json", ORTPLUG_CACHE_DIR=cache, ORTPLUG_PLUGINS="cpu")  # fmt: skip
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     baseline = result["rows"][0]
     assert baseline["label"] == result["baseline"] == "policy (cpu) / default threads"
     assert (baseline["threads"], baseline["ratio"]) == (None, 1.0)  # the default was measured
     run = json.loads(
-        _cli("run", str(model), "--json", "--repeat", "1", ORTPLUG_CACHE_DIR=cache).stdout
+        _cli("run", str(model), "--json", "--repeat", "1", ORTPLUG_CACHE_DIR=cache,
+             ORTPLUG_PLUGINS="cpu").stdout
     )
     reason = run["chain"][0]["reason"]
     if result["best"] == result["baseline"]:
@@ -415,6 +416,7 @@ def test_a_saved_winner_drives_run_and_info(tmp_path, monkeypatch, capsys) -> No
     model = models.write(tmp_path, "mm.onnx", models.matmul_model())
     args = ["bench", str(model), "--threads", "1", "--rounds", "3", "--calls", "1", "--save"]
     usable = {"ORTPLUG_OVERRIDE_CPU_USABLE_CPUS": "2", "ORTPLUG_OVERRIDE_CPU_LOGICAL_CPUS": "4"}
+    usable["ORTPLUG_PLUGINS"] = "cpu"  # the policy's default is the CPU on any host
     for name, value in usable.items():  # default threads: 2, so the 1-thread candidate differs
         monkeypatch.setenv(name, value)
     assert main([*args, "--json"]) == 0

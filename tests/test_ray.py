@@ -366,7 +366,9 @@ def test_backend_config_travels_by_pickle() -> None:
 # -- the command line ---------------------------------------------------------------------------
 
 
-def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    """The CLI with the CPU plugin only: these tests expect the CPU provider on any host."""
+    env = {**os.environ, "ORTPLUG_PLUGINS": "cpu"}
     return subprocess.run([ORTPLUG, *args], capture_output=True, text=True, timeout=600, env=env)
 
 

@@ -51,6 +51,13 @@ VNNI = {"ORTPLUG_OVERRIDE_CPU_ISA_FLAGS": '["avx2", "avx512_vnni"]'}
 AVX2 = {"ORTPLUG_OVERRIDE_CPU_ISA_FLAGS": '["avx2"]'}
 
 
+@pytest.fixture(autouse=True)
+def _first_verified_choice_serves(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests are about verification: the first verified choice serves, nothing is timed
+    (the measured choice is tests/test_proven_choice.py's)."""
+    monkeypatch.setenv("ORTPLUG_MEASURE", "0")
+
+
 @pytest.fixture
 def vnni() -> PluginHost:
     return make_plugin_host(environ=VNNI)
@@ -386,14 +393,7 @@ def test_the_verdict_cache_keeps_variants_apart(checkpoint) -> None:
     assert first.checks != second.checks
 
 
-def test_verification_does_not_combine_with_startup_fallback(checkpoint) -> None:
-    plugins = make_plugin_host(("fakecuda", FakeCudaPlugin()))
-    with pytest.raises(
-        OptionError, match="startup_fallback=True serves before anything is verified"
-    ):
-        OnnxBackend.from_checkpoint(
-            checkpoint, ["fakecuda", "cpu"], verify=True, startup_fallback=True, plugins=plugins
-        )
+def test_verify_takes_a_bool_none_or_a_tolerance(checkpoint) -> None:
     with pytest.raises(TypeError, match="verify: expected True, False, None or a Tolerance"):
         OnnxBackend.from_checkpoint(checkpoint, verify="yes")  # type: ignore[arg-type]
 

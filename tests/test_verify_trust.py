@@ -194,6 +194,13 @@ def test_exact_outputs_allow_no_difference_at_any_tolerance() -> None:
     assert floats.problem(Tolerance(0.01, 0)) is None  # only floating outputs get a tolerance
 
 
+@pytest.fixture(autouse=True)
+def _first_verified_choice_serves(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests are about verification: the first verified choice serves, nothing is timed
+    (the measured choice is tests/test_proven_choice.py's)."""
+    monkeypatch.setenv("ORTPLUG_MEASURE", "0")
+
+
 # -- item 23: a cached verdict is untrusted input -------------------------------------------------
 
 

@@ -32,8 +32,8 @@ INT8 = CheckpointMetadata(
 )
 CHECKPOINTS = {"fp32-dynamic": FP32_DYNAMIC, "fp16-static": FP16_STATIC, "int8": INT8}
 
-CUDA_DYNAMIC = CudaProvider(cudnn_conv_algo_search="DEFAULT")
-CUDA_STATIC = CudaProvider()
+CUDA_DYNAMIC = CudaProvider(cudnn_conv_algo_search="DEFAULT", use_tf32=False)  # exact fp32
+CUDA_STATIC = CudaProvider(use_tf32=False)
 COREML = CoreMLProvider(
     model_format="MLProgram", compute_units="CPUAndGPU", require_static_input_shapes=True
 )
@@ -139,7 +139,7 @@ def test_cuda_picks_the_device_with_the_most_memory(all_plugins) -> None:
     big = {"index": 1, "name": "NVIDIA H200", "compute_capability": "9.0", "memory_mib": 143771}
     host = hosts.linux_gpu(devices=[hosts.L4, big], device_count=2)
     chain = DefaultProviderPolicy(all_plugins).select(FP16_STATIC, host)
-    assert chain[0] == CudaProvider(device_id=1)
+    assert chain[0] == CudaProvider(device_id=1, use_tf32=False)
 
 
 @pytest.mark.parametrize(

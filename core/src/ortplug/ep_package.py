@@ -24,6 +24,7 @@ import attrs
 
 from .ep_libraries import EpLibrary, describe_device, ensure_library
 from .errors import OptionError
+from .checkpoint import CheckpointMetadata
 from .host import HostCapabilities, HostProbe
 from .plugins.hookspecs import hookimpl
 from .plugins.registry import ProviderType
@@ -142,9 +143,9 @@ class EpPackagePlugin:
 
     @hookimpl
     def ortplug_offer_providers(
-        self, host: HostCapabilities
+        self, metadata: CheckpointMetadata, host: HostCapabilities
     ) -> Iterable[ProviderOffer | ProviderDecline]:
-        """An offer when the library offers a device here; else a decline with the reason."""
+        """Offers (:meth:`offers`) where the library has a device; else a decline saying why."""
         devices: list[dict[str, Any]] = host.fact(self.probe, "devices", [])
         if not devices:
             error = host.fact(self.probe, "error")
@@ -153,8 +154,21 @@ class EpPackagePlugin:
             )
             return
         listed = ", ".join(describe_device(d) for d in devices)
-        yield ProviderOffer(
+        offer = ProviderOffer(
             config=self.config_cls(),
             preference=self.preference,
             reason=f"{self.config_cls.ort_name} from {self.package} offers {listed}",
         )
+        yield from self.offers(offer, metadata, host)
+
+    def offers(
+        self, offer: ProviderOffer, metadata: CheckpointMetadata, host: HostCapabilities
+    ) -> Iterable[ProviderOffer]:
+        """What is offered where the library has a device: ``offer`` (the default config) as is.
+
+        A subclass offers its provider's precisions here: the exact config, and a
+        reduced-precision switch as a second offer with ``precision=`` (see
+        ``ortplug_offer_providers`` in :mod:`ortplug.plugins.hookspecs`; ortplug-openvino
+        does this for OpenVINO's inference precision).
+        """
+        yield offer

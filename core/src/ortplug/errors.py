@@ -9,7 +9,8 @@ and keeps the builtin base code catches today, so ``except ValueError`` and
     │   ├── InputValidationError             the inputs given to run() do not fit the model
     │   ├── CheckpointError                  a model or metadata file cannot be read
     │   ├── ModelLoadError                   ONNX Runtime refused to load the model
-    │   └── PluginConflictError              two plugins claim one provider kind, alias or probe
+    │   ├── PluginConflictError              two plugins claim one provider kind, alias or probe
+    │   └── InputsNotAcceptedError           the model ran none of the generated input sizes
     ├── OptionTypeError (TypeError)          an argument of the wrong type
     ├── MissingFileError (FileNotFoundError) a file the user named does not exist
     ├── CacheError (OSError)                 ortplug's cache directory cannot be used
@@ -37,6 +38,7 @@ __all__ = [
     "CacheError",
     "CheckpointError",
     "InputValidationError",
+    "InputsNotAcceptedError",
     "MissingFileError",
     "ModelLoadError",
     "NoProviderError",
@@ -173,6 +175,19 @@ class PluginError(OrtplugError, RuntimeError):
         self.phase = phase
         self.error = error
         super().__init__(f"ortplug plugin {plugin!r} failed in {phase}: {error}")
+
+
+class InputsNotAcceptedError(OptionError):
+    """The CPU reference ran none of the input sizes ortplug generated; real inputs are needed.
+
+    ``first`` is the first feed tried (a :class:`ortplug.sample_inputs.GeneratedFeed`) and
+    ``cause`` what running it raised.
+    """
+
+    def __init__(self, message: str, *, first: object, cause: BaseException) -> None:
+        self.first = first
+        self.cause = cause
+        super().__init__(message)
 
 
 class ProviderFallbackWarning(RuntimeWarning):

@@ -25,10 +25,9 @@ import attrs
 import numpy as np
 
 from ._runtime import require_onnxruntime
-from .backend import InputSpec
 from .checkpoint import CheckpointMetadata, ResolvedCheckpoint, Variant, metadata_path_for
 from .errors import CheckpointError, OptionError, RuntimeNotInstalledError
-from .sample_inputs import carried_samples, sample_inputs
+from .sample_inputs import carried_samples, session_inputs
 
 __all__ = ["BUILDERS", "calibration_feeds", "make_fp16", "make_int8", "write_variants"]
 
@@ -68,26 +67,19 @@ def _weights(checkpoint: ResolvedCheckpoint) -> Path:
     return checkpoint.weights_path
 
 
-def _input_specs(path: Path) -> tuple[InputSpec, ...]:
-    ort = require_onnxruntime()
-    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-    return tuple(
-        InputSpec(arg.name, arg.type, tuple(arg.shape) if isinstance(arg.shape, list) else None)
-        for arg in session.get_inputs()
-    )
-
-
 def calibration_feeds(
     checkpoint: ResolvedCheckpoint, batches: int = CALIBRATION_BATCHES
 ) -> list[dict[str, np.ndarray]]:
-    """Representative inputs: the carried samples when there are any, else ``batches`` seeded draws.
+    """Representative inputs: the carried samples when there are any, else ``batches`` seeded draws
+    of sizes the model runs on the CPU provider.
 
     Generated float inputs are redrawn (standard normal) for each batch; other inputs
     keep their generated values (lengths, masks, sample rates).
     """
-    carried = carried_samples(checkpoint)
-    specs = _input_specs(_weights(checkpoint))
-    first, generated = sample_inputs(specs, checkpoint.metadata.extra, carried)
+    ort = require_onnxruntime()
+    session = ort.InferenceSession(str(_weights(checkpoint)), providers=["CPUExecutionProvider"])
+    accepted = session_inputs(session, checkpoint.metadata.extra, carried_samples(checkpoint))
+    first, generated = dict(accepted.feed), accepted.generated
     if not generated:
         return [first]
     feeds = [first]

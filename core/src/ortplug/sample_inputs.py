@@ -1,20 +1,29 @@
-"""Representative inputs for a model that was given none: for ``ortplug run``, smoke checks, warm-ups.
+"""Representative inputs for a model given none: for verification, ``ortplug run``, ``bench``.
 
-Generated inputs are seeded (the same every time) and sized so ordinary models run:
+Generated inputs are seeded (the same every time) and sized like a real model of that shape
+takes them. :func:`candidate_feeds` yields feeds to try, in order; :func:`accepted_inputs`
+runs them on the CPU reference (a session the caller has built anyway) until one runs:
 
-* a dynamic dimension takes the ``opt`` size of metadata ``extra.dim_ranges``
-  (``{dim_name: [min, opt, max]}``, the format the TensorRT plugin reads) when it is named there;
-* else a dimension named like a batch is 1;
-* in a model that takes a sample rate, the last dynamic dimension of a float input of rank 1
-  or 2 holds :data:`AUDIO_MS` of audio (512 samples at 16 kHz, what VAD models such as Silero
-  take);
-* a dimension named like a sequence (seq, length, time, tokens, frames, steps) is
-  :data:`SEQUENCE`, and so is any dynamic dimension past the first in a model that takes lengths;
-* the rest of the dynamic dimensions are 1.
+* the checkpoint's own samples (:func:`carried_samples`) and arrays the caller gives are used
+  as they are; only the other inputs are generated;
+* a dynamic dimension named in metadata ``extra.dim_ranges`` (``{dim_name: [min, opt, max]}``,
+  the format the TensorRT plugin reads) takes its ``opt`` size; one named like a batch is 1;
+* the others are tried at representative sizes, rung by rung (:data:`SPATIAL_SIZES`,
+  :data:`AUDIO_SECONDS`, :data:`SEQUENCE_LENGTHS`): an image's height and width (dimensions
+  named so, and the other dynamic non-batch dimensions of a numeric input of rank 4 or 5)
+  224, then 320, then 640; audio (the
+  last dynamic dimension of a float input of rank 1 or 2, in a model that takes a sample rate
+  or whose metadata ``extra.sample_rate`` names one) 1, 2, then 4 seconds at the sample rate;
+  a sequence (a dimension named like seq, length, time, tokens, frames, steps; any dynamic
+  dimension past the first of an integer input of rank 1 to 3, or in a model that takes
+  lengths) 16, 64, then 256; the rest of the dynamic dimensions are 1;
+* the last rung is the smallest that runs ordinary models: images 1x1, audio :data:`AUDIO_MS`
+  (512 samples at 16 kHz, the chunk VAD models such as Silero take), sequences 16.
 
-Values: inputs named like a sample rate (sr, sample_rate) hold :data:`SAMPLE_RATE`, like
-lengths (length, seq_len, x_lens) :data:`SEQUENCE`, like a mask (attention_mask) ones;
-other floats are standard normal, integers 0..9, booleans random.
+Values: inputs named like a sample rate (sr, sample_rate) hold the sample rate
+(:data:`SAMPLE_RATE` unless metadata says), like lengths (length, seq_len, x_lens) the sequence
+length, like a mask (attention_mask) ones; other floats are standard normal, integers 0..9,
+booleans random.
 
 A checkpoint may carry its own samples (:func:`carried_samples`): ``<input>.npy`` files in
 a ``samples/`` folder beside the weights, or in the folder metadata ``extra.samples`` names.
@@ -23,32 +32,60 @@ a ``samples/`` folder beside the weights, or in the folder metadata ``extra.samp
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
+import attrs
 import numpy as np
 
+from ._runtime import require_onnxruntime
 from .checkpoint.metadata import parse_dim_ranges
-from .errors import CheckpointError, OptionError
+from .errors import CheckpointError, InputsNotAcceptedError, OptionError
 
 if TYPE_CHECKING:
     from .checkpoint import ResolvedCheckpoint
 
-__all__ = ["AUDIO_MS", "SAMPLE_RATE", "SEQUENCE", "InputSpec", "carried_samples", "sample_inputs"]
+__all__ = [
+    "AUDIO_MS",
+    "AUDIO_SECONDS",
+    "SAMPLE_RATE",
+    "SEQUENCE",
+    "SEQUENCE_LENGTHS",
+    "SPATIAL_SIZES",
+    "GENERATION",
+    "AcceptedInputs",
+    "GeneratedFeed",
+    "InputSpec",
+    "accepted_inputs",
+    "candidate_feeds",
+    "carried_samples",
+    "sample_inputs",
+    "session_inputs",
+]
 
-#: The length of generated sequence dimensions and the value of generated length inputs.
+#: Changes whenever the rules above change what is generated: records measured on generated
+#: inputs (verification verdicts) key on it, so none measured on other inputs is reused.
+GENERATION = 2
+#: The sequence length of the last rung (what ran ordinary models before sizes were searched).
 SEQUENCE = 16
-#: The value of generated sample-rate inputs (Hz).
+#: The value of generated sample-rate inputs (Hz) unless metadata ``extra.sample_rate`` says.
 SAMPLE_RATE = 16000
-#: Milliseconds of generated audio in a model that takes a sample rate.
+#: Milliseconds of generated audio on the last rung (one 512-sample chunk at 16 kHz).
 AUDIO_MS = 32
+#: Height and width of generated images, one per rung.
+SPATIAL_SIZES = (224, 320, 640)
+#: Seconds of generated audio, one per rung.
+AUDIO_SECONDS = (1, 2, 4)
+#: Lengths of generated sequences, one per rung.
+SEQUENCE_LENGTHS = (16, 64, 256)
 
 _SAMPLE_RATE_NAME = re.compile(r"^(sr|sample_?rate|sampling_?rate)s?$", re.IGNORECASE)
 _LENGTH_NAME = re.compile(r"(^|_)(lens?|lengths?|seq_?lens?|sequence_?lengths?)$", re.IGNORECASE)
 _MASK_NAME = re.compile(r"(^|_)mask$", re.IGNORECASE)
 _BATCH_DIM = re.compile(r"batch|^(n|b|bs)$", re.IGNORECASE)
 _SEQUENCE_DIM = re.compile(r"seq|len|time|token|frame|step", re.IGNORECASE)
+_SPATIAL_DIM = re.compile(r"height|width|^(h|w)$", re.IGNORECASE)
 
 _GENERATED_DTYPES = {
     "tensor(float)": np.float32,
@@ -60,6 +97,7 @@ _GENERATED_DTYPES = {
     "tensor(uint8)": np.uint8,
     "tensor(bool)": np.bool_,
 }
+_FLOATS = ("tensor(float)", "tensor(float16)", "tensor(double)")
 
 
 class InputSpec(Protocol):
@@ -75,23 +113,67 @@ class InputSpec(Protocol):
     def shape(self) -> tuple[int | str | None, ...] | None: ...
 
 
+@attrs.frozen
+class _Rung:
+    """The sizes of one try: images, audio samples, sequences."""
+
+    spatial: int
+    samples: int
+    sequence: int
+
+
+def _rungs(rate: int) -> tuple[_Rung, ...]:
+    sized = [
+        _Rung(spatial, seconds * rate, sequence)
+        for spatial, seconds, sequence in zip(SPATIAL_SIZES, AUDIO_SECONDS, SEQUENCE_LENGTHS)
+    ]
+    return (*sized, _Rung(1, rate * AUDIO_MS // 1000, SEQUENCE))
+
+
+def _sample_rate(extra: Mapping[str, object]) -> int | None:
+    rate = extra.get("sample_rate")
+    if rate is None:
+        return None
+    if isinstance(rate, bool) or not isinstance(rate, int) or rate <= 0:
+        raise OptionError(
+            f"metadata extra.sample_rate: expected a positive integer (Hz), got {rate!r}"
+        )
+    return rate
+
+
 class _Sizer:
     """Sizes of one model's dynamic dimensions, by the rules in the module docstring."""
 
     def __init__(self, specs: Sequence[InputSpec], extra: Mapping[str, object]) -> None:
         ranges = parse_dim_ranges(extra.get("dim_ranges"))
         self.ranges = {dim: opt for dim, (_, opt, _) in ranges.items()}
-        self.audio = any(_SAMPLE_RATE_NAME.match(spec.name) for spec in specs)
+        declared = _sample_rate(extra)
+        self.rate = declared or SAMPLE_RATE
+        self.audio = declared is not None or any(_SAMPLE_RATE_NAME.match(s.name) for s in specs)
         self.lengths = any(_LENGTH_NAME.search(spec.name) for spec in specs)
 
-    def shape(self, spec: InputSpec) -> tuple[int, ...]:
+    def shape(self, spec: InputSpec, rung: _Rung) -> tuple[int, ...]:
         dims = spec.shape or ()
         dynamic = [i for i, d in enumerate(dims) if not (isinstance(d, int) and d > 0)]
-        audio = self.audio and spec.type in ("tensor(float)", "tensor(double)") and len(dims) <= 2
+        audio = self.audio and spec.type in _FLOATS and len(dims) <= 2
         samples_axis = dynamic[-1] if audio and dynamic and dynamic[-1] > 0 else None
-        return tuple(self._size(d, axis, axis == samples_axis) for axis, d in enumerate(dims))
+        image = len(dims) in (4, 5) and spec.type != "tensor(bool)"
+        integer = not image and spec.type not in _FLOATS and spec.type != "tensor(bool)"
+        return tuple(
+            self._size(d, axis, rung, samples=axis == samples_axis, image=image, integer=integer)
+            for axis, d in enumerate(dims)
+        )
 
-    def _size(self, dim: int | str | None, axis: int, samples: bool) -> int:
+    def _size(
+        self,
+        dim: int | str | None,
+        axis: int,
+        rung: _Rung,
+        *,
+        samples: bool,
+        image: bool,
+        integer: bool,
+    ) -> int:
         if isinstance(dim, int) and dim > 0:
             return dim
         name = dim if isinstance(dim, str) else ""
@@ -100,14 +182,16 @@ class _Sizer:
         if name and _BATCH_DIM.search(name):
             return 1
         if samples:
-            return SAMPLE_RATE * AUDIO_MS // 1000
-        if name and _SEQUENCE_DIM.search(name):
-            return SEQUENCE
-        return SEQUENCE if self.lengths and axis > 0 else 1
+            return rung.samples
+        if name and _SPATIAL_DIM.search(name):
+            return rung.spatial
+        if (name and _SEQUENCE_DIM.search(name)) or (axis > 0 and (self.lengths or integer)):
+            return rung.sequence
+        return rung.spatial if image and axis > 0 else 1
 
 
 def _generate(
-    spec: InputSpec, shape: tuple[int, ...], rng: np.random.Generator
+    spec: InputSpec, shape: tuple[int, ...], rng: np.random.Generator, rate: int, length: int
 ) -> tuple[np.ndarray, str]:
     """One generated input and how it was made (for reports and error notes)."""
     dtype = _GENERATED_DTYPES.get(spec.type)
@@ -118,9 +202,9 @@ def _generate(
         )
     text = f"{np.dtype(dtype)} {shape}"
     if _SAMPLE_RATE_NAME.match(spec.name) and dtype is not np.bool_:
-        return np.full(shape, SAMPLE_RATE, dtype), f"{text} = {SAMPLE_RATE} (a sample rate)"
+        return np.full(shape, rate, dtype), f"{text} = {rate} (a sample rate)"
     if _LENGTH_NAME.search(spec.name) and dtype is not np.bool_:
-        return np.full(shape, SEQUENCE, dtype), f"{text} = {SEQUENCE} (lengths)"
+        return np.full(shape, length, dtype), f"{text} = {length} (lengths)"
     if _MASK_NAME.search(spec.name):
         return np.ones(shape, dtype), f"{text} = 1 (a mask)"
     if np.issubdtype(dtype, np.floating):
@@ -130,23 +214,137 @@ def _generate(
     return rng.integers(0, 10, shape).astype(dtype), f"{text} in 0..9"
 
 
+@attrs.frozen
+class GeneratedFeed:
+    """One feed to try: every input's array, and how each generated one was made."""
+
+    feed: Mapping[str, np.ndarray]
+    generated: Mapping[str, str]
+
+    def describe(self) -> str:
+        """``x float32 (1, 3, 224, 224) normal; sr int64 () = 16000 (a sample rate)``."""
+        return "; ".join(f"{name} {how}" for name, how in self.generated.items()) or "given"
+
+
+def candidate_feeds(
+    specs: Sequence[InputSpec],
+    extra: Mapping[str, object],
+    given: Mapping[str, np.ndarray] | None = None,
+) -> Iterator[GeneratedFeed]:
+    """The feeds to try, in order: ``given`` arrays as they are, the rest generated rung by rung.
+
+    ``extra`` is the checkpoint metadata's ``extra`` (``dim_ranges``, ``sample_rate``). Rungs
+    that would generate the same shapes are yielded once.
+    """
+    sizer = _Sizer(specs, extra)
+    missing = [spec for spec in specs if spec.name not in (given or {})]
+    seen: set[tuple[tuple[int, ...], ...]] = set()
+    for rung in _rungs(sizer.rate):
+        shapes = tuple(sizer.shape(spec, rung) for spec in missing)
+        if shapes in seen:
+            continue
+        seen.add(shapes)
+        rng = np.random.default_rng(0)
+        feed = dict(given or {})
+        generated = {}
+        for spec, shape in zip(missing, shapes):
+            feed[spec.name], generated[spec.name] = _generate(
+                spec, shape, rng, sizer.rate, rung.sequence
+            )
+        yield GeneratedFeed(feed, generated)
+
+
 def sample_inputs(
     specs: Sequence[InputSpec],
     extra: Mapping[str, object],
     given: Mapping[str, np.ndarray] | None = None,
 ) -> tuple[dict[str, np.ndarray], dict[str, str]]:
-    """The ``given`` arrays plus seeded generated ones for the rest, and how each was made.
+    """The first candidate feed (representative sizes, not yet run anywhere), and how each was made.
 
-    ``extra`` is the checkpoint metadata's ``extra`` (for ``dim_ranges``).
+    Where the model may reject it, use :func:`accepted_inputs` instead.
     """
-    rng = np.random.default_rng(0)
-    sizer = _Sizer(specs, extra)
-    feed = dict(given or {})
-    generated = {}
-    for spec in specs:
-        if spec.name not in feed:
-            feed[spec.name], generated[spec.name] = _generate(spec, sizer.shape(spec), rng)
-    return feed, generated
+    first = next(candidate_feeds(specs, extra, given))
+    return dict(first.feed), dict(first.generated)
+
+
+@attrs.frozen
+class AcceptedInputs:
+    """The first candidate feed the reference ran, its outputs, and why the ones before failed."""
+
+    feed: Mapping[str, np.ndarray]
+    generated: Mapping[str, str]
+    outputs: Mapping[str, Any]
+    rejected: tuple[str, ...] = ()
+
+
+def _reason(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text[:300]}"
+
+
+def accepted_inputs(
+    run: Callable[[Mapping[str, np.ndarray]], Mapping[str, Any]],
+    specs: Sequence[InputSpec],
+    extra: Mapping[str, object],
+    given: Mapping[str, np.ndarray] | None = None,
+) -> AcceptedInputs:
+    """The first of :func:`candidate_feeds` that ``run`` (the CPU reference) runs, with its outputs.
+
+    Raises :class:`~ortplug.errors.InputsNotAcceptedError` naming every feed tried and why it
+    failed when none runs.
+    """
+    tried: list[tuple[GeneratedFeed, BaseException]] = []
+    for candidate in candidate_feeds(specs, extra, given):
+        try:
+            outputs = run(candidate.feed)
+        except Exception as exc:  # the reference refused this size: try the next rung
+            tried.append((candidate, exc))
+            continue
+        rejected = tuple(f"{c.describe()}: {_reason(e)}" for c, e in tried)
+        return AcceptedInputs(candidate.feed, candidate.generated, outputs, rejected)
+    first, cause = tried[0]
+    raise InputsNotAcceptedError(
+        f"the CPU reference ran none of {len(tried)} generated input set(s): "
+        + "; ".join(f"[{c.describe()}] {_reason(e)}" for c, e in tried)
+        + "; give the inputs (checkpoint samples/<input>.npy, or --input NAME=FILE.npy)",
+        first=first,
+        cause=cause,
+    )
+
+
+def session_inputs(
+    session: Any,
+    extra: Mapping[str, object],
+    given: Mapping[str, np.ndarray] | None = None,
+    run_options: Any = None,
+) -> AcceptedInputs:
+    """:func:`accepted_inputs` on an ONNX Runtime session already built (the CPU reference).
+
+    The session's own input specs are used; its outputs come back by name. ``run_options``
+    (ONNX Runtime's ``RunOptions``) default to ones that keep ONNX Runtime's log of a size
+    it refuses off stderr (the error says it).
+    """
+    names = [output.name for output in session.get_outputs()]
+    if run_options is None:
+        run_options = require_onnxruntime().RunOptions()
+        run_options.log_severity_level = 4
+
+    def run(feed: Mapping[str, np.ndarray]) -> dict[str, Any]:
+        return dict(zip(names, session.run(names, dict(feed), run_options)))
+
+    specs = [_Spec(arg.name, arg.type, _shape(arg.shape)) for arg in session.get_inputs()]
+    return accepted_inputs(run, specs, extra, given)
+
+
+@attrs.frozen
+class _Spec:
+    name: str
+    type: str
+    shape: tuple[int | str | None, ...] | None
+
+
+def _shape(value: object) -> tuple[int | str | None, ...] | None:
+    return tuple(value) if isinstance(value, (list, tuple)) else None
 
 
 def _samples_folder(checkpoint: ResolvedCheckpoint) -> Path | None:

@@ -20,7 +20,7 @@ from ._timing import median_ms
 from .backend import OnnxBackend
 from .checkpoint import InMemoryCheckpoint, LocalCheckpoint, ResolvedCheckpoint
 from .plugins.manager import get_plugin_host
-from .sample_inputs import sample_inputs
+from .sample_inputs import accepted_inputs
 from .selection import DefaultProviderPolicy
 
 __all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_UNAVAILABLE", "main", "run_smoke"]
@@ -71,7 +71,9 @@ def _check_sessions(
         realized = list(chosen.providers)
         out(f"policy chain   {[k for k, _ in chosen.chain_reasons]} -> realized {realized}")
         if ort_name not in realized:
-            out(f"FAILED: the policy chose {kind} but it was not realized: {chosen.build_messages}")
+            rejected = [c.reason for c in chosen.report.candidates if kind in c.chain]
+            why = rejected[0] if rejected else f"it was not realized: {chosen.build_messages}"
+            out(f"FAILED: the policy chose {kind} but {why}")
             return None
     chain = list(dict.fromkeys([kind, "cpu"]))
     explicit = OnnxBackend.from_checkpoint(checkpoint, providers=chain)
@@ -79,7 +81,7 @@ def _check_sessions(
     with explicit, cpu:
         nodes = explicit.node_assignment()
         out(f"explicit chain {list(explicit.providers)}; nodes per provider {nodes}")
-        feed, _ = sample_inputs(explicit.input_specs, checkpoint.metadata.extra)
+        feed = accepted_inputs(cpu.run, cpu.input_specs, checkpoint.metadata.extra).feed
         explicit.run(feed)
         cpu.run(feed)  # warm both before timing
         accelerated = median_ms(lambda: explicit.run(feed), repeat)

@@ -270,7 +270,9 @@ class Verdict:
     ``variant`` is the variant that ran (``None``: the reference weights),
     ``providers`` what ONNX Runtime realized, ``inputs`` where the inputs came from,
     ``cost_ms`` what this verdict cost now (a cached one: reading the record),
-    ``cached`` whether the differences came from the cache.
+    ``cached`` whether the differences came from the cache, ``failure`` what stopped the
+    candidate before or besides its outputs (it raised on the inputs, a reused IO binding
+    returned stale outputs, it took no node of the graph).
     """
 
     variant: str | None
@@ -281,11 +283,13 @@ class Verdict:
     inputs: str
     cost_ms: float
     cached: bool
+    failure: str | None = None
 
     @property
     def problems(self) -> tuple[str, ...]:
-        """Every output's reason to fail, naming output, difference and tolerance."""
-        return tuple(p for p in (c.problem(self.tolerance) for c in self.checks) if p is not None)
+        """The failure, then every output's reason to fail (naming output, difference, tolerance)."""
+        outputs = (c.problem(self.tolerance) for c in self.checks)
+        return tuple(p for p in (self.failure, *outputs) if p is not None)
 
     @property
     def passed(self) -> bool:
@@ -321,6 +325,7 @@ class Verdict:
             "inputs": self.inputs,
             "cost_ms": round(self.cost_ms, 3),
             "cached": self.cached,
+            "failure": self.failure,
         }
 
 

@@ -317,3 +317,21 @@ def test_a_user_engine_folder_that_does_not_exist_yet_is_a_cold_build(
         tmp_path / "engines" / "new"
     )  # the user's path is kept
     assert "building TensorRT engine" in caplog.text
+
+
+def test_fp16_kernels_are_their_own_candidate_on_fp32(all_plugins, monkeypatch) -> None:
+    from ortplug import DefaultProviderPolicy
+    from ortplug_tensorrt.plugin import FP16_PREFERENCE, PREFERENCE
+
+    monkeypatch.setenv("ORTPLUG_TENSORRT", "1")
+    metadata = CheckpointMetadata(input_names=["x"], output_names=["y"], static_shapes=True)
+    selection = DefaultProviderPolicy(all_plugins).explain(metadata, HOST)
+    assert [c.kind for c in selection.chain] == ["tensorrt", "cuda", "cpu"]
+    assert selection.precision is None and "trt_fp16_enable" not in selection.chain[0].to_ort()[1]
+    (fp16,) = [a for a in selection.alternatives if a.precision == "fp16"]
+    assert [c.kind for c in fp16.chain] == ["tensorrt", "cpu"]
+    assert fp16.chain[0].to_ort()[1]["trt_fp16_enable"] == "1"
+    assert "fp16 kernels allowed" in fp16.reasons[0] and PREFERENCE > FP16_PREFERENCE
+    fp16_weights = attrs.evolve(metadata, precision="fp16")  # fp16 already: no mode to offer
+    selection = DefaultProviderPolicy(all_plugins).explain(fp16_weights, HOST)
+    assert all(a.precision is None for a in selection.alternatives)

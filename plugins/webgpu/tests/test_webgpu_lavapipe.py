@@ -127,8 +127,8 @@ def test_the_policy_chain_runs_on_webgpu_and_matches_cpu(
     webgpu_host: PluginHost, model: Any, atol: float
 ) -> None:
     checkpoint = _checkpoint(model())
-    with (
-        OnnxBackend.from_checkpoint(checkpoint, plugins=webgpu_host) as chosen,
+    with (  # the first verified choice (timed, lavapipe's WebGPU loses to the CPU: below)
+        OnnxBackend.from_checkpoint(checkpoint, plugins=webgpu_host, measure=False) as chosen,
         OnnxBackend.from_checkpoint(checkpoint, providers=["cpu"], plugins=webgpu_host) as cpu,
     ):
         assert [kind for kind, _ in chosen.chain_reasons] == ["webgpu", "cpu"]
@@ -141,6 +141,34 @@ def test_the_policy_chain_runs_on_webgpu_and_matches_cpu(
             np.testing.assert_allclose(
                 got.astype(np.float32), expected.astype(np.float32), atol=atol
             )
+
+
+@pytest.mark.usefixtures("opted_in")
+def test_webgpu_is_verified_and_loses_to_the_faster_cpu(
+    adapter: dict[str, Any], webgpu_host: PluginHost
+) -> None:
+    """The real slower-than-the-CPU accelerator: verified, timed, and the CPU reference serves."""
+    if adapter["type"] != "cpu":
+        pytest.skip("a hardware adapter may well be faster than the CPU")
+    backend = OnnxBackend.from_checkpoint(_checkpoint(demo_static_model().read_bytes()), plugins=webgpu_host)
+    webgpu, cpu = backend.report.candidates
+    assert webgpu.chain == ("webgpu", "cpu") and webgpu.verdict is not None and webgpu.verdict.passed
+    assert (webgpu.chosen, webgpu.reason) == (False, "verified, not faster than the CPU reference")
+    assert cpu.chosen and backend.providers == (CPU,)
+
+
+@pytest.mark.usefixtures("opted_in")
+def test_the_static_batch_predictor_is_exact_on_webgpu() -> None:
+    """WebGPU (a plugin EP) copies a bound CPU input when it is bound: the predictor binds again."""
+    from ortplug.integrations.ray import BackendConfig, OnnxPredictor
+
+    config = BackendConfig(model=str(demo_static_model()), providers=("webgpu", "cpu"))
+    predictor = OnnxPredictor(config)
+    assert predictor.backend.providers == (WEBGPU, CPU)
+    rows = np.random.default_rng(2).random((103, 8), np.float32)
+    with OnnxBackend.from_checkpoint(_checkpoint(demo_static_model().read_bytes()), providers=["cpu"]) as cpu:
+        expected = [cpu.run({"x": rows[i : i + 4]})["probs"] for i in range(0, 100, 4)]
+    np.testing.assert_allclose(predictor({"x": rows})["probs"][:100], np.concatenate(expected), atol=1e-5)
 
 
 def _clean_env(**changes: str) -> dict[str, str]:
@@ -174,8 +202,14 @@ def test_ortplug_info_and_run_in_a_fresh_process(adapter: dict[str, Any], tmp_pa
     if adapter["type"] == "cpu":
         assert "declined     webgpu     only a software adapter: " in default
         assert "chain        webgpu" not in default
+    # info --model built, verified and timed the candidates; the winner is recorded for run
+    (webgpu,) = [line for line in opted.splitlines() if line.startswith("candidate    [webgpu, cpu]")]
+    assert " ms, " in webgpu and "verified" in webgpu
     ran = _ortplug(["run", str(model), "--repeat", "2"], {**env, ALLOW_SOFTWARE_ENV: "1"})
-    assert f"realized  {WEBGPU}, {CPU}" in ran
+    if adapter["type"] == "cpu":  # lavapipe is slower than the CPU provider: the CPU serves
+        assert f"realized  {CPU}\n" in ran and "measured on this model's first build here" in ran
+    else:
+        assert f"realized  {WEBGPU}, {CPU}" in ran
     shaders = cache / "webgpu" / "shaders" / shader_cache_key()
     assert shaders.is_dir() and any(path.is_file() for path in shaders.rglob("*")), (
         f"Mesa wrote no shader cache under {shaders}"

@@ -21,6 +21,12 @@ from variant_models import mlp_with_variants
 WEBGPU, CPU = "WebGpuExecutionProvider", "CPUExecutionProvider"
 
 
+@pytest.fixture(autouse=True)
+def _first_verified_choice_serves(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests are about verification: nothing is timed (lavapipe would lose to the CPU)."""
+    monkeypatch.setenv("ORTPLUG_MEASURE", "0")
+
+
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("mlp")

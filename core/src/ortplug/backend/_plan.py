@@ -76,6 +76,15 @@ class SessionPlan:
     variant: ResolvedCheckpoint | None = attrs.field(default=None, eq=False, repr=False)
     #: The policy's next choices, best first, for when verification rejects this plan.
     fallbacks: tuple[ProviderSelection, ...] = attrs.field(default=(), eq=False, repr=False)
+    #: A measured record (``bench --save`` or an earlier first build) chose this plan.
+    tuned: bool = False
+    #: The reduced precision the chain's lead computes at (``None``: the weights' own).
+    precision: str | None = None
+
+    @property
+    def on_reference(self) -> bool:
+        """Whether it runs the reference weights at their own precision (no variant, no mode)."""
+        return self.variant is None and self.precision is None
 
 
 @attrs.frozen
@@ -246,6 +255,8 @@ def plan_session(
         plugins=plugins,
         variant=choice.variant,
         fallbacks=selection.alternatives,
+        tuned=selection.tuned,
+        precision=selection.precision,
     )
 
 
@@ -265,15 +276,16 @@ def plan_on_reference(
     plan: SessionPlan,
     session_options: SessionOptionsConfig | None,
 ) -> SessionPlan:
-    """``plan``, or the first of its fallbacks on the reference weights (for ``verify=False``)."""
+    """``plan``, or the first of its fallbacks on the reference weights at their precision
+    (for ``verify=False``)."""
     current: SessionPlan | None = plan
-    while current is not None and current.variant is not None:
+    while current is not None and not current.on_reference:
         current = plan_next(checkpoint, current, session_options)
     if current is None:
         raise OptionError(
             f"verify=False: expected a choice of the policy on the reference weights of "
-            f"{checkpoint.label}, got only variants (an unverified variant is not used); pass "
-            "verify=None or True"
+            f"{checkpoint.label} at their precision, got only variants or reduced-precision "
+            "modes (an unverified one is not used); pass verify=None or True"
         )
     return current
 

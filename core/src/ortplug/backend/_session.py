@@ -251,7 +251,7 @@ def _set_capturing(capturing: bool) -> None:
 
 
 @contextlib.contextmanager
-def _capture_messages(ort: ModuleType) -> Iterator[list[str]]:
+def capture_messages(ort: ModuleType) -> Iterator[list[str]]:
     """Hold the build lock; collect ORT's warnings and log lines (severity >= warning) that
     this thread emits inside the block."""
     _hook_onnxruntime(ort)
@@ -338,7 +338,7 @@ def _try_create(
             "provider_options": [opts for _, opts in chain],
         }
     )
-    with _capture_messages(ort) as captured:
+    with capture_messages(ort) as captured:
         timer = None
         if options.load_timeout_s is not None:  # started once the build lock is held
             timer = threading.Timer(
@@ -469,10 +469,20 @@ def create_session(
         _log.warning("dropping %s from the chain: %s", culprit, cause)
         messages.append(cause)
         remaining.remove(next(entry for entry in remaining if entry[0] == culprit))
+    session = _as_served(session, chain)
     realized = tuple(session.get_providers())
     _enforce(requested, realized, messages, strict, declines)
     _log.info("session for %s: requested %s, realized %s", label, requested, realized)
     return SessionBuild(session, requested, tuple(messages))
+
+
+def _as_served(session: Any, chain: Sequence[ProviderConfig]) -> Any:
+    """The session as the chain's test providers serve it (``ortplug.testing.misbehaving``)."""
+    for config in chain:
+        wrap = getattr(config, "ortplug_testing_wrap", None)
+        if callable(wrap):
+            session = wrap(session)
+    return session
 
 
 def _join(messages: Sequence[str], extra: str = "") -> str:

@@ -3,9 +3,12 @@
 An accelerator that compiles (a TensorRT engine, a CoreML or OpenVINO model,
 WebGPU's shaders) can make the first request wait seconds or minutes. With
 ``startup_fallback=True`` the backend is returned as soon as a CPU session
-serves; a daemon thread builds the accelerator's session, runs it once on
-representative inputs (so its first real run is not the slow one), and then
-hands it to the backend, which serves from it from the next run on.
+serves; that session is the reference of the proven choice (:mod:`._proven`),
+which a daemon thread runs: the candidates are built, verified against it and
+timed, and the backend switches from the next run on only to a verified candidate
+that beat it (none: the CPU keeps serving). With ``verify=False`` the thread
+builds the accelerator's session, runs it once on representative inputs (so its
+first real run is not the slow one), and switches to it.
 """
 
 from __future__ import annotations
@@ -20,19 +23,19 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from .._runtime import require_onnxruntime
-from ..errors import OrtplugError, ProviderFallbackWarning
+from ..errors import InputsNotAcceptedError, OrtplugError, ProviderFallbackWarning
 from ..providers import CPU_EP
-from ..sample_inputs import sample_inputs
+from ..sample_inputs import carried_samples, session_inputs
 from ._placement import enforce_share
 from ._plan import SessionPlan
-from ._session import cancel_builds, create_planned
+from ._session import SessionBuild, cancel_builds, create_planned
 
 if TYPE_CHECKING:
-    from ..checkpoint import ResolvedCheckpoint
-    from ._session import SessionBuild
+    from ..checkpoint import ResolvedCheckpoint, Tolerance
+    from ..session_options import SessionOptionsConfig
     from .onnx_backend import OnnxBackend
 
-__all__ = ["StartupSwitch", "start_on_cpu"]
+__all__ = ["Proving", "StartupSwitch", "start_on_cpu"]
 
 _log = logging.getLogger("ortplug")
 
@@ -71,11 +74,19 @@ def _stop_at_exit() -> None:
 atexit.register(_stop_at_exit)
 
 
+@attrs.frozen
+class Proving:
+    """What the background bring-up needs besides the plan: ``from_checkpoint``'s arguments."""
+
+    reference: SessionBuild  # the CPU session serving now
+    session_options: SessionOptionsConfig | None
+    verify: bool | Tolerance | None
+    measure: bool | None
+    min_share: float | None
+
+
 def start_on_cpu(
-    backend: OnnxBackend,
-    resolved: ResolvedCheckpoint,
-    plan: SessionPlan,
-    min_accelerator_share: float | None,
+    backend: OnnxBackend, resolved: ResolvedCheckpoint, plan: SessionPlan, proving: Proving
 ) -> StartupSwitch:
     """Start bringing ``plan``'s accelerator up behind ``backend``, which serves on the CPU now."""
     switch = StartupSwitch(tuple(config.to_ort()[0] for config in plan.chain))
@@ -86,7 +97,7 @@ def start_on_cpu(
     )
     thread = threading.Thread(
         target=_bring_up,
-        args=(backend, resolved, plan, min_accelerator_share, switch),
+        args=(backend, resolved, plan, proving, switch),
         name="ortplug-startup-fallback",
         daemon=True,
     )
@@ -95,38 +106,41 @@ def start_on_cpu(
 
 
 def _warm_up(build: SessionBuild, resolved: ResolvedCheckpoint, switch: StartupSwitch) -> None:
-    """One run on representative inputs: shaders, kernels and engines are compiled here."""
+    """One run on representative inputs (the checkpoint's samples, else the first generated size
+    it runs): shaders, kernels and engines are compiled here."""
     session = build.session
-    from ._validation import InputChecker
-
-    specs = InputChecker.from_session(session).inputs
+    options = switch.warm_up_options = require_onnxruntime().RunOptions()
+    options.log_severity_level = 4  # a size it refuses is tried next; no log of it on stderr
+    if switch.exiting:
+        return
     try:
-        feed, _ = sample_inputs(specs, resolved.metadata.extra)
+        session_inputs(session, resolved.metadata.extra, carried_samples(resolved), options)
+    except InputsNotAcceptedError as exc:  # no size ran: what the first one raised
+        raise exc.cause from exc
     except OrtplugError as exc:  # an input that cannot be generated: the first real run warms up
         _log.info("startup fallback: no warm-up run (%s)", exc)
-        return
-    switch.warm_up_options = require_onnxruntime().RunOptions()
-    if not switch.exiting:
-        session.run(None, feed, switch.warm_up_options)
 
 
 def _bring_up(
     backend: OnnxBackend,
     resolved: ResolvedCheckpoint,
     plan: SessionPlan,
-    min_accelerator_share: float | None,
+    proving: Proving,
     switch: StartupSwitch,
 ) -> None:
     started = time.perf_counter()
     try:
+        if proving.verify is not False:
+            _prove(backend, resolved, plan, proving, switch)
+            return
         build = create_planned(resolved, plan, plan.options)
         if not any(name != CPU_EP for name in build.session.get_providers()):
             raise RuntimeError("no accelerator was realized; see the warning above for the cause")
         _warm_up(build, resolved, switch)
         switch.seconds = time.perf_counter() - started
         switch.switched = not switch.exiting and backend._switch_to(resolved, plan, build)
-        if switch.switched and min_accelerator_share is not None:
-            enforce_share(backend.report, min_accelerator_share, strict=False)
+        if switch.switched and proving.min_share is not None:
+            enforce_share(backend.report, proving.min_share, strict=False)
     except Exception as exc:  # the CPU keeps serving; the cause reaches the user as a warning
         switch.error = exc
         if switch.exiting:
@@ -138,5 +152,34 @@ def _bring_up(
             stacklevel=1,
         )
     finally:
+        switch.seconds = time.perf_counter() - started
         _UNDER_WAY.discard(switch)
         switch.done.set()
+
+
+def _prove(
+    backend: OnnxBackend,
+    resolved: ResolvedCheckpoint,
+    plan: SessionPlan,
+    proving: Proving,
+    switch: StartupSwitch,
+) -> None:
+    """The proven choice against the CPU session serving now; switch when another one won."""
+    from ._proven import build_proven, measuring_wanted
+
+    proven = build_proven(
+        resolved,
+        plan,
+        proving.session_options,
+        proving.verify,
+        measure=measuring_wanted(proving.measure),
+        min_share=proving.min_share,
+        reference=proving.reference,
+    )
+    if proven.build is proving.reference:  # the CPU won, or nothing else passed
+        backend._take_proven(resolved, proven)
+        return
+    target = proven.plan.variant or resolved
+    switch.switched = not switch.exiting and backend._switch_to(target, proven.plan, proven.build)
+    if switch.switched:
+        backend._take_proven(resolved, proven)

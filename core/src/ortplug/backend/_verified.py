@@ -1,37 +1,39 @@
-"""A backend whose outputs are checked before they are trusted: the policy's choices, in order, until one passes.
+"""Verification, the pipeline's second stage: one candidate session against the CPU reference.
 
-What is checked (``verify`` of ``from_checkpoint``):
+A candidate is checked on the paths ortplug itself runs: a plain run on inputs the
+CPU reference accepts (outputs within the tolerance), and one IO binding run twice
+with its inputs updated in place and bound again between the runs (a provider that
+hands back the first run's outputs fails as stale). A candidate that raises on
+those inputs, or whose accelerators took no node of the graph (or fewer than
+``min_accelerator_share``), fails too, with ONNX Runtime's own log lines in the
+reason. What fails is a :class:`~ortplug.verify.Verdict` with a ``failure``, never
+an ONNX Runtime exception. Output differences are cached, pass or fail; the CPU
+provider on the reference weights at their precision is the reference itself and
+is never checked.
 
-* ``None`` (default): precision variants the policy picked; the reference weights are trusted;
-* ``True``: also every chain with an accelerator, each at its precision's default tolerance
-  (a variant's manifest tolerance when it gives one);
-* a :class:`~ortplug.checkpoint.Tolerance`: the same, all at that tolerance;
-* ``False``: nothing (``from_checkpoint`` keeps the policy to the reference weights first:
-  an unverified variant is not trusted).
-
-A policy's rejected choice is a :class:`~ortplug.errors.VerificationWarning` and the
-next choice is built; an explicit chain raises :class:`~ortplug.errors.VerificationError`.
-The CPU provider on the reference weights is the reference itself and is never checked.
+Which checks run is one decision (:func:`needs_check`): every candidate but the
+reference (a variant, a reduced-precision mode, an accelerator), unless ``verify=False``.
+Each is checked at its precision's tolerance (a variant's manifest tolerance, a
+reduced-precision mode's when looser, or the :class:`~ortplug.checkpoint.Tolerance` given).
 """
 
 from __future__ import annotations
 
 import hashlib
 import time
-import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
+from .._runtime import require_onnxruntime
 from ..checkpoint import ResolvedCheckpoint, Tolerance
-from ..errors import OrtplugError, VerificationError, VerificationWarning
-from ..plugins.manager import PluginHost, resolve_plugin_host
+from ..plugins.manager import PluginHost
 from ..providers import CPU_EP
-from ..sample_inputs import carried_samples, sample_inputs
+from ..sample_inputs import GENERATION, AcceptedInputs, carried_samples, session_inputs
 from ..selection.autotune import host_signature
-from ..session_options import SessionOptionsConfig
 from ..verify import (
+    OutputCheck,
     Verdict,
     compare_outputs,
     default_tolerance,
@@ -39,11 +41,11 @@ from ..verify import (
     record_key,
     save_checks,
 )
-from ._plan import SessionPlan, choice_text, plan_next, plan_session, unusable_variant
-from ._session import SessionBuild, create_planned
+from ._plan import SessionPlan, plan_session
+from ._session import capture_messages, create_planned
 from ._validation import InputChecker
 
-__all__ = ["Verifier", "build_verified"]
+__all__ = ["Verifier", "needs_check"]
 
 #: What a float input is fed as, by ONNX Runtime type (a variant may take fp16 where the reference takes fp32).
 _FLOAT_INPUTS = {
@@ -53,9 +55,64 @@ _FLOAT_INPUTS = {
 }
 
 
+def _quiet() -> Any:
+    """Run options that keep ONNX Runtime's log of a failing run off stderr (the reason says it)."""
+    options = require_onnxruntime().RunOptions()
+    options.log_severity_level = 4
+    return options
+
+
 def _outputs(session: Any, feed: Mapping[str, np.ndarray]) -> dict[str, Any]:
     names = [output.name for output in session.get_outputs()]
-    return dict(zip(names, session.run(names, dict(feed))))
+    return dict(zip(names, session.run(names, dict(feed), _quiet())))
+
+
+def _one_line(exc: BaseException, log: Sequence[str]) -> str:
+    """The exception and ONNX Runtime's log lines of the run, on one line (cut at 400 characters)."""
+    text = " ".join(f"{type(exc).__name__}: {exc}".split())
+    said = " ".join(" ".join(log).split())
+    if said and said not in text:
+        text += f" (ONNX Runtime logged: {said})"
+    return text if len(text) <= 400 else text[:397] + "..."
+
+
+def _changed(feed: Mapping[str, np.ndarray]) -> dict[str, np.ndarray] | None:
+    """The same inputs with their values in reverse order (in range for ids and masks too);
+    ``None`` when that changes nothing or an input is not a tensor."""
+    if not all(isinstance(v, np.ndarray) and v.dtype != object for v in feed.values()):
+        return None
+    changed = {
+        name: value.ravel()[::-1].reshape(value.shape).copy() for name, value in feed.items()
+    }
+    if all(np.array_equal(changed[n], feed[n]) for n in feed):
+        return None
+    return changed
+
+
+def _placement_failure(session: Any, min_share: float | None) -> str | None:
+    """Why the accelerators' share of the graph's nodes rejects the session, or ``None``
+    (``min_share=None``: not judged; an explicit chain's share is ``min_accelerator_share``'s)."""
+    if min_share is None:
+        return None
+    try:
+        subgraphs = session.get_provider_graph_assignment_info()
+    except Exception:  # placement not recorded: nothing to judge
+        return None
+    counts: dict[str, int] = {}
+    for subgraph in subgraphs:
+        counts[subgraph.ep_name] = counts.get(subgraph.ep_name, 0) + len(subgraph.get_nodes())
+    total = sum(counts.values())
+    off_cpu = total - counts.get(CPU_EP, 0)
+    if not total or list(session.get_providers()) == [CPU_EP]:
+        return None
+    if off_cpu == 0:
+        return f"its accelerators took no node of the graph (the CPU provider ran all {total})"
+    if off_cpu / total < min_share:
+        return (
+            f"its accelerators took {off_cpu / total:.0%} of the graph's nodes, below "
+            f"min_accelerator_share={min_share:g}"
+        )
+    return None
 
 
 def _fed_as(session: Any, feed: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -82,7 +139,9 @@ class Verifier:
         self._plugins = plugins
         self._tolerance = tolerance
         self._samples = carried_samples(self.reference)
-        self._expected: tuple[dict[str, np.ndarray], dict[str, Any]] | None = None
+        self._expected: AcceptedInputs | None = None
+        #: Other inputs the reference runs, for the bound-run check (``None``: no check).
+        self._second: dict[str, np.ndarray] | None = None
 
     @property
     def inputs_origin(self) -> str:
@@ -92,15 +151,28 @@ class Verifier:
         missing = set(self.reference.metadata.input_names) - set(self._samples)
         return "carried and generated" if missing else "carried"
 
-    def _reference_run(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    def _reference_run(self) -> AcceptedInputs:
         """The inputs and the CPU provider's outputs on the reference weights (computed once)."""
-        if self._expected is None:
-            plan = plan_session(self.reference, ["cpu"], None, None, self._plugins)
-            session = create_planned(self.reference, plan, plan.options).session
-            specs = InputChecker.from_session(session).inputs
-            feed, _ = sample_inputs(specs, self.reference.metadata.extra, self._samples)
-            self._expected = (feed, _outputs(session, feed))
-        return self._expected
+        if self._expected is not None:
+            return self._expected
+        plan = plan_session(self.reference, ["cpu"], None, None, self._plugins)
+        return self.use_reference(create_planned(self.reference, plan, plan.options).session)
+
+    def use_reference(self, session: Any) -> AcceptedInputs:
+        """Take ``session`` (the CPU provider on the reference weights, already built) as the
+        reference: the first inputs it runs (:func:`~ortplug.sample_inputs.session_inputs`)
+        and its outputs on them are what candidates are compared against."""
+        self._expected = expected = session_inputs(
+            session, self.reference.metadata.extra, self._samples
+        )
+        changed = _changed(expected.feed)
+        if changed is not None:
+            try:
+                _outputs(session, changed)
+                self._second = changed
+            except Exception:  # the reference refuses them (a mask, an index): no bound check
+                self._second = None
+        return expected
 
     def _key(self, plan: SessionPlan, candidate: ResolvedCheckpoint, providers: list[str]) -> str:
         samples = hashlib.sha256()
@@ -115,114 +187,152 @@ class Verifier:
             providers,
             dict(self.reference.metadata.extra),
             samples.hexdigest(),
+            GENERATION,
             plan.host.ort_version,
             host_signature(plan.host),
         )
 
-    def tolerance_for(self, candidate: ResolvedCheckpoint) -> Tolerance:
-        """The tolerance given to the verifier, else the variant's, else its precision's default."""
+    def tolerance_for(
+        self, candidate: ResolvedCheckpoint, precision: str | None = None
+    ) -> Tolerance:
+        """The tolerance given to the verifier, else the variant's (or its precision's default),
+        loosened to the default of ``precision`` (a reduced-precision mode) when that is looser."""
         if self._tolerance is not None:
             return self._tolerance
         variant = next(
             (v for v in self.reference.metadata.variants if v.name == candidate.variant), None
         )
         if variant is not None:
-            return variant.effective_tolerance
-        return default_tolerance(candidate.metadata.precision)
+            weights = variant.effective_tolerance
+        else:
+            weights = default_tolerance(candidate.metadata.precision)
+        if precision is None:
+            return weights
+        mode = default_tolerance(precision)
+        return Tolerance(max(weights.rtol, mode.rtol), max(weights.atol, mode.atol))
 
-    def verdict(self, candidate: ResolvedCheckpoint, plan: SessionPlan, session: Any) -> Verdict:
+    def verdict(
+        self,
+        candidate: ResolvedCheckpoint,
+        plan: SessionPlan,
+        session: Any,
+        min_share: float | None = None,
+    ) -> Verdict:
         """The verdict on ``session``, built from ``plan`` for ``candidate`` (the reference or a variant).
 
-        Measured, or read from the cache.
+        Measured, or read from the cache (output differences are cached, pass or fail; a
+        candidate that raised, took no node or failed the bound run is checked again).
         """
         started = time.perf_counter()
         providers = list(session.get_providers())
+        failure = _placement_failure(session, min_share)
+        tolerance = self.tolerance_for(candidate, plan.precision)
         key = self._key(plan, candidate, providers)
-        checks = load_checks(key, {output.name: output.type for output in session.get_outputs()})
+        checks = None
+        if failure is None:
+            checks = load_checks(
+                key, {output.name: output.type for output in session.get_outputs()}
+            )
         cached = checks is not None
         if checks is None:
-            feed, expected = self._reference_run()
-            checks = compare_outputs(expected, _outputs(session, _fed_as(session, feed)))
-            weights = candidate.weights_path
-            described = {
-                "model": candidate.label,
-                "model_path": None if weights is None else str(weights.resolve()),
-                "ort_version": plan.host.ort_version,
-                "variant": candidate.variant,
-                "providers": providers,
-            }
-            save_checks(key, checks, described)
+            expected = self._reference_run()
+            checks, run_failure = self._checked(session, expected)
+            failure = failure or run_failure
+            if failure is None and all(c.problem(tolerance) is None for c in checks):
+                failure = self._bound_failure(session, tolerance)
+            if failure is None:
+                self._save(key, checks, candidate, plan, providers)
         return Verdict(
             variant=candidate.variant,
-            precision=candidate.metadata.precision,
+            precision=plan.precision or candidate.metadata.precision,
             providers=tuple(providers),
-            tolerance=self.tolerance_for(candidate),
+            tolerance=tolerance,
             checks=checks,
             inputs=self.inputs_origin,
             cost_ms=(time.perf_counter() - started) * 1e3,
             cached=cached,
+            failure=failure,
         )
 
+    def timed_run(self, session: Any) -> Callable[[], object]:
+        """One plain run of ``session`` on the verification inputs, as a call (for timing)."""
+        feed = _fed_as(session, self._reference_run().feed)
+        names = [output.name for output in session.get_outputs()]
+        return lambda: session.run(names, feed)
 
-def _needs_check(
+    def _checked(
+        self, session: Any, expected: AcceptedInputs
+    ) -> tuple[tuple[OutputCheck, ...], str | None]:
+        """The plain run's output checks, or why the run failed."""
+        with capture_messages(require_onnxruntime()) as log:
+            try:
+                outputs = _outputs(session, _fed_as(session, expected.feed))
+            except Exception as exc:
+                return (), f"it raised on inputs the CPU reference runs: {_one_line(exc, log)}"
+        return compare_outputs(expected.outputs, outputs), None
+
+    def _bound_failure(self, session: Any, tolerance: Tolerance) -> str | None:
+        """One IO binding run twice, its inputs updated in place and bound again between (as
+        ortplug's Ray predictor does), against the session's own plain runs (its numerics are the
+        plain check's business): stale or wrong outputs."""
+        if self._second is None or self._expected is None:
+            return None
+        first = _fed_as(session, self._expected.feed)
+        second = _fed_as(session, self._second)
+        names = [output.name for output in session.get_outputs()]
+        with capture_messages(require_onnxruntime()) as log:
+            try:
+                binding = session.io_binding()
+                buffers = {name: np.array(value, copy=True) for name, value in first.items()}
+                for name, buffer in buffers.items():
+                    binding.bind_cpu_input(name, buffer)
+                for name in names:
+                    binding.bind_output(name, "cpu")
+                session.run_with_iobinding(binding, _quiet())
+                for name, buffer in buffers.items():  # as the Ray predictor's static batches
+                    buffer[...] = second[name]
+                    binding.bind_cpu_input(name, buffer)  # plugin EPs copy a CPU input at bind time
+                session.run_with_iobinding(binding, _quiet())
+                got = dict(zip(names, binding.copy_outputs_to_cpu()))
+                plain_first, plain_second = _outputs(session, first), _outputs(session, second)
+            except Exception as exc:
+                return f"a reused IO binding raised: {_one_line(exc, log)}"
+        problems = [p for c in compare_outputs(plain_second, got) if (p := c.problem(tolerance))]
+        if not problems:
+            return None
+        stale = all(c.problem(tolerance) is None for c in compare_outputs(plain_first, got))
+        if stale:
+            return (
+                "a reused IO binding returned stale outputs: after its inputs were updated in "
+                "place and bound again, its second run gave the first run's outputs"
+            )
+        return f"a reused IO binding's second run differs from a plain run: {problems[0]}"
+
+    def _save(
+        self,
+        key: str,
+        checks: Sequence[OutputCheck],
+        candidate: ResolvedCheckpoint,
+        plan: SessionPlan,
+        providers: list[str],
+    ) -> None:
+        weights = candidate.weights_path
+        described = {
+            "model": candidate.label,
+            "model_path": None if weights is None else str(weights.resolve()),
+            "ort_version": plan.host.ort_version,
+            "variant": candidate.variant,
+            "providers": providers,
+        }
+        save_checks(key, checks, described)
+
+
+def needs_check(
     plan: SessionPlan, candidate: ResolvedCheckpoint, session: Any, verify: bool | Tolerance | None
 ) -> bool:
-    if not verify:
-        return plan.variant is not None  # a variant the policy picked
-    return candidate.variant is not None or list(session.get_providers()) != [CPU_EP]
-
-
-def _choice(plan: SessionPlan) -> str:
-    return choice_text(plan.variant.variant if plan.variant else None, plan.chain)
-
-
-def build_verified(
-    checkpoint: ResolvedCheckpoint,
-    plan: SessionPlan,
-    session_options: SessionOptionsConfig | None,
-    verify: bool | Tolerance | None,
-) -> tuple[SessionPlan, SessionBuild, Verdict | None]:
-    """The first of the policy's choices (``plan``, then its fallbacks) whose outputs pass.
-
-    Returns the plan that was built, its session and the verdict (``None``: nothing was
-    checked). Raises :class:`VerificationError` for an explicit chain that fails, or when
-    no choice of the policy passes.
-    """
-    tolerance = verify if isinstance(verify, Tolerance) else None
-    verifier = Verifier(checkpoint, resolve_plugin_host(plan.plugins), tolerance)
-    rejected: list[str] = []
-    current: SessionPlan | None = plan
-    while current is not None:
-        candidate = current.variant or checkpoint
-        try:
-            built = create_planned(candidate, current, current.options)
-        except OrtplugError as exc:  # a variant ONNX Runtime refuses: as if it failed verification
-            following = plan_next(checkpoint, current, session_options)
-            if current.strict or candidate.variant is None or following is None:
-                raise
-            rejected.append(f"variant {candidate.variant!r} cannot be used: {exc}")
-            unusable_variant(
-                checkpoint.label, str(candidate.variant), exc, _choice(following), stacklevel=3
-            )
-            current = following
-            continue
-        if not _needs_check(current, candidate, built.session, verify):
-            return current, built, None
-        verdict = verifier.verdict(candidate, current, built.session)
-        if verdict.passed:
-            return current, built, verdict
-        if current.strict:
-            raise VerificationError(f"{checkpoint.label}: {verdict.describe()}", verdict)
-        rejected.append(verdict.describe())
-        following = plan_next(checkpoint, current, session_options)
-        if following is not None:
-            warnings.warn(
-                f"{checkpoint.label}: {verdict.describe()}; taking the next choice: "
-                f"{_choice(following)}",
-                VerificationWarning,
-                stacklevel=3,  # the caller of from_checkpoint
-            )
-        current = following
-    raise VerificationError(
-        f"{checkpoint.label}: no choice of the policy passed verification: {'; '.join(rejected)}"
-    )
+    """Whether ``session`` is checked: anything but the CPU provider on the reference weights at
+    their precision, unless ``verify=False``."""
+    if verify is False:
+        return False
+    reference = plan.on_reference and candidate.variant is None
+    return not reference or list(session.get_providers()) != [CPU_EP]

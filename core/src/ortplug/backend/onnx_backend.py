@@ -21,6 +21,7 @@ from ..errors import (
     MissingFileError,
     OptionError,
     OptionTypeError,
+    ProviderFallbackWarning,
     RunTerminatedError,
 )
 from ..provider_options import encode_option
@@ -40,10 +41,11 @@ if TYPE_CHECKING:
     from ..selection import ProviderPolicy
     from ..session_options import SessionOptionsConfig
     from ..verify import Verdict
+    from ._proven import Proven
     from ._startup import StartupSwitch
     from .binding import Binding
     from .introspection import MemoryInfo, ModelInfo, ValueInfo
-    from .report import ProviderReport
+    from .report import Candidate, ProviderReport
 
 __all__ = ["OnnxBackend"]
 
@@ -97,6 +99,11 @@ class OnnxBackend:
         self._checkpoint: ResolvedCheckpoint | None = None
         self._startup: StartupSwitch | None = None
         self._verification: Verdict | None = None
+        self._candidates: tuple[Candidate, ...] = ()
+        #: The verified choices left for a run-time fallback, best first, and the reference weights.
+        self._fallbacks: tuple[SessionPlan, ...] = ()
+        self._origin: ResolvedCheckpoint | None = None
+        self._fallback_lock = threading.Lock()
 
     def _adopt(self, session: Any) -> None:
         """Take ``session`` as this backend's (at construction and after a rebuild)."""
@@ -136,6 +143,7 @@ class OnnxBackend:
         min_accelerator_share: float | None = None,
         startup_fallback: bool = False,
         verify: bool | Tolerance | None = None,
+        measure: bool | None = None,
     ) -> Self:
         """Build a backend by loading a checkpoint into a new ONNX Runtime session.
 
@@ -149,55 +157,85 @@ class OnnxBackend:
         (0..1) also treats a session whose accelerators took fewer of the graph's
         nodes as a fallback: an error for an explicit chain, a warning for a policy's.
 
-        ``startup_fallback=True``: when the chain has an accelerator, return as soon
-        as a CPU session serves, and build and warm up the accelerator's session in
-        the background; the backend switches to it between runs (runs in flight
-        finish where they started). :meth:`wait_ready` waits for the switch; an
-        accelerator that fails to build or warm up leaves the CPU serving, with a
-        :class:`~ortplug.errors.ProviderFallbackWarning` carrying the cause (and,
-        for an explicit chain, :attr:`startup_error`).
+        ``verify`` (default ``None``: on) checks every candidate other than the CPU
+        provider on the reference weights against that reference before it serves: a
+        plain run and a reused IO binding fed two different inputs, on inputs the model
+        accepts, at the candidate's precision's default tolerance (a
+        :class:`~ortplug.checkpoint.Tolerance` sets it); verdicts are cached per model,
+        chain, host and runtime. A candidate that fails to build, raises on those inputs,
+        takes no node of the graph (or fewer than ``min_accelerator_share``), returns
+        outputs beyond the tolerance or stale ones is rejected with one line: a policy's
+        choice gives way to its next one with a :class:`~ortplug.errors.VerificationWarning`,
+        an explicit chain raises :class:`~ortplug.errors.VerificationError`.
+        ``verify=False`` checks nothing and keeps the policy to the reference weights.
 
-        ``verify`` checks outputs against the CPU provider on the reference weights
-        before the session is trusted (verdicts are cached; ``report.verification``
-        shows the one taken): by default (``None``) the precision variants the policy
-        picks, with ``True`` also every accelerator at its precision's default
-        tolerance, with a :class:`~ortplug.checkpoint.Tolerance` every one at that
-        tolerance; ``False`` checks nothing and keeps the policy to the reference
-        weights. A policy's choice that fails gives way to its next one, with a
-        :class:`~ortplug.errors.VerificationWarning`; an explicit chain raises
-        :class:`~ortplug.errors.VerificationError`.
+        ``measure`` (default ``None``: on unless ``ORTPLUG_MEASURE=0``): on the first
+        build of a model on a host, the verified choices (the policy's first three) and
+        the CPU reference are timed side by side and the fastest serves (a candidate must
+        beat the CPU reference to win); the winner is recorded where ``ortplug bench
+        --save`` records, and later processes build it directly. ``report.candidates``
+        shows every candidate, its verdict, time and outcome. A policy's choice whose
+        ``run()`` later fails with a provider error gives way to the next verified choice
+        (the call is retried once, with a :class:`~ortplug.errors.ProviderFallbackWarning`).
+
+        ``startup_fallback=True``: when the chain has an accelerator, return as soon
+        as a CPU session serves (the reference), and build, verify and time the
+        candidates in the background; the backend switches between runs (runs in flight
+        finish where they started) only to a verified candidate that is faster.
+        :meth:`wait_ready` waits for that; a candidate that fails leaves the CPU serving,
+        with a warning carrying the cause (and, for an explicit chain, :attr:`startup_error`).
         """
         resolved = resolve_checkpoint(checkpoint)
         verify = check_verify(verify)
         plan = plan_session(resolved, providers, session_options, policy, plugins)
         if verify is False:
             plan = plan_on_reference(resolved, plan, session_options)
-        if startup_fallback and any(is_accelerator(config) for config in plan.chain):
-            if verify or plan.variant is not None:
-                raise OptionError(
-                    "startup_fallback=True serves before anything is verified: expected "
-                    f"verify=None or False and a chain on the reference weights, got verify={verify!r}"
-                    f"{' and the policy chose a variant' if plan.variant is not None else ''}"
-                )
-            from ._startup import start_on_cpu  # only for this path: ~3 ms of imports
+        if startup_fallback and (
+            not plan.on_reference or any(is_accelerator(config) for config in plan.chain)
+        ):
+            from ._startup import Proving, start_on_cpu  # only for this path: ~3 ms of imports
 
             cpu_plan = plan_session(resolved, [CPU_EP], session_options, None, plan.plugins)
-            backend = cls._from_build(
-                resolved, cpu_plan, create_planned(resolved, cpu_plan, cpu_plan.options)
-            )
-            start_on_cpu(backend, resolved, plan, min_accelerator_share)
+            cpu_build = create_planned(resolved, cpu_plan, cpu_plan.options)
+            backend = cls._from_build(resolved, cpu_plan, cpu_build)
+            backend._origin = resolved
+            proving = Proving(cpu_build, session_options, verify, measure, min_accelerator_share)
+            start_on_cpu(backend, resolved, plan, proving)
             return backend
-        if not verify and plan.variant is None:
+        alone = resolved.variant is None and plan.on_reference and not plan.fallbacks
+        if verify is False or (alone and not any(is_accelerator(c) for c in plan.chain)):
+            # nothing to prove: the opt-out, or the CPU reference is the only choice
             backend = cls._from_build(resolved, plan, create_planned(resolved, plan, plan.options))
-        else:
-            from ._verified import build_verified
+            if verify is not False and not plan.strict:
+                from .report import Candidate
 
-            plan, build, verdict = build_verified(resolved, plan, session_options, verify)
-            backend = cls._from_build(plan.variant or resolved, plan, build)
-            backend._verification = verdict
+                only = Candidate(("cpu",), None, resolved.metadata.precision, None, None, True,
+                                 "the CPU reference, the only choice offered")  # fmt: skip
+                backend._candidates = (only,)
+        else:
+            from ._proven import build_proven, measuring_wanted
+
+            proven = build_proven(
+                resolved,
+                plan,
+                session_options,
+                verify,
+                measure=measuring_wanted(measure),
+                min_share=min_accelerator_share,
+            )
+            plan = proven.plan
+            backend = cls._from_build(plan.variant or resolved, plan, proven.build)
+            backend._take_proven(resolved, proven)
         if min_accelerator_share is not None:
             enforce_share(backend.report, min_accelerator_share, strict=plan.strict)
         return backend
+
+    def _take_proven(self, resolved: ResolvedCheckpoint, proven: Proven) -> None:
+        """Keep what the pipeline found: the verdict, the candidates and the verified fallbacks."""
+        self._verification = proven.verdict
+        self._candidates = proven.candidates
+        self._fallbacks = () if proven.plan.strict else proven.fallbacks
+        self._origin = resolved
 
     @classmethod
     def _from_build(
@@ -396,6 +434,8 @@ class OnnxBackend:
             declined=plan.declined if plan else (),
             host=plan.host.to_dict() if plan else {},
             verification=self._verification,
+            candidates=self._candidates,
+            precision=plan.precision if plan else None,
         )
 
     @property
@@ -436,10 +476,58 @@ class OnnxBackend:
                 results = self._run_with(names, inputs, run_options)
         except Exception as exc:
             wrapped = bfloat16_as_ort_values(inputs, self._ort.OrtValue)
-            if wrapped is None:
+            if wrapped is not None:
+                return self.run(wrapped, names, run_options=run_options)
+            if not self._fall_back(inputs, exc):
                 self._raise_explained(inputs, exc)
-            return self.run(wrapped, names, run_options=run_options)
+            try:  # retried once, on the next verified choice
+                if run_options is None:
+                    results = self._run(names, inputs)
+                else:
+                    results = self._run_with(names, inputs, run_options)
+            except Exception as again:
+                self._raise_explained(inputs, again)
         return dict(zip(names, results))
+
+    def _fall_back(self, inputs: object, exc: Exception) -> bool:
+        """After a provider error in a run: serve on the next verified choice; False when none.
+
+        Only a policy's choice falls back, never for the caller's bad input or a terminated run.
+        """
+        failed = self._session
+        if (
+            failed is None
+            or not self._fallbacks
+            or self._origin is None
+            or self._terminated
+            or "terminate flag" in str(exc).lower()
+            or all(name == CPU_EP for name in self._providers)
+            or self._checker.problems(inputs)
+        ):
+            return False
+        with self._fallback_lock:
+            if self._session is not failed:  # another thread already fell back
+                return True
+            plan, *rest = self._fallbacks
+            self._fallbacks = tuple(rest)
+            resolved = plan.variant or self._origin
+            try:
+                build = create_planned(resolved, plan, plan.options)
+            except Exception:  # the next choice cannot be built now: the error stands
+                return False
+            was = list(self._providers)
+            if not self._switch_to(resolved, plan, build):
+                return False
+        import warnings
+
+        warnings.warn(
+            f"{self._metadata.model_family}: {was} failed at run time "
+            f"({type(exc).__name__}: {' '.join(str(exc).split())[:300]}); serving on "
+            f"{list(self._providers)} from now on (call retried once)",
+            ProviderFallbackWarning,
+            stacklevel=3,
+        )
+        return True
 
     def _feed(self, inputs: object) -> dict[str, Any]:
         """A feed dict from a mapping or from values in model order (then overridable initializers)."""

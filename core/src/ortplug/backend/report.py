@@ -13,11 +13,48 @@ from ..providers import CPU_EP
 if TYPE_CHECKING:
     from ..verify import Verdict
 
-__all__ = ["ProviderReport"]
+__all__ = ["Candidate", "ProviderReport"]
 
 
 def _frozen(value: Mapping[str, Any]) -> Mapping[str, Any]:
     return MappingProxyType(dict(value))
+
+
+@attrs.frozen
+class Candidate:
+    """One candidate a build weighed: its chain and weights, verdict, median time, and the outcome.
+
+    ``verdict`` is ``None`` for the CPU reference (it is the reference) or a candidate
+    not checked; ``median_ms`` is ``None`` where nothing was timed; ``reason`` says why
+    it was chosen or not (rejected, slower, not tried).
+    """
+
+    chain: tuple[str, ...]
+    variant: str | None
+    precision: str
+    verdict: Verdict | None
+    median_ms: float | None
+    chosen: bool
+    reason: str
+
+    def describe(self) -> str:
+        """``[webgpu, cpu] reference weights (fp32): 1.84 ms, slower than the CPU reference``."""
+        weights = f"variant {self.variant}" if self.variant else "reference weights"
+        timed = "" if self.median_ms is None else f" {self.median_ms:.3g} ms,"
+        mark = "chosen: " if self.chosen else ""
+        return f"[{', '.join(self.chain)}] {weights} ({self.precision}):{timed} {mark}{self.reason}"
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {
+            "chain": list(self.chain),
+            "variant": self.variant,
+            "precision": self.precision,
+            "verdict": None if self.verdict is None else self.verdict.to_dict(),
+            "median_ms": None if self.median_ms is None else round(self.median_ms, 4),
+            "chosen": self.chosen,
+            "reason": self.reason,
+        }
 
 
 @attrs.frozen
@@ -28,7 +65,9 @@ class ProviderReport:
     did not record placement). ``reasons`` and ``declined`` are ``(kind, reason)``
     pairs from the plugins that chose, or declined, each provider. ``verification``
     is the verdict on the session's outputs against the CPU reference (``None``:
-    nothing was checked).
+    nothing was checked). ``precision`` is the reduced precision the chain's lead
+    computes at, a mode the policy chose (``None``: the weights' own); ``candidates`` every
+    candidate the build weighed (empty for a wrapped session or a chain built without a choice).
     """
 
     requested: tuple[str, ...]
@@ -40,6 +79,8 @@ class ProviderReport:
     declined: tuple[tuple[str, str], ...]
     host: Mapping[str, Any] = attrs.field(converter=_frozen)
     verification: Verdict | None = None
+    candidates: tuple[Candidate, ...] = ()
+    precision: str | None = None
 
     @property
     def accelerator_share(self) -> float | None:
@@ -62,6 +103,8 @@ class ProviderReport:
             "declined": [list(d) for d in self.declined],
             "host": dict(self.host),
             "verification": None if self.verification is None else self.verification.to_dict(),
+            "candidates": [c.to_dict() for c in self.candidates],
+            "precision": self.precision,
         }
 
     def lines(self) -> list[str]:
@@ -73,9 +116,12 @@ class ProviderReport:
             placed = ", ".join(f"{name} {count}" for name, count in self.nodes.items())
             tail = f" ({share:.0%} off the CPU)" if share is not None else ""
             out.append(f"nodes      {placed}{tail}")
+        if self.precision is not None:
+            out.append(f"precision  {self.precision} (the lead provider's reduced-precision mode)")
         out += [f"chosen     {kind}: {reason}" for kind, reason in self.reasons]
         out += [f"declined   {kind}: {reason}" for kind, reason in self.declined]
         if self.verification is not None:
             out.append(f"verdict    {self.verification.describe()}")
+        out += [f"candidate  {candidate.describe()}" for candidate in self.candidates]
         out += [f"onnxrt     {message}" for message in self.messages]
         return out

@@ -20,6 +20,7 @@ import attrs
 from ..errors import OptionError, OptionTypeError
 
 __all__ = [
+    "COMPUTE_PRECISIONS",
     "DEFAULT_TOLERANCES",
     "PRECISIONS",
     "Tolerance",
@@ -74,13 +75,17 @@ class Tolerance:
 
 
 #: Per precision, what a correct run of that precision stays within (measured on MLPs and ResNet-50:
-#: int8 static quantization lands at 1-3% of the range, fp16 well under 1%).
+#: int8 static quantization lands at 1-3% of the range, fp16 well under 1%). ``tf32`` is a compute
+#: precision only (NVIDIA's 10-bit-mantissa matmuls on fp32 weights): fp16's mantissa, fp32 sums.
 DEFAULT_TOLERANCES = {
     "fp32": Tolerance(rtol=1e-3, atol=1e-5),
     "fp16": Tolerance(rtol=1e-2, atol=1e-4),
     "bf16": Tolerance(rtol=3e-2, atol=1e-3),
     "int8": Tolerance(rtol=5e-2, atol=1e-4),
+    "tf32": Tolerance(rtol=1e-2, atol=1e-4),
 }
+#: The precisions a provider may compute at (``ProviderOffer.precision``): the stored ones and tf32.
+COMPUTE_PRECISIONS = tuple(DEFAULT_TOLERANCES)
 
 
 def check_verify(verify: object) -> bool | Tolerance | None:

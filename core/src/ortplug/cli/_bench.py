@@ -19,10 +19,9 @@ from ..checkpoint import LocalCheckpoint, ResolvedCheckpoint
 from ..errors import InputValidationError
 from ..plugins.manager import get_plugin_host
 from ..providers import ProviderConfig
-from ..sample_inputs import sample_inputs
 from ..selection import DefaultProviderPolicy, ProviderSelection, autotune
 from ..session_options import SessionOptionsConfig
-from ._inputs import first_run_error, load_inputs, quiet_run_options
+from ._inputs import first_run_error, load_inputs, quiet_run_options, reference_feed
 from ._providers import ProviderEntry, chain_label, resolve_chain
 from ._usage import UsageError
 
@@ -111,16 +110,21 @@ def _winner(samples: dict[_Candidate, list[float]], baseline: _Candidate) -> _Ca
 
 
 def _build(checkpoint: ResolvedCheckpoint, candidate: _Candidate, verify: bool) -> OnnxBackend:
-    """The candidate's backend; with ``verify``, one whose outputs fail raises (and is skipped)."""
+    """The candidate's backend, verified as every build is (one that fails raises and is
+    skipped); the benchmark measures, so the build does not (``measure=False``)."""
     options = SessionOptionsConfig(intra_op_num_threads=candidate.threads)
     checked = True if verify else None
     if candidate.chain is None:
         policy = DefaultProviderPolicy(autotune=False)
         return OnnxBackend.from_checkpoint(
-            checkpoint, session_options=options, policy=policy, verify=checked
+            checkpoint, session_options=options, policy=policy, verify=checked, measure=False
         )
     return OnnxBackend.from_checkpoint(
-        checkpoint, providers=list(candidate.chain), session_options=options, verify=checked
+        checkpoint,
+        providers=list(candidate.chain),
+        session_options=options,
+        verify=checked,
+        measure=False,
     )
 
 
@@ -148,7 +152,8 @@ def _ready(
             continue
         if feed is None:
             given = load_inputs(args.input, backend.input_specs)
-            feed, generated = sample_inputs(backend.input_specs, checkpoint.metadata.extra, given)
+            chosen = reference_feed(checkpoint, backend, given)
+            feed, generated = dict(chosen.feed), dict(chosen.generated)
         try:
             backend.run(feed, run_options=quiet_run_options())
         except InputValidationError as exc:

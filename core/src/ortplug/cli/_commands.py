@@ -9,9 +9,10 @@ import json
 import math
 import statistics
 import time
+import warnings
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -22,13 +23,16 @@ from .._runtime import (
     onnxruntime_or_none,
 )
 from ..backend import OnnxBackend
+from ..backend.report import Candidate
 from ..checkpoint import LocalCheckpoint, ResolvedCheckpoint
-from ..errors import OptionError
+from ..errors import OptionError, OrtplugError, VerificationWarning
 from ..plugins.manager import get_plugin_host
-from ..sample_inputs import sample_inputs
 from ..selection import DefaultProviderPolicy
-from ._inputs import first_run_error, load_inputs, quiet_run_options
+from ._inputs import first_run_error, load_inputs, quiet_run_options, reference_feed
 from ._providers import resolve_chain
+
+if TYPE_CHECKING:
+    from ..verify import Verdict
 
 __all__ = ["info", "plugins", "run"]
 
@@ -140,7 +144,8 @@ def run(args: argparse.Namespace) -> int:
     verdict = backend.report.verification
     with backend:
         given = load_inputs(args.input, backend.input_specs)
-        feed, generated = sample_inputs(backend.input_specs, checkpoint.metadata.extra, given)
+        chosen = reference_feed(checkpoint, backend, given)
+        feed, generated = dict(chosen.feed), dict(chosen.generated)
         started = time.perf_counter()
         try:
             outputs = backend.run(feed, run_options=quiet_run_options())
@@ -157,7 +162,8 @@ def run(args: argparse.Namespace) -> int:
             started = time.perf_counter()
             backend.run(feed)
             timings.append((time.perf_counter() - started) * 1e3)
-        realized = list(backend.providers)
+        # after wait_ready: what a startup fallback switched to, and its candidates, are known
+        realized, candidates = list(backend.providers), backend.report.candidates
     report: dict[str, Any] = {
         "model": str(args.model or "demo.onnx (shipped with ortplug)"),
         "metadata": checkpoint.metadata.to_dict(),
@@ -167,6 +173,7 @@ def run(args: argparse.Namespace) -> int:
         "first_run_on": first_run_on,
         "generated_inputs": generated,
         "verification": None if verdict is None else verdict.to_dict(),
+        "candidates": [c.to_dict() for c in candidates],
         "outputs": {name: _summary(value) for name, value in outputs.items()},
         "latency_ms": {
             "build": round(build_ms, 3),
@@ -185,12 +192,7 @@ def run(args: argparse.Namespace) -> int:
     for row in chain:
         print(f"chain     {row['kind']:<10} {row['reason']}")
     print(f"realized  {', '.join(realized)}")
-    if verdict is not None:
-        print(f"verdict   {verdict.describe()}")
-    elif args.verify:
-        print(
-            "verdict   nothing to check: the CPU provider on the reference weights is the reference"
-        )
+    _print_checks(verdict, candidates, args.verify)
     if first_run_on != realized:
         print(f"first run {', '.join(first_run_on)} (startup fallback: switched after it)")
     if settings:
@@ -232,6 +234,9 @@ def info(args: argparse.Namespace) -> int:
         checkpoint = LocalCheckpoint(path).resolve()
         data["model"] = str(args.model or "demo.onnx (shipped with ortplug)")
         data["chain"], data["declined"] = _policy_rows(checkpoint)
+        candidates = _candidates(checkpoint) if args.model is not None else ()
+        if args.model is not None:  # the proven choice for this model: built, verified, timed
+            data["candidates"] = [c.to_dict() for c in candidates]
     if args.json:
         _print_json(data)
         return 0
@@ -256,6 +261,7 @@ def info(args: argparse.Namespace) -> int:
         print(f"chain        {row['kind']:<10} {row['reason']}")
     for row in data["declined"]:
         print(f"declined     {row['kind']:<10} {row['reason']}")
+    _print_candidates(candidates, "candidate    ")
     return 0
 
 
@@ -275,6 +281,35 @@ def _fit_lines() -> dict[str, Any]:
     if not plan.steps:
         lines.append("nothing to install or remove for this hardware")
     return {**plan.to_dict(), "hardware_line": plan.hardware.describe(), "lines": lines}
+
+
+def _print_checks(verdict: Verdict | None, candidates: tuple[Candidate, ...], asked: bool) -> None:
+    """``run``'s verdict line (``asked``: ``--verify`` was given) and its candidates."""
+    if verdict is not None:
+        print(f"verdict   {verdict.describe()}")
+    elif asked:
+        print(
+            "verdict   nothing to check: the CPU provider on the reference weights is the reference"
+        )
+    _print_candidates(candidates, "candidate ")
+
+
+def _print_candidates(candidates: tuple[Candidate, ...], label: str) -> None:
+    for candidate in candidates:
+        print(f"{label}{candidate.describe()}")
+
+
+def _candidates(checkpoint: ResolvedCheckpoint) -> tuple[Candidate, ...]:
+    """``backend.report.candidates`` of a default build of ``checkpoint`` (a rejection is a row,
+    not a warning; a build that fails is one row saying why)."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", VerificationWarning)
+            with OnnxBackend.from_checkpoint(checkpoint) as backend:
+                return backend.report.candidates
+    except OrtplugError as exc:
+        precision = checkpoint.metadata.precision
+        return (Candidate((), None, precision, None, None, False, f"no choice: {exc}"),)
 
 
 def plugins(args: argparse.Namespace) -> int:

@@ -2,7 +2,8 @@
 
 Runs that may fail use :func:`quiet_run_options`: ONNX Runtime's own log of the failure
 stays off stderr, where the CLI prints the error as one line (``ORTPLUG_DEBUG=1`` keeps it).
-Generated ones come from :func:`ortplug.sample_inputs.sample_inputs`.
+Generated ones come from :mod:`ortplug.sample_inputs`: the checkpoint's samples, then sizes
+the CPU reference runs (:func:`reference_feed`).
 """
 
 from __future__ import annotations
@@ -12,15 +13,19 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from ..backend import InputSpec
-from ..errors import InputValidationError
+from ..backend import InputSpec, OnnxBackend
+from ..checkpoint import ResolvedCheckpoint
+from ..errors import InputsNotAcceptedError, InputValidationError
+from ..providers import CPU_EP
 from ..run_options import RunOptionsConfig
+from ..sample_inputs import GeneratedFeed, accepted_inputs, candidate_feeds, carried_samples
 from ._usage import InputArg, UsageError
 
 __all__ = [
     "first_run_error",
     "load_inputs",
     "quiet_run_options",
+    "reference_feed",
 ]
 
 
@@ -69,3 +74,37 @@ def first_run_error(
 def quiet_run_options() -> RunOptionsConfig | None:
     """Run options that keep ONNX Runtime's log of a failing run off stderr (unless ORTPLUG_DEBUG)."""
     return None if os.environ.get("ORTPLUG_DEBUG") else RunOptionsConfig(log_severity_level=4)
+
+
+def reference_feed(
+    checkpoint: ResolvedCheckpoint, backend: OnnxBackend, given: Mapping[str, np.ndarray]
+) -> GeneratedFeed:
+    """``given``, the checkpoint's samples for inputs not given, and generated inputs the CPU runs.
+
+    Sizes are searched only when there is a choice: on ``backend`` itself when it runs on the
+    CPU alone, else on a CPU session built for it. When the CPU runs none, the first candidate
+    comes back: the run that follows fails with the model's own message and how to give inputs.
+    """
+    given = {**carried_samples(checkpoint), **given}
+    extra = checkpoint.metadata.extra
+    candidates = candidate_feeds(backend.input_specs, extra, given)
+    first = next(candidates)
+    if next(candidates, None) is None:
+        return first
+    quiet = quiet_run_options()
+    try:
+        if list(backend.providers) == [CPU_EP]:
+            accepted = accepted_inputs(
+                lambda feed: backend.run(feed, run_options=quiet),
+                backend.input_specs,
+                extra,
+                given,
+            )
+        else:
+            with OnnxBackend.from_checkpoint(checkpoint, providers=["cpu"]) as cpu:
+                accepted = accepted_inputs(
+                    lambda feed: cpu.run(feed, run_options=quiet), cpu.input_specs, extra, given
+                )
+    except InputsNotAcceptedError:
+        return first
+    return GeneratedFeed(accepted.feed, accepted.generated)

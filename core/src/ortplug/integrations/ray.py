@@ -584,6 +584,8 @@ class OnnxPredictor:
             stop = min(start + static, count)
             for name, array in feed.items():
                 _filled(head[name], array[start:stop])
+                if binding is not None:  # bound again: plugin EPs (WebGPU, OpenVINO) copy
+                    binding.bind_input(name, head[name])  # a CPU input when it is bound
             if binding is None:
                 results = dict(self._run_once(head, start, stop, rows))
             else:

@@ -27,6 +27,11 @@ def ortplug_metadata_keys() -> list[MetadataKey]:
             "folder of <input>.npy sample inputs (relative to the weights) that verification "
             "and int8 calibration use instead of generated ones",
         ),
+        MetadataKey(
+            "sample_rate",
+            int,
+            "the audio sample rate (Hz) the model takes: generated audio inputs are seconds of it",
+        ),
     ]
 
 

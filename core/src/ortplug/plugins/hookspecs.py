@@ -187,6 +187,27 @@ def ortplug_offer_providers(
     model; ``metadata.variants_for(ort_name, "fp16")`` lists those your provider may
     run) on your provider; the policy ranks it with the reference offers and uses it
     only once its outputs are verified against the CPU reference.
+
+    Precision is a candidate too. An offer computes at the weights' precision
+    unless it says otherwise: where your provider's default is a reduced precision
+    (OpenVINO computes fp32 models in bf16 on AMX CPUs, CUDA in TF32 on Ampere),
+    set it to full precision in the plain offer. Offer a reduced-precision switch
+    as a second offer of the config with the switch on and ``precision=`` what it
+    computes at (``"fp16"``, ``"bf16"``, ``"tf32"``), usually below the exact
+    offer's preference: the policy ranks it as its own candidate, verifies it at
+    that precision's tolerance (``ortplug.checkpoint.variants.DEFAULT_TOLERANCES``)
+    before it serves, shows the precision in ``backend.report``, and never uses it
+    with ``verify=False``. For example, a ggml-style provider with an f16-weights
+    switch::
+
+        @hookimpl
+        def ortplug_offer_providers(metadata, host):
+            yield ProviderOffer(GgmlProvider(f16_weights=False), 35, "ggml, fp32 weights")
+            if metadata.precision == "fp32":
+                yield ProviderOffer(
+                    GgmlProvider(f16_weights=True), 34, "ggml, f16 weights: half the traffic",
+                    precision="fp16",
+                )
     """
     raise NotImplementedError
 

@@ -6,7 +6,8 @@ from typing import Any
 
 import attrs
 
-from ..errors import OptionTypeError
+from ..checkpoint.variants import COMPUTE_PRECISIONS
+from ..errors import OptionError, OptionTypeError
 from ..providers import ProviderConfig, is_provider_config
 
 __all__ = [
@@ -39,6 +40,14 @@ def _typed(owner: str, expected: type) -> Any:
     return check
 
 
+def _check_precision(_: Any, __: Any, value: Any) -> None:
+    if value is not None and value not in COMPUTE_PRECISIONS:
+        raise OptionError(
+            f"ProviderOffer.precision: expected None or one of {', '.join(COMPUTE_PRECISIONS)}, "
+            f"got {value!r}"
+        )
+
+
 @attrs.frozen
 class ProviderOffer:
     """A plugin's proposal to run a checkpoint on a provider, with a preference and a reason.
@@ -46,9 +55,14 @@ class ProviderOffer:
     Higher ``preference`` comes first in the default chain; the CPU provider
     always goes last. ``reason`` is shown to people by ``ortplug info``.
     ``variant`` names one of the checkpoint's precision variants
-    (``metadata.variants``) this offer runs instead of the reference weights; the
-    policy ranks (provider, variant) pairs by preference and trusts a variant only
-    once its outputs are verified against the reference.
+    (``metadata.variants``) this offer runs instead of the reference weights.
+    ``precision`` is the precision ``config`` makes the provider compute at when
+    it is a reduced-precision mode (``"bf16"``, ``"fp16"``, ``"tf32"``: OpenVINO's
+    inference precision, TensorRT's fp16, CUDA's TF32); ``None`` means the
+    weights' own precision, which is what an offer without it must compute at.
+    The policy ranks (provider, variant, precision) candidates by preference and
+    trusts one off the reference weights or their precision only once its outputs
+    are verified against the reference, at that precision's tolerance.
     """
 
     config: ProviderConfig = attrs.field(validator=_check_config)
@@ -60,6 +74,7 @@ class ProviderOffer:
         kw_only=True,
         validator=attrs.validators.optional(_typed("ProviderOffer", str)),
     )
+    precision: str | None = attrs.field(default=None, kw_only=True, validator=_check_precision)
 
 
 @attrs.frozen

@@ -13,6 +13,7 @@ from .protocol import (
     ProviderSelection,
     SelectingPolicy,
     SelectionRequest,
+    describe_candidate,
     select_providers,
 )
 
@@ -24,6 +25,7 @@ __all__ = [
     "ProviderSelection",
     "SelectingPolicy",
     "SelectionRequest",
+    "describe_candidate",
     "ort_delegate",
     "select_providers",
 ]

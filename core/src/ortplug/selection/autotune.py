@@ -38,7 +38,9 @@ __all__ = [
     "RECORD_SCHEMA",
     "TunedSetting",
     "apply_tuning",
+    "candidate_labels",
     "check_can_save",
+    "choice_label",
     "host_signature",
     "lookup",
     "save",
@@ -62,16 +64,42 @@ class TunedSetting:
     intra_op_num_threads: int | None
     speedup: float  # median time of the policy's default divided by the winner's
     median_ms: float
+    variant: str | None = None  # the precision variant the chain runs (``None``: the reference weights)
+    #: The candidates the winner was measured against (:func:`candidate_labels`; empty from
+    #: ``bench --save``): a record made before a provider was installed is not used.
+    offered: tuple[str, ...] = attrs.field(default=(), converter=_kinds)
+    precision: str | None = None  # the reduced-precision mode the chain's lead runs (``None``: none)
 
     def describe(self) -> str:
         """One line for reasons and reports."""
         threads = (
             "" if self.intra_op_num_threads is None else f", {self.intra_op_num_threads} threads"
         )
+        weights = f" on variant {self.variant}" if self.variant else ""
+        if self.offered:
+            return (
+                f"measured on this model's first build here: {','.join(self.chain)}{weights} was "
+                f"the fastest verified of {len(self.offered)} choices ({self.speedup:.2f}x the "
+                "CPU reference's speed)"
+            )
         return (
-            f"autotuned by `ortplug bench --save`: {','.join(self.chain)}{threads} ran "
+            f"autotuned by `ortplug bench --save`: {','.join(self.chain)}{weights}{threads} ran "
             f"{self.speedup:.2f}x faster than the policy's default here"
         )
+
+
+def candidate_labels(selection: ProviderSelection) -> tuple[str, ...]:
+    """``int8::cpu``, ``:bf16:openvino,cpu``: each of the policy's choices (variant, precision
+    mode, chain kinds)."""
+    return tuple(
+        choice_label(choice.variant, choice.precision, [c.kind for c in choice.chain])
+        for choice in (selection, *selection.alternatives)
+    )
+
+
+def choice_label(variant: str | None, precision: str | None, kinds: Iterable[str]) -> str:
+    """One choice as :func:`candidate_labels` names it."""
+    return f"{variant or ''}:{precision or ''}:{','.join(kinds)}"
 
 
 def host_signature(host: HostCapabilities) -> dict[str, Any]:
@@ -119,6 +147,7 @@ def save(checkpoint: ResolvedCheckpoint, host: HostCapabilities, setting: TunedS
 #: Bounds of a record: it is a few hundred bytes of flat JSON written by ``save``.
 _MAX_RECORD_BYTES = 64 * 1024
 _MAX_CHAIN = 16
+_MAX_OFFERED = 64
 _MAX_KIND_CHARS = 64
 _MAX_THREADS = 4096
 _SPEEDUP_RANGE = (1e-6, 1e6)
@@ -205,11 +234,25 @@ def _parse(path: Path, checkpoint: ResolvedCheckpoint, host: HostCapabilities) -
     setting = record.get("setting")
     if not isinstance(setting, dict):
         raise OptionError(f"setting {_shown(setting)} is not an object")
+    offered = setting.get("offered", [])
+    if (
+        not isinstance(offered, list)
+        or len(offered) > _MAX_OFFERED
+        or not all(isinstance(o, str) and len(o) <= _MAX_CHAIN * _MAX_KIND_CHARS for o in offered)
+    ):
+        raise OptionError(f"offered {_shown(offered)} is not a list of candidate labels")
+    variant, precision = setting.get("variant"), setting.get("precision")
+    for name, value in (("variant", variant), ("precision", precision)):
+        if value is not None and (not isinstance(value, str) or not 0 < len(value) <= _MAX_KIND_CHARS):
+            raise OptionError(f"{name} {_shown(value)} is not a name or null")
     return TunedSetting(
         _chain(setting),
         _threads(setting),
         _number(setting, "speedup", _SPEEDUP_RANGE),
         _number(setting, "median_ms", _MEDIAN_MS_RANGE),
+        variant,
+        tuple(offered),
+        precision,
     )
 
 
@@ -263,24 +306,50 @@ def apply_tuning(
     host: HostCapabilities,
     plugins: PluginHost,
 ) -> ProviderSelection:
-    """The selection with what ``ortplug bench --save`` measured for this model here, if anything.
+    """The selection with what was measured for this model here (``bench --save``, or the first
+    build's measured choice), if anything: that choice first, the others as its alternatives.
 
-    A record naming a provider the plugins no longer offer is not used.
+    A record naming a provider or variant the plugins no longer offer is not used.
     """
     tuned = lookup(checkpoint, host)
-    if tuned is None:
+    if tuned is None or (tuned.offered and tuned.offered != candidate_labels(selection)):
         return selection
-    by_kind = {config.kind: config for config in selection.chain}
-    registry = plugins.provider_registry()
-    if set(tuned.chain) - set(by_kind) - {"cpu"} or not registry.has_kind("cpu"):
-        return selection
-    chain = tuple(by_kind.get(kind) or registry.parse(kind) for kind in tuned.chain)
-    defaults = dict(selection.session_defaults)
+    choices = [selection, *selection.alternatives]
+    chosen = next(
+        (
+            c
+            for c in choices
+            if (c.variant, c.precision) == (tuned.variant, tuned.precision)
+            and tuple(k.kind for k in c.chain) == tuned.chain
+        ),
+        None,
+    )
+    if chosen is None:
+        chosen = _tuned_chain(choices, tuned, plugins)
+        if chosen is None:
+            return selection
+    defaults = dict(chosen.session_defaults)
     if tuned.intra_op_num_threads is not None and "ORT_INTRA_OP_NUM_THREADS" not in os.environ:
         defaults["intra_op_num_threads"] = tuned.intra_op_num_threads
     return attrs.evolve(
-        selection,
-        chain=chain,
-        reasons=(tuned.describe(),) * len(chain),
+        chosen,
+        reasons=(tuned.describe(),) * len(chosen.chain),
         session_defaults=defaults,
+        tuned=True,
+        alternatives=tuple(c for c in choices if c is not chosen),
     )
+
+
+def _tuned_chain(
+    choices: list[ProviderSelection], tuned: TunedSetting, plugins: PluginHost
+) -> ProviderSelection | None:
+    """The recorded chain on the reference weights, from the providers the policy offered."""
+    reference = next((c for c in choices if c.variant is None and c.precision is None), None)
+    registry = plugins.provider_registry()
+    if reference is None or tuned.variant or tuned.precision or not registry.has_kind("cpu"):
+        return None
+    by_kind = {config.kind: config for config in reference.chain}
+    if set(tuned.chain) - set(by_kind) - {"cpu"}:
+        return None
+    chain = tuple(by_kind.get(kind) or registry.parse(kind) for kind in tuned.chain)
+    return attrs.evolve(reference, chain=chain, reasons=("",) * len(chain))

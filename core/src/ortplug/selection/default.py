@@ -11,7 +11,7 @@ from ..plugins.types import ProviderDecline, ProviderOffer
 from ..providers import ProviderConfig
 from .autotune import apply_tuning
 from .protocol import ProviderSelection, SelectionRequest
-from .variants import offer_reason, rank_variants
+from .variants import candidate_key, offer_reason, rank_variants
 
 if TYPE_CHECKING:
     from ..checkpoint import ResolvedCheckpoint
@@ -24,8 +24,9 @@ class DefaultProviderPolicy:
 
     With a checkpoint, what ``ortplug bench --save`` measured for that model on
     this host (an autotune record) replaces the plugins' order, unless
-    ``autotune=False``. Offers of the checkpoint's precision variants are ranked
-    with the reference chain (:func:`~ortplug.selection.variants.rank_variants`).
+    ``autotune=False``. Offers of the checkpoint's precision variants and of
+    reduced-precision modes are ranked with the reference chain
+    (:func:`~ortplug.selection.variants.rank_variants`).
     """
 
     def __init__(self, plugins: PluginHost | None = None, *, autotune: bool = True) -> None:
@@ -43,7 +44,9 @@ class DefaultProviderPolicy:
         items = plugins.offer_providers(request.metadata, request.host, request.checkpoint)
         offers = tuple(item for item in items if isinstance(item, ProviderOffer))
         declined = tuple(item for item in items if isinstance(item, ProviderDecline))
-        reference = tuple(offer for offer in offers if offer.variant is None)
+        reference = tuple(
+            offer for offer in offers if candidate_key(offer, request.metadata) == (None, None)
+        )
         chain, chain_plugin = plugins.provider_chain(
             list(reference), request.metadata, request.host
         )
@@ -54,9 +57,10 @@ class DefaultProviderPolicy:
             declined=declined,
             chain_plugin=chain_plugin,
         )
+        ranked = rank_variants(selection, offers, request, plugins)
         if self.autotune and request.checkpoint is not None:
-            selection = apply_tuning(selection, request.checkpoint, request.host, plugins)
-        return rank_variants(selection, offers, request, plugins)
+            ranked = apply_tuning(ranked, request.checkpoint, request.host, plugins)
+        return ranked
 
     def explain(
         self,

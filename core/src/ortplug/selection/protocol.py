@@ -30,6 +30,7 @@ __all__ = [
     "ProviderSelection",
     "SelectingPolicy",
     "SelectionRequest",
+    "describe_candidate",
     "select_providers",
 ]
 
@@ -57,6 +58,16 @@ class SelectionRequest:
     checkpoint: ResolvedCheckpoint | None = None
 
 
+def describe_candidate(variant: str | None, precision: str | None) -> str:
+    """What a candidate runs, in words: its weights, and its reduced precision when it has one.
+
+    Precision variants (files) and reduced-precision modes (provider switches) read as one
+    dimension: ``the reference weights``, ``variant fp16``, ``the reference weights at tf32``.
+    """
+    weights = f"variant {variant}" if variant else "the reference weights"
+    return f"{weights} at {precision}" if precision else weights
+
+
 def _frozen(value: Mapping[str, Any]) -> Mapping[str, Any]:
     return MappingProxyType(dict(value))
 
@@ -71,8 +82,10 @@ class ProviderSelection:
     recommends where the user left them unset (an autotuned thread count).
     ``chain_plugin`` names the plugin whose chain hook ordered the chain.
     ``variant`` names the checkpoint variant the chain runs (``None``: the
-    reference weights); ``alternatives`` are the next choices, best first, for
-    when verification rejects this one.
+    reference weights); ``precision`` the reduced precision its lead provider
+    computes at (an offer's ``precision``; ``None``: the weights' own), checked
+    at that precision's tolerance; ``alternatives`` are the next choices, best
+    first, for when verification rejects this one; ``tuned`` says a measured record chose it.
     """
 
     chain: tuple[ProviderConfig, ...]
@@ -84,6 +97,8 @@ class ProviderSelection:
     chain_plugin: str | None = None
     variant: str | None = None
     alternatives: tuple[ProviderSelection, ...] = ()
+    tuned: bool = False  # chosen by a measured record (autotune): built directly, not measured again
+    precision: str | None = None
 
     def __attrs_post_init__(self) -> None:
         if len(self.reasons) != len(self.chain):
@@ -98,6 +113,10 @@ class ProviderSelection:
             if entry == config:
                 return reason
         return "not in the chain"
+
+    def describe_candidate(self) -> str:
+        """``the reference weights``, ``variant int8``, ``the reference weights at bf16``..."""
+        return describe_candidate(self.variant, self.precision)
 
     def decline_reasons(self) -> dict[str, str]:
         """``kind -> reason [plugin]`` of every declined provider."""

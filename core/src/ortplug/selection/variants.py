@@ -1,13 +1,16 @@
-"""Provider and precision chosen together: the plugins' (provider, variant) offers ranked as candidates.
+"""Provider and precision chosen together: the plugins' offers ranked as candidates.
 
-Each candidate is a chain and the weights it runs (the reference, or a variant of
-``metadata.variants``). A variant's chain is ordered by the chain hook from the
-offers naming that variant, with the reference's CPU offer as the fallback at its
-end; it counts only when its lead provider offered the variant. Candidates are
-ranked by their lead offer's preference (the reference first at a tie), and each
-chain also yields the chains left when its lead accelerator is dropped, so that a
-provider or variant that fails verification gives way to the next, down to the
-CPU provider on the reference weights.
+Each candidate is a chain, the weights it runs (the reference, or a variant of
+``metadata.variants``) and the precision its lead computes at (the weights' own, or
+a reduced-precision mode an offer names: ``ProviderOffer.precision``): one
+precision dimension, whether a file or a provider's switch makes it. A candidate's
+chain other than the reference's is ordered by the chain hook from the offers
+naming that (variant, precision), with the reference's CPU offer as the fallback at
+its end; it counts only when its lead provider offered it. Candidates are ranked by
+their lead offer's preference (the reference first at a tie), and each chain also
+yields the chains left when its lead accelerator is dropped, so that a provider,
+variant or precision that fails verification gives way to the next, down to the CPU
+provider on the reference weights.
 """
 
 from __future__ import annotations
@@ -17,13 +20,27 @@ from collections.abc import Sequence
 
 import attrs
 
+from ..checkpoint import CheckpointMetadata
 from ..errors import OrtplugPluginWarning
 from ..plugins.manager import PluginHost
 from ..plugins.types import ProviderOffer
 from ..providers import ProviderConfig, is_accelerator
 from .protocol import ProviderSelection, SelectionRequest
 
-__all__ = ["offer_reason", "rank_variants"]
+__all__ = ["candidate_key", "offer_reason", "rank_variants"]
+
+#: A candidate's identity beside its chain: (variant, reduced precision); ``None``: the reference's.
+CandidateKey = tuple[str | None, str | None]
+
+
+def candidate_key(offer: ProviderOffer, metadata: CheckpointMetadata) -> CandidateKey:
+    """The (variant, reduced precision) an offer runs; a precision equal to the weights' is none."""
+    weights = metadata.precision
+    if offer.variant is not None:
+        found = [v.precision for v in metadata.variants if v.name == offer.variant]
+        weights = found[0] if found else weights
+    reduced = offer.precision if offer.precision not in (None, weights) else None
+    return offer.variant, reduced
 
 
 def offer_reason(config: ProviderConfig, offers: Sequence[ProviderOffer]) -> str:
@@ -45,13 +62,14 @@ def _with_fallbacks(
 ) -> list[tuple[int, ProviderSelection]]:
     """The candidate and the chains left by dropping its lead accelerator, each with its score.
 
-    A variant's shorter chain counts only while its lead offered the variant.
+    A variant's (or reduced precision's) shorter chain counts only while its lead offered it.
     """
     found: list[tuple[int, ProviderSelection]] = []
     chain, reasons = selection.chain, selection.reasons
+    own = selection.variant is not None or selection.precision is not None
     while chain:
         score = _score(chain[0], offers)
-        if score is None and (found or selection.variant is not None):
+        if score is None and (found or own):
             break
         found.append((score or 0, attrs.evolve(selection, chain=chain, reasons=reasons)))
         if not is_accelerator(chain[0]):
@@ -60,16 +78,16 @@ def _with_fallbacks(
     return found
 
 
-def _variant_selection(
-    name: str,
+def _candidate_selection(
+    key: CandidateKey,
     offers: Sequence[ProviderOffer],
     reference: ProviderSelection,
     request: SelectionRequest,
     plugins: PluginHost,
 ) -> ProviderSelection | None:
-    """The chain the hook orders for variant ``name``; ``None`` when its lead did not offer it."""
-    own = [o for o in offers if o.variant == name]
-    fallback = [o for o in reference.offers if o.variant is None and not is_accelerator(o.config)]
+    """The chain the hook orders for candidate ``key``; ``None`` when its lead did not offer it."""
+    own = [o for o in offers if candidate_key(o, request.metadata) == key]
+    fallback = [o for o in reference.offers if not is_accelerator(o.config)]
     chain, chain_plugin = plugins.provider_chain([*own, *fallback], request.metadata, request.host)
     if not chain or _score(chain[0], own) is None:
         return None
@@ -80,7 +98,8 @@ def _variant_selection(
         declined=reference.declined,
         session_defaults=reference.session_defaults,
         chain_plugin=chain_plugin,
-        variant=name,
+        variant=key[0],
+        precision=key[1],
     )
 
 
@@ -104,21 +123,22 @@ def rank_variants(
 ) -> ProviderSelection:
     """The best candidate, the others as its ``alternatives``; ``reference`` is the reference chain.
 
-    Without variant offers the chain is ``reference``'s, unchanged, and the
-    alternatives are its shorter chains.
+    Without variant or reduced-precision offers the chain is ``reference``'s,
+    unchanged, and the alternatives are its shorter chains.
     """
     names = [v.name for v in request.metadata.variants]
     _warn_unknown(offers, names)
-    reference_offers = [o for o in reference.offers if o.variant is None]
-    candidates = _with_fallbacks(reference, reference_offers)
-    for name in names:
-        if any(o.variant == name for o in offers):
-            selection = _variant_selection(name, offers, reference, request, plugins)
-            if selection is not None:
-                candidates += _with_fallbacks(selection, selection.offers)
-    unique: dict[tuple[str | None, tuple[ProviderConfig, ...]], ProviderSelection] = {}
+    candidates = _with_fallbacks(reference, reference.offers)
+    keys = [candidate_key(o, request.metadata) for o in offers if o.variant in (None, *names)]
+    order = {name: i for i, name in enumerate([None, *names])}
+    others = dict.fromkeys(key for key in keys if key != (None, None))
+    for key in sorted(others, key=lambda key: order[key[0]]):
+        selection = _candidate_selection(key, offers, reference, request, plugins)
+        if selection is not None:
+            candidates += _with_fallbacks(selection, selection.offers)
+    unique: dict[tuple[str | None, str | None, tuple[ProviderConfig, ...]], ProviderSelection] = {}
     for _, candidate in sorted(candidates, key=lambda pair: -pair[0]):  # stable: reference first
-        unique.setdefault((candidate.variant, candidate.chain), candidate)
+        unique.setdefault((candidate.variant, candidate.precision, candidate.chain), candidate)
     if not unique:
         return reference
     best, *rest = unique.values()

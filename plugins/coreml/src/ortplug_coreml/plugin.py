@@ -28,6 +28,7 @@ from .probes import COREML_FACTS, COREML_TYPES, detect_coreml
 
 __all__ = [
     "FP16_PREFERENCE",
+    "LOW_PRECISION_PREFERENCE",
     "PREFERENCE",
     "model_cache_key",
     "ortplug_host_probes",
@@ -40,6 +41,9 @@ __all__ = [
 PREFERENCE = 40
 #: CoreML on an fp16 variant: the GPU and Neural Engine compute in fp16, so it is the faster pick.
 FP16_PREFERENCE = 45
+#: CoreML with fp16 accumulation on the GPU (AllowLowPrecisionAccumulationOnGPU) on an fp32
+#: checkpoint: just below exact, verified at fp16's tolerance.
+LOW_PRECISION_PREFERENCE = 39
 #: MLProgram needs Core ML 5, which ships with macOS 12.
 _MIN_MACOS = (12,)
 
@@ -107,7 +111,11 @@ def _blocker(metadata: CheckpointMetadata, host: HostCapabilities) -> str | None
 def ortplug_offer_providers(
     metadata: CheckpointMetadata, host: HostCapabilities
 ) -> Iterable[ProviderOffer | ProviderDecline]:
-    """Static fp32/fp16 checkpoints on Apple Silicon: MLProgram on CPU and GPU (fp16 variants first)."""
+    """Static fp32/fp16 checkpoints on Apple Silicon: MLProgram on CPU and GPU (fp16 variants first).
+
+    The GPU accumulates in fp32 unless asked otherwise; fp16 accumulation on an fp32
+    checkpoint is its own candidate at ``precision="fp16"``.
+    """
     blocker = _blocker(metadata, host)
     if blocker:
         yield ProviderDecline("coreml", blocker)
@@ -121,6 +129,13 @@ def ortplug_offer_providers(
         "compiles that can take minutes)"
     )
     yield ProviderOffer(config=config, preference=PREFERENCE, reason=reason)
+    if metadata.precision == "fp32":
+        yield ProviderOffer(
+            config=attrs.evolve(config, allow_low_precision_accumulation_on_gpu=True),
+            preference=LOW_PRECISION_PREFERENCE,
+            reason=f"{reason}; fp16 accumulation on the GPU (AllowLowPrecisionAccumulationOnGPU)",
+            precision="fp16",
+        )
     for variant in metadata.variants_for(CoreMLProvider.ort_name, "fp16"):
         yield ProviderOffer(
             config=config,

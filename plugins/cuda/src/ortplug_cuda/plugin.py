@@ -25,6 +25,7 @@ from .readiness import assess_cuda
 __all__ = [
     "FP16_PREFERENCE",
     "PREFERENCE",
+    "TF32_PREFERENCE",
     "ortplug_doctor_checks",
     "ortplug_host_probes",
     "ortplug_offer_providers",
@@ -36,6 +37,18 @@ __all__ = [
 PREFERENCE = 50
 #: CUDA on an fp16 variant: ahead of CUDA on the fp32 reference, still below TensorRT.
 FP16_PREFERENCE = 55
+#: CUDA with TF32 matmuls (Ampere and later): just below exact fp32, verified at tf32's tolerance.
+TF32_PREFERENCE = 49
+#: The first compute capability with TF32 tensor cores (Ampere).
+_TF32_CAPABILITY = (8, 0)
+
+
+def _has_tf32(device: dict[str, object]) -> bool:
+    major, _, minor = str(device.get("compute_capability") or "0.0").partition(".")
+    try:
+        return (int(major), int(minor or 0)) >= _TF32_CAPABILITY
+    except ValueError:
+        return False
 
 
 @hookimpl
@@ -66,7 +79,11 @@ def ortplug_host_probes() -> Iterable[HostProbe]:
 def ortplug_offer_providers(
     metadata: CheckpointMetadata, host: HostCapabilities
 ) -> Iterable[ProviderOffer | ProviderDecline]:
-    """CUDA when a usable GPU is found (fp16 variants first); never for int8 (few CUDA int8 kernels)."""
+    """CUDA when a usable GPU is found (fp16 variants first); never for int8 (few CUDA int8 kernels).
+
+    The fp32 offer computes in fp32 (``use_tf32=False``: ONNX Runtime's default is TF32 on
+    Ampere and later); TF32 is its own candidate at ``precision="tf32"`` on those GPUs.
+    """
     readiness = assess_cuda(host)
     if not readiness.ready:
         yield ProviderDecline("cuda", readiness.reason)
@@ -79,7 +96,7 @@ def ortplug_offer_providers(
         )
         return
     device = readiness.device or {}
-    config = CudaProvider(device_id=int(device.get("index", 0)))
+    config = CudaProvider(device_id=int(device.get("index", 0)), use_tf32=False)
     reason = readiness.describe(host)
     if not metadata.static_shapes:
         config = attrs.evolve(config, cudnn_conv_algo_search="DEFAULT")
@@ -87,7 +104,14 @@ def ortplug_offer_providers(
             "; dynamic shapes: cudnn_conv_algo_search=DEFAULT (EXHAUSTIVE re-benchmarks every "
             "new shape and can end slower than CPU)"
         )
-    yield ProviderOffer(config=config, preference=PREFERENCE, reason=reason)
+    yield ProviderOffer(config=config, preference=PREFERENCE, reason=f"{reason}; fp32 math")
+    if metadata.precision == "fp32" and _has_tf32(device):
+        yield ProviderOffer(
+            config=attrs.evolve(config, use_tf32=True),
+            preference=TF32_PREFERENCE,
+            reason=f"{reason}; TF32 tensor-core math (10-bit mantissa, fp32 sums)",
+            precision="tf32",
+        )
     for variant in metadata.variants_for(CudaProvider.ort_name, "fp16"):
         yield ProviderOffer(
             config=config,

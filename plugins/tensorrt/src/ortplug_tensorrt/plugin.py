@@ -37,7 +37,9 @@ from .probes import TENSORRT_FACTS, TENSORRT_TYPES, detect_tensorrt
 from .shapes import format_profile, parse_profile, profiles_from_ranges
 
 __all__ = [
+    "FP16_PREFERENCE",
     "OPT_IN_ENV",
+    "PREFERENCE",
     "ortplug_adjust_session_options",
     "ortplug_host_probes",
     "ortplug_metadata_keys",
@@ -52,6 +54,9 @@ _log = logging.getLogger("ortplug.tensorrt")
 OPT_IN_ENV = "ORTPLUG_TENSORRT"
 #: Above CUDA (50): when TensorRT is chosen, CUDA stays behind it for the nodes TensorRT skips.
 PREFERENCE = 60
+#: TensorRT with fp16 kernels allowed on an fp32 checkpoint: just below exact fp32, verified at
+#: fp16's tolerance.
+FP16_PREFERENCE = 59
 #: TensorRT 10 builds run on Turing (7.5) and newer.
 _MIN_CAPABILITY = (7, 5)
 
@@ -133,7 +138,11 @@ def _default_config(metadata: CheckpointMetadata, host: HostCapabilities) -> Ten
 def ortplug_offer_providers(
     metadata: CheckpointMetadata, host: HostCapabilities, checkpoint: ResolvedCheckpoint | None
 ) -> Iterable[ProviderOffer | ProviderDecline]:
-    """TensorRT only when opted in, or when an engine for this exact model is cached."""
+    """TensorRT only when opted in, or when an engine for this exact model is cached.
+
+    On an fp32 checkpoint TensorRT builds fp32 engines; fp16 kernels (``trt_fp16_enable``)
+    are their own candidate at ``precision="fp16"``.
+    """
     blocker = _blocker(host)
     if blocker:
         yield ProviderDecline("tensorrt", blocker)
@@ -172,6 +181,13 @@ def ortplug_offer_providers(
         else f"opted in: TensorRT {version} on sm {capability}, engine cached after the first build"
     )
     yield ProviderOffer(config=config, preference=PREFERENCE, reason=reason)
+    if metadata.precision == "fp32":
+        yield ProviderOffer(
+            config=attrs.evolve(config, fp16=True),
+            preference=FP16_PREFERENCE,
+            reason=f"{reason}; fp16 kernels allowed (trt_fp16_enable): faster, less exact",
+            precision="fp16",
+        )
 
 
 def _with_profiles(config: TensorrtProvider, checkpoint: ResolvedCheckpoint) -> TensorrtProvider:

@@ -1,0 +1,171 @@
+"""Test plugins whose provider misbehaves the way real accelerators do, on real ONNX Runtime sessions.
+
+Register one on a plugin host, as a third party's plugin would be::
+
+    host = make_plugin_host(("bad", MisbehavingPlugin("off")))
+    OnnxBackend.from_checkpoint(checkpoint, plugins=host)  # verification rejects it
+
+Its provider is ONNX Runtime's ``AzureExecutionProvider`` (in every ONNX Runtime
+wheel; it registers and realizes, and takes no node of an ordinary graph), so the
+session is ONNX Runtime's own; for every misbehaviour but ``"no_node"`` the
+session is wrapped so that it says the provider took the graph's nodes and then
+misbehaves:
+
+* ``"off"`` — float outputs shifted by a tenth of their range (bf16 on AMX, fp16 overflow);
+* ``"stale"`` — an IO binding run again returns the first run's outputs (OpenVINO with
+  inputs updated in place);
+* ``"raises"`` — every run raises an ONNX Runtime error on inputs the CPU accepts
+  (OpenVINO on a scikit-learn graph it half took);
+* ``"no_node"`` — the real Azure provider: realized, but the CPU provider runs every node;
+* ``"slow"`` — correct, but each run waits ``delay_s`` first (WebGPU on a software adapter);
+* ``"big_batch"`` — correct, but a run with a batch of 8 rows or more raises (a provider that
+  passed verification and fails on real batches).
+
+Only one misbehaving plugin fits on a host at a time (they share the provider name).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Sequence
+from typing import Any, ClassVar
+
+import attrs
+import numpy as np
+
+from ..plugins import ProviderOffer, ProviderType, hookimpl
+
+__all__ = ["MISBEHAVIOURS", "MisbehavingPlugin", "MisbehavingProvider"]
+
+#: What a misbehaving provider can do wrong.
+MISBEHAVIOURS = ("off", "stale", "raises", "no_node", "slow", "big_batch")
+_BIG_BATCH = 8
+_ORT_NAME = "AzureExecutionProvider"
+#: What ``"raises"`` raises: OpenVINO's words for a graph it half took.
+_RUN_ERROR = (
+    "[ONNXRuntimeError] : 6 : RUNTIME_EXCEPTION : Non-zero status code returned while running "
+    "OpenVINO-EP-subgraph_1 node. Can't set the input tensor with index: 0 (misbehaving test provider)"
+)
+
+
+@attrs.frozen
+class MisbehavingProvider:
+    """The provider config of :class:`MisbehavingPlugin` (kind ``misbehaving``)."""
+
+    kind: ClassVar[str] = "misbehaving"
+    misbehaviour: str = attrs.field(default="off", validator=attrs.validators.in_(MISBEHAVIOURS))
+    delay_s: float = 0.02
+
+    def to_ort(self) -> tuple[str, dict[str, str]]:
+        # The Azure provider takes any option: the misbehaviour keys verdicts apart.
+        return _ORT_NAME, {"misbehaviour": self.misbehaviour}
+
+    def ortplug_testing_wrap(self, session: Any) -> Any:
+        """The real session as this provider serves it (called by the core after the build)."""
+        if self.misbehaviour == "no_node":
+            return session
+        return _Misbehaving(session, self.misbehaviour, self.delay_s)
+
+
+class MisbehavingPlugin:
+    """Offers the ``misbehaving`` provider above the CPU provider, for every model, on every host."""
+
+    def __init__(self, misbehaviour: str, *, preference: int = 95, delay_s: float = 0.02) -> None:
+        self.config = MisbehavingProvider(misbehaviour, delay_s)
+        self.preference = preference
+
+    @hookimpl
+    def ortplug_provider_types(self) -> Iterator[ProviderType]:
+        yield ProviderType("misbehaving", _ORT_NAME, MisbehavingProvider)
+
+    @hookimpl
+    def ortplug_offer_providers(self) -> Iterator[ProviderOffer]:
+        reason = f"a test accelerator that misbehaves ({self.config.misbehaviour})"
+        yield ProviderOffer(self.config, preference=self.preference, reason=reason)
+
+
+def _shifted(values: Sequence[Any]) -> list[Any]:
+    """Float outputs moved by a tenth of their range (at least 0.1): far beyond any tolerance."""
+    shifted = []
+    for value in values:
+        if isinstance(value, np.ndarray) and value.dtype.kind == "f" and value.size:
+            span = float(np.max(np.abs(value))) or 1.0
+            shifted.append(value + np.asarray(max(span, 1.0) * 0.1, value.dtype))
+        else:
+            shifted.append(value)
+    return shifted
+
+
+@attrs.frozen
+class _Subgraph:
+    """ONNX Runtime's assignment record, with the provider this test provider claims."""
+
+    ep_name: str
+    nodes: tuple[Any, ...]
+
+    def get_nodes(self) -> tuple[Any, ...]:
+        return self.nodes
+
+
+class _Binding:
+    """An IO binding whose second and later runs leave the first run's outputs (``"stale"``)."""
+
+    def __init__(self, binding: Any, misbehaviour: str) -> None:
+        self._binding = binding
+        self._misbehaviour = misbehaviour
+        self.runs = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._binding, name)
+
+    def copy_outputs_to_cpu(self) -> list[Any]:
+        outputs = list(self._binding.copy_outputs_to_cpu())
+        return _shifted(outputs) if self._misbehaviour == "off" else outputs
+
+
+class _Misbehaving:
+    """A real ONNX Runtime session, served the way the misbehaviour says."""
+
+    def __init__(self, session: Any, misbehaviour: str, delay_s: float) -> None:
+        self._session = session
+        self._misbehaviour = misbehaviour
+        self._delay_s = delay_s
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._session, name)
+
+    def get_provider_graph_assignment_info(self) -> list[_Subgraph]:
+        subgraphs = self._session.get_provider_graph_assignment_info()
+        return [_Subgraph(_ORT_NAME, tuple(s.get_nodes())) for s in subgraphs]
+
+    def _before_run(self, feed: Any = None) -> None:
+        if self._misbehaviour == "raises":
+            raise RuntimeError(_RUN_ERROR)
+        big = isinstance(feed, dict) and any(
+            np.ndim(v) and np.shape(v)[0] >= _BIG_BATCH for v in feed.values()
+        )
+        if self._misbehaviour == "big_batch" and big:
+            raise RuntimeError(_RUN_ERROR)
+        if self._misbehaviour == "slow":
+            time.sleep(self._delay_s)
+
+    def run(self, output_names: Any, input_feed: Any, run_options: Any = None) -> list[Any]:
+        self._before_run(input_feed)
+        outputs = self._session.run(output_names, input_feed, run_options)
+        return _shifted(outputs) if self._misbehaviour == "off" else list(outputs)
+
+    def io_binding(self) -> _Binding:
+        return _Binding(self._session.io_binding(), self._misbehaviour)
+
+    def run_with_iobinding(self, binding: Any, run_options: Any = None) -> None:
+        self._before_run()
+        if isinstance(binding, _Binding):
+            binding.runs += 1
+            if self._misbehaviour == "stale" and binding.runs > 1:
+                return  # the bound outputs keep what the first run wrote
+            binding = binding._binding
+        self._session.run_with_iobinding(binding, run_options)
+
+    def run_async(self, *args: Any, **kwargs: Any) -> Any:
+        self._before_run()
+        return self._session.run_async(*args, **kwargs)

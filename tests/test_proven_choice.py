@@ -1,0 +1,218 @@
+"""The proven choice: candidates verified, measured and served, on test providers that misbehave as real
+ones do (``ortplug.testing.misbehaving``: real ONNX Runtime sessions, registered as plugin objects)."""
+
+from __future__ import annotations
+
+import json
+import os
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+from ortplug import (
+    InputValidationError,
+    LocalCheckpoint,
+    OnnxBackend,
+    ProviderFallbackWarning,
+    VerificationError,
+    VerificationWarning,
+)
+from ortplug.plugins.manager import get_plugin_host
+from ortplug.testing import demo_model, demo_static_model, make_plugin_host
+from ortplug.testing.misbehaving import MisbehavingPlugin, MisbehavingProvider
+
+CPU = ("CPUExecutionProvider",)
+BAD = ("AzureExecutionProvider", "CPUExecutionProvider")
+
+
+def _host(misbehaviour: str, **kwargs: float):
+    """The CPU plugin and one misbehaving accelerator, offered first."""
+    return make_plugin_host(("bad", MisbehavingPlugin(misbehaviour, **kwargs)))  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def demo():
+    return LocalCheckpoint(demo_model()).resolve()
+
+
+def _expected(checkpoint, feed):
+    with OnnxBackend.from_checkpoint(checkpoint, providers=["cpu"]) as cpu:
+        return cpu.run(feed)
+
+
+REJECTIONS = {
+    "off": r"failed verification: output 'logits': max abs diff .* exceeds",
+    "stale": r"a reused IO binding returned stale outputs: after its inputs were updated in place and bound again",
+    "raises": r"it raised on inputs the CPU reference runs: RuntimeError: .*Can't set the input tensor",
+    "no_node": r"its accelerators took no node of the graph \(the CPU provider ran all 4\)",
+}
+
+
+@pytest.mark.parametrize("misbehaviour", sorted(REJECTIONS))
+def test_a_misbehaving_candidate_is_rejected_in_one_line_and_the_cpu_serves(demo, misbehaviour):
+    with pytest.warns(VerificationWarning, match=REJECTIONS[misbehaviour]) as caught:
+        backend = OnnxBackend.from_checkpoint(demo, plugins=_host(misbehaviour))
+    (line,) = [str(w.message) for w in caught if issubclass(w.category, VerificationWarning)]
+    assert "\n" not in line and line.endswith(
+        "taking the next choice: the reference weights on [cpu]"
+    )
+    assert backend.providers == CPU
+    first, last = backend.report.candidates
+    assert (first.chain, first.chosen, last.chain, last.chosen) == (
+        ("misbehaving", "cpu"),
+        False,
+        ("cpu",),
+        True,
+    )
+    assert first.reason.startswith("rejected: ") and last.reason == "the CPU reference"
+    feed = {"x": np.ones((3, 8), np.float32)}
+    np.testing.assert_array_equal(backend.run(feed)["probs"], _expected(demo, feed)["probs"])
+
+
+@pytest.mark.parametrize("misbehaviour", ["off", "stale", "raises"])
+def test_an_explicit_misbehaving_chain_raises_verification_error_not_an_ort_error(
+    demo, misbehaviour
+):
+    with pytest.raises(VerificationError, match=REJECTIONS[misbehaviour]):
+        OnnxBackend.from_checkpoint(
+            demo, providers=[MisbehavingProvider(misbehaviour), "cpu"], plugins=_host(misbehaviour)
+        )
+
+
+def test_verify_false_is_the_opt_out(demo):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        backend = OnnxBackend.from_checkpoint(demo, plugins=_host("off"), verify=False)
+    assert backend.providers == BAD and backend.report.candidates == ()
+
+
+def test_a_slower_candidate_loses_to_the_cpu_and_later_builds_take_the_record(demo):
+    host = _host("slow", delay_s=0.05)  # 50 ms a run: thousands of times the CPU's
+    backend = OnnxBackend.from_checkpoint(demo, plugins=host)
+    slow, cpu = backend.report.candidates
+    assert backend.providers == CPU and cpu.chosen and not slow.chosen
+    assert slow.verdict is not None and slow.verdict.passed
+    assert slow.reason == "verified, not faster than the CPU reference"
+    assert slow.median_ms is not None and cpu.median_ms is not None
+    (record,) = Path(os.environ["ORTPLUG_CACHE_DIR"], "autotune").glob("*.json")
+    assert json.loads(record.read_text())["setting"]["chain"] == ["cpu"]
+    again = OnnxBackend.from_checkpoint(demo, plugins=host)  # a later process: built directly
+    assert again.providers == CPU
+    assert again.chain_reasons[0][1].startswith("measured on this model's first build here: cpu")
+    assert all(c.median_ms is None for c in again.report.candidates)  # nothing measured
+
+
+def test_measure_false_serves_the_first_verified_choice_and_records_nothing(demo, monkeypatch):
+    backend = OnnxBackend.from_checkpoint(demo, plugins=_host("slow"), measure=False)
+    assert backend.providers == BAD and backend.report.verification is not None
+    monkeypatch.setenv("ORTPLUG_MEASURE", "0")
+    assert OnnxBackend.from_checkpoint(demo, plugins=_host("slow")).providers == BAD
+    assert not list(Path(os.environ["ORTPLUG_CACHE_DIR"]).glob("autotune/*.json"))
+
+
+def test_a_provider_error_at_run_time_falls_back_to_the_next_verified_choice(demo):
+    backend = OnnxBackend.from_checkpoint(demo, plugins=_host("big_batch"), measure=False)
+    assert backend.providers == BAD  # verified on the generated inputs
+    big = {"x": np.random.default_rng(0).random((16, 8), np.float32)}
+    with pytest.warns(
+        ProviderFallbackWarning, match=r"failed at run time \(RuntimeError: .*\); serving on"
+    ):
+        out = backend.run(big)
+    np.testing.assert_array_equal(out["probs"], _expected(demo, big)["probs"])
+    assert backend.providers == CPU
+    with pytest.raises(InputValidationError):  # the caller's bad input stays the caller's
+        backend.run({"x": np.ones((2, 5), np.float32)})
+
+
+def test_an_explicit_chain_raises_at_run_time_and_bad_input_never_falls_back(demo):
+    explicit = OnnxBackend.from_checkpoint(
+        demo, providers=[MisbehavingProvider("big_batch"), "cpu"], plugins=_host("big_batch")
+    )
+    with pytest.raises(RuntimeError, match="Can't set the input tensor"):
+        explicit.run({"x": np.ones((16, 8), np.float32)})
+    assert explicit.providers == BAD
+    chosen = OnnxBackend.from_checkpoint(demo, plugins=_host("big_batch"), measure=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(InputValidationError):
+            chosen.run({"x": np.ones((16, 5), np.float32)})
+    assert chosen.providers == BAD
+
+
+def test_startup_fallback_serves_the_cpu_then_only_a_verified_choice(demo):
+    off = OnnxBackend.from_checkpoint(
+        demo, plugins=_host("off"), startup_fallback=True, measure=False
+    )
+    assert off.providers == CPU  # the reference serves at once
+    with pytest.warns(VerificationWarning):  # raised in the background thread
+        assert off.wait_ready(60)
+    assert off.providers == CPU
+    assert [c.chosen for c in off.report.candidates] == [False, True]
+    slow = OnnxBackend.from_checkpoint(
+        demo, plugins=_host("slow"), startup_fallback=True, verify=True, measure=False
+    )
+    assert slow.wait_ready(60) and slow.providers == BAD  # verified, and not measured
+    assert slow.report.verification is not None and slow.report.verification.passed
+
+
+def test_the_static_batch_predictor_is_exact_where_a_provider_returns_stale_bound_outputs():
+    from ortplug.integrations.ray import BackendConfig, OnnxPredictor
+    from ortplug.selection import DefaultProviderPolicy
+
+    policy = DefaultProviderPolicy(_host("stale"))
+    with pytest.warns(VerificationWarning, match="stale outputs"):
+        predictor = OnnxPredictor(BackendConfig(model=str(demo_static_model()), policy=policy))
+    rows = np.random.default_rng(1).random((103, 8), np.float32)
+    out = predictor({"x": rows})
+    checkpoint = LocalCheckpoint(demo_static_model()).resolve()
+    with OnnxBackend.from_checkpoint(checkpoint, providers=["cpu"]) as cpu:
+        expected = np.concatenate(
+            [cpu.run({"x": rows[i : i + 4]})["probs"] for i in range(0, 100, 4)]
+        )
+    np.testing.assert_allclose(out["probs"][:100], expected, atol=1e-6)
+
+
+def test_ortplug_verify_prints_one_fail_line_per_rejected_candidate(capsys, monkeypatch):
+    from ortplug.cli.main import main
+
+    monkeypatch.setenv("ORTPLUG_PLUGINS", "cpu")
+    assert get_plugin_host().register(MisbehavingPlugin("raises"), name="bad")
+    code = main(["verify", str(demo_model())])
+    out, err = capsys.readouterr()
+    lines = out.splitlines()
+    assert code == 0 and err == ""  # what would be used (the CPU reference) passes
+    assert lines[0].startswith("FAIL      reference (fp32) on [misbehaving, cpu]")
+    assert "raised on inputs the CPU reference runs: RuntimeError:" in lines[1]
+    assert lines[2].startswith("REFERENCE") and "<- chosen" in lines[2]
+
+
+def test_verify_true_never_lets_an_ort_error_escape(demo):
+    """It crashed with ONNX Runtime's RuntimeException where a candidate could not run the inputs."""
+    with pytest.raises(VerificationError, match="raised on inputs the CPU reference runs"):
+        OnnxBackend.from_checkpoint(
+            demo,
+            providers=[MisbehavingProvider("raises"), "cpu"],
+            plugins=_host("raises"),
+            verify=True,
+        )
+    with pytest.warns(VerificationWarning):
+        chosen = OnnxBackend.from_checkpoint(demo, plugins=_host("raises"), verify=True)
+    assert chosen.providers == CPU
+
+
+@pytest.mark.parametrize(
+    "command", [["run", "--json"], ["info", "--model", str(demo_model()), "--json"]]
+)
+def test_run_and_info_show_every_candidate_in_json(capsys, monkeypatch, command):
+    from ortplug.cli.main import main
+
+    monkeypatch.setenv("ORTPLUG_PLUGINS", "cpu")
+    assert get_plugin_host().register(MisbehavingPlugin("off"), name="bad")
+    assert main(command) == 0
+    rows = json.loads(capsys.readouterr().out)["candidates"]
+    assert [(row["chain"], row["chosen"]) for row in rows] == [
+        (["misbehaving", "cpu"], False),
+        (["cpu"], True),
+    ]
+    assert rows[0]["reason"].startswith("rejected: ") and rows[0]["verdict"]["passed"] is False
