@@ -348,9 +348,9 @@ def _try_create(
             timer.start()
         _UNDER_WAY.add(ort_options)
         try:
-            session = ort.InferenceSession(
-                source, sess_options=ort_options, enable_fallback=0, **providers
-            )
+            # ONNX Runtime's own class, also under ortplug.patch() (whose drop-in builds here)
+            session_class = getattr(ort.InferenceSession, "ort_class", ort.InferenceSession)
+            session = session_class(source, sess_options=ort_options, enable_fallback=0, **providers)
         except Exception as exc:
             return None, exc, captured
         finally:

@@ -1,0 +1,177 @@
+"""``ortplug.InferenceSession`` and ``ortplug.patch()``: ONNX Runtime's class with ortplug's choice.
+
+What ONNX Runtime's own Python tests check only on GPU builds (provider order, ``(name, options)``
+tuples, ``provider_options``, ``set_providers``, a mismatched options list) is checked here with
+the providers this CPU wheel has (CPU and Azure).
+"""
+
+from __future__ import annotations
+
+import gc
+import subprocess
+import sys
+import weakref
+
+import numpy as np
+import onnxruntime as ort
+import ortplug
+import pytest
+from ortplug.dropin import InferenceSession
+
+from models import add_model, write
+
+CPU = "CPUExecutionProvider"
+AZURE = "AzureExecutionProvider"
+
+
+@pytest.fixture(autouse=True)
+def _cpu_plugin_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The policy's chain does not depend on the host (an Intel host offers OpenVINO)."""
+    monkeypatch.setenv("ORTPLUG_PLUGINS", "cpu")
+
+
+@pytest.fixture
+def model(tmp_path):
+    return str(write(tmp_path, "add.onnx", add_model()))
+
+
+def _feed() -> dict[str, np.ndarray]:
+    return {"a": np.arange(4, dtype=np.float32).reshape(1, 4), "b": np.ones((1, 4), np.float32)}
+
+
+def test_policy_builds_through_ortplug_and_is_onnx_runtimes_class(model):
+    session = InferenceSession(model)
+    assert isinstance(session, ort.InferenceSession)
+    assert session.backend is not None
+    assert session.get_providers() == [CPU]
+    assert session.report.reasons[0][0] == "cpu"
+    assert "ortplug's policy" in session.why
+    expected = ort.InferenceSession(model, providers=[CPU]).run(None, _feed())
+    np.testing.assert_array_equal(session.run(None, _feed())[0], expected[0])
+    binding = session.io_binding()  # ONNX Runtime's IOBinding reads session._sess
+    binding.bind_cpu_input("a", _feed()["a"])
+    binding.bind_cpu_input("b", _feed()["b"])
+    binding.bind_output("c")
+    session.run_with_iobinding(binding)
+    np.testing.assert_array_equal(binding.copy_outputs_to_cpu()[0], expected[0])
+
+
+def test_bytes_and_path_like_and_session_options_by_name(model, tmp_path):
+    from pathlib import Path
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    by_path = InferenceSession(Path(model), sess_options=options)
+    assert by_path.backend is not None
+    assert by_path.get_session_options().intra_op_num_threads == 1  # the caller's, kept
+    with open(model, "rb") as handle:
+        by_bytes = InferenceSession(handle.read())
+    assert by_bytes.backend is not None
+    assert by_bytes.run(["c"], _feed())[0].tolist() == [[1.0, 2.0, 3.0, 4.0]]
+
+
+def test_onnx_runtime_forms_are_onnx_runtimes_behaviour(model):
+    session = InferenceSession(model, providers=[AZURE, CPU])
+    assert session.backend is None
+    assert session.get_providers() == [AZURE, CPU]  # order kept
+    # This wheel's providers echo no options back: ONNX Runtime's checks of the forms show they
+    # reach its own code (the same answers as its class gives).
+    tupled = InferenceSession(model, providers=[(AZURE, {"k": 1}), (CPU, {})])
+    assert tupled.get_providers() == [AZURE, CPU] and tupled.backend is None
+    listed = InferenceSession(model, providers=[AZURE, CPU], provider_options=[{"k": 1}, {}])
+    assert listed.get_providers() == [AZURE, CPU] and listed.backend is None
+    with pytest.raises(ValueError, match="must be either strings or"):
+        InferenceSession(model, providers=[(CPU, "not a dict")], enable_fallback=0)
+    with pytest.raises(ValueError, match="Only string values for 'providers'"):
+        InferenceSession(model, providers=[(CPU, {})], provider_options=[{}], enable_fallback=0)
+    for session_class in (InferenceSession, ort.InferenceSession):
+        with pytest.raises(ValueError, match="should be the same length"):
+            session_class(model, providers=[AZURE, CPU], provider_options=[{}], enable_fallback=0)
+
+
+def test_ortplug_forms_are_strict(model):
+    for providers in (["cpu"], [{"kind": "cpu"}], [ortplug.parse_provider("cpu")]):
+        session = InferenceSession(model, providers=providers)
+        assert session.backend is not None
+        assert session.report.reasons == (("cpu", "requested explicitly (strict)"),)
+    with pytest.raises(ValueError, match="nosuch"):
+        InferenceSession(model, providers=["nosuch"])
+
+
+def test_set_providers_onnx_runtime_form_then_replanned(model):
+    session = InferenceSession(model)
+    session.set_providers([AZURE, CPU])
+    assert session.get_providers() == [AZURE, CPU]
+    assert session.backend is None
+    session.set_providers()
+    assert session.get_providers() == [CPU]
+    assert session.backend is not None
+    assert session.run(None, _feed())[0].tolist() == [[1.0, 2.0, 3.0, 4.0]]
+
+
+def test_a_run_keeps_no_reference_to_its_inputs(model):
+    session = InferenceSession(model)
+    feed = _feed()
+    probes = [weakref.ref(value) for value in feed.values()]
+    session.run(None, feed)
+    del feed
+    gc.collect()
+    assert all(probe() is None for probe in probes)
+
+
+def test_what_ortplug_cannot_read_is_left_to_onnx_runtime(tmp_path):
+    bad = write(tmp_path, "bad.onnx", b"not a model")
+    with pytest.raises(Exception) as ours:
+        InferenceSession(str(bad))
+    with pytest.raises(Exception) as theirs:
+        ort.InferenceSession(str(bad))
+    assert type(ours.value) is type(theirs.value)
+    assert str(ours.value) == str(theirs.value)
+
+
+def test_kwargs_ortplug_does_not_take_leave_the_choice_to_onnx_runtime(model):
+    session = InferenceSession(model, disabled_optimizers=["ConstantFolding"])
+    assert session.backend is None
+    assert "disabled_optimizers" in session.why
+
+
+def test_patch_swaps_records_and_unpatches(model):
+    original = ort.InferenceSession
+    with ortplug.patch() as patch:
+        assert ort.InferenceSession is not original
+        assert issubclass(ort.InferenceSession, original)
+        ort.InferenceSession(model, providers=[CPU])  # CPU-only: taken over by default
+        ort.InferenceSession(model, providers=[AZURE, CPU])  # left to ONNX Runtime
+    assert ort.InferenceSession is original
+    assert sys.modules["onnxruntime.capi.onnxruntime_inference_collection"].InferenceSession is original
+    first, second = patch.sessions
+    assert first.model == model and first.providers == (CPU,) and "taken over" in first.why
+    assert second.providers == (AZURE, CPU) and second.why == "ONNX Runtime's own"
+
+
+@pytest.mark.parametrize(
+    ("takeover", "taken"),
+    [("none", [False, False]), ("cpu", [True, False]), ("all", [True, True])],
+)
+def test_takeover_rules(model, takeover, taken):
+    with ortplug.patch(takeover=takeover):
+        cpu_only = ort.InferenceSession(model, providers=[CPU])
+        both = ort.InferenceSession(model, providers=[AZURE, CPU])
+    assert [cpu_only.backend is not None, both.backend is not None] == taken
+
+
+def test_takeover_rule_is_checked():
+    with pytest.raises(ValueError, match="takeover: expected one of none, cpu, all, got 'gpu'"):
+        ortplug.patch(takeover="gpu")
+
+
+def test_patch_before_onnxruntime_is_imported_applies_on_import(model):
+    code = (
+        "import sys, ortplug; p = ortplug.patch(); assert 'onnxruntime' not in sys.modules; "
+        "import onnxruntime as ort; from ortplug.dropin import InferenceSession; "
+        f"s = ort.InferenceSession({model!r}); assert isinstance(s, InferenceSession); "
+        "print(p.sessions[0].line())"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(f"{model}: CPUExecutionProvider (providers=None: ortplug")
