@@ -175,3 +175,58 @@ def test_patch_before_onnxruntime_is_imported_applies_on_import(model):
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith(f"{model}: CPUExecutionProvider (providers=None: ortplug")
+
+
+def _exec(*arguments: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "ortplug.cli.main", "exec", *arguments]
+    return subprocess.run(command, capture_output=True, text=True, check=False, env=env)
+
+
+def test_exec_patches_reports_and_passes_the_exit_code_through(model):
+    code = (
+        "import sys, onnxruntime as ort; "
+        f"s = ort.InferenceSession({model!r}, providers=['CPUExecutionProvider']); "
+        "print(type(s).__module__, sys.argv[1:]); sys.exit(3)"
+    )
+    done = _exec("--report", "--", sys.executable, "-c", code, "x", "--y")
+    assert done.returncode == 3, done.stderr
+    assert done.stdout == "ortplug.dropin._session ['x', '--y']\n"
+    assert done.stderr.startswith(f"ortplug: session {model}: CPUExecutionProvider (")
+    assert "taken over (takeover='cpu')" in done.stderr
+
+
+def test_exec_takeover_none_keeps_explicit_lists(model):
+    code = f"import onnxruntime as ort; ort.InferenceSession({model!r}, providers=['CPUExecutionProvider'])"
+    done = _exec("--takeover", "none", "--report", "--", sys.executable, "-c", code)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == f"ortplug: session {model}: CPUExecutionProvider (ONNX Runtime's own)\n"
+
+
+def test_exec_leaves_a_program_without_onnx_runtime_alone():
+    code = "import sys; print('onnxruntime' in sys.modules, 'ortplug.dropin._session' in sys.modules)"
+    done = _exec("--report", "--", sys.executable, "-c", code)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "False False\n"
+    assert done.stderr == "ortplug: no ONNX Runtime session was built\n"
+
+
+def test_exec_passes_signals_through():
+    code = "import os, signal; os.kill(os.getpid(), signal.SIGTERM)"
+    done = _exec("--", sys.executable, "-c", code)
+    assert done.returncode == -15  # the program replaced ortplug's process: its signal is the exit
+
+
+def test_exec_runs_the_sitecustomize_it_shadows(tmp_path):
+    import os
+
+    (tmp_path / "sitecustomize.py").write_text("import builtins; builtins.SHADOWED = True\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join((str(tmp_path), os.environ["PYTHONPATH"]))}
+    done = _exec("--", sys.executable, "-c", "print(SHADOWED)", env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "True\n"
+
+
+def test_exec_without_a_command_is_a_usage_error():
+    done = _exec()
+    assert done.returncode == 2
+    assert "expected a command after --" in done.stderr

@@ -37,6 +37,10 @@ def _command(name: str) -> Callable[[argparse.Namespace], int]:
         from ._batch import batch
 
         return batch
+    if name == "exec":
+        from ._exec import exec_program
+
+        return exec_program
     if name == "cache":
         from ._cache import cache
 

@@ -1,0 +1,54 @@
+"""``ortplug exec -- COMMAND ...``: run a program with ``onnxruntime.InferenceSession`` patched.
+
+The program is started in place of this process (``exec``: same process id, so signals
+and the exit code are the program's own) with a start-up hook folder first on
+``PYTHONPATH``; every Python it starts, and their children, patch ONNX Runtime when
+they import it. Nothing is installed.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ._usage import UsageError
+
+if TYPE_CHECKING:
+    import argparse
+
+__all__ = ["exec_program"]
+
+#: The folder whose ``sitecustomize`` patches ONNX Runtime at the program's start-up.
+HOOK_DIR = Path(__file__).resolve().parent.parent / "dropin" / "_startup"
+
+
+def exec_program(args: argparse.Namespace) -> int:
+    """Replace this process with the program (on Windows, run it and return its exit code)."""
+    command = list(args.program)
+    if command[:1] == ["--"]:
+        command = command[1:]
+    if not command:
+        raise UsageError("expected a command after --, e.g. ortplug exec -- python app.py")
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, (str(HOOK_DIR), env.get("PYTHONPATH"))))
+    env["ORTPLUG_EXEC_TAKEOVER"] = args.takeover
+    if args.report:
+        env["ORTPLUG_EXEC_REPORT"] = str(os.getpid())
+    else:
+        env.pop("ORTPLUG_EXEC_REPORT", None)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        if os.name == "nt":  # no exec there: a child, whose exit code is passed on
+            return subprocess.call(command, env=env)
+        os.execvpe(command[0], command, env)
+    except FileNotFoundError as exc:
+        print(f"ortplug exec: error: command not found: {command[0]} ({exc})", file=sys.stderr)
+        return 127  # what a shell answers for a command it cannot find
+    except PermissionError as exc:
+        print(f"ortplug exec: error: cannot run {command[0]}: {exc}", file=sys.stderr)
+        return 126
+    raise AssertionError("unreachable: execvpe returns only by raising")  # pragma: no cover
