@@ -94,8 +94,25 @@ def test_ortplug_forms_are_strict(model):
         session = InferenceSession(model, providers=providers)
         assert session.backend is not None
         assert session.report.reasons == (("cpu", "requested explicitly (strict)"),)
-    with pytest.raises(ValueError, match="nosuch"):
-        InferenceSession(model, providers=["nosuch"])
+    with pytest.raises(ValueError, match="provider 'cuda' \\(cuda\\) is not installed"):
+        InferenceSession(model, providers=["cuda", "cpu"])  # ortplug's kind, its plugin not here
+
+
+def test_names_ortplug_does_not_know_are_onnx_runtimes_to_judge(model):
+    for session_class in (InferenceSession, ort.InferenceSession):
+        with pytest.raises(RuntimeError, match="Unknown Provider Type: nosuch"):
+            session_class(model, providers=[CPU]).set_providers(["nosuch"])
+
+
+def test_placement_is_recorded_only_when_asked_as_by_onnx_runtime(model):
+    for session_class in (InferenceSession, ort.InferenceSession):
+        with pytest.raises(Exception, match="record_ep_graph_assignment_info' must be set"):
+            session_class(model).get_provider_graph_assignment_info()
+    options = ort.SessionOptions()
+    options.add_session_config_entry("session.record_ep_graph_assignment_info", "1")
+    session = InferenceSession(model, options)
+    assert session.backend is not None
+    assert session.report.nodes == {CPU: 1}
 
 
 def test_set_providers_onnx_runtime_form_then_replanned(model):
@@ -151,13 +168,16 @@ def test_patch_swaps_records_and_unpatches(model):
 
 @pytest.mark.parametrize(
     ("takeover", "taken"),
-    [("none", [False, False]), ("cpu", [True, False]), ("all", [True, True])],
+    [("none", [False, False, False]), ("cpu", [True, True, False]), ("all", [True, True, True])],
 )
 def test_takeover_rules(model, takeover, taken):
     with ortplug.patch(takeover=takeover):
-        cpu_only = ort.InferenceSession(model, providers=[CPU])
-        both = ort.InferenceSession(model, providers=[AZURE, CPU])
-    assert [cpu_only.backend is not None, both.backend is not None] == taken
+        sessions = [
+            ort.InferenceSession(model, providers=[CPU]),
+            ort.InferenceSession(model, providers=[(CPU, {"arena_extend_strategy": "kSameAsRequested"})]),
+            ort.InferenceSession(model, providers=[AZURE, CPU]),
+        ]
+    assert [session.backend is not None for session in sessions] == taken
 
 
 def test_takeover_rule_is_checked():

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 __all__ = ["TAKEOVER_RULES", "Patch", "patch", "unpatch"]
 
 #: Which explicit provider lists ortplug's policy may take over: none; lists naming only
-#: ``CPUExecutionProvider`` without options (the common hard-coding); all.
+#: ``CPUExecutionProvider`` (the common hard-coding; its options give way too); all.
 TAKEOVER_RULES = ("none", "cpu", "all")
 
 _NAME = "InferenceSession"
@@ -110,8 +110,9 @@ def patch(takeover: str = "cpu") -> Patch:
 
     ``providers=None`` (and ortplug's provider forms) then get ortplug's choice.
     ``takeover`` says which explicit ONNX Runtime provider lists it replaces too:
-    ``"none"``; ``"cpu"`` (default), lists naming only ``CPUExecutionProvider``
-    without options, which libraries hard-code for the author's machine; ``"all"``.
+    ``"none"``; ``"cpu"`` (default), lists naming only ``CPUExecutionProvider`` (with
+    or without options, which give way to ortplug's), which libraries hard-code for
+    the author's machine; ``"all"``.
     Any other list keeps ONNX Runtime's behaviour. Calling it again replaces the
     patch in force; use it as ``with ortplug.patch(): ...`` to undo it on leaving.
     """

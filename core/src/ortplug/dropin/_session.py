@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import attrs
 
 from .._runtime import require_onnxruntime
+from ..backend._plan import _RECORD_ASSIGNMENT
 from ..errors import CheckpointError, MissingFileError, ModelLoadError, NoProviderError
 from ..providers import CPU_EP, ProviderConfig
 from ..session_options import SessionOptionsConfig
@@ -58,15 +59,20 @@ class SessionRecord:
 
 
 def _is_ortplug_form(item: object) -> bool:
-    """A short name (``"cuda"``), a ``{"kind": ...}`` dict or a config object; anything else
-    (names ending in ``ExecutionProvider``, tuples, junk) is ONNX Runtime's to judge."""
+    """A name ortplug knows (``"cuda"``), a ``{"kind": ...}`` dict or a config object; anything
+    else (names ending in ``ExecutionProvider``, tuples, unknown names, junk) is ONNX Runtime's
+    to judge."""
     if isinstance(item, str):
-        return not item.endswith("ExecutionProvider")
+        if item.endswith("ExecutionProvider"):
+            return False
+        from ..plugins import get_plugin_host
+
+        return get_plugin_host().provider_registry().knows(item)
     return isinstance(item, (Mapping, ProviderConfig))
 
 
-def _is_plain_cpu(item: object) -> bool:
-    return item == CPU_EP or (isinstance(item, tuple) and item == (CPU_EP, {}))
+def _names_cpu(item: object) -> bool:
+    return item == CPU_EP or (isinstance(item, tuple) and item[:1] == (CPU_EP,))
 
 
 def _ortplug_forms(providers: object, provider_options: object) -> bool:
@@ -76,16 +82,11 @@ def _ortplug_forms(providers: object, provider_options: object) -> bool:
     return any(_is_ortplug_form(item) for item in providers)
 
 
-def _taken_over(rule: str, providers: Sequence[Any], provider_options: object) -> bool:
+def _taken_over(rule: str, providers: Sequence[Any]) -> bool:
     """Whether ``rule`` lets ortplug's policy replace this explicit ONNX Runtime list."""
     if rule == "all":
         return True
-    if rule != "cpu" or not providers:
-        return False
-    options_empty = provider_options is None or (
-        isinstance(provider_options, (list, tuple)) and not any(provider_options)
-    )
-    return options_empty and all(_is_plain_cpu(item) for item in providers)
+    return rule == "cpu" and bool(providers) and all(_names_cpu(item) for item in providers)
 
 
 def _left_to_ort(sess_options: object, kwargs: Mapping[str, object]) -> str | None:
@@ -155,7 +156,7 @@ class InferenceSession(_OrtSession):  # type: ignore[misc]
         strict = providers is not None and _ortplug_forms(providers, provider_options)
         why = "providers=None: ortplug's policy"
         if providers is not None and not strict:
-            if not _taken_over(self.takeover, providers, provider_options):
+            if not _taken_over(self.takeover, providers):
                 self._ort_init(model, sess_options, providers, provider_options, kwargs)
                 return
             why = f"{list(providers)} taken over (takeover={self.takeover!r}): ortplug's policy"
@@ -204,6 +205,9 @@ class InferenceSession(_OrtSession):  # type: ignore[misc]
 
         if config is None and sess_options is not None:
             config = SessionOptionsConfig.from_ort(sess_options)
+        # Node placement is recorded only when the caller asks, as ONNX Runtime's class does
+        # (get_provider_graph_assignment_info fails otherwise); the report then counts no nodes.
+        config = (config or SessionOptionsConfig()).with_config_entries({_RECORD_ASSIGNMENT: "0"})
 
         source: str | bytes
         if isinstance(model, (str, os.PathLike)):

@@ -122,6 +122,11 @@ class ProviderRegistry:
         spec = self._by_kind.get(kind)
         return spec.type.library if spec is not None else None
 
+    def knows(self, name: str) -> bool:
+        """Whether ``name`` names a provider here, or one of ortplug's not installed here."""
+        text = name.strip().lower()
+        return text in self._by_name or text in _SHIPPED_BY_NAME
+
     def lookup(self, name: str) -> ProviderSpec:
         """Find a provider by kind, alias or ONNX Runtime name (case-insensitive)."""
         spec = self._by_name.get(name.lower()) if isinstance(name, str) else None
