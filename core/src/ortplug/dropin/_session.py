@@ -19,34 +19,37 @@ Runtime's own, so a run costs what it costs there and nothing keeps its inputs.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar
-
-import attrs
-
-from .._runtime import require_onnxruntime
-from ..backend._plan import _RECORD_ASSIGNMENT
-from ..errors import CheckpointError, MissingFileError, ModelLoadError, NoProviderError
-from ..providers import CPU_EP, ProviderConfig
-from ..session_options import SessionOptionsConfig
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 if TYPE_CHECKING:
     from ..backend import OnnxBackend
     from ..backend.report import ProviderReport
+    from ..session_options import SessionOptionsConfig
 
 __all__ = ["InferenceSession", "SessionRecord"]
 
-_ort = require_onnxruntime()
+# Only ONNX Runtime (imported already under a patch) at import: ortplug's build path is
+# imported by the first session it builds, so that ``ortplug exec`` costs a program little.
+try:
+    import onnxruntime as _ort
+except ImportError:  # pragma: no cover - ortplug's error names the command to install it
+    from .._runtime import require_onnxruntime
+
+    _ort = require_onnxruntime()
 #: ONNX Runtime's own classes, as they were before any patch.
 _OrtSession: Any = _ort.capi.onnxruntime_inference_collection.InferenceSession
 _Session: Any = _ort.capi.onnxruntime_inference_collection.Session
-
-#: What ortplug failing to plan means for ``providers=None``: ONNX Runtime chooses instead.
-_LEFT_TO_ORT = (CheckpointError, MissingFileError, ModelLoadError, NoProviderError)
+_CPU = "CPUExecutionProvider"
 
 
-@attrs.frozen
-class SessionRecord:
+def _loaded(module: str, name: str) -> Any:
+    """``module.name`` when ``module`` is imported, else ``None`` (a value of it cannot exist)."""
+    return getattr(sys.modules.get(f"ortplug.{module}"), name, None)
+
+
+class SessionRecord(NamedTuple):
     """A session built under :func:`ortplug.patch`: its model, realized chain and why."""
 
     model: str
@@ -68,11 +71,12 @@ def _is_ortplug_form(item: object) -> bool:
         from ..plugins import get_plugin_host
 
         return get_plugin_host().provider_registry().knows(item)
-    return isinstance(item, (Mapping, ProviderConfig))
+    config_class = _loaded("providers", "ProviderConfig")
+    return isinstance(item, Mapping) or (config_class is not None and isinstance(item, config_class))
 
 
 def _names_cpu(item: object) -> bool:
-    return item == CPU_EP or (isinstance(item, tuple) and item[:1] == (CPU_EP,))
+    return item == _CPU or (isinstance(item, tuple) and item[:1] == (_CPU,))
 
 
 def _ortplug_forms(providers: object, provider_options: object) -> bool:
@@ -150,7 +154,8 @@ class InferenceSession(_OrtSession):  # type: ignore[misc]
         kwargs: dict[str, Any],
     ) -> None:
         """Build through ortplug or ONNX Runtime, as the module docstring says."""
-        config = sess_options if isinstance(sess_options, SessionOptionsConfig) else None
+        options_class = _loaded("session_options", "SessionOptionsConfig")
+        config = sess_options if options_class and isinstance(sess_options, options_class) else None
         if config is not None:
             sess_options = config.to_ort(_ort)  # what ONNX Runtime's path takes
         strict = providers is not None and _ortplug_forms(providers, provider_options)
@@ -164,9 +169,13 @@ class InferenceSession(_OrtSession):  # type: ignore[misc]
         if refusal is not None and not strict:
             self._ort_init(model, sess_options, providers, provider_options, kwargs, refusal)
             return
+        from ..errors import CheckpointError, MissingFileError, ModelLoadError, NoProviderError
+
+        # What ortplug failing to plan means for providers=None: ONNX Runtime chooses instead.
+        left_to_ort = (CheckpointError, MissingFileError, ModelLoadError, NoProviderError)
         try:
             self._build(model, sess_options, config, providers if strict else None, kwargs)
-        except _LEFT_TO_ORT as exc:
+        except left_to_ort as exc:
             if strict:
                 raise
             refusal = f"ortplug: {type(exc).__name__}: {exc}"
@@ -202,6 +211,8 @@ class InferenceSession(_OrtSession):  # type: ignore[misc]
         what it leaves at ONNX Runtime's defaults (as the plugins do for ``OnnxBackend``).
         """
         from ..backend import OnnxBackend
+        from ..backend._plan import _RECORD_ASSIGNMENT
+        from ..session_options import SessionOptionsConfig
 
         if config is None and sess_options is not None:
             config = SessionOptionsConfig.from_ort(sess_options)
@@ -222,7 +233,7 @@ class InferenceSession(_OrtSession):  # type: ignore[misc]
         self._model_bytes = source if isinstance(source, bytes) else None
         self._sess_options_initial = sess_options
         self._read_config_from_model = False
-        self._fallback_providers = [CPU_EP]
+        self._fallback_providers = [_CPU]
         self._bind_session(backend._live()._sess)
         self._backend = backend
 

@@ -1,0 +1,131 @@
+"""The drop-in's costs: per ``run()``, per session built, and ``ortplug exec``'s start-up.
+
+    python benchmarks/bench_dropin.py [--rounds 9] [--calls 2000] [--model PATH]
+
+* per call: ``ortplug.InferenceSession(model)`` against ``onnxruntime.InferenceSession(model,
+  providers=["CPUExecutionProvider"])`` on the demo model, ``run(None, feed)``, interleaved
+  rounds, median per call (goal: the drop-in within 1.02x; its ``run`` is ONNX Runtime's own);
+* per session built: the same two constructors, median wall time of a build (after one untimed
+  build of each, so caches are warm: a user's later processes);
+* start-up: ``python -c "import onnxruntime"`` plainly, under ``ortplug exec --`` (the whole
+  command, ortplug's own start included), and with only the start-up hook on ``PYTHONPATH``
+  (what every Python the program starts pays); fresh interpreters, interleaved, median.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+DEMO = Path(__file__).resolve().parent.parent / "core" / "src" / "ortplug" / "data" / "demo.onnx"
+
+
+def _feed(session: object) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(0)
+    feed = {}
+    for spec in session.get_inputs():  # type: ignore[attr-defined]
+        shape = [d if isinstance(d, int) else 1 for d in spec.shape]
+        feed[spec.name] = rng.random(shape, dtype=np.float32)
+    return feed
+
+
+def per_call(model: str, rounds: int, calls: int) -> dict[str, float]:
+    """Median seconds per ``run`` of each session, interleaved round by round."""
+    import onnxruntime as ort
+    import ortplug
+
+    sessions = {
+        "onnxruntime": ort.InferenceSession(model, providers=["CPUExecutionProvider"]),
+        "drop-in, same providers": ortplug.InferenceSession(
+            model, providers=["CPUExecutionProvider"]
+        ),
+        "drop-in, ortplug's choice": ortplug.InferenceSession(model),
+    }
+    feed = _feed(sessions["onnxruntime"])
+    times: dict[str, list[float]] = {name: [] for name in sessions}
+    for _ in range(rounds):
+        for name, session in sessions.items():
+            run = session.run
+            for _ in range(calls // 10):  # warm-up
+                run(None, feed)
+            started = time.perf_counter()
+            for _ in range(calls):
+                run(None, feed)
+            times[name].append((time.perf_counter() - started) / calls)
+    return {name: statistics.median(values) for name, values in times.items()}
+
+
+def per_build(model: str, rounds: int) -> tuple[float, float]:
+    import onnxruntime as ort
+    import ortplug
+
+    builders = {
+        "onnxruntime": lambda: ort.InferenceSession(model, providers=["CPUExecutionProvider"]),
+        "ortplug": lambda: ortplug.InferenceSession(model),
+    }
+    times: dict[str, list[float]] = {name: [] for name in builders}
+    for build in builders.values():
+        build()
+    for _ in range(rounds):
+        for name, build in builders.items():
+            started = time.perf_counter()
+            build()
+            times[name].append(time.perf_counter() - started)
+    return statistics.median(times["onnxruntime"]), statistics.median(times["ortplug"])
+
+
+def start_up(rounds: int) -> dict[str, float]:
+    from ortplug.cli._exec import HOOK_DIR
+
+    code = ["-c", "import onnxruntime"]
+    hooked = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(HOOK_DIR), os.environ.get("PYTHONPATH"))))}
+    cases = {
+        "plain": ([sys.executable, *code], dict(os.environ)),
+        "ortplug exec": (
+            [sys.executable, "-m", "ortplug.cli.main", "exec", "--", sys.executable, *code],
+            dict(os.environ),
+        ),
+        "hook only": ([sys.executable, *code], hooked),
+    }
+    if os.environ.get("BENCH_ORTPLUG_SCRIPT"):  # the console script, as users type it
+        script = os.environ["BENCH_ORTPLUG_SCRIPT"]
+        cases["ortplug exec (script)"] = ([script, "exec", "--", sys.executable, *code], dict(os.environ))
+    times: dict[str, list[float]] = {name: [] for name in cases}
+    for _ in range(rounds + 1):
+        for name, (command, env) in cases.items():
+            started = time.perf_counter()
+            subprocess.run(command, env=env, check=True)
+            times[name].append(time.perf_counter() - started)
+    return {name: statistics.median(values[1:]) for name, values in times.items()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=9)
+    parser.add_argument("--calls", type=int, default=2000)
+    parser.add_argument("--model", default=str(DEMO))
+    args = parser.parse_args()
+    calls = per_call(args.model, args.rounds, args.calls)
+    theirs = calls.pop("onnxruntime")
+    print(f"per call     onnxruntime {theirs * 1e6:.2f} us")
+    for name, ours in calls.items():
+        print(f"             {name:26} {ours * 1e6:.2f} us   {ours / theirs:.3f}x")
+    theirs, ours = per_build(args.model, args.rounds)
+    print(f"per build    onnxruntime {theirs * 1e3:8.2f} ms   ortplug {ours * 1e3:8.2f} ms   "
+          f"+{(ours - theirs) * 1e3:.2f} ms")
+    figures = start_up(args.rounds)
+    plain = figures.pop("plain")
+    print(f"start-up     import onnxruntime {plain * 1e3:.1f} ms")
+    for name, value in figures.items():
+        print(f"             {name:22} {value * 1e3:.1f} ms   +{(value - plain) * 1e3:.1f} ms")
+
+
+if __name__ == "__main__":
+    main()
