@@ -3,14 +3,14 @@ builds its own sessions.
 
 Cheap to call before ``onnxruntime`` is imported (``ortplug exec`` does, at start-up): the swap
 then happens right after ONNX Runtime's import, and a program that never imports it is left
-alone. Imports neither ONNX Runtime nor numpy until then.
+alone. Imports neither ONNX Runtime nor numpy until then, nor contextlib or typing (every
+Python ``ortplug exec`` starts pays for what this module imports).
 """
 
 from __future__ import annotations
 
-import contextlib
+import _thread  # threading would import functools and collections (~4 ms at every start)
 import sys
-import threading
 from types import ModuleType
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (start-up cost)
@@ -28,7 +28,7 @@ __all__ = ["TAKEOVER_RULES", "Patch", "patch", "unpatch"]
 TAKEOVER_RULES = ("none", "cpu", "all")
 
 _NAME = "InferenceSession"
-_LOCK = threading.RLock()
+_LOCK = _thread.RLock()
 
 
 class Patch:
@@ -162,7 +162,7 @@ class _AfterImport:
             return None
         import importlib.util
 
-        with contextlib.suppress(ValueError):
+        if self in sys.meta_path:
             sys.meta_path.remove(self)
         spec = importlib.util.find_spec(fullname)
         loader = spec.loader if spec else None
@@ -176,8 +176,10 @@ class _AfterImport:
             exec_module(module)
             then()
 
-        with contextlib.suppress(AttributeError):  # a loader without instance attributes
+        try:
             loader.exec_module = exec_then  # type: ignore[method-assign,union-attr]
+        except AttributeError:  # a loader without instance attributes: patch() did not apply
+            pass
         return spec
 
 

@@ -22,13 +22,14 @@ def _start() -> None:
 def _run_shadowed() -> None:
     """Run the next ``sitecustomize`` on the path (the one this module hides)."""
     import importlib.machinery
-    import importlib.util
 
     here = os.path.dirname(os.path.abspath(__file__))
     rest = [p for p in sys.path if os.path.abspath(p or os.curdir) != here]
     spec = importlib.machinery.PathFinder.find_spec("sitecustomize", rest)
     if spec is None or spec.loader is None:
         return
+    import importlib.util
+
     module = importlib.util.module_from_spec(spec)
     sys.modules["sitecustomize"] = module
     spec.loader.exec_module(module)
