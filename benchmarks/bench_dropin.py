@@ -20,6 +20,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -66,7 +67,7 @@ def per_build(model: str, rounds: int) -> tuple[float, float]:
     import onnxruntime as ort
     import ortplug
 
-    builders = {
+    builders: dict[str, Callable[[], object]] = {
         "onnxruntime": lambda: ort.InferenceSession(model, providers=["CPUExecutionProvider"]),
         "ortplug": lambda: ortplug.InferenceSession(model),
     }
