@@ -250,3 +250,27 @@ def test_exec_without_a_command_is_a_usage_error():
     done = _exec()
     assert done.returncode == 2
     assert "expected a command after --" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("arguments", "expected"),
+    [
+        (["--", "python", "-V"], ("cpu", False, ["--", "python", "-V"])),
+        (["--report", "--takeover", "all", "python"], ("all", True, ["python"])),
+        (["--takeover=none", "--", "x"], ("none", False, ["--", "x"])),
+        (["--takeover", "gpu", "--", "x"], None),  # the parser names the bad choice
+        (["--verbose", "--", "x"], None),
+        (["--"], None),
+    ],
+)
+def test_exec_arguments_read_without_the_parser(arguments, expected):
+    from ortplug.cli._exec import quick_arguments
+
+    quick = quick_arguments(arguments)
+    assert (None if quick is None else (quick.takeover, quick.report, quick.program)) == expected
+
+
+def test_exec_bad_takeover_is_the_parsers_usage_error():
+    done = _exec("--takeover", "gpu", "--", sys.executable, "-V")
+    assert done.returncode == 2
+    assert "invalid choice: 'gpu'" in done.stderr

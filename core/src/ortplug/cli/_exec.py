@@ -12,20 +12,44 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 from typing import TYPE_CHECKING
 
 from ._usage import UsageError
 
 if TYPE_CHECKING:
     import argparse
+    from collections.abc import Sequence
 
-__all__ = ["exec_program"]
+__all__ = ["exec_program", "quick_arguments"]
 
 #: The folder whose ``sitecustomize`` patches ONNX Runtime at the program's start-up.
 HOOK_DIR = Path(__file__).resolve().parent.parent / "dropin" / "_startup"
 
 
-def exec_program(args: argparse.Namespace) -> int:
+def quick_arguments(arguments: Sequence[str]) -> SimpleNamespace | None:
+    """``exec``'s arguments read without argparse (building the parser costs ~20 ms of a
+    program's start); ``None`` for anything but ``[--takeover RULE] [--report] [--] COMMAND...``,
+    which the parser then reads (its errors, its help)."""
+    from ..dropin._patch import TAKEOVER_RULES
+
+    takeover, report, rest = "cpu", False, list(arguments)
+    while rest and rest[0].startswith("-") and rest[0] != "--":
+        flag = rest.pop(0)
+        if flag == "--report":
+            report = True
+        elif flag.startswith("--takeover=") and flag.split("=", 1)[1] in TAKEOVER_RULES:
+            takeover = flag.split("=", 1)[1]
+        elif flag == "--takeover" and rest and rest[0] in TAKEOVER_RULES:
+            takeover = rest.pop(0)
+        else:
+            return None
+    if not rest or rest == ["--"]:
+        return None
+    return SimpleNamespace(takeover=takeover, report=report, program=rest)
+
+
+def exec_program(args: argparse.Namespace | SimpleNamespace) -> int:
     """Replace this process with the program (on Windows, run it and return its exit code)."""
     command = list(args.program)
     if command[:1] == ["--"]:
