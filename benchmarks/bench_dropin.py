@@ -85,10 +85,13 @@ def per_build(model: str, rounds: int) -> tuple[float, float]:
     return statistics.median(times["onnxruntime"]), statistics.median(times["ortplug"])
 
 
-def start_up(rounds: int) -> dict[str, float]:
+def start_up(rounds: int, model: str) -> dict[str, float]:
+    """Median wall time of fresh interpreters: importing ONNX Runtime, and a first session."""
     from ortplug.cli._exec import HOOK_DIR
 
     code = ["-c", "import onnxruntime"]
+    first_ort = f"import onnxruntime as o; o.InferenceSession({model!r}, providers=['CPUExecutionProvider'])"
+    first_ortplug = f"import ortplug; ortplug.InferenceSession({model!r})"
     hooked = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(HOOK_DIR), os.environ.get("PYTHONPATH"))))}
     cases = {
         "plain": ([sys.executable, *code], dict(os.environ)),
@@ -97,6 +100,8 @@ def start_up(rounds: int) -> dict[str, float]:
             dict(os.environ),
         ),
         "hook only": ([sys.executable, *code], hooked),
+        "first session: onnxruntime": ([sys.executable, "-c", first_ort], dict(os.environ)),
+        "first session: drop-in": ([sys.executable, "-c", first_ortplug], dict(os.environ)),
     }
     if os.environ.get("BENCH_ORTPLUG_SCRIPT"):  # the console script, as users type it
         script = os.environ["BENCH_ORTPLUG_SCRIPT"]
@@ -124,11 +129,14 @@ def main() -> None:
     theirs, ours = per_build(args.model, args.rounds)
     print(f"per build    onnxruntime {theirs * 1e3:8.2f} ms   ortplug {ours * 1e3:8.2f} ms   "
           f"+{(ours - theirs) * 1e3:.2f} ms")
-    figures = start_up(args.rounds)
+    figures = start_up(args.rounds * 2, args.model)
     plain = figures.pop("plain")
+    first = figures.pop("first session: onnxruntime")
     print(f"start-up     import onnxruntime {plain * 1e3:.1f} ms")
     for name, value in figures.items():
-        print(f"             {name:22} {value * 1e3:.1f} ms   +{(value - plain) * 1e3:.1f} ms")
+        base = first if name.startswith("first") else plain
+        print(f"             {name:26} {value * 1e3:.1f} ms   {(value - base) * 1e3:+.1f} ms")
+    print(f"             first session: onnxruntime {first * 1e3:.1f} ms")
 
 
 if __name__ == "__main__":
