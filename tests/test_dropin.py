@@ -274,3 +274,30 @@ def test_exec_bad_takeover_is_the_parsers_usage_error():
     done = _exec("--takeover", "gpu", "--", sys.executable, "-V")
     assert done.returncode == 2
     assert "invalid choice: 'gpu'" in done.stderr
+
+
+def test_patch_and_the_build_paths_logger_hook_both_run_after_onnxruntimes_import(model):
+    code = (
+        "import sys, ortplug; from ortplug.backend import OnnxBackend; p = ortplug.patch(); "
+        "assert 'onnxruntime' not in sys.modules; import onnxruntime as ort; "
+        "from ortplug.dropin import InferenceSession; "
+        "print(issubclass(ort.InferenceSession, InferenceSession), "
+        "hasattr(ort.set_default_logger_callback, '__wrapped__'))"  # the build path's wrapper
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "True True\n"
+
+
+def test_patch_swaps_a_name_a_module_imported_before_and_puts_it_back(model):
+    import types
+
+    holder = types.ModuleType("holds_the_class")
+    holder.InferenceSession = ort.InferenceSession
+    sys.modules[holder.__name__] = holder
+    try:
+        with ortplug.patch():
+            assert issubclass(holder.InferenceSession, InferenceSession)
+        assert holder.InferenceSession is ort.InferenceSession
+    finally:
+        del sys.modules[holder.__name__]

@@ -15,8 +15,6 @@ from types import ModuleType
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (start-up cost)
 if TYPE_CHECKING:
-    from collections.abc import Sequence
-    from importlib.machinery import ModuleSpec
     from typing import Any
 
     from ._session import SessionRecord
@@ -92,6 +90,7 @@ class Patch:
 
 
 _ACTIVE: Patch | None = None
+_WAITING = False  # a hook waits for ONNX Runtime's import
 
 
 def _swap(old: object, new: object) -> list[ModuleType]:
@@ -142,48 +141,18 @@ def unpatch() -> None:
 
 
 def _install_active() -> None:
+    global _WAITING
     with _LOCK:
+        _WAITING = False
         if _ACTIVE is not None and _ACTIVE._class is None:
             _ACTIVE._install()
 
 
-class _AfterImport:
-    """Runs a function right after a module's first import (a meta path finder by its
-    ``find_spec``: subclassing ``importlib.abc.MetaPathFinder`` would import ``importlib.abc``)."""
-
-    def __init__(self, name: str, then: Any) -> None:
-        self.name = name
-        self.then = then
-
-    def find_spec(
-        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
-    ) -> ModuleSpec | None:
-        if fullname != self.name:
-            return None
-        import importlib.util
-
-        if self in sys.meta_path:
-            sys.meta_path.remove(self)
-        spec = importlib.util.find_spec(fullname)
-        loader = spec.loader if spec else None
-        exec_module = getattr(loader, "exec_module", None)
-        if exec_module is None:
-            return spec
-        then = self.then
-
-        def exec_then(module: ModuleType) -> None:
-            vars(loader).pop("exec_module", None)  # the loader's own again (it may be shared)
-            exec_module(module)
-            then()
-
-        try:
-            loader.exec_module = exec_then  # type: ignore[method-assign,union-attr]
-        except AttributeError:  # a loader without instance attributes: patch() did not apply
-            pass
-        return spec
-
-
 def _after_import(name: str, then: Any) -> None:
-    """Call ``then()`` once ``name`` is imported (at most one waiting hook per module name)."""
-    if not any(isinstance(f, _AfterImport) and f.name == name for f in sys.meta_path):
-        sys.meta_path.insert(0, _AfterImport(name, then))
+    """Call ``then()`` once ``name`` is imported (one waiting hook per patch in force)."""
+    from .._import_hook import after_import
+
+    global _WAITING
+    if not _WAITING:
+        _WAITING = True
+        after_import(name, lambda _module: then())
