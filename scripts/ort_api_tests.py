@@ -9,7 +9,7 @@ closely as you can) into one folder, then::
 Each test file runs in its own pytest process (the global thread pool tests need their own),
 once plainly and once under ``ortplug exec --takeover none`` (``onnxruntime.InferenceSession``
 is the drop-in; explicit provider lists keep ONNX Runtime's behaviour, ``providers=None`` gets
-ortplug's choice). Prints both counts per outcome and every test whose outcome differs.
+ortplug's choice; ``--takeover all`` lets ortplug choose for every session instead). Prints both counts per outcome and every test whose outcome differs.
 """
 
 from __future__ import annotations
@@ -47,11 +47,11 @@ def _outcomes(report: Path) -> dict[str, str]:
     return outcomes
 
 
-def _run(folder: Path, test_file: str, report: Path, dropin: bool) -> None:
+def _run(folder: Path, test_file: str, report: Path, dropin: bool, takeover: str) -> None:
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", test_file]
     command += [f"--junitxml={report}", "-o", "junit_family=xunit1"]
     if dropin:
-        exec_prefix = [sys.executable, "-m", "ortplug.cli.main", "exec", "--takeover", "none"]
+        exec_prefix = [sys.executable, "-m", "ortplug.cli.main", "exec", "--takeover", takeover]
         command = [*exec_prefix, "--", *command]
     env = {**os.environ, "ORTPLUG_PLUGINS": os.environ.get("ORTPLUG_PLUGINS", "cpu")}
     subprocess.run(command, cwd=folder, env=env, capture_output=True, check=False)
@@ -61,6 +61,13 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("folder", type=Path, help="the folder holding onnxruntime/test/python")
     parser.add_argument("--files", nargs="*", default=list(FILES), help="test files to run")
+    parser.add_argument(
+        "--takeover",
+        choices=("none", "cpu", "all"),
+        default="none",
+        help="explicit lists ortplug replaces too (none: the drop-in as a class; all: ortplug "
+        "chooses for every session, where tests that check the providers they asked for differ)",
+    )
     args = parser.parse_args()
     tests = args.folder / "onnxruntime" / "test" / "python"
     if not (tests / FILES[0]).is_file():
@@ -72,7 +79,7 @@ def main() -> int:
             results = {}
             for label, dropin in (("onnxruntime", False), ("ortplug", True)):
                 report = Path(scratch) / f"{label}-{test_file}.xml"
-                _run(tests, test_file, report, dropin)
+                _run(tests, test_file, report, dropin, args.takeover)
                 results[label] = _outcomes(report) if report.is_file() else {}
                 totals[label].update(results[label].values())
                 print(f"{test_file:48} {label:12} {dict(Counter(results[label].values()))}")
