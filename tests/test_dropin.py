@@ -10,6 +10,7 @@ from __future__ import annotations
 import gc
 import subprocess
 import sys
+import threading
 import weakref
 
 import numpy as np
@@ -301,3 +302,31 @@ def test_patch_swaps_a_name_a_module_imported_before_and_puts_it_back(model):
         assert holder.InferenceSession is ort.InferenceSession
     finally:
         del sys.modules[holder.__name__]
+
+
+def test_every_method_of_onnx_runtimes_class_works_on_a_session_ortplug_built(model):
+    ours, theirs = InferenceSession(model), ort.InferenceSession(model, providers=[CPU])
+    assert ours.backend is not None
+    for name in ("get_inputs", "get_outputs", "get_overridable_initializers"):
+        assert [a.name for a in getattr(ours, name)()] == [a.name for a in getattr(theirs, name)()]
+    assert ours.get_modelmeta().graph_name == theirs.get_modelmeta().graph_name
+    assert len(ours.get_input_memory_infos()) == len(theirs.get_input_memory_infos()) == 2
+    assert len(ours.get_output_memory_infos()) == 1
+    assert ours.get_provider_options().keys() == theirs.get_provider_options().keys()
+    level = ours.get_session_options().graph_optimization_level
+    assert level == ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    assert ours.get_profiling_start_time_ns() == 0
+    assert ours.end_profiling() == theirs.end_profiling()
+    assert ours.get_tuning_results() == theirs.get_tuning_results()
+    values = {k: ort.OrtValue.ortvalue_from_numpy(v) for k, v in _feed().items()}
+    assert ours.run_with_ort_values(["c"], values)[0].numpy().tolist() == [[1.0, 2.0, 3.0, 4.0]]
+    done = threading.Event()
+    results = []
+
+    def callback(outputs, _user_data, error):
+        results.append((outputs[0].tolist() if outputs else None, error))
+        done.set()
+
+    ours.run_async(["c"], _feed(), callback, None)
+    assert done.wait(30)
+    assert results == [([[1.0, 2.0, 3.0, 4.0]], "")]
