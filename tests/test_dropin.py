@@ -330,3 +330,11 @@ def test_every_method_of_onnx_runtimes_class_works_on_a_session_ortplug_built(mo
     ours.run_async(["c"], _feed(), callback, None)
     assert done.wait(30)
     assert results == [([[1.0, 2.0, 3.0, 4.0]], "")]
+
+
+def test_no_provider_plugin_leaves_the_choice_to_onnx_runtime(model, monkeypatch):
+    monkeypatch.setenv("ORTPLUG_PLUGINS", "azuretest")  # no plugin offers a provider for it
+    session = InferenceSession(model)
+    assert session.backend is None
+    assert session.why.startswith("ONNX Runtime's own (ortplug: NoProviderError: ")
+    assert session.get_providers() == ort.InferenceSession(model).get_providers()
