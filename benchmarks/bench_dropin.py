@@ -92,7 +92,8 @@ def start_up(rounds: int, model: str) -> dict[str, float]:
     code = ["-c", "import onnxruntime"]
     first_ort = f"import onnxruntime as o; o.InferenceSession({model!r}, providers=['CPUExecutionProvider'])"
     first_ortplug = f"import ortplug; ortplug.InferenceSession({model!r})"
-    hooked = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(HOOK_DIR), os.environ.get("PYTHONPATH"))))}
+    path = os.pathsep.join(filter(None, (HOOK_DIR, os.environ.get("PYTHONPATH"))))
+    hooked = {**os.environ, "PYTHONPATH": path}
     cases = {
         "plain": ([sys.executable, *code], dict(os.environ)),
         "ortplug exec": (
