@@ -65,6 +65,7 @@ if TYPE_CHECKING:
         SelectionRequest,
     )
     from .session_options import FreeDimensionOverride, SessionOptionsConfig
+    from .dropin import InferenceSession, Patch, patch, unpatch
 
 __all__ = [
     "BackendClosedError",
@@ -119,6 +120,10 @@ __all__ = [
     "installed_runtimes",
     "parse_provider",
     "preload_runtime_libraries",
+    "InferenceSession",
+    "Patch",
+    "patch",
+    "unpatch",
 ]
 
 
@@ -176,6 +181,10 @@ _LAZY = {
     "ValueInfo": ".backend",
     "VerificationError": ".errors",
     "VerificationWarning": ".errors",
+    "InferenceSession": ".dropin",
+    "Patch": ".dropin",
+    "patch": ".dropin",
+    "unpatch": ".dropin",
 }
 
 

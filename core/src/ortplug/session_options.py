@@ -169,6 +169,22 @@ class SessionOptionsConfig:
     config_entries: Mapping[str, str] = attrs.field(
         factory=dict, converter=string_entries, eq=False, hash=False
     )
+    #: An ``onnxruntime.SessionOptions`` to build on instead of a new one (the drop-in's caller's):
+    #: what it holds that this mirror cannot read (config entries, custom ops) is kept.
+    ort_base: Any = attrs.field(default=None, eq=False, repr=False)
+
+    @classmethod
+    def from_ort(cls, options: Any) -> SessionOptionsConfig:
+        """Mirror an ``onnxruntime.SessionOptions``: its settings that differ from ONNX Runtime's
+        defaults (the rest stay unset for plugins to fill), built on ``options`` itself."""
+        fresh = type(options)()
+        changed = {
+            field_name: getattr(options, ort_name)
+            for field_name, ort_name in (*_ENUM_SETTINGS, *_PLAIN_SETTINGS)
+            if field_name not in _NOT_MIRRORED
+            and getattr(options, ort_name) != getattr(fresh, ort_name)
+        }
+        return cls(**changed, ort_base=options)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> SessionOptionsConfig:
@@ -181,6 +197,7 @@ class SessionOptionsConfig:
         data["config_entries"] = dict(self.config_entries)
         data["free_dimension_overrides"] = [attrs.asdict(o) for o in self.free_dimension_overrides]
         data["custom_op_libraries"] = list(self.custom_op_libraries)
+        data.pop("ort_base")
         return {k: v for k, v in data.items() if v not in (None, {}, [])}
 
     def evolve(self, **changes: Any) -> SessionOptionsConfig:
@@ -201,9 +218,10 @@ class SessionOptionsConfig:
 
         ``load_timeout_s`` is not a ``SessionOptions`` field: the backend applies it.
         A custom op library that does not exist is a ``FileNotFoundError`` naming it,
-        one that does not load a ``ValueError``.
+        one that does not load a ``ValueError``. With ``ort_base`` the fields are set on it,
+        and a config entry it already holds is left as it is.
         """
-        options = ort.SessionOptions()
+        options = ort.SessionOptions() if self.ort_base is None else self.ort_base
         if self.graph_optimization_level is not None:
             level = GRAPH_OPTIMIZATION_LEVELS[self.graph_optimization_level]
             options.graph_optimization_level = getattr(ort.GraphOptimizationLevel, level)
@@ -229,8 +247,27 @@ class SessionOptionsConfig:
                     f"custom_op_libraries: {library} is not a loadable custom-op library: {exc}"
                 ) from exc
         for key, value in self.config_entries.items():
-            options.add_session_config_entry(key, value)
+            if self.ort_base is None or not _has_entry(options, key):
+                options.add_session_config_entry(key, value)
         return options
+
+
+def _has_entry(options: Any, key: str) -> bool:
+    try:
+        options.get_session_config_entry(key)
+    except RuntimeError:  # ONNX Runtime's answer for a key it does not hold
+        return False
+    return True
+
+
+# (field, SessionOptions attribute) pairs whose values are ONNX Runtime enums.
+_ENUM_SETTINGS = (
+    ("graph_optimization_level", "graph_optimization_level"),
+    ("execution_mode", "execution_mode"),
+)
+# Left on ``ort_base`` by from_ort: ortplug's check of ``use_per_session_threads=False`` is
+# for its own configure(); a caller of ONNX Runtime's API sizes the global pools through it.
+_NOT_MIRRORED = frozenset({"use_per_session_threads"})
 
 
 # (field, SessionOptions attribute) pairs set as plain values.

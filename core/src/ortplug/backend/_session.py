@@ -33,17 +33,17 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import importlib.util
 import logging
 import sys
 import threading
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import attrs
 
+from .._import_hook import after_import
 from .._runtime import require_onnxruntime
 from ..checkpoint import ResolvedCheckpoint
 from ..ep_libraries import EpLibrary, devices_for, ensure_library
@@ -56,9 +56,6 @@ from ..errors import (
 from ..providers import CPU_EP, ProviderConfig
 from ..session_options import SessionOptionsConfig
 from ._plan import SessionPlan
-
-if TYPE_CHECKING:
-    from importlib.machinery import ModuleSpec
 
 __all__ = ["SessionBuild", "cancel_builds", "create_planned", "create_session"]
 
@@ -207,40 +204,10 @@ def _hook_onnxruntime(ort: ModuleType) -> None:
             session_module.warnings = _OrtWarnings()  # type: ignore[union-attr]
 
 
-class _HookOnImport:
-    """Hooks ``onnxruntime`` right after its first import, before user code can set a logger.
-
-    A meta path finder by its ``find_spec`` (the import system asks no more; subclassing
-    ``importlib.abc.MetaPathFinder`` would cost importing ``importlib.abc``, ~7 ms).
-    """
-
-    def find_spec(
-        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
-    ) -> ModuleSpec | None:
-        if fullname != "onnxruntime":
-            return None
-        with contextlib.suppress(ValueError):
-            sys.meta_path.remove(self)
-        spec = importlib.util.find_spec(fullname)
-        loader = spec.loader if spec else None
-        exec_module = getattr(loader, "exec_module", None)
-        if exec_module is None:
-            return spec
-
-        def exec_then_hook(module: ModuleType) -> None:
-            vars(loader).pop("exec_module", None)  # the loader's own again (it may be shared)
-            exec_module(module)
-            _hook_onnxruntime(module)
-
-        with contextlib.suppress(AttributeError):  # a loader without instance attributes
-            loader.exec_module = exec_then_hook  # type: ignore[method-assign,union-attr]
-        return spec
-
-
 if isinstance(sys.modules.get("onnxruntime"), ModuleType):
     _hook_onnxruntime(sys.modules["onnxruntime"])
-elif "onnxruntime" not in sys.modules:
-    sys.meta_path.insert(0, _HookOnImport())
+elif "onnxruntime" not in sys.modules:  # hooked right after its import, before a user's logger
+    after_import("onnxruntime", _hook_onnxruntime)
 
 
 def _set_capturing(capturing: bool) -> None:
@@ -348,9 +315,9 @@ def _try_create(
             timer.start()
         _UNDER_WAY.add(ort_options)
         try:
-            session = ort.InferenceSession(
-                source, sess_options=ort_options, enable_fallback=0, **providers
-            )
+            # ONNX Runtime's own class, also under ortplug.patch() (whose drop-in builds here)
+            session_class = getattr(ort.InferenceSession, "ort_class", ort.InferenceSession)
+            session = session_class(source, sess_options=ort_options, enable_fallback=0, **providers)
         except Exception as exc:
             return None, exc, captured
         finally:

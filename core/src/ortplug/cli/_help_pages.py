@@ -26,6 +26,8 @@ PAGES: dict[str, str] = {
         '              manifest\n'
         '    batch     run a folder of inputs through a model, locally or on Ray\n'
         '    cache     what ortplug keeps in its cache; prune or clear it\n'
+        '    exec      run a Python program with onnxruntime.InferenceSession chosen by\n'
+        '              ortplug\n'
         '\n'
         'options:\n'
         '  -h, --help  show this help message and exit\n'
@@ -226,5 +228,24 @@ PAGES: dict[str, str] = {
         '  --max-mb MAX_MB     with prune: the size to keep under (default:\n'
         '                      $ORTPLUG_CACHE_MAX_MB, else no cap)\n'
         '  --json              machine-readable output\n'
+    ),
+    'exec': (
+        'usage: ortplug exec [-h] [--takeover {none,cpu,all}] [--report] ...\n'
+        '\n'
+        "Run COMMAND with ortplug's drop-in in place of onnxruntime.InferenceSession (a\n"
+        'start-up hook on PYTHONPATH; nothing is installed). Sessions built with\n'
+        "providers=None get ortplug's choice; arguments, exit code and signals are the\n"
+        "program's own.\n"
+        '\n'
+        'positional arguments:\n'
+        '  -- COMMAND ...        the program to run\n'
+        '\n'
+        'options:\n'
+        '  -h, --help            show this help message and exit\n'
+        '  --takeover {none,cpu,all}\n'
+        '                        explicit provider lists ortplug replaces too: none,\n'
+        '                        only CPU-only lists (default), or all\n'
+        '  --report              on exit, print one line per session built (model,\n'
+        '                        chain, why) to stderr\n'
     ),
 }

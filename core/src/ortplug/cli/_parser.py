@@ -314,7 +314,37 @@ def _parser_and_commands() -> tuple[argparse.ArgumentParser, dict[str, argparse.
     info.add_argument(
         "--refresh", action="store_true", help="probe the host again (forget cached probe facts)"
     )
+    _add_exec(sub)
     return parser, dict(sub.choices)
+
+
+def _add_exec(sub: argparse._SubParsersAction[_Parser]) -> None:
+    """``exec``: run a program with ONNX Runtime's InferenceSession patched by ortplug."""
+    from ..dropin._patch import TAKEOVER_RULES
+
+    run = sub.add_parser(
+        "exec",
+        help="run a Python program with onnxruntime.InferenceSession chosen by ortplug",
+        description="Run COMMAND with ortplug's drop-in in place of onnxruntime.InferenceSession "
+        "(a start-up hook on PYTHONPATH; nothing is installed). Sessions built with "
+        "providers=None get ortplug's choice; arguments, exit code and signals are the "
+        "program's own.",
+    )
+    run.add_argument(
+        "--takeover",
+        choices=TAKEOVER_RULES,
+        default="cpu",
+        help="explicit provider lists ortplug replaces too: none, only CPU-only lists (default), "
+        "or all",
+    )
+    run.add_argument(
+        "--report",
+        action="store_true",
+        help="on exit, print one line per session built (model, chain, why) to stderr",
+    )
+    run.add_argument(
+        "program", nargs=argparse.REMAINDER, metavar="-- COMMAND ...", help="the program to run"
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -38,6 +38,10 @@ def _command(name: str) -> Callable[[argparse.Namespace], int]:
         from ._batch import batch
 
         return batch
+    if name == "exec":
+        from ._exec import exec_program
+
+        return exec_program
     if name == "cache":
         from ._cache import cache
 
@@ -119,6 +123,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     page = _help_page(arguments)
     if page is not None:
         return _print_help(page)
+    if arguments[:1] == ["exec"]:  # the program's start-up waits on it: no parser if not needed
+        from ._exec import exec_program, quick_arguments
+
+        quick = quick_arguments(arguments[1:])
+        if quick is not None:
+            return exec_program(quick)
     from ._parser import build_parser
 
     args = build_parser().parse_args(arguments)

@@ -158,6 +158,11 @@ class ProviderRegistry:
             return loaded.library_of(kind) if loaded is not None else None
         return spec.type.library
 
+    def knows(self, name: str) -> bool:
+        """Whether ``name`` names a provider here, or one of ortplug's not installed here."""
+        text = name.strip().lower()
+        return text in self._by_name or text in _SHIPPED_BY_NAME
+
     def lookup(self, name: str) -> ProviderSpec:
         """Find a provider by kind, alias or ONNX Runtime name (case-insensitive).
 

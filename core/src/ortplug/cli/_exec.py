@@ -1,0 +1,82 @@
+"""``ortplug exec -- COMMAND ...``: run a program with ``onnxruntime.InferenceSession`` patched.
+
+The program is started in place of this process (``exec``: same process id, so signals
+and the exit code are the program's own) with a start-up hook folder first on
+``PYTHONPATH``; every Python it starts, and their children, patch ONNX Runtime when
+they import it. Nothing is installed.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from types import SimpleNamespace
+
+# Imports kept to what the program's start waits on (pathlib, subprocess and typing cost
+# ~35 ms together): the rest only where needed.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Sequence
+
+__all__ = ["exec_program", "quick_arguments"]
+
+#: The folder whose ``sitecustomize`` patches ONNX Runtime at the program's start-up.
+HOOK_DIR = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "dropin", "_startup"
+)
+
+
+def quick_arguments(arguments: Sequence[str]) -> SimpleNamespace | None:
+    """``exec``'s arguments read without argparse (building the parser costs ~20 ms of a
+    program's start); ``None`` for anything but ``[--takeover RULE] [--report] [--] COMMAND...``,
+    which the parser then reads (its errors, its help)."""
+    from ..dropin._patch import TAKEOVER_RULES
+
+    takeover, report, rest = "cpu", False, list(arguments)
+    while rest and rest[0].startswith("-") and rest[0] != "--":
+        flag = rest.pop(0)
+        if flag == "--report":
+            report = True
+        elif flag.startswith("--takeover=") and flag.split("=", 1)[1] in TAKEOVER_RULES:
+            takeover = flag.split("=", 1)[1]
+        elif flag == "--takeover" and rest and rest[0] in TAKEOVER_RULES:
+            takeover = rest.pop(0)
+        else:
+            return None
+    if not rest or rest == ["--"]:
+        return None
+    return SimpleNamespace(takeover=takeover, report=report, program=rest)
+
+
+def exec_program(args: argparse.Namespace | SimpleNamespace) -> int:
+    """Replace this process with the program (on Windows, run it and return its exit code)."""
+    command = list(args.program)
+    if command[:1] == ["--"]:
+        command = command[1:]
+    if not command:
+        from ._usage import UsageError
+
+        raise UsageError("expected a command after --, e.g. ortplug exec -- python app.py")
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, (HOOK_DIR, env.get("PYTHONPATH"))))
+    env["ORTPLUG_EXEC_TAKEOVER"] = args.takeover
+    if args.report:
+        env["ORTPLUG_EXEC_REPORT"] = str(os.getpid())
+    else:
+        env.pop("ORTPLUG_EXEC_REPORT", None)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        if os.name == "nt":  # no exec there: a child, whose exit code is passed on
+            import subprocess
+
+            return subprocess.call(command, env=env)
+        os.execvpe(command[0], command, env)
+    except FileNotFoundError as exc:
+        print(f"ortplug exec: error: command not found: {command[0]} ({exc})", file=sys.stderr)
+        return 127  # what a shell answers for a command it cannot find
+    except PermissionError as exc:
+        print(f"ortplug exec: error: cannot run {command[0]}: {exc}", file=sys.stderr)
+        return 126
+    raise AssertionError("unreachable: execvpe returns only by raising")  # pragma: no cover

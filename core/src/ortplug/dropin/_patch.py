@@ -1,0 +1,158 @@
+"""``ortplug.patch()``: the drop-in in place of ``onnxruntime.InferenceSession``, for code that
+builds its own sessions.
+
+Cheap to call before ``onnxruntime`` is imported (``ortplug exec`` does, at start-up): the swap
+then happens right after ONNX Runtime's import, and a program that never imports it is left
+alone. Imports neither ONNX Runtime nor numpy until then, nor contextlib or typing (every
+Python ``ortplug exec`` starts pays for what this module imports).
+"""
+
+from __future__ import annotations
+
+import _thread  # threading would import functools and collections (~4 ms at every start)
+import sys
+from types import ModuleType
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (start-up cost)
+if TYPE_CHECKING:
+    from typing import Any
+
+    from ._session import SessionRecord
+
+__all__ = ["TAKEOVER_RULES", "Patch", "patch", "unpatch"]
+
+#: Which explicit provider lists ortplug's policy may take over: none; lists naming only
+#: ``CPUExecutionProvider`` (the common hard-coding; its options give way too); all.
+TAKEOVER_RULES = ("none", "cpu", "all")
+
+_NAME = "InferenceSession"
+_LOCK = _thread.RLock()
+
+
+class Patch:
+    """The patch in force: its takeover rule and the sessions built under it (a context manager:
+    leaving the block unpatches)."""
+
+    def __init__(self, takeover: str) -> None:
+        self.takeover = takeover
+        self._sessions: list[SessionRecord] = []
+        self._class: Any = None  # the drop-in subclass installed (once ONNX Runtime is imported)
+        self._swapped: list[ModuleType] = []  # modules whose InferenceSession was swapped
+
+    @property
+    def sessions(self) -> tuple[SessionRecord, ...]:
+        """Each session built under this patch: model, realized chain, why."""
+        return tuple(self._sessions)
+
+    @property
+    def active(self) -> bool:
+        """Whether this patch is the one in force."""
+        return _ACTIVE is self
+
+    def _install(self) -> None:
+        """Swap the drop-in in wherever a loaded module holds ONNX Runtime's class (lock held)."""
+        from ._session import _OrtSession, InferenceSession
+
+        self._class = type(
+            _NAME,
+            (InferenceSession,),
+            {
+                "__module__": InferenceSession.__module__,
+                "__qualname__": _NAME,
+                "__doc__": InferenceSession.__doc__,
+                "takeover": self.takeover,
+                "_recorder": staticmethod(self._sessions.append),
+            },
+        )
+        self._swapped = _swap(_OrtSession, self._class)
+
+    def _remove(self) -> None:
+        """Put ONNX Runtime's class back where this patch put the drop-in (lock held)."""
+        if self._class is None:
+            return
+        from ._session import _OrtSession
+
+        for module in self._swapped:
+            if vars(module).get(_NAME) is self._class:
+                vars(module)[_NAME] = _OrtSession
+        self._swapped = []
+
+    def __enter__(self) -> Patch:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        if self.active:
+            unpatch()
+
+    def __repr__(self) -> str:
+        state = "active" if self.active else "removed"
+        return f"<ortplug.Patch takeover={self.takeover!r} {state}, {len(self._sessions)} sessions>"
+
+
+_ACTIVE: Patch | None = None
+_WAITING = False  # a hook waits for ONNX Runtime's import
+
+
+def _swap(old: object, new: object) -> list[ModuleType]:
+    """Rebind ``InferenceSession`` from ``old`` to ``new`` in every loaded module holding it."""
+    swapped = []
+    for module in list(sys.modules.values()):
+        namespace = getattr(module, "__dict__", None) if isinstance(module, ModuleType) else None
+        if namespace is not None and namespace.get(_NAME) is old:
+            namespace[_NAME] = new
+            swapped.append(module)
+    return swapped
+
+
+def patch(takeover: str = "cpu") -> Patch:
+    """Make ``onnxruntime.InferenceSession`` ortplug's drop-in; returns the :class:`Patch`.
+
+    ``providers=None`` (and ortplug's provider forms) then get ortplug's choice.
+    ``takeover`` says which explicit ONNX Runtime provider lists it replaces too:
+    ``"none"``; ``"cpu"`` (default), lists naming only ``CPUExecutionProvider`` (with
+    or without options, which give way to ortplug's), which libraries hard-code for
+    the author's machine; ``"all"``.
+    Any other list keeps ONNX Runtime's behaviour. Calling it again replaces the
+    patch in force; use it as ``with ortplug.patch(): ...`` to undo it on leaving.
+    """
+    if takeover not in TAKEOVER_RULES:
+        from ..errors import OptionError
+
+        raise OptionError(f"takeover: expected one of {', '.join(TAKEOVER_RULES)}, got {takeover!r}")
+    global _ACTIVE
+    with _LOCK:
+        if _ACTIVE is not None:
+            _ACTIVE._remove()
+        _ACTIVE = current = Patch(takeover)
+        if "onnxruntime" in sys.modules:
+            current._install()
+        else:
+            _after_import("onnxruntime", _install_active)
+    return current
+
+
+def unpatch() -> None:
+    """Put ONNX Runtime's own class back; sessions already built stay as they are."""
+    global _ACTIVE
+    with _LOCK:
+        if _ACTIVE is not None:
+            _ACTIVE._remove()
+        _ACTIVE = None
+
+
+def _install_active() -> None:
+    global _WAITING
+    with _LOCK:
+        _WAITING = False
+        if _ACTIVE is not None and _ACTIVE._class is None:
+            _ACTIVE._install()
+
+
+def _after_import(name: str, then: Any) -> None:
+    """Call ``then()`` once ``name`` is imported (one waiting hook per patch in force)."""
+    from .._import_hook import after_import
+
+    global _WAITING
+    if not _WAITING:
+        _WAITING = True
+        after_import(name, lambda _module: then())

@@ -1,0 +1,292 @@
+"""``ortplug.InferenceSession``: ONNX Runtime's class, with ortplug's choice behind ``providers=None``.
+
+A subclass of ``onnxruntime.InferenceSession`` (``isinstance`` checks pass) that
+only changes how the session is built; ``run`` and everything else are ONNX
+Runtime's own, so a run costs what it costs there and nothing keeps its inputs.
+
+* providers in ONNX Runtime's forms (names ending in ``ExecutionProvider``,
+  ``(name, options)`` tuples, ``provider_options``): ONNX Runtime's constructor, as is;
+* ``providers=None``: the chain ``OnnxBackend.from_checkpoint`` would choose, built
+  by that same path (planning, verification, options), whose ONNX Runtime session
+  this object then is. A model ortplug cannot read (ORT format, a bad file), or
+  arguments that path does not take (``disabled_optimizers``, a ``SessionOptions``
+  that already holds providers), leave the choice to ONNX Runtime, which then
+  raises its own errors;
+* ortplug's forms (``"cuda"``, ``{"kind": "cuda", ...}``, config objects): that
+  path too, strictly (a requested accelerator that is not realized raises).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
+
+if TYPE_CHECKING:
+    from ..backend import OnnxBackend
+    from ..backend.report import ProviderReport
+    from ..session_options import SessionOptionsConfig
+
+__all__ = ["InferenceSession", "SessionRecord"]
+
+# Only ONNX Runtime (imported already under a patch) at import: ortplug's build path is
+# imported by the first session it builds, so that ``ortplug exec`` costs a program little.
+try:
+    import onnxruntime as _ort
+except ImportError:  # pragma: no cover - ortplug's error names the command to install it
+    from .._runtime import require_onnxruntime
+
+    _ort = require_onnxruntime()
+#: ONNX Runtime's own classes, as they were before any patch.
+_OrtSession: Any = _ort.capi.onnxruntime_inference_collection.InferenceSession
+_Session: Any = _ort.capi.onnxruntime_inference_collection.Session
+_CPU = "CPUExecutionProvider"
+
+
+def _loaded(module: str, name: str) -> Any:
+    """``module.name`` when ``module`` is imported, else ``None`` (a value of it cannot exist)."""
+    return getattr(sys.modules.get(f"ortplug.{module}"), name, None)
+
+
+class SessionRecord(NamedTuple):
+    """A session built under :func:`ortplug.patch`: its model, realized chain and why."""
+
+    model: str
+    providers: tuple[str, ...]
+    why: str
+
+    def line(self) -> str:
+        """One line for people: ``MODEL: CHAIN (WHY)``."""
+        return f"{self.model}: {', '.join(self.providers)} ({self.why})"
+
+
+def _is_ortplug_form(item: object) -> bool:
+    """A name ortplug knows (``"cuda"``), a ``{"kind": ...}`` dict or a config object; anything
+    else (names ending in ``ExecutionProvider``, tuples, unknown names, junk) is ONNX Runtime's
+    to judge."""
+    if isinstance(item, str):
+        if item.endswith("ExecutionProvider"):
+            return False
+        from ..plugins import get_plugin_host
+
+        return get_plugin_host().provider_registry().knows(item)
+    config_class = _loaded("providers", "ProviderConfig")
+    return isinstance(item, Mapping) or (config_class is not None and isinstance(item, config_class))
+
+
+def _names_cpu(item: object) -> bool:
+    return item == _CPU or (isinstance(item, tuple) and item[:1] == (_CPU,))
+
+
+def _ortplug_forms(providers: object, provider_options: object) -> bool:
+    """Whether ``providers`` uses ortplug's forms (anything else is ONNX Runtime's to judge)."""
+    if provider_options is not None or not isinstance(providers, (list, tuple)):
+        return False
+    return any(_is_ortplug_form(item) for item in providers)
+
+
+def _taken_over(rule: str, providers: Sequence[Any]) -> bool:
+    """Whether ``rule`` lets ortplug's policy replace this explicit ONNX Runtime list."""
+    if rule == "all":
+        return True
+    return rule == "cpu" and bool(providers) and all(_names_cpu(item) for item in providers)
+
+
+def _left_to_ort(sess_options: object, kwargs: Mapping[str, object]) -> str | None:
+    """Why ONNX Runtime rather than ortplug chooses for these arguments (``None``: ortplug may)."""
+    unsupported = sorted(set(kwargs) - {"enable_fallback"})
+    if unsupported:
+        return f"arguments ortplug's build does not take: {', '.join(unsupported)}"
+    if os.environ.get("ORT_LOAD_CONFIG_FROM_MODEL") == "1":
+        return "ORT_LOAD_CONFIG_FROM_MODEL=1"
+    has_providers = getattr(sess_options, "has_providers", None)
+    if callable(has_providers) and has_providers():
+        return "the SessionOptions already holds providers"
+    return None
+
+
+def _checkpoint(model: str | bytes) -> Any:
+    from ..checkpoint import InMemoryCheckpoint, LocalCheckpoint
+
+    if isinstance(model, bytes):
+        return InMemoryCheckpoint(model).resolve()
+    return LocalCheckpoint(model).resolve()
+
+
+class InferenceSession(_OrtSession):  # type: ignore[misc]
+    """A drop-in for ``onnxruntime.InferenceSession`` whose ``providers=None`` is ortplug's choice.
+
+    Same constructor and methods as ONNX Runtime's class (it is one). Also
+    :attr:`report` (why the session runs where it runs) and :attr:`backend`
+    (the :class:`~ortplug.OnnxBackend` sharing the session, when ortplug built it).
+    """
+
+    #: Which explicit ONNX Runtime lists ortplug's policy takes over (``ortplug.patch`` sets it).
+    takeover: ClassVar[str] = "none"
+    #: ONNX Runtime's own class (ortplug's build path creates sessions with it under a patch).
+    ort_class: ClassVar[type] = _OrtSession
+    #: Called with each session built (``ortplug.patch`` records them).
+    _recorder: ClassVar[Callable[[SessionRecord], None] | None] = None
+    _backend: OnnxBackend | None = None
+    _why = "ONNX Runtime's own"
+
+    def __init__(
+        self,
+        path_or_bytes: str | bytes | os.PathLike[str],
+        sess_options: Any = None,
+        providers: Sequence[Any] | None = None,
+        provider_options: Sequence[dict[Any, Any]] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        self._choose(path_or_bytes, sess_options, providers, provider_options, kwargs)
+        recorder = type(self)._recorder
+        if recorder is not None:
+            model = self._model_path or f"<model bytes, {len(self._model_bytes or b'')} B>"
+            recorder(SessionRecord(str(model), tuple(self.get_providers()), self._why))
+
+    def _choose(
+        self,
+        model: Any,
+        sess_options: Any,
+        providers: Sequence[Any] | None,
+        provider_options: Any,
+        kwargs: dict[str, Any],
+    ) -> None:
+        """Build through ortplug or ONNX Runtime, as the module docstring says."""
+        options_class = _loaded("session_options", "SessionOptionsConfig")
+        config = sess_options if options_class and isinstance(sess_options, options_class) else None
+        if config is not None:
+            sess_options = config.to_ort(_ort)  # what ONNX Runtime's path takes
+        strict = providers is not None and _ortplug_forms(providers, provider_options)
+        why = "providers=None: ortplug's policy"
+        if providers is not None and not strict:
+            if not _taken_over(self.takeover, providers):
+                self._ort_init(model, sess_options, providers, provider_options, kwargs)
+                return
+            why = f"{list(providers)} taken over (takeover={self.takeover!r}): ortplug's policy"
+        refusal = _left_to_ort(sess_options, kwargs)
+        if refusal is not None and not strict:
+            self._ort_init(model, sess_options, providers, provider_options, kwargs, refusal)
+            return
+        from ..errors import CheckpointError, MissingFileError, ModelLoadError, NoProviderError
+
+        # What ortplug failing to plan means for providers=None: ONNX Runtime chooses instead.
+        left_to_ort = (CheckpointError, MissingFileError, ModelLoadError, NoProviderError)
+        try:
+            self._build(model, sess_options, config, providers if strict else None, kwargs)
+        except left_to_ort as exc:
+            if strict:
+                raise
+            refusal = f"ortplug: {type(exc).__name__}: {exc}"
+            self._ort_init(model, sess_options, providers, provider_options, kwargs, refusal)
+            return
+        self._why = f"{why}: {self._reasons()}"
+
+    def _ort_init(
+        self,
+        model: Any,
+        sess_options: Any,
+        providers: Any,
+        provider_options: Any,
+        kwargs: dict[str, Any],
+        refusal: str | None = None,
+    ) -> None:
+        """ONNX Runtime's constructor, exactly."""
+        _OrtSession.__init__(self, model, sess_options, providers, provider_options, **kwargs)
+        self._backend = None
+        self._why = "ONNX Runtime's own" + (f" ({refusal})" if refusal else "")
+
+    def _build(
+        self,
+        model: Any,
+        sess_options: Any,
+        config: SessionOptionsConfig | None,
+        chain: Sequence[Any] | None,
+        kwargs: Mapping[str, Any],
+    ) -> None:
+        """``OnnxBackend.from_checkpoint``'s path; this object becomes its session.
+
+        A caller's ``SessionOptions`` is what the session is built on: ortplug fills in only
+        what it leaves at ONNX Runtime's defaults (as the plugins do for ``OnnxBackend``).
+        """
+        from ..backend import OnnxBackend
+        from ..backend._plan import _RECORD_ASSIGNMENT
+        from ..session_options import SessionOptionsConfig
+
+        if config is None and sess_options is not None:
+            config = SessionOptionsConfig.from_ort(sess_options)
+        # Node placement is recorded only when the caller asks, as ONNX Runtime's class does
+        # (get_provider_graph_assignment_info fails otherwise); the report then counts no nodes.
+        config = (config or SessionOptionsConfig()).with_config_entries({_RECORD_ASSIGNMENT: "0"})
+
+        source: str | bytes
+        if isinstance(model, (str, os.PathLike)):
+            source = os.fspath(model)
+        elif isinstance(model, bytes):
+            source = model
+        else:
+            raise TypeError(f"Unable to load from type '{type(model)}'")  # ONNX Runtime's words
+        backend = OnnxBackend.from_checkpoint(_checkpoint(source), chain, session_options=config)
+        _Session.__init__(self, enable_fallback=int(kwargs.get("enable_fallback", 1)) == 1)
+        self._model_path = source if isinstance(source, str) else None
+        self._model_bytes = source if isinstance(source, bytes) else None
+        self._sess_options_initial = sess_options
+        self._read_config_from_model = False
+        self._fallback_providers = [_CPU]
+        self._bind_session(backend._live()._sess)
+        self._backend = backend
+
+    def _reasons(self) -> str:
+        backend = self._backend
+        reasons = backend.chain_reasons if backend is not None else ()
+        return "; ".join(f"{kind}: {reason}" for kind, reason in reasons) or "no reason given"
+
+    # -- ortplug's additions ------------------------------------------------------------------
+
+    @property
+    def backend(self) -> OnnxBackend | None:
+        """The :class:`~ortplug.OnnxBackend` that built this session (``None``: ONNX Runtime did)."""
+        return self._backend
+
+    @property
+    def why(self) -> str:
+        """Who chose the providers, and their reasons."""
+        return self._why
+
+    @property
+    def report(self) -> ProviderReport:
+        """Requested and realized chain, options, placement and reasons (``backend.report``)."""
+        if self._backend is not None:
+            return self._backend.report
+        from ..backend.report import ProviderReport
+
+        realized = tuple(self.get_providers())
+        return ProviderReport(
+            requested=realized,
+            realized=realized,
+            provider_options=self.get_provider_options(),
+            nodes={},
+            messages=(),
+            reasons=tuple((name, self._why) for name in realized),
+            declined=(),
+            host={},
+        )
+
+    def set_providers(self, providers: Any = None, provider_options: Any = None) -> None:
+        """Re-create the session: ONNX Runtime's forms as ONNX Runtime does, ``None`` and
+        ortplug's forms planned again by ortplug."""
+        self._check_session_can_be_recreated("set_providers")
+        strict = providers is not None and _ortplug_forms(providers, provider_options)
+        if providers is not None and not strict:
+            _OrtSession.set_providers(self, providers, provider_options)
+            self._backend = None
+            self._why = "ONNX Runtime's own (set_providers)"
+            return
+        release = getattr(self, "_release_captured_graphs", None)
+        if release is not None:
+            release()
+        model = self._model_path or self._model_bytes
+        fallback = {"enable_fallback": self._enable_fallback}
+        self._build(model, self._sess_options_initial, None, providers, fallback)
+        self._why = f"set_providers({providers!r}): ortplug: {self._reasons()}"
