@@ -95,7 +95,7 @@ def test_ortplug_forms_are_strict(model):
         session = InferenceSession(model, providers=providers)
         assert session.backend is not None
         assert session.report.reasons == (("cpu", "requested explicitly (strict)"),)
-    with pytest.raises(ValueError, match="provider 'cuda' \\(cuda\\) is not installed"):
+    with pytest.raises(ValueError, match="provider 'cuda'.* (is not installed|is blocked by ORTPLUG_PLUGINS=)"):
         InferenceSession(model, providers=["cuda", "cpu"])  # ortplug's kind, its plugin not here
 
 

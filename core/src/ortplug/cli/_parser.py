@@ -318,7 +318,7 @@ def _parser_and_commands() -> tuple[argparse.ArgumentParser, dict[str, argparse.
     return parser, dict(sub.choices)
 
 
-def _add_exec(sub: argparse._SubParsersAction[_Parser]) -> None:
+def _add_exec(sub: argparse._SubParsersAction[_CommandParser]) -> None:
     """``exec``: run a program with ONNX Runtime's InferenceSession patched by ortplug."""
     from ..dropin._patch import TAKEOVER_RULES
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from importlib.metadata import PackageNotFoundError, version
 
 from .._runtime import INSTALL_HINT, installed_runtimes
-from ..plugins import PROJECT, _entry_points
+from ..plugins import _entry_points
 
 __all__ = ["version_text"]
 
@@ -23,7 +23,7 @@ def version_text() -> str:
     lines = [f"ortplug {own}"]
     runtimes = installed_runtimes()
     lines += [f"runtime {d.name} {d.version}" for d in runtimes] or [f"runtime: {INSTALL_HINT}"]
-    for entry in sorted(_entry_points.discover(PROJECT), key=lambda e: e.name):
+    for entry in sorted(_entry_points.discover(_entry_points.PROJECT), key=lambda e: e.name):
         made_by = f"{entry.distribution} {entry.version or ''}" if entry.distribution else "?"
         lines.append(f"plugin {entry.name}: {made_by.strip()}")
     return "\n".join(lines) + "\n"

@@ -4,38 +4,38 @@ The hook marker and specs with their call contracts, the values hooks return
 and receive, typed option fields for provider configs, the plugin-EP adapter,
 probing helpers, the cache's keys and folders, the errors a plugin raises, and
 the declaration format (:mod:`ortplug.plugins.declaration`). Tests use
-:mod:`ortplug.testing` beside it. What the host needs at every start is
-imported with this module; the rest on first use (PEP 562), so a plugin pays
-only for what it imports.
+:mod:`ortplug.testing` beside it. Every name is imported on first use (PEP 562):
+a plugin pays only for what it imports, and the core's own modules under this
+package (the entry-point scan of ``ortplug --version``) import none of it.
 """
 
 from __future__ import annotations
 
 import importlib
 
-from ..host import HostCapabilities, HostProbe
-from .hookspecs import CONTRACTS, PROJECT, CallMode, HookContract, hookimpl, hookspec
-from .manager import (
-    PluginHost,
-    get_plugin_host,
-    parse_provider,
-    reset_plugin_host,
-    resolve_plugin_host,
-)
-from .registry import ProviderRegistry, ProviderSpec, ProviderType
-from .types import (
-    DoctorCheck,
-    MetadataKey,
-    PluginFailure,
-    PluginInfo,
-    ProviderDecline,
-    ProviderOffer,
-)
-
 #: ``typing.TYPE_CHECKING`` without importing :mod:`typing` at start.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
+
+    from ..host import HostCapabilities, HostProbe
+    from .hookspecs import CONTRACTS, PROJECT, CallMode, HookContract, hookimpl, hookspec
+    from .manager import (
+        PluginHost,
+        get_plugin_host,
+        parse_provider,
+        reset_plugin_host,
+        resolve_plugin_host,
+    )
+    from .registry import ProviderRegistry, ProviderSpec, ProviderType
+    from .types import (
+        DoctorCheck,
+        MetadataKey,
+        PluginFailure,
+        PluginInfo,
+        ProviderDecline,
+        ProviderOffer,
+    )
 
     from .._runtime import preload_runtime_libraries
     from ..cache import CACHE_ENV, cache_dir, cache_key, cache_problem, cache_root
@@ -123,6 +123,28 @@ __all__ = [
 
 #: Where each name imported on first use lives: ``(module, attribute)``.
 _LAZY = {
+    "CONTRACTS": (".hookspecs", "CONTRACTS"),
+    "PROJECT": (".hookspecs", "PROJECT"),
+    "CallMode": (".hookspecs", "CallMode"),
+    "HookContract": (".hookspecs", "HookContract"),
+    "hookimpl": (".hookspecs", "hookimpl"),
+    "hookspec": (".hookspecs", "hookspec"),
+    "HostCapabilities": ("..host", "HostCapabilities"),
+    "HostProbe": ("..host", "HostProbe"),
+    "PluginHost": (".manager", "PluginHost"),
+    "get_plugin_host": (".manager", "get_plugin_host"),
+    "parse_provider": (".manager", "parse_provider"),
+    "reset_plugin_host": (".manager", "reset_plugin_host"),
+    "resolve_plugin_host": (".manager", "resolve_plugin_host"),
+    "ProviderRegistry": (".registry", "ProviderRegistry"),
+    "ProviderSpec": (".registry", "ProviderSpec"),
+    "ProviderType": (".registry", "ProviderType"),
+    "DoctorCheck": (".types", "DoctorCheck"),
+    "MetadataKey": (".types", "MetadataKey"),
+    "PluginFailure": (".types", "PluginFailure"),
+    "PluginInfo": (".types", "PluginInfo"),
+    "ProviderDecline": (".types", "ProviderDecline"),
+    "ProviderOffer": (".types", "ProviderOffer"),
     "CACHE_ENV": ("..cache", "CACHE_ENV"),
     "CacheError": ("..errors", "CacheError"),
     "CheckpointMetadata": ("..checkpoint", "CheckpointMetadata"),

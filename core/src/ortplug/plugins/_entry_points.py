@@ -31,7 +31,10 @@ from ..cache import atomic_write, cache_key, read_cache_file, remove_entries, tr
 from ..errors import CacheError
 from .declaration import DeclarationError, read_declaration
 
-__all__ = ["FOLDER", "PluginEntryPoint", "clear", "discover"]
+__all__ = ["FOLDER", "PROJECT", "PluginEntryPoint", "clear", "discover"]
+
+#: The one name: entry-point group, hook prefix and ``ORTPLUG_*`` variables.
+PROJECT = "ortplug"
 
 #: Where the remembered scans live under the cache root.
 FOLDER = "entry-points"

@@ -28,6 +28,7 @@ import pluggy
 from ..host import HostProbe
 from ..providers import ProviderConfig, is_provider_config
 from ..session_options import SessionOptionsConfig
+from ._entry_points import PROJECT
 from .registry import ProviderType
 from .types import DoctorCheck, MetadataKey, ProviderDecline, ProviderOffer
 
@@ -52,9 +53,6 @@ __all__ = [
     "ortplug_provider_chain",
     "ortplug_provider_types",
 ]
-
-#: The one name used for the entry-point group, the hook prefix and the env-var prefix.
-PROJECT = "ortplug"
 
 #: At most this many items are taken from one plugin's answer to a collecting hook.
 MAX_ITEMS = 64
