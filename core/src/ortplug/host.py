@@ -23,6 +23,7 @@ __all__ = [
     "HostCapabilities",
     "HostProbe",
     "compose_host",
+    "fact_label",
     "override_variable",
 ]
 
@@ -104,6 +105,12 @@ OVERRIDE_PREFIX = "ORTPLUG_OVERRIDE_"
 def override_variable(probe: str, fact: str) -> str:
     """The environment variable that forces one probe fact."""
     return f"{OVERRIDE_PREFIX}{probe.upper()}_{fact.upper()}"
+
+
+def fact_label(probe: str, fact: str) -> str:
+    """How an error names a fact: ``cpu usable_cpus``, or its override variable when one is set."""
+    variable = override_variable(probe, fact)
+    return variable if variable in os.environ else f"{probe} {fact}"
 
 
 def _freeze_facts(value: Mapping[str, Mapping[str, Any]]) -> Mapping[str, Mapping[str, Any]]:

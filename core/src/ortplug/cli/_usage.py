@@ -58,15 +58,20 @@ def size_mb(value: str) -> float:
 
 
 def thread_counts(value: str) -> list[int]:
-    """Comma-separated intra-op thread counts, each 1 or more (``bench --threads 1,2,4``)."""
+    """Comma-separated intra-op thread counts within the one bound (``bench --threads 1,2,4``)."""
+    from ..errors import OptionError  # only when the flag is given
+    from ..provider_options import check_threads
+
     counts = []
     for part in value.split(","):
         try:
-            counts.append(positive_int(part.strip()))
+            counts.append(check_threads("thread count", positive_int(part.strip())))
         except argparse.ArgumentTypeError:
             raise argparse.ArgumentTypeError(
                 f"expected positive integers separated by commas such as 1,2,4, got {value!r}"
             ) from None
+        except OptionError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
     return counts
 
 
