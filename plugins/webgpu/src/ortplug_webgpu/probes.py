@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ortplug.probing import run_probe_script
+from ortplug.probing import library_search_dirs, run_probe_script
 
 from .shader_cache import ep_version, shader_cache_path
 
@@ -265,7 +265,7 @@ def probe_identity() -> dict[str, object]:
     icds = sorted(
         str(path) for folder in _ICD_DIRS for path in Path(folder).expanduser().glob("*.json")
     )
-    library_dirs = [d for d in (os.environ.get("LD_LIBRARY_PATH") or "").split(os.pathsep) if d]
+    library_dirs = library_search_dirs(os.environ.get("LD_LIBRARY_PATH"))
     loaders = [str(Path(d, "libvulkan.so.1")) for d in (*library_dirs, *_LIBRARY_DIRS)]
     # the EP wheel by its files (an upgrade rewrites them): its version would cost importing
     # importlib.metadata, more than everything else here together
