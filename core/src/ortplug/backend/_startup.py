@@ -24,7 +24,7 @@ from ..errors import OrtplugError, ProviderFallbackWarning
 from ..providers import CPU_EP
 from ..sample_inputs import sample_inputs
 from ._placement import enforce_share
-from ._plan import SessionPlan
+from ._plan import SessionPlan, StalePlanError
 from ._session import cancel_builds, create_planned
 
 if TYPE_CHECKING:
@@ -54,6 +54,8 @@ class StartupSwitch:
 #: running in a thread when the process ends aborts it).
 _UNDER_WAY: set[StartupSwitch] = set()
 _EXIT_WAIT_S = 30.0
+#: Accelerator sessions built again for custom-op libraries registered during a bring-up.
+_MAX_REBUILDS = 3
 
 
 def _stop_at_exit() -> None:
@@ -119,12 +121,25 @@ def _bring_up(
 ) -> None:
     started = time.perf_counter()
     try:
-        build = create_planned(resolved, plan, plan.options)
-        if not any(name != CPU_EP for name in build.session.get_providers()):
-            raise RuntimeError("no accelerator was realized; see the warning above for the cause")
-        _warm_up(build, resolved, switch)
-        switch.seconds = time.perf_counter() - started
-        switch.switched = not switch.exiting and backend._switch_to(resolved, plan, build)
+        for attempt in range(_MAX_REBUILDS + 1):
+            build = create_planned(resolved, plan, plan.options)
+            if not any(name != CPU_EP for name in build.session.get_providers()):
+                raise RuntimeError("no accelerator was realized; see the warning above for the cause")
+            _warm_up(build, resolved, switch)
+            switch.seconds = time.perf_counter() - started
+            try:
+                switch.switched = not switch.exiting and backend._switch_to(resolved, plan, build)
+                break
+            except StalePlanError as stale:  # register_custom_op_library ran meanwhile
+                if attempt == _MAX_REBUILDS:
+                    raise RuntimeError(
+                        f"the switch was abandoned: {stale} (registered while the accelerator's "
+                        f"session was being built, {attempt + 1} times)"
+                    ) from None
+                libraries = (*plan.options.custom_op_libraries, *stale.libraries)
+                plan = attrs.evolve(
+                    plan, options=plan.options.evolve(custom_op_libraries=libraries)
+                )
         if switch.switched and min_accelerator_share is not None:
             enforce_share(backend.report, min_accelerator_share, strict=False)
     except Exception as exc:  # the CPU keeps serving; the cause reaches the user as a warning
