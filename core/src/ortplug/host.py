@@ -154,8 +154,23 @@ class HostCapabilities:
             "machine": self.machine,
             "ort_version": self.ort_version,
             "available_providers": list(self.available_providers),
-            "facts": {k: dict(v) for k, v in self.facts.items()},
+            "facts": {k: _json_ready(dict(v)) for k, v in self.facts.items()},
         }
+
+
+def _json_ready(value: Any) -> Any:
+    """A fact as JSON holds it: mappings as dicts, sets sorted into lists, tuples as lists."""
+    if isinstance(value, Mapping):
+        return {str(k): _json_ready(v) for k, v in value.items()}
+    if isinstance(value, (set, frozenset)):
+        items = [_json_ready(v) for v in value]
+        try:
+            return sorted(items)
+        except TypeError:  # mixed types: still one stable order
+            return sorted(items, key=repr)
+    if isinstance(value, (list, tuple)):
+        return [_json_ready(v) for v in value]
+    return value
 
 
 _MISSING = object()

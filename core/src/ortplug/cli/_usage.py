@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 __all__ = [
+    "MAX_COUNT",
     "InputArg",
     "UsageError",
     "input_arg",
@@ -36,14 +37,23 @@ class UsageError(OptionError):
     """A command-line argument is wrong; the message names the flag, the expected and the given."""
 
 
+#: The largest count a flag takes: more runs or rows than this is a typo (``--repeat 1e22``
+#: written out), and would only grow memory for hours with no output.
+MAX_COUNT = 1_000_000
+
+
 def positive_int(value: str) -> int:
-    """A count of 1 or more (``--repeat``, ``--rounds``, ``--calls``, ``--batch-size``)."""
+    """A count, 1 to ``MAX_COUNT`` (``--repeat``, ``--rounds``, ``--calls``, ``--batch-size``)."""
     try:
         number = int(value)
     except ValueError:
         number = 0
     if number < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {value!r}")
+    if number > MAX_COUNT:
+        raise argparse.ArgumentTypeError(
+            f"expected a positive integer up to {MAX_COUNT}, got {value[:30]!r}"
+        )
     return number
 
 

@@ -216,8 +216,8 @@ class PluginHost:
             if name in deny or (allow is not None and name not in allow):
                 self._pm.set_blocked(name)
                 continue
-            seen = self._entry_points.setdefault(name, entry_point.value)
-            if seen != entry_point.value:
+            seen = self._entry_points.get(name)
+            if seen is not None and seen != entry_point.value:
                 owner = f" of {entry_point.distribution}" if entry_point.distribution else ""
                 self._fail(
                     name,
@@ -230,14 +230,18 @@ class PluginHost:
                 continue
             if self._pm.has_plugin(name) or self._pm.is_blocked(name):
                 continue  # loaded by an earlier call
+            if entry_point.distribution is not None:  # failures name the one being tried
+                self._distributions[name] = (entry_point.distribution, entry_point.version or "")
             try:
                 plugin = entry_point.load()
             except KeyboardInterrupt:
                 raise
-            except BaseException as exc:
+            except BaseException as exc:  # a broken entry point does not take the name
                 self._fail(name, "import", exc)
                 continue
-            loaded += self.register(plugin, name=name)
+            if self.register(plugin, name=name):
+                self._entry_points[name] = entry_point.value
+                loaded += 1
         return loaded
 
     def _invalidate(self) -> None:
