@@ -93,6 +93,6 @@ def test_a_record_with_bad_values_is_rejected(plugin_host) -> None:
     record["setting"]["intra_op_num_threads"] = -3
     path.write_text(json.dumps(record))
     with pytest.warns(
-        OrtplugCacheWarning, match="intra_op_num_threads -3 is not a positive integer"
+        OrtplugCacheWarning, match="intra_op_num_threads: expected a thread count from 1 to .*got -3"
     ):
         assert lookup(checkpoint, host) is None

@@ -47,6 +47,7 @@ _PLANTED = (
     "libcudart.so.12",
     "libcudnn.so.9",
     "libcuda.so.1",
+    "libvulkan.so.1",
 )
 
 _TRT_QUERY = "ortplug_tensorrt/_trtquery.py"
@@ -148,23 +149,42 @@ def test_query_scripts_skip_relative_library_folders(planted) -> None:
     assert "library_error" in json.loads(trt.stdout)
 
 
-@pytest.mark.parametrize("loader_path", [":", "/nonexistent:", ".", "lib:/nonexistent"])
+@pytest.mark.parametrize(
+    "loader_path", [":", "/nonexistent:", ".", "lib:/nonexistent", ":/usr/local/lib", "/x;;/y"]
+)
 def test_relative_loader_path_entries_do_not_reach_the_cwd(planted, loader_path) -> None:
-    """An empty or relative LD_LIBRARY_PATH entry means the cwd to the dynamic loader."""
+    """An empty or relative LD_LIBRARY_PATH entry means the cwd to the dynamic loader: no probe
+    script ortplug runs (TensorRT, CUDA, WebGPU's Vulkan phase) sees one (issue 24 item 29)."""
     cwd, marker = planted
     (cwd / "lib").mkdir()
-    shutil.copy(cwd / "libnvinfer.so.10", cwd / "lib" / "libnvinfer.so.10")
-    env = {"LD_LIBRARY_PATH": loader_path}
-    trt = _python(
-        cwd, "-I", _script(_TRT_QUERY), json.dumps({"major": 10, "library_dirs": []}), **env
+    for name in ("libnvinfer.so.10", "libvulkan.so.1"):
+        shutil.copy(cwd / name, cwd / "lib" / name)
+    code = (
+        "import json, sys; from pathlib import Path; from ortplug.probing import run_probe_script; "
+        "import ortplug_webgpu.probes as w; "
+        f"trt = run_probe_script(Path({_script(_TRT_QUERY)!r}), {{'major': 10, 'library_dirs': []}}); "
+        f"nv = run_probe_script(Path({_script(_NV_QUERY)!r}), {{'cuda_major': 12, 'library_dirs': []}}); "
+        "vk = run_probe_script(w._SCRIPT, {'phase': 'vulkan'}); "
+        "print(json.dumps([trt, nv, vk, w.probe_identity()]))"
     )
-    nv = _python(
-        cwd, "-I", _script(_NV_QUERY), json.dumps({"cuda_major": 12, "library_dirs": []}), **env
-    )
-    assert trt.returncode == 0 and nv.returncode == 0, trt.stderr + nv.stderr
+    done = _python(cwd, "-c", code, LD_LIBRARY_PATH=loader_path)
+    assert done.returncode == 0, done.stderr
     assert _loaded(marker) == []
-    assert "library_error" in json.loads(trt.stdout)
-    assert "driver_error" in json.loads(nv.stdout)
+    trt, nv, _, identity = json.loads(done.stdout.splitlines()[-1])
+    assert "library_error" in trt
+    assert "driver_error" in nv
+    assert all(os.path.isabs(path) for path, *_ in identity["files"])
+
+
+def test_library_search_dirs_keep_only_absolute_folders() -> None:
+    from ortplug.probing import library_search_dirs, probe_environment
+
+    assert library_search_dirs(":/usr/local/lib:lib:.:/opt/x;/opt/y") == [
+        "/usr/local/lib", "/opt/x", "/opt/y"
+    ]  # fmt: skip
+    assert library_search_dirs(None) == []
+    env = probe_environment({"LD_LIBRARY_PATH": ":", "DYLD_LIBRARY_PATH": "a:/b", "HOME": "/h"})
+    assert env == {"DYLD_LIBRARY_PATH": "/b", "HOME": "/h"}
 
 
 def test_installed_wheel_folders_are_still_searched(tmp_path, monkeypatch) -> None:

@@ -14,6 +14,7 @@ import attrs
 
 from ._runtime import require_onnxruntime
 from .errors import OptionError
+from .provider_options import check_threads
 
 __all__ = ["GlobalThreadPools", "configure", "global_thread_pools"]
 
@@ -27,12 +28,6 @@ class GlobalThreadPools:
 
     intra_op_num_threads: int
     inter_op_num_threads: int
-
-
-def _count(name: str, value: object) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise OptionError(f"{name}: expected a non-negative integer (0 = default), got {value!r}")
-    return value
 
 
 def configure(
@@ -56,8 +51,8 @@ def configure(
     if global_intra_op_num_threads is None and global_inter_op_num_threads is None:
         return
     wanted = GlobalThreadPools(
-        _count("global_intra_op_num_threads", global_intra_op_num_threads or 0),
-        _count("global_inter_op_num_threads", global_inter_op_num_threads or 0),
+        check_threads("global_intra_op_num_threads", global_intra_op_num_threads or 0, minimum=0),
+        check_threads("global_inter_op_num_threads", global_inter_op_num_threads or 0, minimum=0),
     )
     global _pools
     with _lock:

@@ -7,11 +7,17 @@ as ``onnxruntime-ep-*`` wheels that expose ``get_library_path()`` and
 session needs it, lists the devices it offers (``get_ep_devices``), and builds
 sessions for it with ``SessionOptions.add_provider_for_devices``. A library
 that fails to load, or offers no device here, is reported with the reason.
+
+A library is loaded into this process only once a child interpreter loaded it
+(:mod:`ortplug._ep_trial`): one that crashes on load is reported instead of taking
+the process down, and the crash is remembered in the probe cache (per file version,
+ONNX Runtime installation and boot), so later processes do not try again.
 """
 
 from __future__ import annotations
 
 import importlib
+import os
 import threading
 from collections.abc import Mapping
 from pathlib import Path
@@ -21,6 +27,7 @@ import attrs
 
 from ._runtime import require_onnxruntime
 from .errors import OptionError
+from .probing import file_identity, run_probe_script
 
 __all__ = [
     "EpDevice",
@@ -185,6 +192,16 @@ def _register(library: EpLibrary) -> EpLibraryStatus:
         return EpLibraryStatus(library, None, f"{library.package}: {type(exc).__name__}: {exc}", ())
     if not Path(path).is_file():
         return EpLibraryStatus(library, path, f"library file not found: {path}", ())
+    crash = _trial_crash(library, path, ort)
+    if crash is not None:
+        return EpLibraryStatus(
+            library,
+            path,
+            f"ONNX Runtime {ort.__version__} could not load {path}: {crash}; ortplug does not "
+            f"load it into this process (remembered until the file or ONNX Runtime changes; "
+            "`ortplug cache clear` forgets it)",
+            (),
+        )
     try:
         ort.register_execution_provider_library(library.name, path)
     except Exception as exc:
@@ -203,3 +220,41 @@ def _register(library: EpLibrary) -> EpLibraryStatus:
             )
     devices = tuple(_device(d) for name in library.ep_names for d in devices_for(name))
     return EpLibraryStatus(library, path, None, devices)
+
+
+_TRIAL_SCRIPT = Path(__file__).with_name("_ep_trial.py")
+#: Seconds a child may take to load a library (OpenVINO's loads its device plugins).
+_TRIAL_TIMEOUT_S = 60.0
+
+
+def _trial_crash(library: EpLibrary, path: str, ort: Any) -> str | None:
+    """Why loading ``path`` took a child interpreter down, or ``None`` when it may be loaded here.
+
+    The outcome is kept in the probe cache; a crash is kept, a time-out only refuses the
+    library for this process (a loaded machine may have been slow).
+    """
+    from .host import HostProbe
+    from .plugins import _probe_cache  # deferred: the plugins package imports this module
+
+    # the outcome is kept as a probe's facts are, and read back as untrusted as they are
+    trial = HostProbe(name="ep_library_trial", facts=("crash",), types={"crash": str}, detect=dict)
+    key = _probe_cache.trial_key("ep-library", file_identity([path]))
+    known = _probe_cache.load(key, trial)
+    if known is not None:
+        crash = known.get("crash")
+        if crash is None or isinstance(crash, str):
+            return crash
+    argument = {
+        "name": library.name,
+        "path": path,
+        "sys_path": [os.path.dirname(os.path.dirname(ort.__file__))],
+    }
+    answer = run_probe_script(_TRIAL_SCRIPT, argument, timeout=_TRIAL_TIMEOUT_S)
+    error = answer.get("error")
+    if not isinstance(error, str):  # loaded, or an ordinary error the load here reports itself
+        _probe_cache.store(key, trial, {"crash": None})
+        return None
+    crash = f"loading it in a child process failed: {error}"
+    if "crashed (" in error:
+        _probe_cache.store(key, trial, {"crash": crash})
+    return crash

@@ -24,6 +24,7 @@ __all__ = [
     "HostCapabilities",
     "HostProbe",
     "compose_host",
+    "fact_label",
     "override_variable",
 ]
 
@@ -123,6 +124,12 @@ def override_variable(probe: str, fact: str) -> str:
     return f"{OVERRIDE_PREFIX}{probe.upper()}_{fact.upper()}"
 
 
+def fact_label(probe: str, fact: str) -> str:
+    """How an error names a fact: ``cpu usable_cpus``, or its override variable when one is set."""
+    variable = override_variable(probe, fact)
+    return variable if variable in os.environ else f"{probe} {fact}"
+
+
 def _freeze_facts(value: Mapping[str, Mapping[str, Any]]) -> Mapping[str, Mapping[str, Any]]:
     return MappingProxyType({k: MappingProxyType(dict(v)) for k, v in value.items()})
 
@@ -164,8 +171,23 @@ class HostCapabilities:
             "machine": self.machine,
             "ort_version": self.ort_version,
             "available_providers": list(self.available_providers),
-            "facts": {k: dict(v) for k, v in self.facts.items()},
+            "facts": {k: _json_ready(dict(v)) for k, v in self.facts.items()},
         }
+
+
+def _json_ready(value: Any) -> Any:
+    """A fact as JSON holds it: mappings as dicts, sets sorted into lists, tuples as lists."""
+    if isinstance(value, Mapping):
+        return {str(k): _json_ready(v) for k, v in value.items()}
+    if isinstance(value, (set, frozenset)):
+        items = [_json_ready(v) for v in value]
+        try:
+            return sorted(items)
+        except TypeError:  # mixed types: still one stable order
+            return sorted(items, key=repr)
+    if isinstance(value, (list, tuple)):
+        return [_json_ready(v) for v in value]
+    return value
 
 
 _MISSING = object()

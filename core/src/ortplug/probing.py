@@ -16,11 +16,43 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
+    "LOADER_PATH_VARIABLES",
     "file_identity",
+    "library_search_dirs",
+    "probe_environment",
     "run_probe_script",
     "site_package_dirs",
     "system_library_identity",
 ]
+
+
+#: Search paths the dynamic loader reads once, at a process's start (``:``- or ``;``-separated).
+LOADER_PATH_VARIABLES = ("LD_LIBRARY_PATH", "DYLD_LIBRARY_PATH")
+
+
+def library_search_dirs(value: str | None) -> list[str]:
+    """The absolute folders of a loader search path such as ``LD_LIBRARY_PATH``.
+
+    The loader reads an empty or relative entry against the current directory
+    (``export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:/opt/lib`` starts with one), where a
+    planted library must never be picked up: such entries are dropped.
+    """
+    entries = (value or "").replace(";", ":").split(":")
+    return [entry for entry in entries if os.path.isabs(entry)]
+
+
+def probe_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """``environ`` (this process's by default) for a probe's child: loader search paths
+    reduced to :func:`library_search_dirs` (a variable left with none is removed)."""
+    env = dict(os.environ if environ is None else environ)
+    if sys.platform == "win32":
+        return env
+    for name in LOADER_PATH_VARIABLES:
+        if name in env:
+            kept = library_search_dirs(env.pop(name))
+            if kept:
+                env[name] = ":".join(kept)
+    return env
 
 
 def _signal_name(number: int) -> str:
@@ -37,6 +69,7 @@ def run_probe_script(
 ) -> dict[str, Any]:
     """Run ``python -I script '<argument as JSON>'`` and return the JSON object it prints last.
 
+    The child's loader search paths hold only absolute folders (:func:`probe_environment`).
     Never raises for the child's failures: a timeout, a crash or a non-JSON
     answer gives ``{"error": "<what happened>"}``.
     """
@@ -44,7 +77,9 @@ def run_probe_script(
 
     command = [sys.executable, "-I", str(script), json.dumps(dict(argument))]
     try:
-        completed = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+        completed = subprocess.run(
+            command, capture_output=True, text=True, timeout=timeout, env=probe_environment()
+        )
     except subprocess.TimeoutExpired:
         return {"error": f"{script.name} did not answer within {timeout:g} s"}
     except OSError as exc:

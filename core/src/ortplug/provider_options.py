@@ -7,6 +7,7 @@ accepts, and serializes them the way ONNX Runtime parses them.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -15,15 +16,24 @@ import attrs
 from .errors import OptionError
 
 __all__ = [
+    "THREADS_PER_CPU",
     "bool_field",
+    "check_threads",
     "choice_field",
     "encode_option",
     "int_field",
+    "max_threads",
     "ort_options",
     "path_field",
     "plain_options",
     "seconds_field",
+    "threads_field",
 ]
+
+#: Threads one setting may ask for per CPU this process may use (and never fewer than
+#: ``_MIN_THREAD_LIMIT`` in all, so a setting tuned on a wider host still loads on a laptop).
+THREADS_PER_CPU = 4
+_MIN_THREAD_LIMIT = 64
 
 
 def _check_optional_bool(_: Any, attribute: attrs.Attribute[Any], value: object) -> None:
@@ -55,6 +65,42 @@ def int_field(default: int | None = None, *, minimum: int = 0, maximum: int | No
             )
 
     return attrs.field(default=default, validator=check)
+
+
+def max_threads() -> int:
+    """The most threads a setting may ask for: 4 per CPU this process may use, 64 at least.
+
+    Far more threads than CPUs only oversubscribe them; 100000 hangs a build for minutes.
+    """
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(_MIN_THREAD_LIMIT, THREADS_PER_CPU * (cpus or 1))
+
+
+def check_threads(name: str, value: object, *, minimum: int = 1) -> int:
+    """``value`` as a thread count from ``minimum`` to :func:`max_threads`, else an error.
+
+    The one bound on every thread count ortplug applies (options, flags, records, host facts).
+    """
+    limit = max_threads()
+    if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= limit:
+        default = " (0 = ONNX Runtime's default)" if minimum == 0 else ""
+        shown = repr(value)
+        raise OptionError(
+            f"{name}: expected a thread count from {minimum} to {limit}{default} "
+            f"(at most {THREADS_PER_CPU} per CPU this process may use, {_MIN_THREAD_LIMIT} "
+            f"at least), got {shown if len(shown) <= 40 else shown[:37] + '...'}"
+        )
+    return value
+
+
+def threads_field(*, minimum: int = 1) -> Any:
+    """An ``int | None`` thread count bounded by :func:`check_threads`."""
+
+    def check(_: Any, attribute: attrs.Attribute[Any], value: object) -> None:
+        if value is not None:
+            check_threads(attribute.name, value, minimum=minimum)
+
+    return attrs.field(default=None, validator=check)
 
 
 def _check_seconds(_: Any, attribute: attrs.Attribute[Any], value: object) -> None:

@@ -12,7 +12,7 @@ import attrs
 
 from ._config_dicts import config_from_dict, string_entries
 from .errors import MissingFileError, OptionError, OptionTypeError
-from .provider_options import bool_field, int_field, seconds_field
+from .provider_options import bool_field, int_field, seconds_field, threads_field
 
 __all__ = [
     "EXECUTION_MODES",
@@ -59,14 +59,6 @@ def _graph_level(value: object) -> str | None:
 
 def _execution_mode(value: object) -> str | None:
     return _enum("execution_mode", EXECUTION_MODES, value)
-
-
-def _threads(_: Any, attribute: attrs.Attribute[Any], value: object) -> None:
-    if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
-        raise OptionError(
-            f"{attribute.name}: expected a non-negative integer (0 = ONNX Runtime default), "
-            f"got {value!r}"
-        )
 
 
 def _severity(_: Any, attribute: attrs.Attribute[Any], value: object) -> None:
@@ -142,8 +134,8 @@ class SessionOptionsConfig:
     """
 
     graph_optimization_level: str | None = attrs.field(default=None, converter=_graph_level)
-    intra_op_num_threads: int | None = attrs.field(default=None, validator=_threads)
-    inter_op_num_threads: int | None = attrs.field(default=None, validator=_threads)
+    intra_op_num_threads: int | None = threads_field(minimum=0)
+    inter_op_num_threads: int | None = threads_field(minimum=0)
     execution_mode: str | None = attrs.field(default=None, converter=_execution_mode)
     deterministic_compute: bool | None = bool_field()
     enable_cpu_mem_arena: bool | None = bool_field()

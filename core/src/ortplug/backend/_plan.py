@@ -54,6 +54,14 @@ __all__ = [
 _RECORD_ASSIGNMENT = "session.record_ep_graph_assignment_info"
 
 
+class StalePlanError(Exception):
+    """Custom-op libraries were registered on the backend after the plan was made."""
+
+    def __init__(self, libraries: tuple[str, ...]) -> None:
+        super().__init__(f"custom-op libraries registered since: {', '.join(libraries)}")
+        self.libraries = libraries
+
+
 @attrs.frozen
 class SessionPlan:
     """Everything needed to create the session, decided before ONNX Runtime is touched."""

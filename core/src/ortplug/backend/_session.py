@@ -7,9 +7,10 @@ accelerator that is not realized raises. A policy chain is graceful: an
 accelerator that fails to initialize is dropped and the next one tried, and a
 warning is raised only when no accelerator at all was realized.
 
-Capturing takes only what ORT says on the building thread. Builds run one at
-a time, and ``load_timeout_s`` counts from the moment a build holds the build
-lock, not while it waits for it.
+Capturing takes only what ORT says on the building thread, so builds of different
+models run side by side; builds of one model (same fingerprint) run one at a time,
+so they never race for its caches, and ``load_timeout_s`` counts from the moment a
+build holds its model's lock, not while it waits for it.
 
 ORT's logger callback is process-wide and ORT offers no getter for it, so
 ortplug wraps ``onnxruntime.set_default_logger_callback`` and
@@ -61,8 +62,32 @@ __all__ = ["SessionBuild", "cancel_builds", "create_planned", "create_session"]
 
 _log = logging.getLogger("ortplug")
 
-# Builds run one at a time: each swaps ORT's process-wide logger callback.
-_BUILD_LOCK = threading.Lock()
+
+class _ModelLocks:
+    """One lock per model fingerprint, kept while a build holds or waits for it."""
+
+    def __init__(self) -> None:
+        self._guard = threading.Lock()
+        self._locks: dict[str, tuple[threading.RLock, int]] = {}
+
+    @contextlib.contextmanager
+    def hold(self, key: str) -> Iterator[None]:
+        with self._guard:
+            lock, users = self._locks.get(key, (threading.RLock(), 0))
+            self._locks[key] = (lock, users + 1)
+        try:
+            with lock:
+                yield
+        finally:
+            with self._guard:
+                lock, users = self._locks[key]
+                if users == 1:
+                    del self._locks[key]
+                else:
+                    self._locks[key] = (lock, users - 1)
+
+
+_MODEL_LOCKS = _ModelLocks()
 
 #: SessionOptions of the builds under way, so that exiting can cancel them (see cancel_builds).
 _UNDER_WAY: set[Any] = set()
@@ -100,6 +125,7 @@ class _Logger:
     callback: Callable[..., object] | None = None
     severity: int = _CAPTURED_SEVERITY  # ORT's default
     capturing: bool = False  # a build runs: ortplug's callback is installed
+    builds: int = 0  # builds capturing now (several models build side by side)
     hooked: bool = False  # the setters are wrapped (once per process)
 
 
@@ -210,20 +236,22 @@ elif "onnxruntime" not in sys.modules:  # hooked right after its import, before 
     after_import("onnxruntime", _hook_onnxruntime)
 
 
-def _set_capturing(capturing: bool) -> None:
-    """Start or end a build's capture of ORT's log."""
+def _set_capturing(starting: bool) -> None:
+    """Start or end a build's capture of ORT's log: ortplug's callback while any build runs."""
     with _LOGGER_LOCK:
-        _LOGGER.capturing = capturing
-        _apply_logger()
+        _LOGGER.builds += 1 if starting else -1
+        if _LOGGER.capturing != (_LOGGER.builds > 0):
+            _LOGGER.capturing = _LOGGER.builds > 0
+            _apply_logger()
 
 
 @contextlib.contextmanager
-def capture_messages(ort: ModuleType) -> Iterator[list[str]]:
-    """Hold the build lock; collect ORT's warnings and log lines (severity >= warning) that
-    this thread emits inside the block."""
+def capture_messages(ort: ModuleType, model: str) -> Iterator[list[str]]:
+    """Hold the lock of ``model`` (a fingerprint); collect ORT's warnings and log lines
+    (severity >= warning) that this thread emits inside the block."""
     _hook_onnxruntime(ort)
     messages: list[str] = []
-    with _BUILD_LOCK:
+    with _MODEL_LOCKS.hold(model):
         _set_capturing(True)
         _BUILDING.messages = messages
         try:
@@ -305,9 +333,9 @@ def _try_create(
             "provider_options": [opts for _, opts in chain],
         }
     )
-    with capture_messages(ort) as captured:
+    with capture_messages(ort, checkpoint.fingerprint()) as captured:
         timer = None
-        if options.load_timeout_s is not None:  # started once the build lock is held
+        if options.load_timeout_s is not None:  # started once the model's lock is held
             timer = threading.Timer(
                 options.load_timeout_s, ort_options.set_load_cancellation_flag, (True,)
             )

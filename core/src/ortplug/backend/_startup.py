@@ -27,7 +27,7 @@ from ..errors import InputsNotAcceptedError, OrtplugError, ProviderFallbackWarni
 from ..providers import CPU_EP
 from ..sample_inputs import carried_samples, session_inputs
 from ._placement import enforce_share
-from ._plan import SessionPlan
+from ._plan import SessionPlan, StalePlanError
 from ._session import SessionBuild, cancel_builds, create_planned
 
 if TYPE_CHECKING:
@@ -57,6 +57,8 @@ class StartupSwitch:
 #: running in a thread when the process ends aborts it).
 _UNDER_WAY: set[StartupSwitch] = set()
 _EXIT_WAIT_S = 30.0
+#: Accelerator sessions built again for custom-op libraries registered during a bring-up.
+_MAX_REBUILDS = 3
 
 
 def _stop_at_exit() -> None:
@@ -138,7 +140,7 @@ def _bring_up(
             raise RuntimeError("no accelerator was realized; see the warning above for the cause")
         _warm_up(build, resolved, switch)
         switch.seconds = time.perf_counter() - started
-        switch.switched = not switch.exiting and backend._switch_to(resolved, plan, build)
+        switch.switched = _switch(backend, resolved, plan, build, switch)
         if switch.switched and proving.min_share is not None:
             enforce_share(backend.report, proving.min_share, strict=False)
     except Exception as exc:  # the CPU keeps serving; the cause reaches the user as a warning
@@ -180,6 +182,31 @@ def _prove(
         backend._take_proven(resolved, proven)
         return
     target = proven.plan.variant or resolved
-    switch.switched = not switch.exiting and backend._switch_to(target, proven.plan, proven.build)
+    switch.switched = _switch(backend, target, proven.plan, proven.build, switch)
     if switch.switched:
         backend._take_proven(resolved, proven)
+
+
+def _switch(
+    backend: OnnxBackend,
+    target: ResolvedCheckpoint,
+    plan: SessionPlan,
+    build: SessionBuild,
+    switch: StartupSwitch,
+) -> bool:
+    """Serve ``build`` now; when custom-op libraries were registered on the backend while it
+    was built (``register_custom_op_library``), build it again with them first."""
+    for attempt in range(_MAX_REBUILDS + 1):
+        try:
+            return not switch.exiting and backend._switch_to(target, plan, build)
+        except StalePlanError as stale:
+            if attempt == _MAX_REBUILDS:
+                raise RuntimeError(
+                    f"the switch was abandoned: {stale} (registered while the accelerator's "
+                    f"session was being built, {attempt + 1} times)"
+                ) from None
+            libraries = (*plan.options.custom_op_libraries, *stale.libraries)
+            plan = attrs.evolve(plan, options=plan.options.evolve(custom_op_libraries=libraries))
+            build = create_planned(target, plan, plan.options)
+            _warm_up(build, target, switch)
+    return False

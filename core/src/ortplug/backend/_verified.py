@@ -264,7 +264,7 @@ class Verifier:
         self, session: Any, expected: AcceptedInputs
     ) -> tuple[tuple[OutputCheck, ...], str | None]:
         """The plain run's output checks, or why the run failed."""
-        with capture_messages(require_onnxruntime()) as log:
+        with capture_messages(require_onnxruntime(), self.reference.fingerprint()) as log:
             try:
                 outputs = _outputs(session, _fed_as(session, expected.feed))
             except Exception as exc:
@@ -280,7 +280,7 @@ class Verifier:
         first = _fed_as(session, self._expected.feed)
         second = _fed_as(session, self._second)
         names = [output.name for output in session.get_outputs()]
-        with capture_messages(require_onnxruntime()) as log:
+        with capture_messages(require_onnxruntime(), self.reference.fingerprint()) as log:
             try:
                 binding = session.io_binding()
                 buffers = {name: np.array(value, copy=True) for name, value in first.items()}

@@ -47,7 +47,13 @@ class _ClosedIoBinding:
 
 
 class Binding:
-    """Made by :meth:`OnnxBackend.bind`; not safe to share between threads."""
+    """Made by :meth:`OnnxBackend.bind`; not safe to share between threads.
+
+    A bound numpy input is read at each :meth:`run`: a C-contiguous array of the input's dtype
+    is bound as it is, any other (Fortran order, a strided view) is copied again before each
+    run, so in-place updates are seen either way. Outputs ONNX Runtime allocates are allocated
+    again when an input is bound with another shape (a new batch size).
+    """
 
     def __init__(
         self,
@@ -66,6 +72,10 @@ class Binding:
         self._ort_value = ort_value
         self._bound_outputs: list[str] = []
         self._keep: dict[str, Any] = {}  # arrays backing bound values must outlive the binding
+        self._copies: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # name: (caller's, bound)
+        self._shapes: dict[str, tuple[int, ...]] = {}  # each input's shape when it was bound
+        self._allocated: dict[str, tuple[str, int]] = {}  # ORT-allocated outputs: (device, id)
+        self._unwritten: set[str] = set()  # ORT-allocated outputs no run has written yet
 
     def bind_input(self, name: str, value: Any) -> Binding:
         """Bind an input (or overridable initializer) to a numpy array or an ``OrtValue``."""
@@ -73,8 +83,10 @@ class Binding:
             raise OptionError(
                 f"bind_input: {name!r} is not an input of the model; inputs: {list(self._inputs)}"
             )
+        self._copies.pop(name, None)
         if isinstance(value, self._ort_value):
             self._binding.bind_ortvalue_input(name, value)
+            shape = tuple(value.shape())
         else:
             array = np.ascontiguousarray(value)
             expected = self._inputs[name].dtype
@@ -85,7 +97,19 @@ class Binding:
                 )
             self._binding.bind_cpu_input(name, array)
             self._keep[name] = array
+            if isinstance(value, np.ndarray) and array is not value:
+                self._copies[name] = (value, array)  # re-copied before each run
+            shape = array.shape
+        if self._shapes.get(name, shape) != shape:
+            self._reallocate_outputs()
+        self._shapes[name] = shape
         return self
+
+    def _reallocate_outputs(self) -> None:
+        """Let ONNX Runtime allocate its outputs afresh: the last run's have the old shapes."""
+        for name, (device, device_id) in self._allocated.items():
+            self._binding.bind_output(name, device, device_id)
+            self._unwritten.add(name)
 
     def bind_output(
         self, name: str, target: Any = None, *, device: str = "cpu", device_id: int = 0
@@ -121,6 +145,12 @@ class Binding:
             raise OptionTypeError(
                 f"bind_output: target: expected a numpy array, an OrtValue or None, got {type(target).__name__}"
             )
+        if target is None:
+            self._allocated[name] = (device, device_id)
+            self._unwritten.add(name)
+        else:
+            self._allocated.pop(name, None)
+            self._unwritten.discard(name)
         if name not in self._bound_outputs:
             self._bound_outputs.append(name)
         return self
@@ -140,8 +170,11 @@ class Binding:
 
     def run(self) -> None:
         """Run the model on the bound inputs into the bound outputs."""
+        for source, bound in self._copies.values():
+            np.copyto(bound, source)
         try:
             self._run_with_iobinding(self._binding, self._run_options)
+            self._unwritten.clear()
         except _BackendClosedError:
             raise
         except Exception as exc:
@@ -150,14 +183,30 @@ class Binding:
                     "the bound run was stopped by OnnxBackend.terminate(); call "
                     "reset_terminate() to run again"
                 ) from exc
+            if "pre-allocated output" in str(exc):
+                raise RuntimeError(
+                    "the bound run failed: an output array bound with bind_output(name, array) "
+                    "has another shape than this run computes; bind an array of the new shape, "
+                    f"or bind_output(name) to let ONNX Runtime allocate it ({exc})"
+                ) from exc
             raise RuntimeError(f"the bound run failed: {type(exc).__name__}: {exc}") from exc
+
+    def _check_written(self, method: str) -> None:
+        """ONNX Runtime crashes reading an output it has not allocated yet: refuse instead."""
+        if self._unwritten:
+            names = ", ".join(repr(n) for n in self._bound_outputs if n in self._unwritten)
+            raise RuntimeError(
+                f"{method}: output(s) {names} are allocated by the next run(); call run() first"
+            )
 
     def outputs(self) -> dict[str, np.ndarray]:
         """The bound outputs as numpy arrays, copied to the CPU when they live on a device."""
+        self._check_written("outputs()")
         return dict(zip(self._bound_outputs, self._binding.copy_outputs_to_cpu()))
 
     def ort_values(self) -> dict[str, Any]:
         """The bound outputs as ``OrtValue`` objects, where they are (no copy)."""
+        self._check_written("ort_values()")
         return dict(zip(self._bound_outputs, self._binding.get_outputs()))
 
     def synchronize_inputs(self) -> None:
@@ -172,11 +221,15 @@ class Binding:
         """Forget every bound input."""
         self._binding.clear_binding_inputs()
         self._keep = {k: v for k, v in self._keep.items() if k.startswith("->")}
+        self._copies.clear()
+        self._shapes.clear()
 
     def clear_outputs(self) -> None:
         """Forget every bound output."""
         self._binding.clear_binding_outputs()
         self._bound_outputs.clear()
+        self._allocated.clear()
+        self._unwritten.clear()
         self._keep = {k: v for k, v in self._keep.items() if not k.startswith("->")}
 
     def _close(self) -> None:
@@ -185,3 +238,4 @@ class Binding:
         self._run_with_iobinding = _closed
         self._run_options = None
         self._keep = {}
+        self._copies = {}

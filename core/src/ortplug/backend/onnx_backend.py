@@ -29,7 +29,13 @@ from ..providers import CPU_EP, is_accelerator
 from ..run_options import RunOptionsConfig
 from . import _async_runs
 from ._placement import enforce_share
-from ._plan import SessionPlan, plan_on_reference, plan_session, resolve_checkpoint
+from ._plan import (
+    SessionPlan,
+    StalePlanError,
+    plan_on_reference,
+    plan_session,
+    resolve_checkpoint,
+)
 from ._run import bfloat16_as_ort_values, check_into_outputs, feed_by_name, select_outputs
 from ._session import SessionBuild, create_planned
 from ._validation import InputChecker, InputSpec
@@ -104,6 +110,8 @@ class OnnxBackend:
         self._fallbacks: tuple[SessionPlan, ...] = ()
         self._origin: ResolvedCheckpoint | None = None
         self._fallback_lock = threading.Lock()
+        # held by register_custom_op_library's rebuild and a startup switch: never both at once
+        self._rebuild_lock = threading.Lock()
 
     def _adopt(self, session: Any) -> None:
         """Take ``session`` as this backend's (at construction and after a rebuild)."""
@@ -267,10 +275,16 @@ class OnnxBackend:
 
         One assignment of the run function moves new runs over; runs in flight keep
         the session they started on, which is freed when the last of them returns.
+        Raises :class:`StalePlanError` when custom-op libraries were registered on this
+        backend after ``plan`` was made: its session lacks them.
         """
-        with self._inflight_lock:
+        with self._rebuild_lock, self._inflight_lock:
             if self._session is None:
                 return False
+            registered = self._options.custom_op_libraries if self._options else ()
+            missing = [lib for lib in registered if lib not in plan.options.custom_op_libraries]
+            if missing:
+                raise StalePlanError(tuple(missing))
             self._take_plan(resolved, plan, build)
             self._into = _IntoCache()  # per-thread IO bindings belong to the old session
             self._providers = tuple(build.session.get_providers())
@@ -757,18 +771,19 @@ class OnnxBackend:
         if not os.path.isfile(library):
             raise MissingFileError(f"register_custom_op_library: file not found: {library}")
         self._live()
-        if self._rebuild is None or self._options is None:
-            raise RuntimeError(
-                "register_custom_op_library: this backend wraps a session it did not build; "
-                "build it with OnnxBackend.from_checkpoint to let it rebuild"
+        with self._rebuild_lock:  # a startup switch waits, then builds with the library too
+            if self._rebuild is None or self._options is None:
+                raise RuntimeError(
+                    "register_custom_op_library: this backend wraps a session it did not build; "
+                    "build it with OnnxBackend.from_checkpoint to let it rebuild"
+                )
+            options = self._options.evolve(
+                custom_op_libraries=(*self._options.custom_op_libraries, library)
             )
-        options = self._options.evolve(
-            custom_op_libraries=(*self._options.custom_op_libraries, library)
-        )
-        session = self._rebuild(options)
-        self._close_bindings()
-        self._adopt(session)
-        self._options = options
+            session = self._rebuild(options)
+            self._close_bindings()
+            self._adopt(session)
+            self._options = options
 
     # -- errors and lifetime ----------------------------------------------------------------------
 

@@ -39,7 +39,7 @@ import attrs
 
 from ..errors import CheckpointError, MissingFileError, OptionError, VerificationWarning
 from .metadata import CheckpointMetadata
-from .variants import PRECISIONS, Variant
+from .variants import MAX_VARIANTS, PRECISIONS, Variant
 
 __all__ = ["MANIFEST", "PackageContents", "is_model_package", "read_model_package"]
 
@@ -170,6 +170,11 @@ def read_model_package(root: Path) -> PackageContents:
     entries = _json(metadata_path).get("variants")
     if not isinstance(entries, Mapping) or not entries:
         raise CheckpointError(f"{metadata_path}: variants: expected a non-empty object")
+    if len(entries) > MAX_VARIANTS:
+        raise CheckpointError(
+            f"{metadata_path}: variants: expected at most {MAX_VARIANTS} variants, "
+            f"got {len(entries)}"
+        )
     found: list[tuple[Path, Variant]] = []
     for name, entry in entries.items():
         folder = component / _segment(name, "variant name", metadata_path)

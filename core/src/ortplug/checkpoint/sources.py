@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import stat
 import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -266,6 +267,23 @@ def _with_package_variants(
     return attrs.evolve(metadata, variants=package.variants)
 
 
+def _require_regular_file(path: Path, what: str) -> None:
+    """``path`` is a regular file; else an error saying what it is (absent, a folder, a device)."""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        raise MissingFileError(f"{what}: file not found: {path}") from None
+    except OSError as exc:
+        raise CheckpointError(f"{what}: {path} cannot be read: {exc.strerror or exc}") from None
+    if stat.S_ISDIR(mode):
+        raise CheckpointError(f"{what}: {path} is a folder, expected an .onnx file")
+    if not stat.S_ISREG(mode):
+        raise CheckpointError(
+            f"{what}: {path} is not a regular file (a device, FIFO or socket), "
+            "expected an .onnx file"
+        )
+
+
 def _variant_path(weights: Path | None, variant: Variant) -> Path:
     """A variant's file: absolute as given, else relative to the reference weights' folder."""
     path = Path(variant.file)
@@ -293,8 +311,7 @@ def select_variant(checkpoint: ResolvedCheckpoint, name: str) -> ResolvedCheckpo
             f"({', '.join(names) or 'it has none'}), got {name!r}"
         )
     path = _variant_path(checkpoint.weights_path, variant)
-    if not path.is_file():
-        raise MissingFileError(f"variant {name!r} of {checkpoint.label}: file not found: {path}")
+    _require_regular_file(path, f"variant {name!r} of {checkpoint.label}")
     summary = summarize_file(path)
     metadata = attrs.evolve(checkpoint.metadata, precision=variant.precision, variants=())
     _require_fits(metadata, summary, origin=f"variant {name!r} ({path})")

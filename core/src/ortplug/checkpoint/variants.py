@@ -10,6 +10,7 @@ weights, and optionally the ONNX Runtime execution provider it was made for.
 
 from __future__ import annotations
 
+import collections
 import math
 import re
 from collections.abc import Iterable, Mapping
@@ -22,6 +23,7 @@ from ..errors import OptionError, OptionTypeError
 __all__ = [
     "COMPUTE_PRECISIONS",
     "DEFAULT_TOLERANCES",
+    "MAX_VARIANTS",
     "PRECISIONS",
     "Tolerance",
     "Variant",
@@ -187,13 +189,23 @@ def _variant(index: int, value: object) -> Variant:
         raise OptionError(f"variants[{index}]: {exc}") from None
 
 
+#: The most variants one model may declare: each is a file to check, verify and time.
+MAX_VARIANTS = 256
+
+
 def parse_variants(value: Iterable[object]) -> tuple[Variant, ...]:
     """Variants from the manifest's JSON list (or ``Variant`` values); names must be unique."""
     if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
         raise OptionError(f"variants: expected a list of variant objects, got {value!r}")
-    variants = tuple(_variant(i, item) for i, item in enumerate(value))
-    names = [v.name for v in variants]
-    repeated = sorted({n for n in names if names.count(n) > 1})
+    items = list(value)
+    if len(items) > MAX_VARIANTS:
+        raise OptionError(
+            f"variants: expected at most {MAX_VARIANTS} variants (each is a model file to "
+            f"check, verify and time), got {len(items)}"
+        )
+    variants = tuple(_variant(i, item) for i, item in enumerate(items))
+    counts = collections.Counter(v.name for v in variants)
+    repeated = sorted(name for name, count in counts.items() if count > 1)
     if repeated:
         raise OptionError(f"variants: names must be unique, {repeated} repeat")
     return variants

@@ -17,7 +17,9 @@ from ..backend import OnnxBackend
 from ..cache import cache_root
 from ..checkpoint import LocalCheckpoint, ResolvedCheckpoint
 from ..errors import InputValidationError
+from ..host import fact_label
 from ..plugins.manager import get_plugin_host
+from ..provider_options import check_threads
 from ..providers import ProviderConfig
 from ..selection import DefaultProviderPolicy, ProviderSelection, autotune
 from ..session_options import SessionOptionsConfig
@@ -66,6 +68,7 @@ def _threads(given: list[int] | None) -> list[int | None]:
     if given:
         return list(given)
     usable = get_plugin_host().host_capabilities().fact("cpu", "usable_cpus", 1)
+    usable = check_threads(f"{fact_label('cpu', 'usable_cpus')} (the default --threads)", usable)
     return [None, *sorted({1, max(1, usable // 2), usable})]
 
 

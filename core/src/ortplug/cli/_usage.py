@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 __all__ = [
+    "MAX_COUNT",
     "InputArg",
     "UsageError",
     "input_arg",
@@ -36,14 +37,23 @@ class UsageError(OptionError):
     """A command-line argument is wrong; the message names the flag, the expected and the given."""
 
 
+#: The largest count a flag takes: more runs or rows than this is a typo (``--repeat 1e22``
+#: written out), and would only grow memory for hours with no output.
+MAX_COUNT = 1_000_000
+
+
 def positive_int(value: str) -> int:
-    """A count of 1 or more (``--repeat``, ``--rounds``, ``--calls``, ``--batch-size``)."""
+    """A count, 1 to ``MAX_COUNT`` (``--repeat``, ``--rounds``, ``--calls``, ``--batch-size``)."""
     try:
         number = int(value)
     except ValueError:
         number = 0
     if number < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {value!r}")
+    if number > MAX_COUNT:
+        raise argparse.ArgumentTypeError(
+            f"expected a positive integer up to {MAX_COUNT}, got {value[:30]!r}"
+        )
     return number
 
 
@@ -58,15 +68,20 @@ def size_mb(value: str) -> float:
 
 
 def thread_counts(value: str) -> list[int]:
-    """Comma-separated intra-op thread counts, each 1 or more (``bench --threads 1,2,4``)."""
+    """Comma-separated intra-op thread counts within the one bound (``bench --threads 1,2,4``)."""
+    from ..errors import OptionError  # only when the flag is given
+    from ..provider_options import check_threads
+
     counts = []
     for part in value.split(","):
         try:
-            counts.append(positive_int(part.strip()))
+            counts.append(check_threads("thread count", positive_int(part.strip())))
         except argparse.ArgumentTypeError:
             raise argparse.ArgumentTypeError(
                 f"expected positive integers separated by commas such as 1,2,4, got {value!r}"
             ) from None
+        except OptionError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
     return counts
 
 

@@ -421,6 +421,28 @@ def _filled(buffer: np.ndarray, rows: np.ndarray) -> None:
     buffer[len(rows) :] = rows[-1]
 
 
+def _column_clash(
+    config: BackendConfig, output_names: Iterable[str], batch_columns: Iterable[str]
+) -> str | None:
+    """What would overwrite what in a batch's output (an input column, another output's, the
+    chain column), naming both columns; ``None`` when every written column is distinct."""
+    outputs = config.output_columns or {name: name for name in output_names}
+    kept = batch_columns if config.keep_columns is None else config.keep_columns
+    owners = {column: f"input column {column!r}" for column in kept}
+    writers = [(f"output {name!r}", column) for name, column in outputs.items()]
+    if config.chain_column:
+        writers.append(("chain_column", config.chain_column))
+    for writer, column in writers:
+        if column in owners:
+            return (
+                f"{writer} would be written as column {column!r} over {owners[column]}: map it "
+                "to another name (output_columns= or chain_column=), or leave the input "
+                "column out with keep_columns="
+            )
+        owners[column] = f"the column of {writer}"
+    return None
+
+
 class OnnxPredictor:
     """The callable class for ``Dataset.map_batches``: one backend per actor, batches shaped for it.
 
@@ -470,6 +492,9 @@ class OnnxPredictor:
         missing = [column for column in wanted if column not in batch]
         if missing:
             raise BatchError(f"{where}: column(s) {missing} missing; the batch has {sorted(batch)}")
+        clash = _column_clash(self.config, self.outputs, batch)
+        if clash:
+            raise BatchError(f"{where}: {clash}")
         rows = _Rows(where, np.asarray(batch[id_column]) if id_column else None)
         count = len(next(iter(batch.values()))) if batch else 0
         feed = {
@@ -653,6 +678,10 @@ def predict(
         id_column=id_column,
         chain_column=chain_column,
     )
+    columns = () if config.keep_columns is not None else dataset.columns() or ()
+    clash = _column_clash(config, config.checkpoint().metadata.output_names, columns)
+    if clash:
+        raise OptionError(f"predict: {clash}")
     resources = actor_resources(config, num_cpus=num_cpus_per_actor)
     gpu = "num_gpus" in resources
     if concurrency is None:

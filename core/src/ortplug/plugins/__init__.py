@@ -59,6 +59,7 @@ if TYPE_CHECKING:
         path_field,
         plain_options,
         seconds_field,
+        threads_field,
     )
     from ..providers import ProviderConfig
     from ..session_options import SessionOptionsConfig
@@ -119,6 +120,7 @@ __all__ = [
     "seconds_field",
     "site_package_dirs",
     "system_library_identity",
+    "threads_field",
 ]
 
 #: Where each name imported on first use lives: ``(module, attribute)``.
@@ -175,6 +177,7 @@ _LAZY = {
     "preload_runtime_libraries": (".._runtime", "preload_runtime_libraries"),
     "run_probe_script": ("..probing", "run_probe_script"),
     "seconds_field": ("..provider_options", "seconds_field"),
+    "threads_field": ("..provider_options", "threads_field"),
     "site_package_dirs": ("..probing", "site_package_dirs"),
     "system_library_identity": ("..probing", "system_library_identity"),
 }

@@ -31,7 +31,7 @@ from ..cache import (
 from ..errors import CacheError
 from ..host import HostProbe
 
-__all__ = ["FOLDER", "clear", "entry_key", "load", "store"]
+__all__ = ["FOLDER", "clear", "entry_key", "load", "store", "trial_key"]
 
 #: Where probe entries live under the cache root.
 FOLDER = "probes"
@@ -78,6 +78,14 @@ def entry_key(probe: HostProbe, plugin: str, plugin_version: str | None) -> str 
     except Exception as exc:  # an identity that fails only costs the cache
         _log.debug("probe %s is not cached: identity failed: %s", probe.name, exc)
         return None
+
+
+def trial_key(kind: str, identity: object) -> str:
+    """The key of a native trial's outcome (a library loaded in a child): kept per installation
+    of ortplug and ONNX Runtime and per boot, like a probe's facts."""
+    return cache_key(
+        _SCHEMA, kind, _installation("ortplug"), _installation("onnxruntime"), _boot(), identity
+    )
 
 
 def _typed(probe: HostProbe, name: str, value: object) -> bool:

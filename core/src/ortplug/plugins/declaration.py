@@ -80,6 +80,8 @@ from typing import Any
 
 import attrs
 
+from ..probing import library_search_dirs
+
 __all__ = [
     "FILENAME",
     "FORMAT",
@@ -185,7 +187,7 @@ class Identity:
                 if item
             }
         )
-        folders = [d for d in (environ.get("LD_LIBRARY_PATH") or "").split(os.pathsep) if d]
+        folders = library_search_dirs(environ.get("LD_LIBRARY_PATH"))
         libraries = [str(Path(d, name)) for name in self.libraries for d in folders]
         sites = _site_dirs() if self.site_dirs else []
         found: dict[str, object] = {

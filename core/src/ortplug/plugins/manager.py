@@ -252,8 +252,8 @@ class PluginHost:
                 self._env_blocked[name] = (setting, self._declaration(entry_point, quiet=True))
                 self._pm.set_blocked(name)
                 continue
-            seen = self._entry_points.setdefault(name, entry_point.value)
-            if seen != entry_point.value:
+            seen = self._entry_points.get(name)
+            if seen is not None and seen != entry_point.value:
                 owner = f" of {entry_point.distribution}" if entry_point.distribution else ""
                 self._fail(
                     name,
@@ -270,9 +270,12 @@ class PluginHost:
             if declaration is not None:
                 self._declarations[name] = declaration
                 self._pending[name] = entry_point
+                self._entry_points[name] = entry_point.value
                 continue
             self._undeclared.add(name)
-            loaded += self._import(entry_point)
+            if self._import(entry_point):  # a broken entry point does not take the name
+                self._entry_points[name] = entry_point.value
+                loaded += 1
         self._invalidate()
         return loaded
 

@@ -31,6 +31,7 @@ from ..checkpoint import ResolvedCheckpoint
 from ..errors import OptionError, OrtplugCacheWarning
 from ..host import HostCapabilities
 from ..plugins.manager import PluginHost
+from ..provider_options import check_threads
 from .protocol import ProviderSelection
 
 __all__ = [
@@ -149,7 +150,6 @@ _MAX_RECORD_BYTES = 64 * 1024
 _MAX_CHAIN = 16
 _MAX_OFFERED = 64
 _MAX_KIND_CHARS = 64
-_MAX_THREADS = 4096
 _SPEEDUP_RANGE = (1e-6, 1e6)
 _MEDIAN_MS_RANGE = (0.0, 1e9)
 
@@ -189,16 +189,7 @@ def _threads(setting: dict[str, Any]) -> int | None:
     threads = setting.get("intra_op_num_threads")
     if threads is None:
         return None
-    if (
-        isinstance(threads, bool)
-        or not isinstance(threads, int)
-        or not 1 <= threads <= _MAX_THREADS
-    ):
-        raise OptionError(
-            f"intra_op_num_threads {_shown(threads)} is not a positive integer "
-            f"(expected 1 to {_MAX_THREADS} or null)"
-        )
-    return threads
+    return check_threads("intra_op_num_threads", threads)
 
 
 def _chain(setting: dict[str, Any]) -> list[str]:

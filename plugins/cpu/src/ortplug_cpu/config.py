@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 import attrs
-from ortplug.plugins import bool_field, int_field
+from ortplug.plugins import bool_field, threads_field
 
 __all__ = ["CpuProvider"]
 
@@ -28,7 +28,7 @@ class CpuProvider:
     #: Let idle intra-op threads spin (``session.intra_op.allow_spinning``).
     allow_spinning: bool | None = bool_field()
     #: Intra-op threads; by default the CPUs this process may use (affinity and cgroup quota).
-    threads: int | None = int_field(minimum=1)
+    threads: int | None = threads_field()
 
     def to_ort(self) -> tuple[str, dict[str, str]]:
         """ONNX Runtime's name and provider options (none: see the class docstring)."""

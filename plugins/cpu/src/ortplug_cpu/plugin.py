@@ -16,6 +16,8 @@ from ortplug.plugins import (
     SessionOptionsConfig,
     hookimpl,
 )
+from ortplug.host import fact_label
+from ortplug.provider_options import check_threads
 
 from .config import CpuProvider
 from .probes import CPU_FACTS, CPU_TYPES, detect_cpu
@@ -83,11 +85,15 @@ def ortplug_offer_providers(
 
 
 def _default_threads(host: HostCapabilities) -> int | None:
-    """The usable CPU count when the process is limited to fewer CPUs than the host has."""
+    """The usable CPU count when the process is limited to fewer CPUs than the host has.
+
+    A count above ortplug's thread bound (``ORTPLUG_OVERRIDE_CPU_USABLE_CPUS=100000``) is an
+    error naming the fact, reported as this plugin's failure: the build goes on without it.
+    """
     usable = host.fact("cpu", "usable_cpus")
     logical = host.fact("cpu", "logical_cpus")
     if isinstance(usable, int) and isinstance(logical, int) and 0 < usable < logical:
-        return usable
+        return check_threads(fact_label("cpu", "usable_cpus"), usable)
     return None
 
 
