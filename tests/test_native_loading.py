@@ -162,10 +162,12 @@ def test_relative_loader_path_entries_do_not_reach_the_cwd(planted, loader_path)
     code = (
         "import json, sys; from pathlib import Path; from ortplug.probing import run_probe_script; "
         "import ortplug_webgpu.probes as w; "
+        "from ortplug.plugins.declaration import read_declaration; "
+        "webgpu = read_declaration('webgpu', 'ortplug_webgpu.plugin:plugin'); "
         f"trt = run_probe_script(Path({_script(_TRT_QUERY)!r}), {{'major': 10, 'library_dirs': []}}); "
         f"nv = run_probe_script(Path({_script(_NV_QUERY)!r}), {{'cuda_major': 12, 'library_dirs': []}}); "
         "vk = run_probe_script(w._SCRIPT, {'phase': 'vulkan'}); "
-        "print(json.dumps([trt, nv, vk, w.probe_identity()]))"
+        "print(json.dumps([trt, nv, vk, webgpu.probes[0].identity()]))"
     )
     done = _python(cwd, "-c", code, LD_LIBRARY_PATH=loader_path)
     assert done.returncode == 0, done.stderr

@@ -237,7 +237,7 @@ def _trial_crash(library: EpLibrary, path: str, ort: Any) -> str | None:
     from .plugins import _probe_cache  # deferred: the plugins package imports this module
 
     # the outcome is kept as a probe's facts are, and read back as untrusted as they are
-    trial = HostProbe(name="ep_library_trial", facts=("crash",), types={"crash": str}, detect=dict)
+    trial = HostProbe(name="eplibrarytrial", facts=("crash",), types={"crash": str}, detect=dict)
     key = _probe_cache.trial_key("ep-library", file_identity([path]))
     known = _probe_cache.load(key, trial)
     if known is not None:
