@@ -6,7 +6,8 @@ the README sets up (``ORTPLUG_PLUGINS=cpu``: the core and the CPU plugin of this
 * ``python`` blocks run (each in a fresh interpreter); ``bash`` blocks run with ``bash -e``;
   a block whose first line is ``# PATH.py`` is written to PATH in a project folder (``test_*.py``
   files then run under pytest, importing the others), ``# PATH (abridged)``: each of its code
-  lines must be in the repository's file PATH; ``toml`` blocks must parse;
+  lines must be in the repository's file PATH; ``toml`` blocks must parse; ``json`` blocks are
+  plugin declarations or catalogs and must check as one (``parse_declarations``);
 * a block without a language (what a command prints, a tree) needs a directive saying how to
   check it.
 
@@ -19,7 +20,10 @@ the source), one per line, each ``<!-- readme-test: ... -->``:
 * ``raises NAME: TEXT`` — the Python block must end in an exception of class NAME whose message
   starts with TEXT;
 * ``output of `COMMAND`; numbers vary on: WORD ...`` — the block is what COMMAND prints, line for
-  line; numbers may differ only on lines that start with one of the WORDs;
+  line; numbers may differ only on lines that start with one of the WORDs; ``...; host lines:
+  WORD ...`` — lines that start with one of these WORDs say what this host has: not compared;
+* ``captured on another host, checked by FILE::TEST`` — output captured on hardware this
+  machine lacks; FILE's TEST checks the same output from the captured files;
 * ``error classes`` — the tree of ortplug's exceptions, checked against the classes;
 * ``paths`` — each line starts with a path of this repository.
 
@@ -32,6 +36,7 @@ from __future__ import annotations
 
 import builtins
 import importlib
+import json
 import os
 import re
 import shutil
@@ -230,12 +235,21 @@ def _bash_block(block: Block, folder: Path) -> None:
 
 
 def _abridged(block: Block) -> None:
-    """``# PATH (abridged)``: each code line of the block is a line of PATH."""
+    """``# PATH (abridged)``: each code line of the block is a line of PATH (a trailing ``  #``
+    comment is the README's; ``...`` alone elides lines, at the end of a line the rest of it)."""
     first, *rest = block.text.splitlines()
     path = ROOT / first.removeprefix("# ").removesuffix(" (abridged)")
-    source = {line.strip() for line in path.read_text().splitlines()}
-    missing = [line for line in rest if line.strip() and not line.strip().startswith("#")
-               and line.strip() not in source]  # fmt: skip
+    source = [line.strip() for line in path.read_text().splitlines()]
+
+    def found(line: str) -> bool:
+        code = line.partition("  # ")[0].strip()
+        if code in ("", "...") or code.startswith("#"):
+            return True
+        if code.endswith("..."):
+            return any(have.startswith(code.removesuffix("...")) for have in source)
+        return code in source
+
+    missing = [line for line in rest if not found(line)]
     _expect(not missing, f"{block}: not in {path.relative_to(ROOT)}: {missing}")
 
 
@@ -244,10 +258,15 @@ def _abridged(block: Block) -> None:
 
 def _output_of(block: Block, directive: str, folder: Path) -> None:
     (command,) = _quoted(directive, 1)
-    varies = directive.partition("numbers vary on:")[2].split()
+    varies = directive.partition("numbers vary on:")[2].partition(";")[0].split()
+    hosts = directive.partition("host lines:")[2].partition(";")[0].split()
     done = _run(["bash", "-c", command], folder)
     _expect(done.returncode == 0, f"{block}: {command} failed: {done.stderr[-2000:]}")
-    shown, printed = block.text.splitlines(), done.stdout.splitlines()
+
+    def compared(lines: list[str]) -> list[str]:
+        return [line for line in lines if not (line.split()[:1] and line.split()[0] in hosts)]
+
+    shown, printed = compared(block.text.splitlines()), compared(done.stdout.splitlines())
     _expect(len(shown) == len(printed), f"{block}: shows {shown}, {command} prints {printed}")
     for want, got in zip(shown, printed):
         if want.split()[:1] and want.split()[0] in varies:
@@ -280,6 +299,12 @@ def _error_classes(block: Block) -> None:
     _expect(checked, f"{block}: no class found in it")
 
 
+def _captured(block: Block, directive: str) -> None:
+    file, _, test = directive.partition("checked by ")[2].strip().partition("::")
+    path = ROOT / file
+    _expect(path.is_file() and f"def {test}(" in path.read_text(), f"{block}: no test {directive}")
+
+
 def _paths(block: Block) -> None:
     for line in block.text.splitlines():
         path = line.split()[0]
@@ -300,6 +325,10 @@ def _check(block: Block, folder: Path) -> None:
         _bash_block(block, folder)
     elif block.language == "toml":
         tomllib.loads(block.text)
+    elif block.language == "json":
+        from ortplug.plugins.declaration import parse_declarations
+
+        parse_declarations(json.loads(block.text), str(block))
     elif block.language in ("", "text"):
         if (output := _directive(block, "output of ")) is not None:
             _output_of(block, output, folder)
@@ -307,8 +336,12 @@ def _check(block: Block, folder: Path) -> None:
             _error_classes(block)
         elif _directive(block, "paths") is not None:
             _paths(block)
+        elif (captured := _directive(block, "captured on another host")) is not None:
+            _captured(block, captured)
         else:
-            raise AssertionError(f"{block}: say how to check it (output of, error classes, paths)")
+            raise AssertionError(
+                f"{block}: say how to check it (output of, error classes, paths, captured)"
+            )
     else:
         raise AssertionError(f"{block}: no rule for {block.language!r} blocks")
 
@@ -409,7 +442,8 @@ def test_a_block_that_drifted_fails(tmp_path, block, message) -> None:
 
 def test_directives_are_understood() -> None:
     """A misspelt directive would silently check nothing."""
-    kinds = ("replace ", "instead ", "raises ", "output of ", "error classes", "paths")
+    kinds = ("replace ", "instead ", "raises ", "output of ", "error classes", "paths",
+             "captured on another host")  # fmt: skip
     for block in BLOCKS:
         for directive in block.directives:
             assert directive.startswith(kinds), f"{block}: unknown directive {directive!r}"
