@@ -6,7 +6,14 @@ from importlib.metadata import distribution
 
 import models
 import numpy as np
-from ortplug import CheckpointMetadata, InMemoryCheckpoint, OnnxBackend, PluginHost
+import pytest
+from ortplug import (
+    CheckpointMetadata,
+    InMemoryCheckpoint,
+    OnnxBackend,
+    PluginHost,
+    VerificationWarning,
+)
 
 
 def test_cpu_plugin_distribution_declares_its_entry_point() -> None:
@@ -23,10 +30,14 @@ def test_installed_third_party_plugin_is_discovered_and_used() -> None:
         input_names=["a", "b"], output_names=["c"], extra={"ortplug_azuretest": True}
     )
     checkpoint = InMemoryCheckpoint(models.add_model(), meta).resolve()
-    backend = OnnxBackend.from_checkpoint(checkpoint, plugins=host)
+    # Unverified, the policy uses it; verified (the default), it takes no node and the CPU serves.
+    backend = OnnxBackend.from_checkpoint(checkpoint, plugins=host, verify=False)
     assert backend.providers == ("AzureExecutionProvider", "CPUExecutionProvider")
     one = np.ones((1, 4), np.float32)
     assert backend.run({"a": one, "b": one})["c"][0, 0] == 2.0
+    with pytest.warns(VerificationWarning, match="took no node of the graph"):
+        verified = OnnxBackend.from_checkpoint(checkpoint, plugins=host)
+    assert verified.providers == ("CPUExecutionProvider",)
 
 
 def test_disable_list_blocks_the_third_party_plugin() -> None:

@@ -2,6 +2,11 @@
 
 ``Binding`` and the introspection values load on first use (they are not
 needed to build and run a backend).
+
+``OnnxBackend.from_checkpoint`` is one pipeline, a module per stage: candidates
+(``_plan``: the policy's choices, planned), verify (``_verified``), measure
+(``_measure``), serve (``_proven`` runs the stages and picks; ``_session`` builds,
+``_startup`` runs the pipeline in the background behind a CPU session).
 """
 
 from __future__ import annotations

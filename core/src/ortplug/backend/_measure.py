@@ -2,7 +2,10 @@
 
 Runs are interleaved (one run of each candidate per round), so a slow spell of
 the host falls on every candidate alike, and each candidate's median is kept.
-The cost is bounded: two warm-up runs each, then rounds until ``MAX_ROUNDS``
+The cost is bounded: the candidates were run by verification already (shaders,
+kernels and engines are compiled), so one warm-up run each, which is timed; a
+candidate whose warm-up took ``HOPELESS`` times the reference's (the last run)
+is not timed further (its warm-up is its time); then rounds until ``MAX_ROUNDS``
 or until ``BUDGET_S`` of timed runs have passed (at least ``MIN_ROUNDS``).
 """
 
@@ -12,27 +15,32 @@ import statistics
 import time
 from collections.abc import Callable, Sequence
 
-__all__ = ["BUDGET_S", "MAX_ROUNDS", "MIN_ROUNDS", "interleaved_medians"]
+__all__ = ["BUDGET_S", "HOPELESS", "MAX_ROUNDS", "MIN_ROUNDS", "interleaved_medians"]
 
-WARM_UP_RUNS = 2
 MIN_ROUNDS = 3
 MAX_ROUNDS = 15
 #: Seconds of timed runs after which no new round starts (the warm-up runs are not counted).
 BUDGET_S = 1.0
+#: A candidate whose warm-up run takes this many times the reference's is not timed further.
+HOPELESS = 3.0
+
+
+def _timed(run: Callable[[], object]) -> float:
+    begin = time.perf_counter()
+    run()
+    return (time.perf_counter() - begin) * 1e3
 
 
 def interleaved_medians(runs: Sequence[Callable[[], object]]) -> list[float]:
-    """Each run's median time in milliseconds, measured in interleaved rounds."""
-    for run in runs:
-        for _ in range(WARM_UP_RUNS):
-            run()
-    times: list[list[float]] = [[] for _ in runs]
+    """Each run's median time in milliseconds, measured in interleaved rounds; the last run is
+    the reference."""
+    warm = [_timed(run) for run in runs]
+    timed = [i for i, ms in enumerate(warm) if ms <= HOPELESS * warm[-1] or i == len(runs) - 1]
+    times: list[list[float]] = [[ms] if i not in timed else [] for i, ms in enumerate(warm)]
     started = time.perf_counter()
     for round_ in range(MAX_ROUNDS):
         if round_ >= MIN_ROUNDS and time.perf_counter() - started > BUDGET_S:
             break
-        for run, measured in zip(runs, times):
-            begin = time.perf_counter()
-            run()
-            measured.append((time.perf_counter() - begin) * 1e3)
+        for i in timed:
+            times[i].append(_timed(runs[i]))
     return [statistics.median(measured) for measured in times]

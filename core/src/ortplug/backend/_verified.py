@@ -236,10 +236,12 @@ class Verifier:
         cached = checks is not None
         if checks is None:
             expected = self._reference_run()
-            checks, run_failure = self._checked(session, expected)
+            outputs, run_failure = self._plain(session, expected)
+            checks = compare_outputs(expected.outputs, outputs) if outputs is not None else ()
             failure = failure or run_failure
-            if failure is None and all(c.problem(tolerance) is None for c in checks):
-                failure = self._bound_failure(session, tolerance)
+            passed = all(c.problem(tolerance) is None for c in checks)
+            if outputs is not None and failure is None and passed:
+                failure = self._bound_failure(session, outputs, tolerance)
             if failure is None:
                 self._save(key, checks, candidate, plan, providers)
         return Verdict(
@@ -260,18 +262,19 @@ class Verifier:
         names = [output.name for output in session.get_outputs()]
         return lambda: session.run(names, feed)
 
-    def _checked(
+    def _plain(
         self, session: Any, expected: AcceptedInputs
-    ) -> tuple[tuple[OutputCheck, ...], str | None]:
-        """The plain run's output checks, or why the run failed."""
+    ) -> tuple[dict[str, Any] | None, str | None]:
+        """The plain run's outputs, or why the run failed."""
         with capture_messages(require_onnxruntime(), self.reference.fingerprint()) as log:
             try:
-                outputs = _outputs(session, _fed_as(session, expected.feed))
+                return _outputs(session, _fed_as(session, expected.feed)), None
             except Exception as exc:
-                return (), f"it raised on inputs the CPU reference runs: {_one_line(exc, log)}"
-        return compare_outputs(expected.outputs, outputs), None
+                return None, f"it raised on inputs the CPU reference runs: {_one_line(exc, log)}"
 
-    def _bound_failure(self, session: Any, tolerance: Tolerance) -> str | None:
+    def _bound_failure(
+        self, session: Any, plain_first: Mapping[str, Any], tolerance: Tolerance
+    ) -> str | None:
         """One IO binding run twice, its inputs updated in place and bound again between (as
         ortplug's Ray predictor does), against the session's own plain runs (its numerics are the
         plain check's business): stale or wrong outputs."""
@@ -294,7 +297,7 @@ class Verifier:
                     binding.bind_cpu_input(name, buffer)  # plugin EPs copy a CPU input at bind time
                 session.run_with_iobinding(binding, _quiet())
                 got = dict(zip(names, binding.copy_outputs_to_cpu()))
-                plain_first, plain_second = _outputs(session, first), _outputs(session, second)
+                plain_second = _outputs(session, second)
             except Exception as exc:
                 return f"a reused IO binding raised: {_one_line(exc, log)}"
         problems = [p for c in compare_outputs(plain_second, got) if (p := c.problem(tolerance))]
