@@ -387,7 +387,10 @@ def _wrong_names(text: str) -> list[str]:
     """``ortplug.x.y`` paths and ``PublicClass.method()`` calls in inline code that do not resolve."""
     wrong = []
     for span in _spans(text):
-        for dotted in re.findall(r"(?<![\w.])(ortplug(?:\.\w+)+)", span):
+        # a quoted "ortplug.x" is a name given to ONNX Runtime, ortplug.json a file: not Python
+        for dotted in re.findall(r"(?<![\w.\"])(ortplug(?:\.\w+)+)(?![\w\"])", span):
+            if dotted.endswith(".json"):
+                continue
             try:
                 _resolve(dotted)
             except (ImportError, AttributeError) as exc:
