@@ -92,9 +92,9 @@ def _set(**changes: Any) -> Callable[[dict[str, Any]], str]:
 
 
 CORRUPT = {
-    "threads true": (_set(intra_op_num_threads=True), "intra_op_num_threads True is not"),
-    "threads 400 digits": (_set(intra_op_num_threads=10**400), "intra_op_num_threads 1000"),
-    "threads zero": (_set(intra_op_num_threads=0), "intra_op_num_threads 0 is not"),
+    "threads true": (_set(intra_op_num_threads=True), "intra_op_num_threads: expected a thread count .* got True"),
+    "threads 400 digits": (_set(intra_op_num_threads=10**400), "intra_op_num_threads: expected .* got 1000"),
+    "threads zero": (_set(intra_op_num_threads=0), "intra_op_num_threads: expected a thread count .* got 0;"),
     "speedup 400 digits": (_set(speedup=10**400), "speedup 1000.* is not a number"),
     "speedup bool": (_set(speedup=True), "speedup True is not a number"),
     "median NaN": (lambda r: json.dumps(r).replace("0.01", "NaN"), "NaN is not a finite number"),

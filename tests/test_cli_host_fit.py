@@ -137,6 +137,8 @@ def shared_root() -> Iterator[Path]:
         (folder / "cache").mkdir()
         for path in [folder, *folder.rglob("*")]:
             path.chmod(0o777 if path.is_dir() else 0o644)
+        (folder / "cache").chmod(0o700)  # a cache others can write is refused: nobody's own
+        os.chown(folder / "cache", 65534, 65534)
         yield folder
     finally:
         shutil.rmtree(folder)

@@ -18,7 +18,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from ..host import HostCapabilities, HostProbe
+    from ..host import HostCapabilities, HostProbe, fact_label
     from .hookspecs import CONTRACTS, PROJECT, CallMode, HookContract, hookimpl, hookspec
     from .manager import (
         PluginHost,
@@ -52,6 +52,7 @@ if TYPE_CHECKING:
     )
     from ..provider_options import (
         bool_field,
+        check_threads,
         choice_field,
         encode_option,
         int_field,
@@ -103,7 +104,9 @@ __all__ = [
     "choice_field",
     "describe_cache_folder",
     "describe_device",
+    "check_threads",
     "encode_option",
+    "fact_label",
     "file_identity",
     "get_plugin_host",
     "hookimpl",
@@ -168,7 +171,9 @@ _LAZY = {
     "choice_field": ("..provider_options", "choice_field"),
     "describe_cache_folder": ("..cache_index", "describe"),
     "describe_device": ("..ep_libraries", "describe_device"),
+    "check_threads": ("..provider_options", "check_threads"),
     "encode_option": ("..provider_options", "encode_option"),
+    "fact_label": ("..host", "fact_label"),
     "file_identity": ("..probing", "file_identity"),
     "int_field": ("..provider_options", "int_field"),
     "ort_options": ("..provider_options", "ort_options"),

@@ -14,10 +14,10 @@ from ortplug.plugins import (
     ProviderOffer,
     ProviderType,
     SessionOptionsConfig,
+    check_threads,
+    fact_label,
     hookimpl,
 )
-from ortplug.host import fact_label
-from ortplug.provider_options import check_threads
 
 from .config import CpuProvider
 from .probes import CPU_FACTS, CPU_TYPES, detect_cpu
