@@ -1,4 +1,4 @@
-"""An application of three libraries that build their own ONNX Runtime sessions from models in
+"""An application of four libraries that build their own ONNX Runtime sessions from models in
 their wheels; prints what each computed, as JSON (run by test_dropin_libraries.py)."""
 
 from __future__ import annotations
@@ -49,9 +49,23 @@ def rapidocr() -> dict[str, object]:
     return {"boxes": [[box, text, float(score)] for box, text, score in result or []]}
 
 
+def silero_vad() -> dict[str, object]:
+    """Voice activity (faster-whisper's Silero VAD): providers=["CPUExecutionProvider"] and its
+    own SessionOptions; the per-frame speech probabilities and the segments found."""
+    from faster_whisper.vad import VadOptions, get_speech_timestamps, get_vad_model
+
+    rate = 16000
+    time = np.arange(512 * 94) / rate  # about 3 s, in whole 512-sample frames
+    voiced = np.sin(2 * np.pi * 140 * time) + 0.6 * np.sin(2 * np.pi * 700 * time)
+    noise = np.random.RandomState(2).normal(0, 0.05, time.shape)
+    audio = (0.3 * voiced * (np.sin(2 * np.pi * 0.5 * time) > 0) + noise).astype(np.float32)
+    speech = get_speech_timestamps(audio, VadOptions(min_silence_duration_ms=100))
+    return {"probabilities": _digest([get_vad_model()(audio)]), "speech": speech}
+
+
 def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
-        found = {"magika": magika(), "rapidocr": rapidocr()}
+        found = {"magika": magika(), "rapidocr": rapidocr(), "silero_vad": silero_vad()}
         if importlib.util.find_spec("nudenet") is not None:  # optional: it brings its own OpenCV
             found["nudenet"] = nudenet(Path(folder))
     json.dump(found, sys.stdout, sort_keys=True, default=str)

@@ -3,7 +3,9 @@
 
 magika hard-codes ``providers=["CPUExecutionProvider"]``, nudenet leaves ``providers=None``,
 rapidocr-onnxruntime imports the class by name and passes a CPU ``(name, options)`` tuple and its
-own ``SessionOptions``. All three ship their models in their wheels (nothing is downloaded).
+own ``SessionOptions``, faster-whisper's Silero VAD a CPU list and its own ``SessionOptions``.
+All ship their models in their wheels (nothing is downloaded); requirements-test.txt installs
+all but nudenet, so a missing one fails here.
 """
 
 from __future__ import annotations
@@ -16,8 +18,6 @@ from pathlib import Path
 
 import pytest
 
-for _library in ("magika", "rapidocr_onnxruntime"):
-    pytest.importorskip(_library)
 #: nudenet is optional (requirements-test.txt leaves it out: its opencv-python-headless and
 #: rapidocr's opencv-python are two wheels of one cv2 module).
 NUDENET = importlib.util.find_spec("nudenet") is not None
@@ -25,7 +25,8 @@ NUDENET = importlib.util.find_spec("nudenet") is not None
 APP = Path(__file__).with_name("dropin_app.py")
 # Patched after the libraries imported ONNX Runtime's class (rapidocr holds it by name).
 PATCHED = (
-    "import runpy, sys, magika, rapidocr_onnxruntime, ortplug; current = ortplug.patch(); "
+    "import runpy, sys, magika, rapidocr_onnxruntime, faster_whisper.vad, ortplug; "
+    "current = ortplug.patch(); "
     f"runpy.run_path({str(APP)!r}, run_name='__main__'); "
     "[print('ortplug: session ' + r.line(), file=sys.stderr) for r in current.sessions]"
 )
@@ -56,6 +57,7 @@ def _check(sessions: dict[str, str]) -> None:
         "ch_PP-OCRv4_rec_infer.onnx",
         "ch_ppocr_mobile_v2.0_cls_infer.onnx",
         "model.onnx",
+        "silero_vad_v6.onnx",
     ]
     assert sorted(sessions) == expected
     for line in sessions.values():
@@ -64,6 +66,7 @@ def _check(sessions: dict[str, str]) -> None:
         assert "providers=None: ortplug's policy" in sessions["320n.onnx"]
     assert "taken over (takeover='cpu')" in sessions["model.onnx"]
     assert "taken over (takeover='cpu')" in sessions["ch_PP-OCRv4_rec_infer.onnx"]
+    assert "taken over (takeover='cpu')" in sessions["silero_vad_v6.onnx"]
 
 
 def test_under_exec_outputs_equal_and_sessions_listed(plain):
