@@ -3,9 +3,11 @@ C-contiguous, a reused binding fed a new batch size."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import models
 import numpy as np
@@ -40,8 +42,10 @@ def test_outputs_before_the_first_run_is_an_error_not_a_crash() -> None:
         print(binding.outputs()["y"].shape)
         """
     )
+    tests = str(Path(__file__).parent)  # the child imports the test models too
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (tests, os.environ.get("PYTHONPATH"))))}
     done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env
     )
     assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
     assert done.stdout.splitlines() == [

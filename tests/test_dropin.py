@@ -241,7 +241,8 @@ def test_exec_runs_the_sitecustomize_it_shadows(tmp_path):
     import os
 
     (tmp_path / "sitecustomize.py").write_text("import builtins; builtins.SHADOWED = True\n")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join((str(tmp_path), os.environ["PYTHONPATH"]))}
+    paths = (str(tmp_path), os.environ.get("PYTHONPATH"))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, paths))}
     done = _exec("--", sys.executable, "-c", "print(SHADOWED)", env=env)
     assert done.returncode == 0, done.stderr
     assert done.stdout == "True\n"

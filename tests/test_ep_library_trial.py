@@ -79,10 +79,19 @@ def _loads(marker: Path) -> int:
     return len(marker.read_text().split()) if marker.exists() else 0
 
 
+#: The child imports the test models too.
+_TEST_ENV = {
+    **os.environ,
+    "PYTHONPATH": os.pathsep.join(
+        filter(None, (str(Path(__file__).parent), os.environ.get("PYTHONPATH")))
+    ),
+}
+
+
 def _child(library: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-c", _CHILD, str(library)],
-        capture_output=True, text=True, timeout=300, env=dict(os.environ),
+        capture_output=True, text=True, timeout=300, env=_TEST_ENV,
     )  # fmt: skip
 
 
