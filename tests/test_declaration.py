@@ -157,5 +157,8 @@ def test_the_scan_remembers_each_plugins_declaration(tmp_path: Path) -> None:
     assert len(list((tmp_path / "entry-points").glob("*.json"))) == 1
 
 
-def test_a_plugin_host_still_loads_every_plugin_by_default() -> None:
-    assert {"cpu", "cuda"} <= set(PluginHost(environ={}).plugin_names())
+def test_every_shipped_plugin_contributes_what_it_declares() -> None:
+    """Imported, each shipped plugin's kinds, probes, hooks and metadata keys match its file."""
+    host = PluginHost(environ={})
+    assert set(SHIPPED) <= set(host.plugin_names())
+    assert [f.message() for f in host.failures if f.phase == "declaration"] == []
