@@ -347,3 +347,21 @@ def string_label_classifier(
         ],
         domains=[("ai.onnx.ml", 1)],
     )
+
+
+#: The warning ONNX Runtime logs (on the building thread) for ``unused_initializer_model``.
+UNUSED_INITIALIZER_LINE = "Removing initializer 'unused'"
+
+
+def unused_initializer_model() -> bytes:
+    """y = x, with an initializer no node uses: building it logs one warning line."""
+    graph = helper.make_graph(
+        [helper.make_node("Identity", ["x"], ["y"])],
+        "unused",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])],
+        initializer=[numpy_helper.from_array(np.zeros(1, np.float32), "unused")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model.SerializeToString()

@@ -9,24 +9,9 @@ import models
 import numpy as np
 import onnxruntime as ort
 import pytest
-from onnx import TensorProto, helper, numpy_helper
 from ortplug import InMemoryCheckpoint, OnnxBackend
 
-UNUSED_LINE = "Removing initializer 'unused'"  # ORT logs it on the building thread
-
-
-def _unused_initializer_model() -> bytes:
-    """y = x, with an initializer no node uses: building it logs one warning line."""
-    graph = helper.make_graph(
-        [helper.make_node("Identity", ["x"], ["y"])],
-        "unused",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])],
-        initializer=[numpy_helper.from_array(np.zeros(1, np.float32), "unused")],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    return model.SerializeToString()
+UNUSED_LINE = models.UNUSED_INITIALIZER_LINE
 
 
 @pytest.fixture
@@ -40,7 +25,7 @@ def test_an_unrelated_build_does_not_wait_for_a_long_one(plugin_host, logger_res
     """The long build is held inside ONNX Runtime (in the user's logger callback, on the
     building thread) until the unrelated build has finished: with one process-wide build
     lock the unrelated build could never finish first."""
-    slow = InMemoryCheckpoint(_unused_initializer_model()).resolve()
+    slow = InMemoryCheckpoint(models.unused_initializer_model()).resolve()
     tiny = InMemoryCheckpoint(models.add_model()).resolve()
     inside, tiny_built = threading.Event(), threading.Event()
     results: dict[str, object] = {}

@@ -18,7 +18,6 @@ import models
 import numpy as np
 import onnxruntime as ort
 import pytest
-from onnx import TensorProto, helper, numpy_helper
 from ortplug import (
     BackendClosedError,
     InMemoryCheckpoint,
@@ -29,24 +28,10 @@ from ortplug import (
 )
 
 X = np.linspace(-1, 1, 16, dtype=np.float32).reshape(2, 8)
-UNUSED_LINE = "Removing initializer 'unused'"  # ORT logs it (severity warning) at every build
+UNUSED_LINE = models.UNUSED_INITIALIZER_LINE
 
 
-def _unused_initializer_model() -> bytes:
-    """y = x, with an initializer no node uses: building it logs one warning line."""
-    graph = helper.make_graph(
-        [helper.make_node("Identity", ["x"], ["y"])],
-        "unused",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])],
-        initializer=[numpy_helper.from_array(np.zeros(1, np.float32), "unused")],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    return model.SerializeToString()
-
-
-UNUSED = InMemoryCheckpoint(_unused_initializer_model())
+UNUSED = InMemoryCheckpoint(models.unused_initializer_model())
 
 
 @pytest.fixture
