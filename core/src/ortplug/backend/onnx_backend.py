@@ -530,7 +530,10 @@ class OnnxBackend:
             except Exception:  # the next choice cannot be built now: the error stands
                 return False
             was = list(self._providers)
-            if not self._switch_to(resolved, plan, build):
+            try:
+                if not self._switch_to(resolved, plan, build):
+                    return False
+            except StalePlanError:  # custom-op libraries registered since: the error stands
                 return False
         import warnings
 
