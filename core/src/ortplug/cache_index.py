@@ -66,6 +66,7 @@ _RECORD_FOLDERS = {
     "probes": "probe facts",
     "entry-points": "plugin scan",
     "verify": "verification verdict",
+    "fingerprints": "model fingerprint",
 }
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import stat
-import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import MappingProxyType
@@ -14,6 +13,7 @@ import attrs
 import numpy as np
 
 from ..errors import CheckpointError, MissingFileError, OptionError, OptionTypeError
+from ._fingerprints import file_fingerprint
 from ._onnx_wire import ModelSummary, summarize_file, summarize_model
 from .metadata import CheckpointMetadata
 from .variants import Variant
@@ -125,7 +125,7 @@ class ResolvedCheckpoint:
         model = (
             hashlib.sha256(source).hexdigest()
             if isinstance(source, bytes)
-            else _file_fingerprint(Path(source))
+            else file_fingerprint(Path(source))
         )
         files = self._external_files()
         if not self.initializers and not self.external_data and not files:
@@ -168,10 +168,6 @@ class ResolvedCheckpoint:
         return known[1]
 
 
-_FINGERPRINTS: dict[tuple[str, int, int, int, int], str] = {}
-_FINGERPRINT_LOCK = threading.Lock()
-
-
 def _file_version(path: Path) -> object:
     """What changes when a file is rewritten, even with its old size and modification time restored."""
     try:
@@ -185,29 +181,10 @@ def _content(path: Path) -> str:
     """An external-data file's fingerprint, or what it is when it is not a regular file."""
     try:
         if path.is_file():
-            return _file_fingerprint(path)
+            return file_fingerprint(path)
     except OSError as exc:
         return f"unreadable: {exc.strerror or exc}"
     return "absent" if not os.path.lexists(path) else "not a regular file"
-
-
-def _file_fingerprint(path: Path) -> str:
-    import hashlib
-
-    stat = path.stat()
-    key = (str(path.resolve()), stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns)
-    with _FINGERPRINT_LOCK:
-        known = _FINGERPRINTS.get(key)
-    if known is not None:
-        return known
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    value = digest.hexdigest()
-    with _FINGERPRINT_LOCK:
-        _FINGERPRINTS[key] = value
-    return value
 
 
 def metadata_path_for(weights_path: Path) -> Path:

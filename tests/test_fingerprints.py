@@ -1,0 +1,116 @@
+"""A big model's fingerprint is hashed once per version of its file, across processes."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ortplug import LocalCheckpoint
+from ortplug.checkpoint import _fingerprints
+
+from models import matmul_model
+
+
+@pytest.fixture
+def big_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A real model file counted as big, whose version counts as settled at once."""
+    path = tmp_path / "model.onnx"
+    path.write_bytes(matmul_model())
+    monkeypatch.setattr(_fingerprints, "REMEMBERED_BYTES", 1)
+    monkeypatch.setattr(_fingerprints, "_SETTLED_S", 0.0)
+    monkeypatch.setattr(_fingerprints, "_known", {})
+    return path
+
+
+def _records() -> list[Path]:
+    return sorted(Path(os.environ["ORTPLUG_CACHE_DIR"], _fingerprints.FOLDER).glob("*.json"))
+
+
+def _unhashable(monkeypatch: pytest.MonkeyPatch) -> None:
+    """From here on, hashing a file fails the test: a digest must come from what is kept."""
+
+    def hashed(path: Path) -> str:
+        raise AssertionError(f"{path} was hashed again")
+
+    monkeypatch.setattr(_fingerprints, "_known", {})
+    monkeypatch.setattr(_fingerprints, "_hash", hashed)
+
+
+def test_a_big_models_digest_is_kept_and_read_back_without_hashing(
+    big_model: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    expected = hashlib.sha256(big_model.read_bytes()).hexdigest()
+    assert LocalCheckpoint(big_model).resolve().fingerprint() == expected
+    (record,) = _records()
+    assert json.loads(record.read_text())["model_path"] == os.path.realpath(big_model)
+    _unhashable(monkeypatch)
+    assert LocalCheckpoint(big_model).resolve().fingerprint() == expected
+
+
+def test_a_later_process_reads_the_kept_digest(big_model: Path) -> None:
+    digest = _fingerprints.file_fingerprint(big_model)
+    script = (
+        "import sys; from pathlib import Path; from ortplug.checkpoint import _fingerprints as f\n"
+        "f._hash = lambda path: sys.exit('hashed again')\n"
+        "f.REMEMBERED_BYTES = 1\n"
+        "print(f.file_fingerprint(Path(sys.argv[1])))\n"
+    )
+    shown = subprocess.run(
+        [sys.executable, "-c", script, str(big_model)], capture_output=True, text=True, check=True
+    )
+    assert shown.stdout.strip() == digest
+
+
+def test_a_rewritten_file_is_hashed_again_even_with_its_old_size_and_mtime(
+    big_model: Path,
+) -> None:
+    _fingerprints.file_fingerprint(big_model)
+    before = big_model.stat()
+    data = bytearray(big_model.read_bytes())
+    data[-1] ^= 0xFF  # same size
+    big_model.write_bytes(bytes(data))
+    os.utime(big_model, ns=(before.st_atime_ns, before.st_mtime_ns))
+    _fingerprints._known.clear()
+    assert _fingerprints.file_fingerprint(big_model) == hashlib.sha256(data).hexdigest()
+
+
+def test_a_file_written_just_now_is_not_kept(
+    big_model: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_fingerprints, "_SETTLED_S", 3600.0)
+    expected = hashlib.sha256(big_model.read_bytes()).hexdigest()
+    assert _fingerprints.file_fingerprint(big_model) == expected
+    assert _records() == []
+
+
+@pytest.mark.parametrize(
+    "forge",
+    [
+        lambda record: {**record, "sha256": "0" * 63 + "g"},
+        lambda record: {**record, "version": [*record["version"][:3], 1, *record["version"][4:]]},
+        lambda record: {**record, "schema": 99},
+        lambda record: ["not", "a", "record"],
+    ],
+)
+def test_a_record_that_is_not_one_digest_of_this_version_is_hashed_again(
+    big_model: Path, monkeypatch: pytest.MonkeyPatch, forge
+) -> None:
+    expected = _fingerprints.file_fingerprint(big_model)
+    (record,) = _records()
+    record.write_text(json.dumps(forge(json.loads(record.read_text()))))
+    _fingerprints._known.clear()
+    assert _fingerprints.file_fingerprint(big_model) == expected
+
+
+def test_a_small_file_is_hashed_without_touching_the_cache(tmp_path: Path) -> None:
+    path = tmp_path / "model.onnx"
+    path.write_bytes(matmul_model())
+    assert path.stat().st_size < _fingerprints.REMEMBERED_BYTES
+    assert _fingerprints.file_fingerprint(path) == hashlib.sha256(path.read_bytes()).hexdigest()
+    assert _records() == []
