@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import contextlib
 import io
-import logging
 import threading
 from collections.abc import Iterable
 from types import ModuleType
 
 import attrs
 
+from . import _log
 from .errors import RuntimeNotInstalledError
 
 __all__ = [
@@ -24,7 +24,6 @@ __all__ = [
     "require_onnxruntime",
 ]
 
-_log = logging.getLogger("ortplug")
 _preloaded: set[str | None] = set()
 _preload_lock = threading.Lock()
 

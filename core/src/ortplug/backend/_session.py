@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import logging
 import sys
 import threading
 import warnings
@@ -44,6 +43,7 @@ from typing import Any
 
 import attrs
 
+from .. import _log
 from .._import_hook import after_import
 from .._runtime import require_onnxruntime
 from ..checkpoint import ResolvedCheckpoint
@@ -59,8 +59,6 @@ from ..session_options import SessionOptionsConfig
 from ._plan import SessionPlan
 
 __all__ = ["SessionBuild", "cancel_builds", "create_planned", "create_session"]
-
-_log = logging.getLogger("ortplug")
 
 
 class _ModelLocks:

@@ -14,7 +14,6 @@ first real run is not the slow one), and switches to it.
 from __future__ import annotations
 
 import atexit
-import logging
 import threading
 import time
 import warnings
@@ -22,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from .. import _log
 from .._runtime import require_onnxruntime
 from ..errors import InputsNotAcceptedError, OrtplugError, ProviderFallbackWarning
 from ..providers import CPU_EP
@@ -36,8 +36,6 @@ if TYPE_CHECKING:
     from .onnx_backend import OnnxBackend
 
 __all__ = ["Proving", "StartupSwitch", "start_on_cpu"]
-
-_log = logging.getLogger("ortplug")
 
 
 @attrs.define(eq=False)

@@ -19,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import importlib
 import json
-import logging
 import os
 import sys
 from collections.abc import Sequence
@@ -27,6 +26,7 @@ from typing import Any
 
 import attrs
 
+from .. import _log
 from ..cache import atomic_write, cache_key, read_cache_file, remove_entries, trusted_folder
 from ..errors import CacheError
 from .declaration import DeclarationError, read_declaration
@@ -39,7 +39,6 @@ PROJECT = "ortplug"
 #: Where the remembered scans live under the cache root.
 FOLDER = "entry-points"
 _SCHEMA = 3  # 2: each row names the entry_points.txt that declares it; 3: and the declaration
-_log = logging.getLogger("ortplug")
 
 
 @attrs.frozen

@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import logging
 import os
 import time
 from collections.abc import Mapping
 from pathlib import Path
 
+from .. import _log
 from ..cache import (
     atomic_write,
     cache_key,
@@ -36,7 +36,6 @@ __all__ = ["FOLDER", "clear", "entry_key", "load", "store", "trial_key"]
 #: Where probe entries live under the cache root.
 FOLDER = "probes"
 _SCHEMA = 2  # 2: the record names its probe
-_log = logging.getLogger("ortplug")
 
 
 def _boot() -> str:
