@@ -124,3 +124,40 @@ def test_doctor_fails_a_plugin_whose_policy_hooks_fail(plugin_host: PluginHost) 
     }
     (row,) = [row for row in plugin_host.plugin_infos() if row.name == "broken"]
     assert row.status == "failing"
+
+
+@attrs.frozen
+class _CopiedCpuConfig:
+    """A new provider's config copied from the CPU one, its ``to_ort()`` left as it was."""
+
+    kind: ClassVar[str] = "ggmlish"
+    ort_name: ClassVar[str] = "GgmlExecutionProvider"
+
+    def to_ort(self) -> tuple[str, dict[str, str]]:
+        return "CPUExecutionProvider", {}
+
+
+class _CopiedCpuPlugin:
+    @hookimpl
+    def ortplug_provider_types(self):
+        from ortplug.plugins import ProviderType
+
+        yield ProviderType(kind="ggmlish", ort_name="GgmlExecutionProvider", config_cls=_CopiedCpuConfig)
+
+    @hookimpl
+    def ortplug_offer_providers(self):
+        yield ProviderOffer(_CopiedCpuConfig(), preference=90, reason="fast")
+
+
+def test_an_offer_whose_config_runs_another_provider_is_refused_naming_both(
+    plugin_host: PluginHost, cpu_host
+) -> None:
+    """Its config ran the CPU provider: it counted as the CPU reference and was never verified."""
+    assert plugin_host.register(_CopiedCpuPlugin(), name="ggmlish")
+    with pytest.warns(OrtplugPluginWarning) as caught:
+        answers = plugin_host.offer_providers(META, cpu_host)
+    (line,) = [str(w.message) for w in caught if "ggmlish" in str(w.message)]
+    assert "'CPUExecutionProvider'" in line and "'GgmlExecutionProvider'" in line
+    assert "\n" not in line
+    kinds = [a.config.kind for a in answers if isinstance(a, ProviderOffer)]
+    assert "ggmlish" not in kinds and "cpu" in kinds

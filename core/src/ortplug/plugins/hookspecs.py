@@ -244,7 +244,9 @@ def ortplug_prepare_provider(
     the session is built, on the plugin that owns the entry's kind only: fill in
     what depends on the model (cache directories keyed by
     ``checkpoint.fingerprint()``, shapes), load native libraries the provider
-    needs, log a slow first build. Raise ``ValueError`` naming the option when the config
+    needs, log a slow first build. A plugin-EP library named by the kind's
+    :class:`ProviderType` is not one of them: the core registers it (first in a
+    child process) when it checks an offer or an explicit chain, before this hook. Raise ``ValueError`` naming the option when the config
     cannot work for this checkpoint; it reaches the user as is, like the
     ``OSError`` of an unusable cache directory.
 

@@ -820,6 +820,8 @@ class PluginHost:
             if not registry.has_kind(kind):
                 self._unknown_kind(plugin, "ortplug_offer_providers", kind, registry)
                 continue
+            if isinstance(item, ProviderOffer) and not self._names_its_type(plugin, item, registry):
+                continue
             item = attrs.evolve(item, plugin=plugin)
             answers.append(_library_checked(item, registry) if self._real(host, plugin) else item)
         return answers
@@ -835,6 +837,26 @@ class PluginHost:
         probes = [probe.name for owner, probe in self._validated()[1] if owner == plugin]
         prefixes = tuple(f"{OVERRIDE_PREFIX}{name.upper()}_" for name in probes)
         return not (prefixes and any(v.startswith(prefixes) for v in self._environ))
+
+    def _names_its_type(
+        self, plugin: str, offer: ProviderOffer, registry: ProviderRegistry
+    ) -> bool:
+        """Whether the offered config runs the provider its kind's type names; else a failure.
+
+        A config whose ``to_ort()`` names another provider (a copied CPU config's
+        ``CPUExecutionProvider``) would run that one instead, and be judged as it.
+        """
+        declared = registry.lookup(offer.config.kind).type.ort_name
+        runs = offer.config.to_ort()[0]
+        if runs == declared:
+            return True
+        error = ValueError(
+            f"an offer of kind {offer.config.kind!r} runs {runs!r} (its config's to_ort()), but "
+            f"the kind's ProviderType names {declared!r}; make to_ort() return the ort_name "
+            "the type declares"
+        )
+        self._fail(plugin, "ortplug_offer_providers", error)
+        return False
 
     def _unknown_kind(
         self, plugin: str, hook_name: str, kind: str, registry: ProviderRegistry
