@@ -20,6 +20,12 @@ warmed by one untimed round first, in the default cache folder under a private
 ``ORTPLUG_CACHE_DIR``): the figures are a user's second and later processes.
 ``--cold-cache`` empties the probe cache before every ortplug run instead.
 
+``--weights-mb N`` runs a generated model instead, one MatMul over N MB of fp32
+weights (written to the private temporary folder, then left to settle for 2 s as a
+user's model file has): what a process pays per model byte (ortplug fingerprints
+the weights; a big model's digest is kept per file version, so later processes
+read it back instead of hashing).
+
 ``--webgpu`` adds the WebGPU chain (software adapter opted in; source the
 lavapipe env first): its first result with and without ``startup_fallback``
 against the CPU-only chain, each run with an empty Mesa shader cache so the
@@ -56,6 +62,29 @@ _ORTPLUG = (
     + "b = OnnxBackend.from_checkpoint(LocalCheckpoint(MODEL).resolve()EXTRA)\n"
     "b.run(feed(b.input_specs))\n" + "import time; print('FIRST', time.time(), flush=True)\n"
 )
+
+
+def _weights_model(folder: Path, megabytes: int) -> Path:
+    """A model of one MatMul over ``megabytes`` MB of fp32 weights, written to ``folder``."""
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper, save_model
+
+    rows = 1024
+    columns = max(1, megabytes * (1 << 20) // (4 * rows))
+    weights = np.random.default_rng(0).random((rows, columns), dtype=np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["y"])],
+        "weights",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, rows])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, columns])],
+        [numpy_helper.from_array(weights, "w")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    path = folder / f"weights_{megabytes}mb.onnx"
+    save_model(model, path)
+    time.sleep(2.0)  # settled, as a model file written before today's run is
+    return path
 
 
 def _webgpu_cases(model: str) -> dict[str, tuple[list[str], dict[str, str]]]:
@@ -131,14 +160,20 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--model", default=None, help="default: the demo model shipped in the core")
+    parser.add_argument(
+        "--weights-mb", type=int, default=None, help="a generated model of N MB of weights"
+    )
     parser.add_argument("--cold-cache", action="store_true", help="empty the probe cache each run")
     parser.add_argument("--webgpu", action="store_true", help="add the WebGPU chain's cases")
     args = parser.parse_args()
     from ortplug.testing import demo_model
 
-    model = str(Path(args.model or demo_model()).resolve())
     cli = shutil.which("ortplug", path=str(Path(sys.executable).parent)) or "ortplug"
     cache = Path(tempfile.mkdtemp(prefix="ortplug-bench-cache-"))
+    if args.weights_mb:
+        model = str(_weights_model(cache, args.weights_mb))
+    else:
+        model = str(Path(args.model or demo_model()).resolve())
     unset = ("PYTHONDONTWRITEBYTECODE", "ORTPLUG_CACHE_DIR")
     base_env = {k: v for k, v in os.environ.items() if k not in unset}
     base_env["XDG_CACHE_HOME"] = str(cache)
