@@ -246,7 +246,8 @@ def ortplug_prepare_provider(
     ``checkpoint.fingerprint()``, shapes), load native libraries the provider
     needs, log a slow first build. A plugin-EP library named by the kind's
     :class:`ProviderType` is not one of them: the core registers it (first in a
-    child process) when it checks an offer or an explicit chain, before this hook. Raise ``ValueError`` naming the option when the config
+    child process) when it checks an offer on the host it detected, and in any
+    case before the session is built. Raise ``ValueError`` naming the option when the config
     cannot work for this checkpoint; it reaches the user as is, like the
     ``OSError`` of an unusable cache directory.
 
