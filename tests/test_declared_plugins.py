@@ -186,6 +186,21 @@ def test_an_undeclared_plugin_is_imported_at_start_and_listed_with_the_fix(site:
     assert all(r.note is None for r in host.plugin_infos() if r.name == "cuda")
 
 
+@pytest.mark.parametrize("declared", [False, True])
+def test_a_slow_plugin_import_is_named_with_its_cost(site: Path, declared: bool) -> None:
+    """What a plugin's import costs every process it is imported in is said, not paid silently."""
+    module = _install(site, f"acmes{int(declared)}", declared=declared)
+    plugin_file = site / module.replace(".", "/")
+    plugin_file = plugin_file.with_suffix(".py")
+    plugin_file.write_text("import time\ntime.sleep(0.2)\n" + plugin_file.read_text())
+    host = PluginHost(environ={})
+    (row,) = [row for row in host.plugin_infos() if row.name == f"acmes{int(declared)}"]
+    assert row.note is not None
+    milliseconds = int(row.note.split(" ms")[0].split()[-1].lstrip("("))
+    assert 200 <= milliseconds < 5000, row.note
+    assert ("ortplug.json" in row.note) is not declared
+
+
 # -- precedence: the shipped plugins' names are theirs ----------------------------------------
 
 

@@ -79,11 +79,13 @@ ENV_STRICT = "ORTPLUG_STRICT_PLUGINS"
 _BUILTIN_PLUGINS = ("ortplug.plugins._builtin",)
 #: The kind whose plugin adjusts every session's options: ONNX Runtime runs its CPU provider in all.
 _CPU_KIND = "cpu"
-#: What ``ortplug plugins`` says of a plugin without a declaration.
+#: What ``ortplug plugins`` says of a plugin without a declaration (with its import time).
 UNDECLARED_NOTE = (
-    "no declaration: imported at every start; ship an ortplug.json beside the package "
-    "(see ortplug.plugins.declaration)"
+    "no declaration: imported at every start ({ms:.0f} ms here); ship an ortplug.json beside "
+    "the package (see ortplug.plugins.declaration)"
 )
+#: A declared plugin whose import takes this long says so in ``ortplug plugins``.
+SLOW_IMPORT_MS = 100.0
 
 
 def _env_names(environ: Mapping[str, str], variable: str) -> frozenset[str] | None:
@@ -192,6 +194,7 @@ class PluginHost:
         self._declarations: dict[str, PluginDeclaration] = {}  # every allowed entry point's
         self._pending: dict[str, _entry_points.PluginEntryPoint] = {}  # declared, not imported
         self._undeclared: set[str] = set()  # entry points imported for want of a declaration
+        self._import_ms: dict[str, float] = {}  # entry point -> how long its import took
         # plugin -> the allow/deny setting that blocked it ("ORTPLUG_PLUGINS=cpu"), its declaration
         self._env_blocked: dict[str, tuple[str, PluginDeclaration | None]] = {}
         self._cached_facts: dict[str, Mapping[str, object] | None] = {}  # declared probe -> facts
@@ -298,6 +301,7 @@ class PluginHost:
     def _import(self, entry_point: _entry_points.PluginEntryPoint) -> bool:
         """Import and register one entry point's plugin; a declared one must keep its word."""
         name = entry_point.name
+        started = time.perf_counter()
         try:
             plugin = entry_point.load()
         except KeyboardInterrupt:
@@ -305,6 +309,8 @@ class PluginHost:
         except BaseException as exc:
             self._fail(name, "import", exc)
             return False
+        finally:
+            self._import_ms[name] = (time.perf_counter() - started) * 1e3
         if not self.register(plugin, name=name):
             return False
         declaration = self._declarations.get(name)
@@ -457,8 +463,7 @@ class PluginHost:
             name: str, status: str, hooks: tuple[str, ...] = (), error: str | None = None
         ) -> None:
             dist, version = self._distributions.get(name, (None, None))
-            note = UNDECLARED_NOTE if name in self._undeclared else None
-            rows[name] = PluginInfo(name, dist, version, status, hooks, error, note)
+            rows[name] = PluginInfo(name, dist, version, status, hooks, error, self._note(name))
 
         hooks_of: dict[str, tuple[str, ...]] = {}
         for name, plugin in self._pm.list_name_plugin():
@@ -476,6 +481,15 @@ class PluginHost:
             error = f"{failure.phase}: {failure.error}"
             row(failure.plugin, status, hooks_of.get(failure.plugin, ()), error)
         return list(rows.values())
+
+    def _note(self, plugin: str) -> str | None:
+        """What ``ortplug plugins`` adds about a plugin's start-up: no declaration, a slow import."""
+        ms = self._import_ms.get(plugin)
+        if plugin in self._undeclared:
+            return UNDECLARED_NOTE.format(ms=ms or 0.0)
+        if ms is not None and ms >= SLOW_IMPORT_MS:
+            return f"its import takes {ms:.0f} ms, paid by each process where it is in play"
+        return None
 
     # -- claims: provider names and probe names are each one plugin's -------------------------
 
