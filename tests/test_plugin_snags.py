@@ -161,3 +161,20 @@ def test_an_offer_whose_config_runs_another_provider_is_refused_naming_both(
     assert "\n" not in line
     kinds = [a.config.kind for a in answers if isinstance(a, ProviderOffer)]
     assert "ggmlish" not in kinds and "cpu" in kinds
+
+
+def test_forgetting_the_libraries_lets_a_later_test_register_one_afresh() -> None:
+    """ONNX Runtime's registration is process-wide: without this, tests depend on their order."""
+    import onnxruntime as ort
+    from ortplug.testing import forget_ep_libraries
+
+    library = EpLibrary(
+        "ortplug.forgettest", "OpenVINOExecutionProvider", package="onnxruntime_ep_openvino"
+    )
+    status = ensure_library(library)
+    assert status.error is None, status.error  # registered (devices or none)
+    assert "ortplug.forgettest" in forget_ep_libraries()
+    ort.register_execution_provider_library("ortplug.forgettest", status.path)  # not "already"
+    ort.unregister_execution_provider_library("ortplug.forgettest")
+    assert ensure_library(library) is not status  # known no more: registered afresh
+    assert "ortplug.forgettest" in forget_ep_libraries()

@@ -36,6 +36,7 @@ __all__ = [
     "describe_device",
     "devices_for",
     "ensure_library",
+    "unregister_libraries",
 ]
 
 
@@ -180,6 +181,25 @@ def ensure_library(library: EpLibrary) -> EpLibraryStatus:
         status = _register(library)
         _status[library.name] = status
         return status
+
+
+def unregister_libraries() -> tuple[str, ...]:
+    """Unregister every library :func:`ensure_library` registered, and forget every status.
+
+    ONNX Runtime's registration is process-wide, so plugin hosts made one after another
+    in a process share it; tests that need a library unregistered call this (through
+    :func:`ortplug.testing.forget_ep_libraries`) once every session using one is closed.
+    Returns the names unregistered.
+    """
+    with _lock:
+        registered = tuple(n for n, status in _status.items() if status.path and not status.error)
+        if registered:
+            ort = require_onnxruntime()
+            for name in registered:
+                ort.unregister_execution_provider_library(name)
+                del _status[name]  # an error on a later one leaves it known as registered
+        _status.clear()
+        return registered
 
 
 def _register(library: EpLibrary) -> EpLibraryStatus:

@@ -24,6 +24,7 @@ from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
+from ..ep_libraries import unregister_libraries
 from ..host import HostCapabilities
 from ..plugins.hookspecs import PROJECT
 from ..plugins.manager import PluginHost, reset_plugin_host
@@ -32,6 +33,7 @@ __all__ = [
     "cpu_host",
     "demo_model",
     "demo_static_model",
+    "forget_ep_libraries",
     "make_host",
     "make_plugin_host",
     "ortplug_cache",
@@ -82,6 +84,16 @@ def make_plugin_host(
             reason = host.failures[-1].message() if host.failures else "refused"
             raise AssertionError(f"plugin {name!r} was not registered: {reason}")
     return host
+
+
+def forget_ep_libraries() -> tuple[str, ...]:
+    """Unregister the plugin-EP libraries ortplug registered in this process; their names.
+
+    ONNX Runtime's library registration outlives a plugin host: without this, a test
+    that expects a library not registered yet depends on the tests run before it.
+    Close every session that uses one first.
+    """
+    return unregister_libraries()
 
 
 def make_host(
