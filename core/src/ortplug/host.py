@@ -161,7 +161,12 @@ class HostCapabilities:
         return default if value is None else value
 
     def has_provider(self, ort_name: str) -> bool:
-        """Whether the installed ONNX Runtime build lists this execution provider."""
+        """Whether the installed ONNX Runtime build lists this execution provider.
+
+        Only providers built into the wheel are listed (``get_available_providers()``); a
+        plugin-EP library's provider is not, whether or not it can run: read your probe's
+        facts (its ``devices``) for one of those.
+        """
         return ort_name in self.available_providers
 
     def to_dict(self) -> dict[str, Any]:
