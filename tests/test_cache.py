@@ -7,7 +7,7 @@ from pathlib import Path
 import models
 import pytest
 from ortplug import InMemoryCheckpoint, LocalCheckpoint
-from ortplug.cache import cache_dir, cache_key, cache_root
+from ortplug.cache.root import cache_dir, cache_key, cache_root
 
 
 def test_cache_root_follows_the_environment(tmp_path) -> None:

@@ -30,13 +30,13 @@ from ortplug import (
     LocalCheckpoint,
     OnnxBackend,
 )
-from ortplug.cache import (
+from ortplug.cache.root import (
     atomic_write,
     cache_problem,
     check_writable,
     read_cache_file,
 )
-from ortplug.doctor import run_checks
+from ortplug.cli._doctor import run_checks
 from ortplug.errors import CacheError, CheckpointError, OrtplugCacheWarning, OrtplugConfigWarning
 from ortplug.plugins.manager import get_plugin_host
 from ortplug.selection.autotune import TunedSetting, lookup, save, stale_records
@@ -251,7 +251,7 @@ def final_name(folder: Path) -> str:
 
 _WRITER = """
 import sys
-from ortplug.cache import atomic_write
+from ortplug.cache.root import atomic_write
 path, char = sys.argv[1], sys.argv[2]
 for _ in range(150):
     atomic_write(path, char * 65536)

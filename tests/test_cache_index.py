@@ -14,8 +14,8 @@ import models
 import onnxruntime
 import pytest
 from ortplug import LocalCheckpoint
-from ortplug.cache import cache_dir
-from ortplug.cache_index import ENTRY_FILE, describe, entries, max_mb, prune
+from ortplug.cache.index import ENTRY_FILE, describe, entries, max_mb, prune
+from ortplug.cache.root import cache_dir
 from ortplug.errors import OptionError, OrtplugConfigWarning
 from ortplug.selection import autotune
 from ortplug.testing import make_host

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 from ortplug import HostProbe, LocalCheckpoint, OnnxBackend, PluginHost, hookimpl
-from ortplug import cache_index
-from ortplug.cache import cache_dir, trusted_folder
+from ortplug.cache import index as cache_index
+from ortplug.cache.root import cache_dir, trusted_folder
 from ortplug.errors import CacheError, OrtplugCacheWarning, VerificationWarning
 from ortplug.plugins import _entry_points
 from ortplug.testing import make_plugin_host
@@ -344,7 +344,7 @@ def test_records_are_never_stale_because_of_the_current_directory(
 
 
 def test_doctor_and_plugins_see_a_cache_others_can_write(ortplug_cache: Path) -> None:
-    from ortplug.cache import cache_problem
+    from ortplug.cache.root import cache_problem
 
     cache_dir("tensorrt")
     ortplug_cache.chmod(0o777)

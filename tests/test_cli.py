@@ -116,7 +116,7 @@ def test_a_first_result_imports_only_what_its_path_needs() -> None:
         "ortplug.backend._startup",
         "ortplug.backend._verified",
         "ortplug.checkpoint.model_package",
-        "ortplug.verify",
+        "ortplug.verification.verdicts",
     ]
     for _ in range(2):  # the first start may scan and probe; the second must not
         done = subprocess.run(

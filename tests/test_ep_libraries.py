@@ -17,8 +17,8 @@ from ortplug import (
     ProviderType,
     hookimpl,
 )
-from ortplug.ep_libraries import EpLibrary, ensure_library
-from ortplug.ep_package import LibraryProvider
+from ortplug.host.ep_libraries import EpLibrary, ensure_library
+from ortplug.host.ep_package import LibraryProvider
 
 
 def test_a_missing_library_file_is_reported(tmp_path) -> None:

@@ -34,7 +34,7 @@ _CHILD = textwrap.dedent(
     from typing import ClassVar
     import attrs, models
     from ortplug import InMemoryCheckpoint, OnnxBackend, ProviderOffer, ProviderType, hookimpl
-    from ortplug.ep_libraries import EpLibrary, ensure_library
+    from ortplug.host.ep_libraries import EpLibrary, ensure_library
     from ortplug.testing import make_plugin_host
 
     LIBRARY = EpLibrary("crashy", "CrashyExecutionProvider", path=sys.argv[1])

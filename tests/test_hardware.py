@@ -7,7 +7,7 @@ from pathlib import Path
 import fake_roots
 import pytest
 
-from ortplug.hardware import HARDWARE_ROOT_ENV, cuda_major_for_driver, detect_hardware
+from ortplug.host.hardware import HARDWARE_ROOT_ENV, cuda_major_for_driver, detect_hardware
 
 _LINUX = {"ORTPLUG_OVERRIDE_PLATFORM": "linux", "ORTPLUG_OVERRIDE_MACHINE": "x86_64"}
 

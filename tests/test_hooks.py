@@ -199,7 +199,7 @@ def test_hook_ortplug_doctor_checks(plugin_host: PluginHost, cpu_host) -> None:
         "acme npu", False, "8 CPUs", "buy a bigger host", "acme"
     )
     assert checks["cpu threads"].ok and checks["cpu threads"].plugin == "cpu"
-    from ortplug.doctor import run_checks
+    from ortplug.cli._doctor import run_checks
 
     names = [c.name for c in run_checks(plugin_host)]
     assert names[0] == "onnxruntime" and "acme npu" in names

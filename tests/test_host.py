@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from ortplug import HostProbe, PluginHost
-from ortplug.host import compose_host, override_variable
+from ortplug.host.capabilities import compose_host, override_variable
 
 PROBE = HostProbe(name="gpu", facts=("devices", "names"), detect=lambda: {"devices": 0})
 

@@ -11,10 +11,10 @@ from pathlib import Path
 import fake_roots
 import pytest
 
-from ortplug._runtime import RuntimeDistribution
 from ortplug.errors import OptionError
-from ortplug.hardware import Hardware, detect_hardware
-from ortplug.host_fit import FitPlan, Installed, plan_fit
+from ortplug.host._runtime import RuntimeDistribution
+from ortplug.host.fit import FitPlan, Installed, plan_fit
+from ortplug.host.hardware import Hardware, detect_hardware
 from ortplug.plugins.catalog import BUILTIN_CATALOG, CATALOG_ENV, load_catalog
 from ortplug.plugins.requirement import Requirement
 
@@ -309,12 +309,12 @@ print(json.dumps(sorted(m for m in sys.modules if m in MODULES)))
 
 
 def test_a_build_imports_neither_the_catalog_nor_the_hardware_scan() -> None:
-    modules = ["ortplug.plugins.catalog", "ortplug.host_fit", "ortplug.hardware"]
+    modules = ["ortplug.plugins.catalog", "ortplug.host.fit", "ortplug.host.hardware"]
     script = _BUILD.replace("MODULES", repr(modules))
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout.splitlines()[-1]) == []
     # and the same process does import them when asked, so the check can fail
-    check = script.replace("print(", "import ortplug.host_fit\nprint(")
+    check = script.replace("print(", "import ortplug.host.fit\nprint(")
     done = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, timeout=120)
     assert json.loads(done.stdout.splitlines()[-1]) == sorted(modules)

@@ -160,7 +160,7 @@ def test_relative_loader_path_entries_do_not_reach_the_cwd(planted, loader_path)
     for name in ("libnvinfer.so.10", "libvulkan.so.1"):
         shutil.copy(cwd / name, cwd / "lib" / name)
     code = (
-        "import json, sys; from pathlib import Path; from ortplug.probing import run_probe_script; "
+        "import json, sys; from pathlib import Path; from ortplug.host.probing import run_probe_script; "
         "import ortplug_webgpu.probes as w; "
         "from ortplug.plugins.declaration import read_declaration; "
         "webgpu = read_declaration('webgpu', 'ortplug_webgpu.plugin:plugin'); "
@@ -179,7 +179,7 @@ def test_relative_loader_path_entries_do_not_reach_the_cwd(planted, loader_path)
 
 
 def test_library_search_dirs_keep_only_absolute_folders() -> None:
-    from ortplug.probing import library_search_dirs, probe_environment
+    from ortplug.host.probing import library_search_dirs, probe_environment
 
     assert library_search_dirs(":/usr/local/lib:lib:.:/opt/x;/opt/y") == [
         "/usr/local/lib", "/opt/x", "/opt/y"

@@ -19,7 +19,7 @@ from ortplug.plugins import (
     ProviderOffer,
     hookimpl,
 )
-from ortplug.ep_libraries import ensure_library
+from ortplug.host.ep_libraries import ensure_library
 from ortplug.testing import make_host, make_plugin_host
 from ortplug_cpu import CpuProvider
 
@@ -112,7 +112,7 @@ class _BrokenPolicyHooks:
 
 
 def test_doctor_fails_a_plugin_whose_policy_hooks_fail(plugin_host: PluginHost) -> None:
-    from ortplug.doctor import run_checks
+    from ortplug.cli._doctor import run_checks
 
     assert plugin_host.register(_BrokenPolicyHooks(), name="broken")
     with pytest.warns(OrtplugPluginWarning):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import textwrap
 
-from ortplug.probing import run_probe_script
+from ortplug.host.probing import run_probe_script
 
 
 def _script(tmp_path, body: str):

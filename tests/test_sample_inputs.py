@@ -21,8 +21,8 @@ from onnx import TensorProto, helper, numpy_helper
 from ortplug import LocalCheckpoint, OnnxBackend
 from ortplug.checkpoint import select_variant
 from ortplug.errors import InputsNotAcceptedError
-from ortplug.precision_variants import calibration_feeds, write_variants
-from ortplug.sample_inputs import accepted_inputs, candidate_feeds, session_inputs
+from ortplug.verification.precision_variants import calibration_feeds, write_variants
+from ortplug.verification.sample_inputs import accepted_inputs, candidate_feeds, session_inputs
 
 ORTPLUG = shutil.which("ortplug", path=os.path.dirname(sys.executable)) or "ortplug"
 

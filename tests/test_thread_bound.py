@@ -11,7 +11,7 @@ import pytest
 from ortplug import InMemoryCheckpoint, OnnxBackend, SessionOptionsConfig, configure, hookimpl
 from ortplug.cli.main import main
 from ortplug.errors import OptionError, OrtplugCacheWarning
-from ortplug.provider_options import check_threads, max_threads
+from ortplug.providers.options import check_threads, max_threads
 from ortplug.selection.autotune import TunedSetting, lookup, save
 from ortplug.testing import make_plugin_host
 from ortplug_cpu import CpuProvider

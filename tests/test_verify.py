@@ -41,7 +41,7 @@ from ortplug.errors import (
     OrtplugPluginWarning,
 )
 from ortplug.testing import make_host, make_plugin_host
-from ortplug.verify import OutputCheck, compare_outputs
+from ortplug.verification.verdicts import OutputCheck, compare_outputs
 from ortplug_cpu import CpuProvider
 from plugin_objects import FakeCudaPlugin
 from variant_models import broken_int8, mlp_model, mlp_with_variants

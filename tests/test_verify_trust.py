@@ -26,7 +26,7 @@ from ortplug import (
 from ortplug.checkpoint import Variant, select_variant
 from ortplug.errors import CheckpointError, MissingFileError, OrtplugCacheWarning
 from ortplug.testing import make_plugin_host
-from ortplug.verify import compare_outputs
+from ortplug.verification.verdicts import compare_outputs
 from variant_models import broken_int8, mlp_with_variants
 
 VNNI = {"ORTPLUG_OVERRIDE_CPU_ISA_FLAGS": '["avx2", "avx512_vnni"]'}

@@ -14,7 +14,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 from ortplug import LocalCheckpoint, ResolvedCheckpoint
-from ortplug.precision_variants import calibration_feeds, make_int8, write_variants
+from ortplug.verification.precision_variants import calibration_feeds, make_int8, write_variants
 
 __all__ = ["broken_int8", "mlp_model", "mlp_with_variants"]
 

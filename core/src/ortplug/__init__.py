@@ -14,7 +14,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from ._runtime import RuntimeDistribution, installed_runtimes, preload_runtime_libraries
+    from .host._runtime import RuntimeDistribution, installed_runtimes, preload_runtime_libraries
     from .backend import Binding, InferenceBackend, MemoryInfo, ModelInfo, OnnxBackend, ValueInfo
     from .checkpoint import (
         CheckpointMetadata,
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
         ResolvedCheckpoint,
         Tolerance,
     )
-    from .environment import configure
+    from .host.environment import configure
     from .errors import (
         BackendClosedError,
         BuildTimeoutError,
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
         VerificationError,
         VerificationWarning,
     )
-    from .host import HostCapabilities, HostProbe
+    from .host.capabilities import HostCapabilities, HostProbe
     from .plugins import (
         DoctorCheck,
         MetadataKey,
@@ -55,8 +55,8 @@ if TYPE_CHECKING:
         hookimpl,
         parse_provider,
     )
-    from .providers import ProviderConfig
-    from .run_options import RunOptionsConfig
+    from .providers.configs import ProviderConfig
+    from .providers.run_options import RunOptionsConfig
     from .selection import (
         DefaultProviderPolicy,
         ProviderPolicy,
@@ -64,7 +64,7 @@ if TYPE_CHECKING:
         SelectingPolicy,
         SelectionRequest,
     )
-    from .session_options import FreeDimensionOverride, SessionOptionsConfig
+    from .providers.session_options import FreeDimensionOverride, SessionOptionsConfig
     from .dropin import InferenceSession, Patch, patch, unpatch
 
 __all__ = [
@@ -134,18 +134,18 @@ _LAZY = {
     "BuildTimeoutError": ".errors",
     "CheckpointError": ".errors",
     "CheckpointMetadata": ".checkpoint",
-    "configure": ".environment",
+    "configure": ".host.environment",
     "DefaultProviderPolicy": ".selection",
     "DoctorCheck": ".plugins",
-    "FreeDimensionOverride": ".session_options",
+    "FreeDimensionOverride": ".providers.session_options",
     "get_plugin_host": ".plugins",
     "hookimpl": ".plugins",
-    "HostCapabilities": ".host",
-    "HostProbe": ".host",
+    "HostCapabilities": ".host.capabilities",
+    "HostProbe": ".host.capabilities",
     "InferenceBackend": ".backend",
     "InMemoryCheckpoint": ".checkpoint",
     "InputValidationError": ".errors",
-    "installed_runtimes": "._runtime",
+    "installed_runtimes": ".host._runtime",
     "LocalCheckpoint": ".checkpoint",
     "MemoryInfo": ".backend",
     "MetadataKey": ".plugins",
@@ -160,8 +160,8 @@ _LAZY = {
     "PluginConflictError": ".errors",
     "PluginError": ".errors",
     "PluginHost": ".plugins",
-    "preload_runtime_libraries": "._runtime",
-    "ProviderConfig": ".providers",
+    "preload_runtime_libraries": ".host._runtime",
+    "ProviderConfig": ".providers.configs",
     "ProviderDecline": ".plugins",
     "ProviderFallbackWarning": ".errors",
     "ProviderNotRealizedError": ".errors",
@@ -170,13 +170,13 @@ _LAZY = {
     "ProviderSelection": ".selection",
     "ProviderType": ".plugins",
     "ResolvedCheckpoint": ".checkpoint",
-    "RunOptionsConfig": ".run_options",
+    "RunOptionsConfig": ".providers.run_options",
     "RunTerminatedError": ".errors",
-    "RuntimeDistribution": "._runtime",
+    "RuntimeDistribution": ".host._runtime",
     "RuntimeNotInstalledError": ".errors",
     "SelectingPolicy": ".selection",
     "SelectionRequest": ".selection",
-    "SessionOptionsConfig": ".session_options",
+    "SessionOptionsConfig": ".providers.session_options",
     "Tolerance": ".checkpoint",
     "ValueInfo": ".backend",
     "VerificationError": ".errors",

@@ -150,7 +150,7 @@ class RunTerminatedError(OrtplugError, RuntimeError):
 class VerificationError(OrtplugError, RuntimeError):
     """A provider or precision variant gave outputs outside the tolerance of the CPU reference.
 
-    ``verdict`` (an :class:`ortplug.verify.Verdict`, or ``None`` when nothing could be
+    ``verdict`` (an :class:`ortplug.verification.verdicts.Verdict`, or ``None`` when nothing could be
     checked) names each output, its difference and the tolerance.
     """
 
@@ -180,7 +180,7 @@ class PluginError(OrtplugError, RuntimeError):
 class InputsNotAcceptedError(OptionError):
     """The CPU reference ran none of the input sizes ortplug generated; real inputs are needed.
 
-    ``first`` is the first feed tried (a :class:`ortplug.sample_inputs.GeneratedFeed`) and
+    ``first`` is the first feed tried (a :class:`ortplug.verification.sample_inputs.GeneratedFeed`) and
     ``cause`` what running it raised.
     """
 

@@ -11,7 +11,7 @@ on a host without the hardware or runtime; 1 when the check failed.
 
 import sys
 
-from ortplug.smoke import main
+from ortplug.verification.smoke import main
 
 if __name__ == "__main__":
     sys.exit(main("cuda", sys.argv[1:]))

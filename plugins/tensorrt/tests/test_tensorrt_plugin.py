@@ -191,7 +191,7 @@ def test_prepare_derives_profiles_and_keyed_cache_dirs(all_plugins, _private_cac
 def test_engine_and_timing_folders_describe_themselves_for_ortplug_cache(
     all_plugins, _private_cache
 ) -> None:
-    from ortplug.cache_index import entries
+    from ortplug.cache.index import entries
 
     checkpoint = _dynamic_checkpoint({"dim_ranges": {"batch": [1, 16, 64]}})
     prepared = all_plugins.prepare_provider(TensorrtProvider(), checkpoint, HOST)

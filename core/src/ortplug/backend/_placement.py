@@ -6,7 +6,7 @@ import warnings
 from typing import TYPE_CHECKING
 
 from ..errors import OptionError, ProviderFallbackWarning, ProviderNotRealizedError
-from ..providers import CPU_EP
+from ..providers.configs import CPU_EP
 
 if TYPE_CHECKING:
     from .report import ProviderReport

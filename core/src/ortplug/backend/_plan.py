@@ -13,10 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from .._runtime import INSTALL_HINT
 from ..checkpoint import ResolvedCheckpoint, select_variant
-from ..environment import global_thread_pools
-from ..ep_libraries import EpLibrary
 from ..errors import (
     MissingFileError,
     NoProviderError,
@@ -25,19 +22,22 @@ from ..errors import (
     OrtplugConfigWarning,
     VerificationWarning,
 )
+from ..host._runtime import INSTALL_HINT
+from ..host.environment import global_thread_pools
+from ..host.ep_libraries import EpLibrary
 from ..plugins.manager import PluginHost, resolve_plugin_host
 from ..plugins.types import ProviderDecline
-from ..providers import ProviderConfig
+from ..providers.configs import ProviderConfig
+from ..providers.session_options import SessionOptionsConfig
 from ..selection import (
     DefaultProviderPolicy,
     ProviderSelection,
     SelectionRequest,
     select_providers,
 )
-from ..session_options import SessionOptionsConfig
 
 if TYPE_CHECKING:
-    from ..host import HostCapabilities
+    from ..host.capabilities import HostCapabilities
 
 __all__ = [
     "SessionPlan",

@@ -35,10 +35,10 @@ from ..errors import (
     VerificationWarning,
 )
 from ..plugins.manager import resolve_plugin_host
-from ..providers import CPU_EP, is_accelerator
+from ..providers.configs import CPU_EP, is_accelerator
+from ..providers.session_options import SessionOptionsConfig
 from ..selection import autotune
-from ..session_options import SessionOptionsConfig
-from ..verify import Verdict
+from ..verification.verdicts import Verdict
 from ._measure import interleaved_medians
 from ._plan import SessionPlan, choice_text, plan_next, unusable_variant
 from ._session import SessionBuild, create_planned

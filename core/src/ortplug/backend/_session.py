@@ -44,18 +44,18 @@ from typing import Any
 import attrs
 
 from .. import _log
-from .._import_hook import after_import
-from .._runtime import require_onnxruntime
 from ..checkpoint import ResolvedCheckpoint
-from ..ep_libraries import EpLibrary, devices_for, ensure_library
 from ..errors import (
     BuildTimeoutError,
     ModelLoadError,
     ProviderFallbackWarning,
     ProviderNotRealizedError,
 )
-from ..providers import CPU_EP, ProviderConfig
-from ..session_options import SessionOptionsConfig
+from ..host._import_hook import after_import
+from ..host._runtime import require_onnxruntime
+from ..host.ep_libraries import EpLibrary, devices_for, ensure_library
+from ..providers.configs import CPU_EP, ProviderConfig
+from ..providers.session_options import SessionOptionsConfig
 from ._plan import SessionPlan
 
 __all__ = ["SessionBuild", "cancel_builds", "create_planned", "create_session"]

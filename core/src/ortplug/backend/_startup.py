@@ -22,17 +22,17 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from .. import _log
-from .._runtime import require_onnxruntime
 from ..errors import InputsNotAcceptedError, OrtplugError, ProviderFallbackWarning
-from ..providers import CPU_EP
-from ..sample_inputs import carried_samples, session_inputs
+from ..host._runtime import require_onnxruntime
+from ..providers.configs import CPU_EP
+from ..verification.sample_inputs import carried_samples, session_inputs
 from ._placement import enforce_share
 from ._plan import SessionPlan, StalePlanError
 from ._session import SessionBuild, cancel_builds, create_planned
 
 if TYPE_CHECKING:
     from ..checkpoint import ResolvedCheckpoint, Tolerance
-    from ..session_options import SessionOptionsConfig
+    from ..providers.session_options import SessionOptionsConfig
     from .onnx_backend import OnnxBackend
 
 __all__ = ["Proving", "StartupSwitch", "start_on_cpu"]

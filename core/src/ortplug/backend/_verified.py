@@ -6,7 +6,7 @@ with its inputs updated in place and bound again between the runs (a provider th
 hands back the first run's outputs fails as stale). A candidate that raises on
 those inputs, or whose accelerators took no node of the graph (or fewer than
 ``min_accelerator_share``), fails too, with ONNX Runtime's own log lines in the
-reason. What fails is a :class:`~ortplug.verify.Verdict` with a ``failure``, never
+reason. What fails is a :class:`~ortplug.verification.verdicts.Verdict` with a ``failure``, never
 an ONNX Runtime exception. Output differences are cached, pass or fail; the CPU
 provider on the reference weights at their precision is the reference itself and
 is never checked.
@@ -26,13 +26,13 @@ from typing import Any
 
 import numpy as np
 
-from .._runtime import require_onnxruntime
 from ..checkpoint import ResolvedCheckpoint, Tolerance
+from ..host._runtime import require_onnxruntime
 from ..plugins.manager import PluginHost
-from ..providers import CPU_EP
-from ..sample_inputs import GENERATION, AcceptedInputs, carried_samples, session_inputs
+from ..providers.configs import CPU_EP
 from ..selection.autotune import host_signature
-from ..verify import (
+from ..verification.sample_inputs import GENERATION, AcceptedInputs, carried_samples, session_inputs
+from ..verification.verdicts import (
     OutputCheck,
     Verdict,
     compare_outputs,
@@ -160,7 +160,7 @@ class Verifier:
 
     def use_reference(self, session: Any) -> AcceptedInputs:
         """Take ``session`` (the CPU provider on the reference weights, already built) as the
-        reference: the first inputs it runs (:func:`~ortplug.sample_inputs.session_inputs`)
+        reference: the first inputs it runs (:func:`~ortplug.verification.sample_inputs.session_inputs`)
         and its outputs on them are what candidates are compared against."""
         self._expected = expected = session_inputs(
             session, self.reference.metadata.extra, self._samples

@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import numpy as np
 
-from .._runtime import require_onnxruntime
 from ..checkpoint import CheckpointMetadata, ResolvedCheckpoint, Tolerance
 from ..checkpoint.variants import check_verify
 from ..errors import (
@@ -24,9 +23,10 @@ from ..errors import (
     ProviderFallbackWarning,
     RunTerminatedError,
 )
-from ..provider_options import encode_option
-from ..providers import CPU_EP, is_accelerator
-from ..run_options import RunOptionsConfig
+from ..host._runtime import require_onnxruntime
+from ..providers.configs import CPU_EP, is_accelerator
+from ..providers.options import encode_option
+from ..providers.run_options import RunOptionsConfig
 from . import _async_runs
 from ._placement import enforce_share
 from ._plan import (
@@ -44,9 +44,9 @@ if TYPE_CHECKING:
     from typing_extensions import Self
 
     from ..plugins.manager import PluginHost
+    from ..providers.session_options import SessionOptionsConfig
     from ..selection import ProviderPolicy
-    from ..session_options import SessionOptionsConfig
-    from ..verify import Verdict
+    from ..verification.verdicts import Verdict
     from ._proven import Proven
     from ._startup import StartupSwitch
     from .binding import Binding

@@ -8,10 +8,10 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from ..providers import CPU_EP
+from ..providers.configs import CPU_EP
 
 if TYPE_CHECKING:
-    from ..verify import Verdict
+    from ..verification.verdicts import Verdict
 
 __all__ = ["Candidate", "ProviderReport"]
 

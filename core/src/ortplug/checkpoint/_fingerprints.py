@@ -19,7 +19,7 @@ import threading
 import time
 from pathlib import Path
 
-from ..cache import atomic_write, cache_key, read_cache_file, touch, trusted_folder
+from ..cache.root import atomic_write, cache_key, read_cache_file, touch, trusted_folder
 from ..errors import CacheError
 
 __all__ = ["FOLDER", "REMEMBERED_BYTES", "file_fingerprint"]

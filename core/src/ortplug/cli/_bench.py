@@ -12,17 +12,17 @@ from typing import Any
 
 import attrs
 
-from .._timing import median_ms
 from ..backend import OnnxBackend
-from ..cache import cache_root
+from ..backend._timing import median_ms
+from ..cache.root import cache_root
 from ..checkpoint import LocalCheckpoint, ResolvedCheckpoint
 from ..errors import InputValidationError
-from ..host import fact_label
+from ..host.capabilities import fact_label
 from ..plugins.manager import get_plugin_host
-from ..provider_options import check_threads
-from ..providers import ProviderConfig
+from ..providers.configs import ProviderConfig
+from ..providers.options import check_threads
+from ..providers.session_options import SessionOptionsConfig
 from ..selection import DefaultProviderPolicy, ProviderSelection, autotune
-from ..session_options import SessionOptionsConfig
 from ._inputs import first_run_error, load_inputs, quiet_run_options, reference_feed
 from ._providers import ProviderEntry, chain_label, resolve_chain
 from ._usage import UsageError

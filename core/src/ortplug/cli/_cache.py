@@ -6,8 +6,8 @@ import argparse
 import json
 import time
 
-from ..cache import cache_root
-from ..cache_index import CacheEntry, clear, configured_cap, entries, prune
+from ..cache.index import CacheEntry, clear, configured_cap, entries, prune
+from ..cache.root import cache_root
 
 __all__ = ["cache"]
 

@@ -16,23 +16,23 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .._runtime import (
+from ..backend import OnnxBackend
+from ..backend.report import Candidate
+from ..checkpoint import LocalCheckpoint, ResolvedCheckpoint
+from ..errors import OptionError, OrtplugError, VerificationWarning
+from ..host._runtime import (
     INSTALL_HINT,
     duplicate_runtime_problem,
     installed_runtimes,
     onnxruntime_or_none,
 )
-from ..backend import OnnxBackend
-from ..backend.report import Candidate
-from ..checkpoint import LocalCheckpoint, ResolvedCheckpoint
-from ..errors import OptionError, OrtplugError, VerificationWarning
 from ..plugins.manager import get_plugin_host
 from ..selection import DefaultProviderPolicy
 from ._inputs import first_run_error, load_inputs, quiet_run_options, reference_feed
 from ._providers import resolve_chain
 
 if TYPE_CHECKING:
-    from ..verify import Verdict
+    from ..verification.verdicts import Verdict
 
 __all__ = ["info", "plugins", "run"]
 
@@ -268,8 +268,8 @@ def info(args: argparse.Namespace) -> int:
 def _fit_lines() -> dict[str, Any]:
     """Host fit for ``info``: the hardware seen, the plan, and one line per finding (a bad
     catalog file is one such line)."""
-    from ..hardware import detect_hardware
-    from ..host_fit import check_host
+    from ..host.fit import check_host
+    from ..host.hardware import detect_hardware
 
     try:
         plan = check_host()

@@ -9,8 +9,8 @@ from typing import Any
 from ..backend import OnnxBackend
 from ..checkpoint import LocalCheckpoint
 from ..checkpoint._onnx_wire import summarize_file
-from ..doctor import run_checks
 from ..plugins.manager import get_plugin_host
+from ._doctor import run_checks
 
 __all__ = ["doctor", "inspect"]
 

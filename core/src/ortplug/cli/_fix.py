@@ -20,7 +20,7 @@ import sysconfig
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from ..host_fit import FitPlan, check_host, installed_state
+from ..host.fit import FitPlan, check_host, installed_state
 from ._usage import UsageError
 
 __all__ = ["externally_managed", "fix", "pip_command", "unwritable"]

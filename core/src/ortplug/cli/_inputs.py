@@ -2,7 +2,7 @@
 
 Runs that may fail use :func:`quiet_run_options`: ONNX Runtime's own log of the failure
 stays off stderr, where the CLI prints the error as one line (``ORTPLUG_DEBUG=1`` keeps it).
-Generated ones come from :mod:`ortplug.sample_inputs`: the checkpoint's samples, then sizes
+Generated ones come from :mod:`ortplug.verification.sample_inputs`: the checkpoint's samples, then sizes
 the CPU reference runs (:func:`reference_feed`).
 """
 
@@ -16,9 +16,9 @@ import numpy as np
 from ..backend import InputSpec, OnnxBackend
 from ..checkpoint import ResolvedCheckpoint
 from ..errors import InputsNotAcceptedError, InputValidationError
-from ..providers import CPU_EP
-from ..run_options import RunOptionsConfig
-from ..sample_inputs import GeneratedFeed, accepted_inputs, candidate_feeds, carried_samples
+from ..providers.configs import CPU_EP
+from ..providers.run_options import RunOptionsConfig
+from ..verification.sample_inputs import GeneratedFeed, accepted_inputs, candidate_feeds, carried_samples
 from ._usage import InputArg, UsageError
 
 __all__ = [

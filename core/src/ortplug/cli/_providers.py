@@ -26,7 +26,7 @@ from ..errors import OptionError
 from ._usage import UsageError
 
 if TYPE_CHECKING:
-    from ..providers import ProviderConfig
+    from ..providers.configs import ProviderConfig
 
 __all__ = ["GRAMMAR_HELP", "ProviderEntry", "chain_label", "provider_chain", "resolve_chain"]
 

@@ -59,7 +59,7 @@ def positive_int(value: str) -> int:
 
 def size_mb(value: str) -> float:
     """A cache size in MB (``cache prune --max-mb``), read as ``ORTPLUG_CACHE_MAX_MB`` is."""
-    from ..cache_index import parse_size_mb  # only when the flag is given
+    from ..cache.index import parse_size_mb  # only when the flag is given
 
     number = parse_size_mb(value)
     if number is None:
@@ -70,7 +70,7 @@ def size_mb(value: str) -> float:
 def thread_counts(value: str) -> list[int]:
     """Comma-separated intra-op thread counts within the one bound (``bench --threads 1,2,4``)."""
     from ..errors import OptionError  # only when the flag is given
-    from ..provider_options import check_threads
+    from ..providers.options import check_threads
 
     counts = []
     for part in value.split(","):

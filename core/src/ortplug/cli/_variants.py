@@ -12,10 +12,10 @@ from ..backend._plan import SessionPlan, plan_next, plan_session
 from ..backend._session import create_planned
 from ..backend._verified import Verifier
 from ..checkpoint import LocalCheckpoint, ResolvedCheckpoint, Tolerance, select_variant
-from ..environment import configure
+from ..host.environment import configure
 from ..plugins.manager import get_plugin_host
-from ..precision_variants import write_variants
-from ..providers import CPU_EP
+from ..providers.configs import CPU_EP
+from ..verification.precision_variants import write_variants
 from ._providers import resolve_chain
 from ._usage import UsageError
 

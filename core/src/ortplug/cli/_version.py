@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from importlib.metadata import PackageNotFoundError, version
 
-from .._runtime import INSTALL_HINT, installed_runtimes
+from ..host._runtime import INSTALL_HINT, installed_runtimes
 from ..plugins import _entry_points
 
 __all__ = ["version_text"]

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 if TYPE_CHECKING:
     from ..backend import OnnxBackend
     from ..backend.report import ProviderReport
-    from ..session_options import SessionOptionsConfig
+    from ..providers.session_options import SessionOptionsConfig
 
 __all__ = ["InferenceSession", "SessionRecord"]
 
@@ -35,7 +35,7 @@ __all__ = ["InferenceSession", "SessionRecord"]
 try:
     import onnxruntime as _ort
 except ImportError:  # pragma: no cover - ortplug's error names the command to install it
-    from .._runtime import require_onnxruntime
+    from ..host._runtime import require_onnxruntime
 
     _ort = require_onnxruntime()
 #: ONNX Runtime's own classes, as they were before any patch.
@@ -71,7 +71,7 @@ def _is_ortplug_form(item: object) -> bool:
         from ..plugins import get_plugin_host
 
         return get_plugin_host().provider_registry().knows(item)
-    config_class = _loaded("providers", "ProviderConfig")
+    config_class = _loaded("providers.configs", "ProviderConfig")
     return isinstance(item, Mapping) or (config_class is not None and isinstance(item, config_class))
 
 
@@ -154,7 +154,7 @@ class InferenceSession(_OrtSession):  # type: ignore[misc]
         kwargs: dict[str, Any],
     ) -> None:
         """Build through ortplug or ONNX Runtime, as the module docstring says."""
-        options_class = _loaded("session_options", "SessionOptionsConfig")
+        options_class = _loaded("providers.session_options", "SessionOptionsConfig")
         config = sess_options if options_class and isinstance(sess_options, options_class) else None
         if config is not None:
             sess_options = config.to_ort(_ort)  # what ONNX Runtime's path takes
@@ -212,7 +212,7 @@ class InferenceSession(_OrtSession):  # type: ignore[misc]
         """
         from ..backend import OnnxBackend
         from ..backend._plan import _RECORD_ASSIGNMENT
-        from ..session_options import SessionOptionsConfig
+        from ..providers.session_options import SessionOptionsConfig
 
         if config is None and sess_options is not None:
             config = SessionOptionsConfig.from_ort(sess_options)

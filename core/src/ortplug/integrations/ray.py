@@ -35,11 +35,11 @@ from ..backend import OnnxBackend
 from ..backend.introspection import ValueInfo
 from ..checkpoint import CheckpointMetadata, InMemoryCheckpoint, LocalCheckpoint, ResolvedCheckpoint
 from ..errors import MissingFileError, OptionError, OptionTypeError, OrtplugError
-from ..host import HostCapabilities
+from ..host.capabilities import HostCapabilities
 from ..plugins.manager import get_plugin_host
-from ..run_options import RunOptionsConfig
+from ..providers.run_options import RunOptionsConfig
+from ..providers.session_options import SessionOptionsConfig
 from ..selection import DefaultProviderPolicy, SelectionRequest, select_providers
-from ..session_options import SessionOptionsConfig
 
 __all__ = [
     "BackendConfig",

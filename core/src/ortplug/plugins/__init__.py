@@ -18,7 +18,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from ..host import HostCapabilities, HostProbe, fact_label
+    from ..host.capabilities import HostCapabilities, HostProbe, fact_label
     from .hookspecs import CONTRACTS, PROJECT, CallMode, HookContract, hookimpl, hookspec
     from .manager import (
         PluginHost,
@@ -37,20 +37,21 @@ if TYPE_CHECKING:
         ProviderOffer,
     )
 
-    from .._runtime import preload_runtime_libraries
-    from ..cache import CACHE_ENV, cache_dir, cache_key, cache_problem, cache_root
-    from ..cache_index import describe as describe_cache_folder
+    from ..cache.index import describe as describe_cache_folder
+    from ..cache.root import CACHE_ENV, cache_dir, cache_key, cache_problem, cache_root
     from ..checkpoint import CheckpointMetadata, ResolvedCheckpoint
-    from ..ep_libraries import EpLibrary, describe_device
-    from ..ep_package import EpPackagePlugin, LibraryProvider
     from ..errors import CacheError, OptionError, OrtplugCacheWarning, PluginError
-    from ..probing import (
+    from ..host._runtime import preload_runtime_libraries
+    from ..host.ep_libraries import EpLibrary, describe_device
+    from ..host.ep_package import EpPackagePlugin, LibraryProvider
+    from ..host.probing import (
         file_identity,
         run_probe_script,
         site_package_dirs,
         system_library_identity,
     )
-    from ..provider_options import (
+    from ..providers.configs import ProviderConfig
+    from ..providers.options import (
         bool_field,
         check_threads,
         choice_field,
@@ -62,8 +63,7 @@ if TYPE_CHECKING:
         seconds_field,
         threads_field,
     )
-    from ..providers import ProviderConfig
-    from ..session_options import SessionOptionsConfig
+    from ..providers.session_options import SessionOptionsConfig
     from .declaration import Identity
 
 __all__ = [
@@ -134,8 +134,8 @@ _LAZY = {
     "HookContract": (".hookspecs", "HookContract"),
     "hookimpl": (".hookspecs", "hookimpl"),
     "hookspec": (".hookspecs", "hookspec"),
-    "HostCapabilities": ("..host", "HostCapabilities"),
-    "HostProbe": ("..host", "HostProbe"),
+    "HostCapabilities": ("..host.capabilities", "HostCapabilities"),
+    "HostProbe": ("..host.capabilities", "HostProbe"),
     "PluginHost": (".manager", "PluginHost"),
     "get_plugin_host": (".manager", "get_plugin_host"),
     "parse_provider": (".manager", "parse_provider"),
@@ -150,41 +150,41 @@ _LAZY = {
     "PluginInfo": (".types", "PluginInfo"),
     "ProviderDecline": (".types", "ProviderDecline"),
     "ProviderOffer": (".types", "ProviderOffer"),
-    "CACHE_ENV": ("..cache", "CACHE_ENV"),
+    "CACHE_ENV": ("..cache.root", "CACHE_ENV"),
     "CacheError": ("..errors", "CacheError"),
     "CheckpointMetadata": ("..checkpoint", "CheckpointMetadata"),
-    "EpLibrary": ("..ep_libraries", "EpLibrary"),
-    "EpPackagePlugin": ("..ep_package", "EpPackagePlugin"),
+    "EpLibrary": ("..host.ep_libraries", "EpLibrary"),
+    "EpPackagePlugin": ("..host.ep_package", "EpPackagePlugin"),
     "Identity": (".declaration", "Identity"),
-    "LibraryProvider": ("..ep_package", "LibraryProvider"),
+    "LibraryProvider": ("..host.ep_package", "LibraryProvider"),
     "OptionError": ("..errors", "OptionError"),
     "OrtplugCacheWarning": ("..errors", "OrtplugCacheWarning"),
     "PluginError": ("..errors", "PluginError"),
-    "ProviderConfig": ("..providers", "ProviderConfig"),
+    "ProviderConfig": ("..providers.configs", "ProviderConfig"),
     "ResolvedCheckpoint": ("..checkpoint", "ResolvedCheckpoint"),
-    "SessionOptionsConfig": ("..session_options", "SessionOptionsConfig"),
-    "bool_field": ("..provider_options", "bool_field"),
-    "cache_dir": ("..cache", "cache_dir"),
-    "cache_key": ("..cache", "cache_key"),
-    "cache_problem": ("..cache", "cache_problem"),
-    "cache_root": ("..cache", "cache_root"),
-    "choice_field": ("..provider_options", "choice_field"),
-    "describe_cache_folder": ("..cache_index", "describe"),
-    "describe_device": ("..ep_libraries", "describe_device"),
-    "check_threads": ("..provider_options", "check_threads"),
-    "encode_option": ("..provider_options", "encode_option"),
-    "fact_label": ("..host", "fact_label"),
-    "file_identity": ("..probing", "file_identity"),
-    "int_field": ("..provider_options", "int_field"),
-    "ort_options": ("..provider_options", "ort_options"),
-    "path_field": ("..provider_options", "path_field"),
-    "plain_options": ("..provider_options", "plain_options"),
-    "preload_runtime_libraries": (".._runtime", "preload_runtime_libraries"),
-    "run_probe_script": ("..probing", "run_probe_script"),
-    "seconds_field": ("..provider_options", "seconds_field"),
-    "threads_field": ("..provider_options", "threads_field"),
-    "site_package_dirs": ("..probing", "site_package_dirs"),
-    "system_library_identity": ("..probing", "system_library_identity"),
+    "SessionOptionsConfig": ("..providers.session_options", "SessionOptionsConfig"),
+    "bool_field": ("..providers.options", "bool_field"),
+    "cache_dir": ("..cache.root", "cache_dir"),
+    "cache_key": ("..cache.root", "cache_key"),
+    "cache_problem": ("..cache.root", "cache_problem"),
+    "cache_root": ("..cache.root", "cache_root"),
+    "choice_field": ("..providers.options", "choice_field"),
+    "describe_cache_folder": ("..cache.index", "describe"),
+    "describe_device": ("..host.ep_libraries", "describe_device"),
+    "check_threads": ("..providers.options", "check_threads"),
+    "encode_option": ("..providers.options", "encode_option"),
+    "fact_label": ("..host.capabilities", "fact_label"),
+    "file_identity": ("..host.probing", "file_identity"),
+    "int_field": ("..providers.options", "int_field"),
+    "ort_options": ("..providers.options", "ort_options"),
+    "path_field": ("..providers.options", "path_field"),
+    "plain_options": ("..providers.options", "plain_options"),
+    "preload_runtime_libraries": ("..host._runtime", "preload_runtime_libraries"),
+    "run_probe_script": ("..host.probing", "run_probe_script"),
+    "seconds_field": ("..providers.options", "seconds_field"),
+    "threads_field": ("..providers.options", "threads_field"),
+    "site_package_dirs": ("..host.probing", "site_package_dirs"),
+    "system_library_identity": ("..host.probing", "system_library_identity"),
 }
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..providers import ProviderConfig, is_accelerator
+from ..providers.configs import ProviderConfig, is_accelerator
 from .hookspecs import hookimpl
 from .types import MetadataKey, ProviderOffer
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Mapping
 
-from ..host import HostProbe
+from ..host.capabilities import HostProbe
 from .declaration import (
     KindDeclaration,
     MetadataKeyDeclaration,

@@ -27,7 +27,7 @@ from typing import Any
 import attrs
 
 from .. import _log
-from ..cache import atomic_write, cache_key, read_cache_file, remove_entries, trusted_folder
+from ..cache.root import atomic_write, cache_key, read_cache_file, remove_entries, trusted_folder
 from ..errors import CacheError
 from .declaration import DeclarationError, read_declaration
 

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from .. import _log
-from ..cache import (
+from ..cache.root import (
     atomic_write,
     cache_key,
     read_cache_file,
@@ -29,7 +29,7 @@ from ..cache import (
     trusted_folder,
 )
 from ..errors import CacheError
-from ..host import HostProbe
+from ..host.capabilities import HostProbe
 
 __all__ = ["FOLDER", "clear", "entry_key", "load", "store", "trial_key"]
 

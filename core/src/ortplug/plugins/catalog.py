@@ -1,5 +1,5 @@
 """The catalog of known providers: for each, the hardware it is for, how to see that hardware with
-plain file reads (:mod:`ortplug.hardware`), and what to pip-install for it.
+plain file reads (:mod:`ortplug.host.hardware`), and what to pip-install for it.
 
 It is written in the plugin declaration format (:mod:`.declaration`, whose catalog fields say
 what each means): the first-party plugins below, then every installed plugin's own declaration
@@ -19,7 +19,7 @@ from typing import Any
 import attrs
 
 from ..errors import OptionError
-from ..hardware import Hardware
+from ..host.hardware import Hardware
 from .declaration import DeclarationError, PluginDeclaration, from_json, parse_declarations
 from .requirement import release
 

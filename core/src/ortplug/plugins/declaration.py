@@ -55,7 +55,7 @@ is empty. A probe without an ``identity`` is never cached, so a kind that
 requires its facts is always in play. ``hardware`` and ``install`` are for
 providers described but not installed (a catalog) and are optional, as are the
 catalog's other fields: ``detect`` says how to see the hardware with plain file
-reads (:mod:`ortplug.hardware`; any one condition, each with all its keys, see
+reads (:mod:`ortplug.host.hardware`; any one condition, each with all its keys, see
 ``_CONDITION``; ``[{}]``: every host; absent: the catalog never proposes the kind),
 ``runtime`` the runtime wheel and version rule ``install`` brings, ``cuda_min``
 the CUDA major it needs from the NVIDIA driver, ``alternatives`` the installs to
@@ -80,7 +80,7 @@ from typing import Any
 
 import attrs
 
-from ..probing import library_search_dirs
+from ..host.probing import library_search_dirs
 
 __all__ = [
     "FILENAME",
@@ -142,7 +142,7 @@ def _stat(path: str) -> list[object]:
 
 
 def _site_dirs() -> list[str]:
-    from ..probing import site_package_dirs  # deferred: only a probe cache lookup needs it
+    from ..host.probing import site_package_dirs  # deferred: only a probe cache lookup needs it
 
     return site_package_dirs()
 

@@ -25,16 +25,16 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import attrs
 import pluggy
 
-from ..host import HostProbe
-from ..providers import ProviderConfig, is_provider_config
-from ..session_options import SessionOptionsConfig
+from ..host.capabilities import HostProbe
+from ..providers.configs import ProviderConfig, is_provider_config
+from ..providers.session_options import SessionOptionsConfig
 from ._entry_points import PROJECT
 from .registry import ProviderType
 from .types import DoctorCheck, MetadataKey, ProviderDecline, ProviderOffer
 
 if TYPE_CHECKING:
     from ..checkpoint import CheckpointMetadata, ResolvedCheckpoint
-    from ..host import HostCapabilities
+    from ..host.capabilities import HostCapabilities
 
 __all__ = [
     "CONTRACTS",

@@ -31,10 +31,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import attrs
 import pluggy
 
-from ..ep_libraries import devices_for, ensure_library
 from ..errors import OrtplugPluginWarning, PluginError
-from ..host import OVERRIDE_PREFIX, HostCapabilities, HostProbe, compose_host
-from ..providers import ProviderConfig
+from ..host.capabilities import OVERRIDE_PREFIX, HostCapabilities, HostProbe, compose_host
+from ..host.ep_libraries import devices_for, ensure_library
+from ..providers.configs import ProviderConfig
 from . import _declared, _entry_points, _probe_cache, hookspecs
 from .declaration import DeclarationError, PluginDeclaration, from_json, source_of
 from .hookspecs import CONTRACTS, MAX_ITEMS, CallMode, HookContract
@@ -56,7 +56,7 @@ from .types import (
 
 if TYPE_CHECKING:
     from ..checkpoint import CheckpointMetadata, ResolvedCheckpoint
-    from ..session_options import SessionOptionsConfig
+    from ..providers.session_options import SessionOptionsConfig
 
 __all__ = [
     "ENV_ALLOW",

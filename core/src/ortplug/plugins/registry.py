@@ -8,9 +8,9 @@ from typing import Any
 
 import attrs
 
-from ..ep_libraries import EpLibrary
 from ..errors import OptionError, PluginConflictError
-from ..providers import ProviderConfig, is_provider_config
+from ..host.ep_libraries import EpLibrary
+from ..providers.configs import ProviderConfig, is_provider_config
 
 __all__ = ["SHIPPED_DISTRIBUTIONS", "ProviderRegistry", "ProviderSpec", "ProviderType"]
 

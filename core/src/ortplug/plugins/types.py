@@ -8,7 +8,7 @@ import attrs
 
 from ..checkpoint.variants import COMPUTE_PRECISIONS
 from ..errors import OptionError, OptionTypeError
-from ..providers import ProviderConfig, is_provider_config
+from ..providers.configs import ProviderConfig, is_provider_config
 
 __all__ = [
     "DoctorCheck",

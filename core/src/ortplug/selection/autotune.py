@@ -17,7 +17,7 @@ from typing import Any
 
 import attrs
 
-from ..cache import (
+from ..cache.root import (
     atomic_write,
     cache_dir,
     cache_key,
@@ -29,9 +29,9 @@ from ..cache import (
 )
 from ..checkpoint import ResolvedCheckpoint
 from ..errors import OptionError, OrtplugCacheWarning
-from ..host import HostCapabilities
+from ..host.capabilities import HostCapabilities
 from ..plugins.manager import PluginHost
-from ..provider_options import check_threads
+from ..providers.options import check_threads
 from .protocol import ProviderSelection
 
 __all__ = [

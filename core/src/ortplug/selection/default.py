@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..checkpoint import CheckpointMetadata
-from ..host import HostCapabilities
+from ..host.capabilities import HostCapabilities
 from ..plugins.manager import PluginHost, resolve_plugin_host
 from ..plugins.types import ProviderDecline, ProviderOffer
-from ..providers import ProviderConfig
+from ..providers.configs import ProviderConfig
 from .autotune import apply_tuning
 from .protocol import ProviderSelection, SelectionRequest
 from .variants import candidate_key, offer_reason, rank_variants

@@ -23,11 +23,11 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from ..checkpoint import CheckpointMetadata
-from ..ep_libraries import ensure_library
 from ..errors import OptionError
-from ..host import HostCapabilities
+from ..host.capabilities import HostCapabilities
+from ..host.ep_libraries import ensure_library
 from ..plugins.types import ProviderDecline
-from ..providers import CPU_EP, ProviderConfig
+from ..providers.configs import CPU_EP, ProviderConfig
 from .protocol import ProviderSelection, SelectionRequest
 
 if TYPE_CHECKING:

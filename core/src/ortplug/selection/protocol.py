@@ -17,10 +17,10 @@ import attrs
 
 from ..checkpoint import CheckpointMetadata
 from ..errors import OptionError, OptionTypeError
-from ..host import HostCapabilities
+from ..host.capabilities import HostCapabilities
 from ..plugins.manager import PluginHost
 from ..plugins.types import ProviderDecline, ProviderOffer
-from ..providers import ProviderConfig
+from ..providers.configs import ProviderConfig
 
 if TYPE_CHECKING:
     from ..checkpoint import ResolvedCheckpoint

@@ -24,7 +24,7 @@ from ..checkpoint import CheckpointMetadata
 from ..errors import OrtplugPluginWarning
 from ..plugins.manager import PluginHost
 from ..plugins.types import ProviderOffer
-from ..providers import ProviderConfig, is_accelerator
+from ..providers.configs import ProviderConfig, is_accelerator
 from .protocol import ProviderSelection, SelectionRequest
 
 __all__ = ["candidate_key", "offer_reason", "rank_variants"]

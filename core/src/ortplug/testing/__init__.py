@@ -24,8 +24,8 @@ from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
-from ..ep_libraries import unregister_libraries
-from ..host import HostCapabilities
+from ..host.capabilities import HostCapabilities
+from ..host.ep_libraries import unregister_libraries
 from ..plugins.hookspecs import PROJECT
 from ..plugins.manager import PluginHost, reset_plugin_host
 

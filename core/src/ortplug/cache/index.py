@@ -25,8 +25,9 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from ._runtime import onnxruntime_or_none
-from .cache import (
+from ..errors import CacheError, OptionError, OrtplugConfigWarning
+from ..host._runtime import onnxruntime_or_none
+from .root import (
     CACHE_ENV,
     MARKER,
     atomic_write,
@@ -35,10 +36,9 @@ from .cache import (
     read_marker,
     write_marker,
 )
-from .errors import CacheError, OptionError, OrtplugConfigWarning
 
 if TYPE_CHECKING:
-    from .checkpoint import ResolvedCheckpoint
+    from ..checkpoint import ResolvedCheckpoint
 
 __all__ = [
     "ENTRY_FILE",
@@ -126,7 +126,7 @@ def _usage(path: Path) -> tuple[int, float]:
     """Total bytes, and the latest modification under ``path``: its last use.
 
     Modification, not access times (mounts without atime, and this listing's own
-    reads): what uses an entry writes to it (``describe`` again, :func:`ortplug.cache.touch`).
+    reads): what uses an entry writes to it (``describe`` again, :func:`ortplug.cache.root.touch`).
     Nothing is measured through a symbolic link.
     """
     info = os.lstat(path)

@@ -20,7 +20,7 @@ import warnings
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from .errors import CacheError, OrtplugCacheWarning
+from ..errors import CacheError, OrtplugCacheWarning
 
 __all__ = [
     "CACHE_ENV",

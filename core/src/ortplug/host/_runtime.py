@@ -10,8 +10,8 @@ from types import ModuleType
 
 import attrs
 
-from . import _log
-from .errors import RuntimeNotInstalledError
+from .. import _log
+from ..errors import RuntimeNotInstalledError
 
 __all__ = [
     "INSTALL_HINT",

@@ -13,7 +13,7 @@ from typing import Any
 
 import attrs
 
-from .errors import OptionError
+from ..errors import OptionError
 
 __all__ = [
     "THREADS_PER_CPU",

@@ -8,9 +8,9 @@ from typing import Any
 
 import attrs
 
+from ..errors import OptionError
 from ._config_dicts import string_entries
-from .errors import OptionError
-from .provider_options import bool_field, int_field
+from .options import bool_field, int_field
 
 __all__ = ["RunOptionsConfig"]
 

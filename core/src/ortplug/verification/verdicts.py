@@ -26,9 +26,9 @@ from typing import Any
 import attrs
 import numpy as np
 
-from .cache import atomic_write, cache_key, read_cache_file, touch, trusted_folder
-from .checkpoint.variants import Tolerance, default_tolerance
-from .errors import CacheError, OrtplugCacheWarning
+from ..cache.root import atomic_write, cache_key, read_cache_file, touch, trusted_folder
+from ..checkpoint.variants import Tolerance, default_tolerance
+from ..errors import CacheError, OrtplugCacheWarning
 
 __all__ = [
     "RECORD_FOLDER",

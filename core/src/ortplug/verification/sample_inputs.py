@@ -39,12 +39,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 import attrs
 import numpy as np
 
-from ._runtime import require_onnxruntime
-from .checkpoint.metadata import parse_dim_ranges
-from .errors import CheckpointError, InputsNotAcceptedError, OptionError
+from ..checkpoint.metadata import parse_dim_ranges
+from ..errors import CheckpointError, InputsNotAcceptedError, OptionError
+from ..host._runtime import require_onnxruntime
 
 if TYPE_CHECKING:
-    from .checkpoint import ResolvedCheckpoint
+    from ..checkpoint import ResolvedCheckpoint
 
 __all__ = [
     "AUDIO_MS",

@@ -16,12 +16,12 @@ from typing import Any
 
 import attrs
 
-from ._timing import median_ms
-from .backend import OnnxBackend
-from .checkpoint import InMemoryCheckpoint, LocalCheckpoint, ResolvedCheckpoint
-from .plugins.manager import get_plugin_host
+from ..backend import OnnxBackend
+from ..backend._timing import median_ms
+from ..checkpoint import InMemoryCheckpoint, LocalCheckpoint, ResolvedCheckpoint
+from ..plugins.manager import get_plugin_host
+from ..selection import DefaultProviderPolicy
 from .sample_inputs import accepted_inputs
-from .selection import DefaultProviderPolicy
 
 __all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_UNAVAILABLE", "main", "run_smoke"]
 

@@ -10,9 +10,9 @@ from typing import Any
 
 import attrs
 
+from ..errors import MissingFileError, OptionError, OptionTypeError
 from ._config_dicts import config_from_dict, string_entries
-from .errors import MissingFileError, OptionError, OptionTypeError
-from .provider_options import bool_field, int_field, seconds_field, threads_field
+from .options import bool_field, int_field, seconds_field, threads_field
 
 __all__ = [
     "EXECUTION_MODES",

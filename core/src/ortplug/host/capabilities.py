@@ -14,8 +14,8 @@ from typing import Any
 
 import attrs
 
+from ..errors import OptionError, OrtplugConfigWarning
 from ._runtime import onnxruntime_or_none
-from .errors import OptionError, OrtplugConfigWarning
 
 __all__ = [
     "DEFAULT_PROBE_TIMEOUT_S",
@@ -93,7 +93,7 @@ class HostProbe:
     such as ``(int, float)``), among ``bool``, ``int``, ``float``, ``str``,
     ``list`` and ``dict`` (what JSON gives). Probes
     that call into native libraries which could crash should run them in a
-    subprocess (:func:`ortplug.probing.run_probe_script`).
+    subprocess (:func:`ortplug.host.probing.run_probe_script`).
 
     ``identity`` makes a slow probe's facts last across processes: a cheap
     callable returning what they depend on besides the boot, ortplug's, ONNX

@@ -12,9 +12,9 @@ import threading
 
 import attrs
 
+from ..errors import OptionError
+from ..providers.options import check_threads
 from ._runtime import require_onnxruntime
-from .errors import OptionError
-from .provider_options import check_threads
 
 __all__ = ["GlobalThreadPools", "configure", "global_thread_pools"]
 

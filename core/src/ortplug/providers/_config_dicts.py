@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 
 import attrs
 
-from .errors import OptionError
+from ..errors import OptionError
 
 __all__ = ["config_from_dict", "string_entries"]
 

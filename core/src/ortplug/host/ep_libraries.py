@@ -9,7 +9,7 @@ sessions for it with ``SessionOptions.add_provider_for_devices``. A library
 that fails to load, or offers no device here, is reported with the reason.
 
 A library is loaded into this process only once a child interpreter loaded it
-(:mod:`ortplug._ep_trial`): one that crashes on load is reported instead of taking
+(:mod:`ortplug.host._ep_trial`): one that crashes on load is reported instead of taking
 the process down, and the crash is remembered in the probe cache (per file version,
 ONNX Runtime installation and boot), so later processes do not try again.
 """
@@ -25,8 +25,8 @@ from typing import Any
 
 import attrs
 
+from ..errors import OptionError
 from ._runtime import require_onnxruntime
-from .errors import OptionError
 from .probing import file_identity, run_probe_script
 
 __all__ = [
@@ -253,8 +253,8 @@ def _trial_crash(library: EpLibrary, path: str, ort: Any) -> str | None:
     The outcome is kept in the probe cache; a crash is kept, a time-out only refuses the
     library for this process (a loaded machine may have been slow).
     """
-    from .host import HostProbe
-    from .plugins import _probe_cache  # deferred: the plugins package imports this module
+    from ..plugins import _probe_cache  # deferred: the plugins package imports this module
+    from .capabilities import HostProbe
 
     # the outcome is kept as a probe's facts are, and read back as untrusted as they are
     trial = HostProbe(name="eplibrarytrial", facts=("crash",), types={"crash": str}, detect=dict)

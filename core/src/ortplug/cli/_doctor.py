@@ -4,17 +4,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ._runtime import INSTALL_HINT, duplicate_runtimes, installed_runtimes
-from .cache import CACHE_ENV, cache_problem, cache_root
-from .cache_index import MAX_MB_ENV, max_mb
-from .ep_libraries import ensure_library
-from .errors import OptionError
-from .plugins.types import DoctorCheck, ProviderOffer
-from .selection.autotune import RECORD_FOLDER, stale_records
+from ..cache.index import MAX_MB_ENV, max_mb
+from ..cache.root import CACHE_ENV, cache_problem, cache_root
+from ..errors import OptionError
+from ..host._runtime import INSTALL_HINT, duplicate_runtimes, installed_runtimes
+from ..host.ep_libraries import ensure_library
+from ..plugins.types import DoctorCheck, ProviderOffer
+from ..selection.autotune import RECORD_FOLDER, stale_records
 
 if TYPE_CHECKING:
-    from .host import HostCapabilities
-    from .plugins.manager import PluginHost
+    from ..host.capabilities import HostCapabilities
+    from ..plugins.manager import PluginHost
 
 __all__ = ["run_checks"]
 
@@ -103,8 +103,8 @@ def _cache_checks(ort_version: str | None) -> list[DoctorCheck]:
 
 def _fit_checks() -> list[DoctorCheck]:
     """Host fit: what the hardware calls for that is missing, what is installed for nothing."""
-    from .host_fit import check_host  # deferred: the catalog is read by info and doctor only
-    from .plugins.catalog import CATALOG_ENV
+    from ..host.fit import check_host  # deferred: the catalog is read by info and doctor only
+    from ..plugins.catalog import CATALOG_ENV
 
     try:
         plan = check_host()
@@ -122,9 +122,9 @@ def _ask_the_policy_hooks(plugins: PluginHost, host: HostCapabilities) -> None:
     So a plugin whose offer or session-option hook fails is a finding here. Only hooks that
     change nothing on the host (``ortplug_prepare_provider`` may create cache folders: no).
     """
-    from .checkpoint import LocalCheckpoint  # deferred: only doctor asks the hooks this way
-    from .session_options import SessionOptionsConfig
-    from .testing import demo_model
+    from ..checkpoint import LocalCheckpoint  # deferred: only doctor asks the hooks this way
+    from ..providers.session_options import SessionOptionsConfig
+    from ..testing import demo_model
 
     checkpoint = LocalCheckpoint(demo_model()).resolve()
     answers = plugins.offer_providers(checkpoint.metadata, host, checkpoint)

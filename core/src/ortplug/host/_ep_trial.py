@@ -1,6 +1,6 @@
 """Load one plugin-EP library in a child interpreter and say whether it loaded.
 
-Run by :mod:`ortplug.ep_libraries` (``python -I _ep_trial.py '<json>'``) before a
+Run by :mod:`ortplug.host.ep_libraries` (``python -I _ep_trial.py '<json>'``) before a
 library is loaded into the process for the first time: a library that aborts or
 segfaults on load takes this child down, not the process. The argument names the
 library's ``name`` and ``path`` and the ``sys_path`` folders holding the parent's
