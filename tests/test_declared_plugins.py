@@ -32,7 +32,7 @@ from ortplug import HostProbe, ProviderDecline, ProviderOffer, ProviderType, hoo
 class Config:
     kind: ClassVar[str] = {kind!r}
     def to_ort(self):
-        return "AzureExecutionProvider", {{}}
+        return {ort_name!r}, {{}}
 
 @hookimpl
 def ortplug_provider_types():
