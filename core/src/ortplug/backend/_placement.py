@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import warnings
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..errors import OptionError, ProviderFallbackWarning, ProviderNotRealizedError
 from ..providers.configs import CPU_EP
@@ -11,7 +11,16 @@ from ..providers.configs import CPU_EP
 if TYPE_CHECKING:
     from .report import ProviderReport
 
-__all__ = ["enforce_share"]
+__all__ = ["enforce_share", "node_counts"]
+
+
+def node_counts(session: Any) -> dict[str, int]:
+    """How many graph nodes each provider of ``session`` took; raises when ONNX Runtime did not
+    record the placement (the config entry ``session.record_ep_graph_assignment_info``)."""
+    counts: dict[str, int] = {}
+    for subgraph in session.get_provider_graph_assignment_info():
+        counts[subgraph.ep_name] = counts.get(subgraph.ep_name, 0) + len(subgraph.get_nodes())
+    return counts
 
 
 def enforce_share(report: ProviderReport, minimum: float, *, strict: bool) -> None:

@@ -27,7 +27,7 @@ from ..host.environment import global_thread_pools
 from ..host.ep_libraries import EpLibrary
 from ..plugins.manager import PluginHost, resolve_plugin_host
 from ..plugins.types import ProviderDecline
-from ..providers.configs import ProviderConfig
+from ..providers.configs import ProviderConfig, is_accelerator
 from ..providers.session_options import SessionOptionsConfig
 from ..selection import (
     DefaultProviderPolicy,
@@ -93,6 +93,16 @@ class SessionPlan:
     def on_reference(self) -> bool:
         """Whether it runs the reference weights at their own precision (no variant, no mode)."""
         return self.variant is None and self.precision is None
+
+    @property
+    def variant_name(self) -> str | None:
+        """The name of the precision variant it runs (``None``: the checkpoint's weights)."""
+        return self.variant.variant if self.variant is not None else None
+
+    @property
+    def cpu_reference(self) -> bool:
+        """Whether it is the CPU reference: the reference weights, and no accelerator asked for."""
+        return self.on_reference and not any(is_accelerator(config) for config in self.chain)
 
 
 @attrs.frozen

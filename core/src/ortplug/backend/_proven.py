@@ -35,7 +35,7 @@ from ..errors import (
     VerificationWarning,
 )
 from ..plugins.manager import resolve_plugin_host
-from ..providers.configs import CPU_EP, is_accelerator
+from ..providers.configs import CPU_EP
 from ..providers.session_options import SessionOptionsConfig
 from ..selection import autotune
 from ..verification.verdicts import Verdict
@@ -80,7 +80,7 @@ class _Entry:
 
     @property
     def reference(self) -> bool:
-        return self.plan.on_reference and not any(is_accelerator(c) for c in self.plan.chain)
+        return self.plan.cpu_reference
 
     def candidate(self, checkpoint: ResolvedCheckpoint) -> Candidate:
         weights = self.plan.variant or checkpoint
@@ -128,12 +128,11 @@ def _rejected(checkpoint: ResolvedCheckpoint, entries: list[_Entry], index: int,
 
 def _label(plan: SessionPlan) -> str:
     """The plan as :func:`~ortplug.selection.autotune.candidate_labels` names a choice."""
-    variant = plan.variant.variant if plan.variant else None
-    return autotune.choice_label(variant, plan.precision, [c.kind for c in plan.chain])
+    return autotune.choice_label(plan.variant_name, plan.precision, [c.kind for c in plan.chain])
 
 
 def _text(plan: SessionPlan) -> str:
-    return choice_text(plan.variant.variant if plan.variant else None, plan.chain)
+    return choice_text(plan.variant_name, plan.chain)
 
 
 def build_proven(
@@ -304,7 +303,7 @@ def _record(
         intra_op_num_threads=None,
         speedup=min(max(speedup, 1e-6), 1e6),
         median_ms=median,
-        variant=entry.plan.variant.variant if entry.plan.variant else None,
+        variant=entry.plan.variant_name,
         offered=tuple(_label(e.plan) for e in entries),
         precision=entry.plan.precision,
     )

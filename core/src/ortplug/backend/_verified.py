@@ -41,6 +41,7 @@ from ..verification.verdicts import (
     record_key,
     save_checks,
 )
+from ._placement import node_counts
 from ._plan import SessionPlan, plan_session
 from ._session import capture_messages, create_planned
 from ._validation import InputChecker
@@ -95,12 +96,9 @@ def _placement_failure(session: Any, min_share: float | None) -> str | None:
     if min_share is None:
         return None
     try:
-        subgraphs = session.get_provider_graph_assignment_info()
+        counts = node_counts(session)
     except Exception:  # placement not recorded: nothing to judge
         return None
-    counts: dict[str, int] = {}
-    for subgraph in subgraphs:
-        counts[subgraph.ep_name] = counts.get(subgraph.ep_name, 0) + len(subgraph.get_nodes())
     total = sum(counts.values())
     off_cpu = total - counts.get(CPU_EP, 0)
     if not total or list(session.get_providers()) == [CPU_EP]:

@@ -24,11 +24,11 @@ from ..errors import (
     RunTerminatedError,
 )
 from ..host._runtime import require_onnxruntime
-from ..providers.configs import CPU_EP, is_accelerator
+from ..providers.configs import CPU_EP
 from ..providers.options import encode_option
 from ..providers.run_options import RunOptionsConfig
 from . import _async_runs
-from ._placement import enforce_share
+from ._placement import enforce_share, node_counts
 from ._plan import (
     SessionPlan,
     StalePlanError,
@@ -198,9 +198,7 @@ class OnnxBackend:
         plan = plan_session(resolved, providers, session_options, policy, plugins)
         if verify is False:
             plan = plan_on_reference(resolved, plan, session_options)
-        if startup_fallback and (
-            not plan.on_reference or any(is_accelerator(config) for config in plan.chain)
-        ):
+        if startup_fallback and not plan.cpu_reference:
             from ._startup import Proving, start_on_cpu  # only for this path: ~3 ms of imports
 
             cpu_plan = plan_session(resolved, [CPU_EP], session_options, None, plan.plugins)
@@ -210,8 +208,8 @@ class OnnxBackend:
             proving = Proving(cpu_build, session_options, verify, measure, min_accelerator_share)
             start_on_cpu(backend, resolved, plan, proving)
             return backend
-        alone = resolved.variant is None and plan.on_reference and not plan.fallbacks
-        if verify is False or (alone and not any(is_accelerator(c) for c in plan.chain)):
+        alone = plan.cpu_reference and resolved.variant is None and not plan.fallbacks
+        if verify is False or alone:
             # nothing to prove: the opt-out, or the CPU reference is the only choice
             backend = cls._from_build(resolved, plan, create_planned(resolved, plan, plan.options))
             if verify is not False and not plan.strict:
@@ -415,17 +413,13 @@ class OnnxBackend:
         """
         session = self._live()
         try:
-            subgraphs = session.get_provider_graph_assignment_info()
+            return node_counts(session)
         except Exception as exc:
             raise RuntimeError(
                 "node assignment was not recorded for this session: build it with "
                 "OnnxBackend.from_checkpoint (or set the session config entry "
                 f"'session.record_ep_graph_assignment_info' to '1') ({type(exc).__name__}: {exc})"
             ) from exc
-        counts: dict[str, int] = {}
-        for subgraph in subgraphs:
-            counts[subgraph.ep_name] = counts.get(subgraph.ep_name, 0) + len(subgraph.get_nodes())
-        return counts
 
     @property
     def report(self) -> ProviderReport:
