@@ -125,6 +125,23 @@ def test_a_provider_error_at_run_time_falls_back_to_the_next_verified_choice(dem
         backend.run({"x": np.ones((2, 5), np.float32)})
 
 
+def test_the_run_time_fallback_keeps_the_custom_op_libraries_registered_since_the_build(demo):
+    """The next verified choice was planned before the library was registered: it is built
+    with it (it used to be refused, and the provider's error reached the caller)."""
+    import onnxruntime_extensions
+
+    backend = OnnxBackend.from_checkpoint(demo, plugins=_host("big_batch"), measure=False)
+    library = onnxruntime_extensions.get_library_path()
+    backend.register_custom_op_library(library)
+    big = {"x": np.random.default_rng(0).random((16, 8), np.float32)}
+    with pytest.warns(ProviderFallbackWarning, match="serving on"):
+        out = backend.run(big)
+    np.testing.assert_array_equal(out["probs"], _expected(demo, big)["probs"])
+    assert backend.providers == CPU
+    assert backend.session_options is not None
+    assert backend.session_options.custom_op_libraries == (library,)
+
+
 def test_an_explicit_chain_raises_at_run_time_and_bad_input_never_falls_back(demo):
     explicit = OnnxBackend.from_checkpoint(
         demo, providers=[MisbehavingProvider("big_batch"), "cpu"], plugins=_host("big_batch")

@@ -99,6 +99,15 @@ class SessionPlan:
         """The name of the precision variant it runs (``None``: the checkpoint's weights)."""
         return self.variant.variant if self.variant is not None else None
 
+    def with_custom_op_libraries(self, libraries: Iterable[str]) -> SessionPlan:
+        """This plan with ``libraries`` added to its session's custom-op libraries where missing
+        (registered on the backend after the plan was made)."""
+        have = self.options.custom_op_libraries
+        missing = tuple(library for library in libraries if library not in have)
+        if not missing:
+            return self
+        return attrs.evolve(self, options=self.options.evolve(custom_op_libraries=(*have, *missing)))
+
     @property
     def cpu_reference(self) -> bool:
         """Whether it is the CPU reference: the reference weights, and no accelerator asked for."""

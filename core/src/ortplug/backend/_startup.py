@@ -203,8 +203,7 @@ def _switch(
                     f"the switch was abandoned: {stale} (registered while the accelerator's "
                     f"session was being built, {attempt + 1} times)"
                 ) from None
-            libraries = (*plan.options.custom_op_libraries, *stale.libraries)
-            plan = attrs.evolve(plan, options=plan.options.evolve(custom_op_libraries=libraries))
+            plan = plan.with_custom_op_libraries(stale.libraries)
             build = create_planned(target, plan, plan.options)
             _warm_up(build, target, switch)
     return False

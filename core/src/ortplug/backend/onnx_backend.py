@@ -518,6 +518,8 @@ class OnnxBackend:
                 return True
             plan, *rest = self._fallbacks
             self._fallbacks = tuple(rest)
+            if self._options is not None:  # with what was registered since it was planned
+                plan = plan.with_custom_op_libraries(self._options.custom_op_libraries)
             resolved = plan.variant or self._origin
             try:
                 build = create_planned(resolved, plan, plan.options)
@@ -527,7 +529,7 @@ class OnnxBackend:
             try:
                 if not self._switch_to(resolved, plan, build):
                     return False
-            except StalePlanError:  # custom-op libraries registered since: the error stands
+            except StalePlanError:  # a library registered while it was built: the error stands
                 return False
         import warnings
 
