@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from typing import ClassVar
 
 import attrs
-from ortplug import (
+from ortplug.plugins import (
     CheckpointMetadata,
     HostCapabilities,
     MetadataKey,
