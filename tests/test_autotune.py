@@ -96,3 +96,21 @@ def test_a_record_with_bad_values_is_rejected(plugin_host) -> None:
         OrtplugCacheWarning, match="intra_op_num_threads: expected a thread count from 1 to .*got -3"
     ):
         assert lookup(checkpoint, host) is None
+
+
+@pytest.mark.parametrize(
+    "outcomes", [["rejected: one", "two"], "rejected", [1], ["x" * 5000]]
+)
+def test_outcomes_that_are_not_one_line_per_offered_candidate_are_rejected(
+    plugin_host, outcomes
+) -> None:
+    checkpoint = _checkpoint()
+    host = plugin_host.host_capabilities()
+    setting = TunedSetting(("cpu",), None, 1.0, 0.01, offered=("::cpu",), outcomes=("chosen",))
+    path = save(checkpoint, host, setting)
+    assert lookup(checkpoint, host) == setting
+    record = json.loads(path.read_text())
+    record["setting"]["outcomes"] = outcomes
+    path.write_text(json.dumps(record))
+    with pytest.warns(OrtplugCacheWarning, match="outcomes .* is not one line per offered candidate"):
+        assert lookup(checkpoint, host) is None

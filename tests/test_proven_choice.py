@@ -103,6 +103,24 @@ def test_a_slower_candidate_loses_to_the_cpu_and_later_builds_take_the_record(de
     assert all(c.median_ms is None for c in again.report.candidates)  # nothing measured
 
 
+def test_a_later_build_still_says_why_a_candidate_was_passed_over(demo):
+    """The record a first build keeps carries each candidate's outcome: a later process, which
+    builds the recorded choice directly, shows the rejection instead of "not tried"."""
+    with pytest.warns(VerificationWarning):
+        first = OnnxBackend.from_checkpoint(demo, plugins=_host("no_node"))
+    (rejected,) = [c for c in first.report.candidates if c.chain[0] == "misbehaving"]
+    assert rejected.reason.startswith("rejected: ")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # nothing is built but the recorded choice
+        later = OnnxBackend.from_checkpoint(demo, plugins=_host("no_node"))
+    assert later.providers == CPU
+    (passed_over,) = [c for c in later.report.candidates if c.chain[0] == "misbehaving"]
+    assert passed_over.reason == (
+        f"not tried: on this model's measured first build here, {rejected.reason}"
+    )
+    assert passed_over.verdict is None and not passed_over.chosen
+
+
 def test_measure_false_serves_the_first_verified_choice_and_records_nothing(demo, monkeypatch):
     backend = OnnxBackend.from_checkpoint(demo, plugins=_host("slow"), measure=False)
     assert backend.providers == BAD and backend.report.verification is not None

@@ -88,6 +88,8 @@ class SessionPlan:
     tuned: bool = False
     #: The reduced precision the chain's lead computes at (``None``: the weights' own).
     precision: str | None = None
+    #: What became of this choice on the build a measured record keeps (``None``: none kept).
+    recorded: str | None = None
 
     @property
     def on_reference(self) -> bool:
@@ -284,6 +286,7 @@ def plan_session(
         fallbacks=selection.alternatives,
         tuned=selection.tuned,
         precision=selection.precision,
+        recorded=selection.recorded,
     )
 
 

@@ -105,11 +105,15 @@ def measuring_wanted(measure: bool | None, environ: Mapping[str, str] = os.envir
 def _plans(
     checkpoint: ResolvedCheckpoint, plan: SessionPlan, options: SessionOptionsConfig | None
 ) -> list[_Entry]:
-    """The plan and every next choice of the policy, planned (nothing is built yet)."""
+    """The plan and every next choice of the policy, planned (nothing is built yet); a choice
+    a measured record passed over says what became of it on that build."""
     entries = []
     current: SessionPlan | None = plan
     while current is not None:
-        entries.append(_Entry(current))
+        entry = _Entry(current)
+        if current.recorded:
+            entry.reason = f"not tried: on this model's measured first build here, {current.recorded}"
+        entries.append(entry)
         current = plan_next(checkpoint, current, options)
     return entries
 
@@ -306,6 +310,7 @@ def _record(
         variant=entry.plan.variant_name,
         offered=tuple(_label(e.plan) for e in entries),
         precision=entry.plan.precision,
+        outcomes=tuple("chosen" if e is entry else e.reason for e in entries),
     )
     try:
         autotune.save(checkpoint.reference or checkpoint, entry.plan.host, setting)

@@ -70,6 +70,8 @@ class TunedSetting:
     #: ``bench --save``): a record made before a provider was installed is not used.
     offered: tuple[str, ...] = attrs.field(default=(), converter=_kinds)
     precision: str | None = None  # the reduced-precision mode the chain's lead runs (``None``: none)
+    #: What became of each of ``offered`` on that build (``"rejected: ..."``), in its order.
+    outcomes: tuple[str, ...] = attrs.field(default=(), converter=_kinds)
 
     def describe(self) -> str:
         """One line for reasons and reports."""
@@ -150,6 +152,7 @@ _MAX_RECORD_BYTES = 64 * 1024
 _MAX_CHAIN = 16
 _MAX_OFFERED = 64
 _MAX_KIND_CHARS = 64
+_MAX_OUTCOME_CHARS = 2000
 _SPEEDUP_RANGE = (1e-6, 1e6)
 _MEDIAN_MS_RANGE = (0.0, 1e9)
 
@@ -232,6 +235,13 @@ def _parse(path: Path, checkpoint: ResolvedCheckpoint, host: HostCapabilities) -
         or not all(isinstance(o, str) and len(o) <= _MAX_CHAIN * _MAX_KIND_CHARS for o in offered)
     ):
         raise OptionError(f"offered {_shown(offered)} is not a list of candidate labels")
+    outcomes = setting.get("outcomes", [])
+    if (
+        not isinstance(outcomes, list)
+        or (outcomes and len(outcomes) != len(offered))
+        or not all(isinstance(o, str) and len(o) <= _MAX_OUTCOME_CHARS for o in outcomes)
+    ):
+        raise OptionError(f"outcomes {_shown(outcomes)} is not one line per offered candidate")
     variant, precision = setting.get("variant"), setting.get("precision")
     for name, value in (("variant", variant), ("precision", precision)):
         if value is not None and (not isinstance(value, str) or not 0 < len(value) <= _MAX_KIND_CHARS):
@@ -244,6 +254,7 @@ def _parse(path: Path, checkpoint: ResolvedCheckpoint, host: HostCapabilities) -
         variant,
         tuple(offered),
         precision,
+        tuple(outcomes),
     )
 
 
@@ -322,12 +333,18 @@ def apply_tuning(
     defaults = dict(chosen.session_defaults)
     if tuned.intra_op_num_threads is not None and "ORT_INTRA_OP_NUM_THREADS" not in os.environ:
         defaults["intra_op_num_threads"] = tuned.intra_op_num_threads
+    outcome_of = dict(zip(tuned.offered, tuned.outcomes))
+    alternatives = tuple(
+        attrs.evolve(c, recorded=outcome_of.get(label))
+        for c, label in zip(choices, candidate_labels(selection))
+        if c is not chosen
+    )
     return attrs.evolve(
         chosen,
         reasons=(tuned.describe(),) * len(chosen.chain),
         session_defaults=defaults,
         tuned=True,
-        alternatives=tuple(c for c in choices if c is not chosen),
+        alternatives=alternatives,
     )
 
 

@@ -85,7 +85,8 @@ class ProviderSelection:
     reference weights); ``precision`` the reduced precision its lead provider
     computes at (an offer's ``precision``; ``None``: the weights' own), checked
     at that precision's tolerance; ``alternatives`` are the next choices, best
-    first, for when verification rejects this one; ``tuned`` says a measured record chose it.
+    first, for when verification rejects this one; ``tuned`` says a measured record chose it,
+    and ``recorded`` is what became of this choice on that measured build (``"rejected: ..."``).
     """
 
     chain: tuple[ProviderConfig, ...]
@@ -99,6 +100,7 @@ class ProviderSelection:
     alternatives: tuple[ProviderSelection, ...] = ()
     tuned: bool = False  # chosen by a measured record (autotune): built directly, not measured again
     precision: str | None = None
+    recorded: str | None = None
 
     def __attrs_post_init__(self) -> None:
         if len(self.reasons) != len(self.chain):
