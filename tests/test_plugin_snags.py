@@ -178,3 +178,33 @@ def test_forgetting_the_libraries_lets_a_later_test_register_one_afresh() -> Non
     ort.unregister_execution_provider_library("ortplug.forgettest")
     assert ensure_library(library) is not status  # known no more: registered afresh
     assert "ortplug.forgettest" in forget_ep_libraries()
+
+
+@attrs.frozen
+class _BrokenConfig:
+    kind: ClassVar[str] = "brokenort"
+
+    def to_ort(self) -> tuple[str, dict[str, str]]:
+        raise KeyError("device_id")
+
+
+class _BrokenToOrtPlugin:
+    @hookimpl
+    def ortplug_provider_types(self):
+        from ortplug.plugins import ProviderType
+
+        yield ProviderType(kind="brokenort", ort_name="BrokenExecutionProvider", config_cls=_BrokenConfig)
+
+    @hookimpl
+    def ortplug_offer_providers(self):
+        yield ProviderOffer(_BrokenConfig(), preference=90, reason="fast")
+
+
+def test_a_config_whose_to_ort_raises_is_that_plugins_failure_not_the_builds(
+    plugin_host: PluginHost, cpu_host
+) -> None:
+    assert plugin_host.register(_BrokenToOrtPlugin(), name="brokenort")
+    with pytest.warns(OrtplugPluginWarning, match="'brokenort'.*KeyError"):
+        answers = plugin_host.offer_providers(META, cpu_host)
+    kinds = [a.config.kind for a in answers if isinstance(a, ProviderOffer)]
+    assert kinds == ["cpu"]

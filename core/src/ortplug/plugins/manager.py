@@ -861,7 +861,13 @@ class PluginHost:
         ``CPUExecutionProvider``) would run that one instead, and be judged as it.
         """
         declared = registry.lookup(offer.config.kind).type.ort_name
-        runs = offer.config.to_ort()[0]
+        try:
+            runs = offer.config.to_ort()[0]
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:
+            self._fail(plugin, "ortplug_offer_providers", exc)
+            return False
         if runs == declared:
             return True
         error = ValueError(
