@@ -58,7 +58,7 @@ def test_a_later_process_reads_the_kept_digest(big_model: Path) -> None:
     script = (
         "import sys; from pathlib import Path; from ortplug.checkpoint import _fingerprints as f\n"
         "f._hash = lambda path: sys.exit('hashed again')\n"
-        "f.REMEMBERED_BYTES = 1\n"
+        "f.REMEMBERED_BYTES = 1; f._SETTLED_S = 0.0\n"
         "print(f.file_fingerprint(Path(sys.argv[1])))\n"
     )
     shown = subprocess.run(
@@ -114,3 +114,22 @@ def test_a_small_file_is_hashed_without_touching_the_cache(tmp_path: Path) -> No
     assert path.stat().st_size < _fingerprints.REMEMBERED_BYTES
     assert _fingerprints.file_fingerprint(path) == hashlib.sha256(path.read_bytes()).hexdigest()
     assert _records() == []
+
+
+def test_a_file_written_just_now_is_hashed_at_every_call_then_once_settled(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A same-size rewrite within the timestamps' granularity would keep its version: a digest
+    (or a model summary) of a file written just now is not remembered, even in the process."""
+    path = tmp_path / "model.onnx"
+    path.write_bytes(matmul_model())
+    hashed: list[Path] = []
+    real = _fingerprints._hash
+    monkeypatch.setattr(_fingerprints, "_hash", lambda p: hashed.append(p) or real(p))
+    monkeypatch.setattr(_fingerprints, "_known", {})
+    checkpoint = LocalCheckpoint(path).resolve()
+    first = checkpoint.fingerprint()
+    assert checkpoint.fingerprint() == first and len(hashed) == 2
+    monkeypatch.setattr(_fingerprints, "_SETTLED_S", 0.0)
+    assert checkpoint.fingerprint() == first and checkpoint.fingerprint() == first
+    assert len(hashed) == 3

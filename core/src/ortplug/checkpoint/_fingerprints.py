@@ -1,14 +1,16 @@
-"""SHA-256 of model files, kept per file version within a process and, for big files, across them.
+"""SHA-256 of model files, kept per settled file version within a process and, for big files, across them.
 
 Hashing a 1 GB model takes about a second, on every process's first build (the
 fingerprint keys verdicts, records and the build lock). A file's version is its
 path, device, inode, size and modification and change times: any write changes
-the change time, which no user can set back. A big file's digest is kept in the
-cache (``fingerprints/``) once its version is settled (not written in the last
-``_SETTLED_S`` seconds, so a write within the timestamps' granularity cannot go
-unseen, as git treats "racily clean" files) and did not change while it was hashed.
-A record is read only from a folder no other user can write, and only when it is
-one digest of this version; anything else is hashed again.
+the change time, which no user can set back, unless it lands within the
+timestamps' granularity of the previous one (coarse clocks, 1-2 s filesystems).
+So a digest is kept only for a settled version, unchanged for ``_SETTLED_S``
+seconds before hashing began (as git treats "racily clean" files), that did not
+change while it was hashed; a file written just now is hashed at every call. A
+big file's digest is also kept in the cache (``fingerprints/``), read back only
+from a folder no other user can write and only when it is one digest of this
+version; anything else is hashed again.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from pathlib import Path
 from ..cache.root import atomic_write, cache_key, read_cache_file, touch, trusted_folder
 from ..errors import CacheError
 
-__all__ = ["FOLDER", "REMEMBERED_BYTES", "file_fingerprint"]
+__all__ = ["FOLDER", "REMEMBERED_BYTES", "file_fingerprint", "settled_version"]
 
 #: Where digests are kept under the cache root.
 FOLDER = "fingerprints"
@@ -89,10 +91,15 @@ def _recalled(name: str, version: _Version) -> str | None:
     return digest
 
 
-def _keep(name: str, version: _Version, digest: str, started: float) -> None:
-    """Keep ``digest`` when ``version`` was settled before hashing began; best effort."""
-    if max(version[4], version[5]) / 1e9 > started - _SETTLED_S:
-        return
+def settled_version(path: Path) -> _Version | None:
+    """The file's version when it has not changed for ``_SETTLED_S`` seconds, else ``None``
+    (what is derived from a file written just now is not kept: it may change unseen)."""
+    version = _version(path)
+    return version if max(version[4], version[5]) / 1e9 <= time.time() - _SETTLED_S else None
+
+
+def _keep(name: str, version: _Version, digest: str) -> None:
+    """Keep ``digest`` in the cache; best effort."""
     folder = trusted_folder(FOLDER, create=True)
     if folder is None:
         return
@@ -104,8 +111,10 @@ def _keep(name: str, version: _Version, digest: str, started: float) -> None:
 
 
 def file_fingerprint(path: Path) -> str:
-    """The SHA-256 hex digest of the file at ``path`` (hashed once per version of the file)."""
-    version = _version(path)
+    """The SHA-256 hex digest of the file at ``path`` (hashed once per settled version)."""
+    version = settled_version(path)
+    if version is None:
+        return _hash(path)
     with _lock:
         known = _known.get(version)
     if known is not None:
@@ -114,10 +123,11 @@ def file_fingerprint(path: Path) -> str:
     name = f"{cache_key(_SCHEMA, *version)}.json" if remembered else ""
     digest = _recalled(name, version) if remembered else None
     if digest is None:
-        started = time.time()
         digest = _hash(path)
-        if remembered and _version(path) == version:  # unchanged while it was read
-            _keep(name, version, digest, started)
+        if _version(path) != version:  # changed while it was read
+            return digest
+        if remembered:
+            _keep(name, version, digest)
     with _lock:
         _known[version] = digest
     return digest

@@ -13,7 +13,7 @@ import attrs
 import numpy as np
 
 from ..errors import CheckpointError, MissingFileError, OptionError, OptionTypeError
-from ._fingerprints import file_fingerprint
+from ._fingerprints import file_fingerprint, settled_version
 from ._onnx_wire import ModelSummary, summarize_file, summarize_model
 from .metadata import CheckpointMetadata
 from .variants import Variant
@@ -153,11 +153,11 @@ class ResolvedCheckpoint:
         return summarize_file(source)
 
     def _version(self) -> object:
-        """What identifies the weights' content: the bytes object, or the file's size and mtime."""
+        """What identifies the weights' content: the bytes object, or the file's settled version
+        (a file written just now has none: what is derived from it is computed again)."""
         if self.weights_path is None:
             return id(self.model_bytes)
-        stat = self.weights_path.stat()
-        return (stat.st_size, stat.st_mtime_ns)
+        return settled_version(self.weights_path) or object()
 
     def _remember(self, key: str, compute: Callable[[], Any], also: object = None) -> Any:
         """``compute()`` once per version of the weights (and of ``also``: a rewritten file is read again)."""
@@ -169,12 +169,12 @@ class ResolvedCheckpoint:
 
 
 def _file_version(path: Path) -> object:
-    """What changes when a file is rewritten, even with its old size and modification time restored."""
+    """What changes when a file is rewritten (its settled version; a file written just now has
+    none, so what is derived from it is computed again)."""
     try:
-        info = path.stat()
+        return settled_version(path) or object()
     except OSError as exc:
         return f"unreadable: {exc.strerror or exc}"
-    return [info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_mode]
 
 
 def _content(path: Path) -> str:
