@@ -176,6 +176,23 @@ def test_a_broken_declaration_names_the_plugin_and_the_plugin_still_works(site: 
     assert host.provider_registry().parse("acmef").kind == "acmef"
 
 
+def test_an_edited_declaration_is_read_again(site: Path) -> None:
+    """The remembered scan is keyed by the sys.path folders, which an edited ortplug.json (an
+    editable install, a new release of the code and its declaration) does not change."""
+    module = _install(site, "acmeh")
+    first = PluginHost(environ={})
+    assert first.provider_registry().has_kind("acmeh") and module not in sys.modules
+    package = site / "ortplug_acmeh"
+    plugin = package / "plugin.py"
+    plugin.write_text(plugin.read_text().replace("aliases=()", "aliases=('npuh',)"))
+    declared = json.loads((package / "ortplug.json").read_text())
+    declared["plugins"]["acmeh"]["kinds"][0]["aliases"] = ["npuh"]
+    (package / "ortplug.json").write_text(json.dumps(declared))
+    second = PluginHost(environ={})
+    assert second.provider_registry().parse("npuh").kind == "acmeh"
+    assert module in sys.modules and not second.failures
+
+
 def test_an_undeclared_plugin_is_imported_at_start_and_listed_with_the_fix(site: Path) -> None:
     module = _install(site, "acmeg", declared=False)
     host = PluginHost(environ={})

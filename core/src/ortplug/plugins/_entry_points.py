@@ -29,7 +29,7 @@ import attrs
 from .. import _log
 from ..cache.root import atomic_write, cache_key, read_cache_file, remove_entries, trusted_folder
 from ..errors import CacheError
-from .declaration import DeclarationError, read_declaration
+from .declaration import DeclarationError, declaration_path, read_declaration
 
 __all__ = ["FOLDER", "PROJECT", "PluginEntryPoint", "clear", "discover"]
 
@@ -38,7 +38,9 @@ PROJECT = "ortplug"
 
 #: Where the remembered scans live under the cache root.
 FOLDER = "entry-points"
-_SCHEMA = 3  # 2: each row names the entry_points.txt that declares it; 3: and the declaration
+# 2: each row names the entry_points.txt that declares it; 3: and the declaration; 4: and the
+# state of the declaration's file (an edited ortplug.json changes no sys.path folder)
+_SCHEMA = 4
 
 
 @attrs.frozen
@@ -109,6 +111,21 @@ def _declaration(dist: object) -> str | None:
         return None
 
 
+def _file_state(path: str) -> list[int] | None:
+    """What changes when a file is written or removed (``None``: it is not there)."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return [info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns]
+
+
+def _declaration_state(value: str) -> list[object] | None:
+    """The entry point's declaration file (or where it would be) and that file's state."""
+    path = declaration_path(value)
+    return None if path is None else [str(path), _file_state(str(path))]
+
+
 def _plugin_declaration(name: str, value: str) -> tuple[dict[str, object] | None, str | None]:
     """The entry point's declaration as JSON, or why it does not check (read, never imported)."""
     try:
@@ -118,8 +135,9 @@ def _plugin_declaration(name: str, value: str) -> tuple[dict[str, object] | None
     return (declared.to_json() if declared is not None else None), None
 
 
-def _scan(group: str) -> list[tuple[PluginEntryPoint, str | None]]:
-    """Every entry point of the group, with the file that declares it (``None``: none on disk)."""
+def _scan(group: str) -> list[tuple[PluginEntryPoint, str | None, list[object] | None]]:
+    """Every entry point of the group, with the file that declares it (``None``: none on disk)
+    and the state of its package's declaration file."""
     from importlib.metadata import entry_points  # the slow path, only on a cache miss
 
     found = []
@@ -132,7 +150,7 @@ def _scan(group: str) -> list[tuple[PluginEntryPoint, str | None]]:
             dist.version if dist is not None else None,
             *_plugin_declaration(entry_point.name, entry_point.value),
         )
-        found.append((point, _declaration(dist)))
+        found.append((point, _declaration(dist), _declaration_state(entry_point.value)))
     return found
 
 
@@ -166,8 +184,17 @@ def _text(value: object) -> bool:
     return isinstance(value, str) and 0 < len(value) <= 1000
 
 
+def _unchanged(state: object) -> bool:
+    """Whether a row's declaration file (or its absence) is as it was when the row was written."""
+    if state is None:
+        return True
+    if not isinstance(state, list) or len(state) != 2 or not _text(state[0]):
+        return False
+    return bool(_file_state(state[0]) == state[1])
+
+
 def _read(path: os.PathLike[str], group: str) -> list[PluginEntryPoint] | None:
-    """The remembered rows, each confirmed by the file it names; ``None``: scan again."""
+    """The remembered rows, each confirmed by the files it names; ``None``: scan again."""
     try:
         rows = json.loads(read_cache_file(path))
     except (OSError, ValueError, RecursionError):
@@ -177,9 +204,9 @@ def _read(path: os.PathLike[str], group: str) -> list[PluginEntryPoint] | None:
     found, declarations = [], {}
     installed = {os.path.realpath(entry) for entry in sys.path if os.path.isabs(entry)}
     for row in rows:
-        if not isinstance(row, list) or len(row) != 7:
+        if not isinstance(row, list) or len(row) != 8:
             return None
-        name, value, distribution, version, plugin_declaration, error, declaration = row
+        name, value, distribution, version, plugin_declaration, error, declaration, state = row
         if not all(map(_text, (name, value, declaration))) or not all(
             item is None or _text(item) for item in (distribution, version, error)
         ):
@@ -191,6 +218,9 @@ def _read(path: os.PathLike[str], group: str) -> list[PluginEntryPoint] | None:
         declared = declarations[declaration]
         if declared is None or declared.get(name) != value:
             _log.debug("entry point %s=%s not declared by %s: scanning", name, value, declaration)
+            return None
+        if not _unchanged(state):
+            _log.debug("the declaration of entry point %s changed: scanning", name)
             return None
         found.append(
             PluginEntryPoint(name, value, distribution, version, plugin_declaration, error)
@@ -205,23 +235,23 @@ def discover(group: str, *, remember: bool = True) -> Sequence[PluginEntryPoint]
     still declares it: a row alone never makes ortplug import a module.
     """
     if not remember:
-        return [point for point, _ in _scan(group)]
+        return [point for point, _, _ in _scan(group)]
     name = f"{_key(group)}.json"
     folder = trusted_folder(FOLDER)
     remembered = _read(folder / name, group) if folder is not None else None
     if remembered is not None:
         return remembered
     found = _scan(group)
-    if any(declaration is None for _, declaration in found):
-        return [point for point, _ in found]  # one that cannot be confirmed: never remembered
+    if any(declaration is None for _, declaration, _ in found):
+        return [point for point, _, _ in found]  # one that cannot be confirmed: never remembered
     folder = trusted_folder(FOLDER, create=True)
     if folder is not None:
         try:
-            rows = [[*attrs.astuple(point), declaration] for point, declaration in found]
+            rows = [[*attrs.astuple(point), declaration, state] for point, declaration, state in found]
             atomic_write(folder / name, json.dumps(rows))
         except (CacheError, TypeError, ValueError) as exc:
             _log.debug("entry points not remembered: %s", exc)
-    return [point for point, _ in found]
+    return [point for point, _, _ in found]
 
 
 def clear() -> int:

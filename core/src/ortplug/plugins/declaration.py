@@ -543,22 +543,30 @@ def source_of(entry_point_value: str) -> str:
     return f"{_top_package(entry_point_value)}/{FILENAME}"
 
 
-def find_declaration(entry_point_value: str) -> Path | None:
-    """The declaration file of the package an entry point (``module:attr``) lives in, if any.
+def _candidates(entry_point_value: str) -> list[Path]:
+    """Where the declaration file of the entry point's top-level package may be, in order.
 
     Only the top-level package is located (``find_spec`` executes nothing for it).
     """
-    top = _top_package(entry_point_value)
     try:
-        spec = importlib.util.find_spec(top)
+        spec = importlib.util.find_spec(_top_package(entry_point_value))
     except (ImportError, ValueError):
-        return None
+        return []
     locations = list(spec.submodule_search_locations or ()) if spec is not None else []
-    for folder in locations:
-        path = Path(folder, FILENAME)
-        if path.is_file():
-            return path
-    return None
+    return [Path(folder, FILENAME) for folder in locations]
+
+
+def find_declaration(entry_point_value: str) -> Path | None:
+    """The declaration file of the package an entry point (``module:attr``) lives in, if any."""
+    return next((path for path in _candidates(entry_point_value) if path.is_file()), None)
+
+
+def declaration_path(entry_point_value: str) -> Path | None:
+    """The declaration file of the entry point's package, or where one would be read from
+    (``None``: the package is not found)."""
+    candidates = _candidates(entry_point_value)
+    found = next((path for path in candidates if path.is_file()), None)
+    return found or (candidates[0] if candidates else None)
 
 
 def read_declaration(name: str, entry_point_value: str) -> PluginDeclaration | None:
