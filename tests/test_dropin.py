@@ -153,6 +153,14 @@ def test_kwargs_ortplug_does_not_take_leave_the_choice_to_onnx_runtime(model):
     assert "disabled_optimizers" in session.why
 
 
+def test_ortplug_forms_with_arguments_only_onnx_runtime_takes_raise_naming_them(model):
+    """They were dropped without a word (the session built as if they were not given)."""
+    with pytest.raises(ValueError, match="disabled_optimizers.*ortplug's forms.*'CPUExecutionProvider'"):
+        InferenceSession(model, providers=["cpu"], disabled_optimizers=["ConstantFolding"])
+    session = InferenceSession(model, providers=["cpu"])
+    assert session.why.startswith("providers=['cpu'] in ortplug's forms (strict): cpu: ")
+
+
 def test_patch_swaps_records_and_unpatches(model):
     original = ort.InferenceSession
     with ortplug.patch() as patch:

@@ -160,13 +160,23 @@ class InferenceSession(_OrtSession):  # type: ignore[misc]
             sess_options = config.to_ort(_ort)  # what ONNX Runtime's path takes
         strict = providers is not None and _ortplug_forms(providers, provider_options)
         why = "providers=None: ortplug's policy"
-        if providers is not None and not strict:
+        if strict:
+            why = f"providers={list(providers or ())} in ortplug's forms (strict)"
+        elif providers is not None:
             if not _taken_over(self.takeover, providers):
                 self._ort_init(model, sess_options, providers, provider_options, kwargs)
                 return
             why = f"{list(providers)} taken over (takeover={self.takeover!r}): ortplug's policy"
         refusal = _left_to_ort(sess_options, kwargs)
-        if refusal is not None and not strict:
+        if refusal is not None:
+            if strict:  # only ortplug reads its forms, and it cannot honour these
+                from ..errors import OptionError
+
+                raise OptionError(
+                    f"InferenceSession: {refusal}, with providers in ortplug's forms "
+                    f"({list(providers or ())}); name ONNX Runtime's providers "
+                    "(e.g. 'CPUExecutionProvider') to let ONNX Runtime build it"
+                )
             self._ort_init(model, sess_options, providers, provider_options, kwargs, refusal)
             return
         from ..errors import CheckpointError, MissingFileError, ModelLoadError, NoProviderError
