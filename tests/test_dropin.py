@@ -313,6 +313,25 @@ def test_patch_swaps_a_name_a_module_imported_before_and_puts_it_back(model):
         del sys.modules[holder.__name__]
 
 
+def test_leaving_the_patch_undoes_it_in_modules_imported_under_it(model):
+    """A module imported inside the block kept the drop-in, which kept taking over CPU lists and
+    recording into the dead patch."""
+    import types
+
+    with ortplug.patch() as patch:
+        late = types.ModuleType("imported_under_the_patch")
+        late.InferenceSession = ort.InferenceSession  # `from onnxruntime import InferenceSession`
+        kept = ort.InferenceSession
+        sys.modules[late.__name__] = late
+    try:
+        assert late.InferenceSession is ort.InferenceSession
+        session = kept(model, providers=[CPU])  # a reference kept past the block
+        assert session.backend is None and session.why == "ONNX Runtime's own"
+        assert patch.sessions == ()
+    finally:
+        del sys.modules[late.__name__]
+
+
 def test_every_method_of_onnx_runtimes_class_works_on_a_session_ortplug_built(model):
     ours, theirs = InferenceSession(model), ort.InferenceSession(model, providers=[CPU])
     assert ours.backend is not None

@@ -37,7 +37,6 @@ class Patch:
         self.takeover = takeover
         self._sessions: list[SessionRecord] = []
         self._class: Any = None  # the drop-in subclass installed (once ONNX Runtime is imported)
-        self._swapped: list[ModuleType] = []  # modules whose InferenceSession was swapped
 
     @property
     def sessions(self) -> tuple[SessionRecord, ...]:
@@ -64,18 +63,18 @@ class Patch:
                 "_recorder": staticmethod(self._sessions.append),
             },
         )
-        self._swapped = _swap(_OrtSession, self._class)
+        _swap(_OrtSession, self._class)
 
     def _remove(self) -> None:
-        """Put ONNX Runtime's class back where this patch put the drop-in (lock held)."""
+        """Put ONNX Runtime's class back wherever a module holds the drop-in (lock held): where
+        this patch put it, and where a module imported under the patch bound it."""
         if self._class is None:
             return
         from ._session import _OrtSession
 
-        for module in self._swapped:
-            if vars(module).get(_NAME) is self._class:
-                vars(module)[_NAME] = _OrtSession
-        self._swapped = []
+        _swap(self._class, _OrtSession)
+        self._class.takeover = "none"  # a reference kept past the patch takes over no list
+        self._class._recorder = None  # and records into no patch
 
     def __enter__(self) -> Patch:
         return self
@@ -93,15 +92,12 @@ _ACTIVE: Patch | None = None
 _WAITING = False  # a hook waits for ONNX Runtime's import
 
 
-def _swap(old: object, new: object) -> list[ModuleType]:
+def _swap(old: object, new: object) -> None:
     """Rebind ``InferenceSession`` from ``old`` to ``new`` in every loaded module holding it."""
-    swapped = []
     for module in list(sys.modules.values()):
         namespace = getattr(module, "__dict__", None) if isinstance(module, ModuleType) else None
         if namespace is not None and namespace.get(_NAME) is old:
             namespace[_NAME] = new
-            swapped.append(module)
-    return swapped
 
 
 def patch(takeover: str = "cpu") -> Patch:
