@@ -20,7 +20,7 @@ import sysconfig
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from ..host.fit import FitPlan, check_host, installed_state
+from ..host.fit import FitPlan, check_host
 from ._usage import UsageError
 
 __all__ = ["externally_managed", "fix", "pip_command", "unwritable"]
@@ -134,12 +134,10 @@ def fix(args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps(data, indent=2))
         return 0 if not commands else 1
-    before = installed_state().distributions
     _run(commands, quiet_stdout=args.json)
     importlib.invalidate_caches()
     after_plan = check_host()
-    after = installed_state().distributions
-    changed = _changes(before, after)
+    changed = _changes(plan.installed.distributions, after_plan.installed.distributions)
     data.update(ran=True, changed=changed, after=after_plan.to_dict())
     if args.json:
         print(json.dumps(data, indent=2))

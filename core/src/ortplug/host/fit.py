@@ -123,12 +123,14 @@ class Finding:
 
 @attrs.frozen
 class FitPlan:
-    """What the host calls for, the findings, and the pip steps (arguments after ``pip``)."""
+    """What the host calls for, the findings, and the pip steps (arguments after ``pip``),
+    from what the environment held (``installed``)."""
 
     hardware: Hardware
     applies: tuple[str, ...]
     findings: tuple[Finding, ...]
     steps: tuple[tuple[str, ...], ...]
+    installed: Installed = attrs.field(eq=False, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -330,7 +332,8 @@ def plan_fit(
                 else runtime[0]] if runtime else []  # fmt: skip
     findings += driver_findings + _lacking(applied, wanted, plan, hardware, installed)
     findings += _useless(catalog, seen, installed)
-    return FitPlan(hardware, tuple(a.entry.name for a in applied), tuple(findings), tuple(steps))
+    applies = tuple(a.entry.name for a in applied)
+    return FitPlan(hardware, applies, tuple(findings), tuple(steps), installed)
 
 
 def check_host(environ: Mapping[str, str] | None = None) -> FitPlan:
