@@ -351,3 +351,13 @@ def test_doctor_and_plugins_see_a_cache_others_can_write(ortplug_cache: Path) ->
     assert "is writable by every user (mode 777)" in str(cache_problem("tensorrt", "engines"))
     ortplug_cache.chmod(0o700)
     assert cache_problem("tensorrt", "engines") is None
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="giving a folder to another user needs root (CI's user)")
+def test_a_cache_folder_of_another_user_is_refused_naming_whose_it_should_be(ortplug_cache) -> None:
+    folder = cache_dir("verify")
+    os.chown(folder, 65534, 65534)  # nobody's
+    with pytest.warns(OrtplugCacheWarning) as caught:
+        assert trusted_folder("verify") is None
+    (message,) = [str(w.message) for w in caught]
+    assert f"{folder} belongs to another user (uid 65534; expected yours, uid 0, or root)" in message

@@ -79,7 +79,10 @@ def _foreign_writers(path: Path, info: os.stat_result) -> str | None:
         return None
     uid, mode = os.getuid(), stat.S_IMODE(info.st_mode)
     if info.st_uid not in (uid, 0):
-        return f"{path} belongs to another user (uid {info.st_uid}), who could plant records in it"
+        return (
+            f"{path} belongs to another user (uid {info.st_uid}; expected yours, uid {uid}, or "
+            "root), who could plant records in it"
+        )
     group = mode & stat.S_IWGRP and not _private_group(info.st_gid, uid)
     if mode & stat.S_IWOTH or group:
         who = "every user" if mode & stat.S_IWOTH else "its group"
