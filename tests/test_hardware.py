@@ -112,3 +112,21 @@ def test_unreadable_and_malformed_files_are_skipped(tmp_path: Path) -> None:
 def test_the_root_comes_from_the_environment(tmp_path: Path) -> None:
     env = {**_LINUX, HARDWARE_ROOT_ENV: str(fake_roots.nvidia(tmp_path))}
     assert detect_hardware(environ=env).nvidia_driver == "580.65.06"
+
+
+@pytest.mark.parametrize(("value", "expected"), [(" darwin ", "darwin"), ("  ", None)])
+def test_platform_overrides_read_as_the_host_facts_read_them(tmp_path: Path, value, expected) -> None:
+    """The hardware scan and the host facts took ``ORTPLUG_OVERRIDE_PLATFORM`` by two rules."""
+    import sys
+    import warnings
+
+    from ortplug.testing import make_plugin_host
+
+    environ = {"ORTPLUG_OVERRIDE_PLATFORM": value}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        hardware = detect_hardware(tmp_path, environ).platform
+        host = make_plugin_host(environ=environ).host_capabilities().platform
+    assert hardware == host == (expected or sys.platform)
+    blank = [w for w in caught if "ORTPLUG_OVERRIDE_PLATFORM" in str(w.message)]
+    assert bool(blank) is (expected is None)

@@ -23,6 +23,7 @@ __all__ = [
     "OVERRIDE_TYPES",
     "HostCapabilities",
     "HostProbe",
+    "base_fact",
     "compose_host",
     "fact_label",
     "override_variable",
@@ -240,17 +241,30 @@ def _base_facts() -> dict[str, Any]:
     }
 
 
+def base_fact(name: str, detected: str, environ: Mapping[str, str]) -> str:
+    """``platform`` or ``machine``: as detected, or as ``ORTPLUG_OVERRIDE_<NAME>`` sets it (a
+    blank value is ignored with a warning naming it); host facts and hardware both read it here."""
+    variable = OVERRIDE_PREFIX + name.upper()
+    raw = environ.get(variable)
+    if raw is None:
+        return detected
+    if not raw.strip():
+        _bad_override(variable, raw, f"a non-empty {name} such as {detected!r}")
+        return detected
+    return raw.strip()
+
+
 def _apply_base_overrides(base: dict[str, Any], environ: Mapping[str, str]) -> dict[str, Any]:
     for name in list(base):
-        variable = OVERRIDE_PREFIX + name.upper()
-        if variable in environ:
-            raw = environ[variable]
-            if name == "available_providers":
-                base[name] = tuple(p.strip() for p in raw.split(",") if p.strip())
-            elif raw.strip() or name == "ort_version":
-                base[name] = raw.strip() or None
-            else:
-                _bad_override(variable, raw, f"a non-empty {name} such as {base[name]!r}")
+        raw = environ.get(OVERRIDE_PREFIX + name.upper())
+        if raw is None:
+            continue
+        if name == "available_providers":
+            base[name] = tuple(p.strip() for p in raw.split(",") if p.strip())
+        elif name == "ort_version":
+            base[name] = raw.strip() or None
+        else:
+            base[name] = base_fact(name, base[name], environ)
     return base
 
 

@@ -19,6 +19,8 @@ from typing import Any
 
 import attrs
 
+from .capabilities import base_fact
+
 __all__ = [
     "HARDWARE_ROOT_ENV",
     "Hardware",
@@ -229,8 +231,8 @@ def detect_hardware(
     loader, icds = _vulkan(base)
     vendor, flags = _cpu(base)
     return Hardware(
-        platform=env.get("ORTPLUG_OVERRIDE_PLATFORM") or sys.platform,
-        machine=env.get("ORTPLUG_OVERRIDE_MACHINE") or _platform.machine(),
+        platform=base_fact("platform", sys.platform, env),
+        machine=base_fact("machine", _platform.machine(), env),
         pci=_pci_devices(base),
         render_nodes=_render_nodes(base),
         nvidia_driver=_nvidia_driver(base),

@@ -32,7 +32,13 @@ import attrs
 import pluggy
 
 from ..errors import OrtplugPluginWarning, PluginError
-from ..host.capabilities import OVERRIDE_PREFIX, HostCapabilities, HostProbe, compose_host
+from ..host.capabilities import (
+    OVERRIDE_PREFIX,
+    HostCapabilities,
+    HostProbe,
+    base_fact,
+    compose_host,
+)
 from ..host.ep_libraries import devices_for, ensure_library
 from ..providers.configs import ProviderConfig
 from . import _declared, _entry_points, _probe_cache, hookspecs
@@ -358,7 +364,7 @@ class PluginHost:
     def _platform(self, host: HostCapabilities | None) -> str:
         if host is not None:
             return host.platform
-        return self._environ.get(f"{OVERRIDE_PREFIX}PLATFORM") or sys.platform
+        return base_fact("platform", sys.platform, self._environ)
 
     def _facts_of(self, host: HostCapabilities | None) -> _declared.FactsOf:
         """A probe's known facts: the host's, else the cached ones of a declared probe."""
