@@ -478,10 +478,7 @@ class OnnxBackend:
             inputs = self._feed(inputs)
         names = self._output_names if outputs is None else self._selected(outputs)
         try:
-            if run_options is None:
-                results = self._run(names, inputs)
-            else:
-                results = self._run_with(names, inputs, run_options)
+            results = self._dispatch(names, inputs, run_options)
         except Exception as exc:
             wrapped = bfloat16_as_ort_values(inputs, self._ort.OrtValue)
             if wrapped is not None:
@@ -489,13 +486,18 @@ class OnnxBackend:
             if not self._fall_back(inputs, exc):
                 self._raise_explained(inputs, exc)
             try:  # retried once, on the next verified choice
-                if run_options is None:
-                    results = self._run(names, inputs)
-                else:
-                    results = self._run_with(names, inputs, run_options)
+                results = self._dispatch(names, inputs, run_options)
             except Exception as again:
                 self._raise_explained(inputs, again)
         return dict(zip(names, results))
+
+    def _dispatch(
+        self, names: list[str], feed: Any, run_options: RunOptionsConfig | None
+    ) -> list[Any]:
+        """One run on the session serving now, with the shared run options or the caller's."""
+        if run_options is None:
+            return self._run(names, feed)
+        return self._run_with(names, feed, run_options)
 
     def _fall_back(self, inputs: object, exc: Exception) -> bool:
         """After a provider error in a run: serve on the next verified choice; False when none.
