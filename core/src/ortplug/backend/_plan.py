@@ -108,7 +108,8 @@ class SessionPlan:
         missing = tuple(library for library in libraries if library not in have)
         if not missing:
             return self
-        return attrs.evolve(self, options=self.options.evolve(custom_op_libraries=(*have, *missing)))
+        options = self.options.evolve(custom_op_libraries=(*have, *missing))
+        return attrs.evolve(self, options=options)
 
     @property
     def cpu_reference(self) -> bool:

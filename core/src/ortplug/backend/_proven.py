@@ -112,7 +112,8 @@ def _plans(
     while current is not None:
         entry = _Entry(current)
         if current.recorded:
-            entry.reason = f"not tried: on this model's measured first build here, {current.recorded}"
+            first = "on this model's measured first build here"
+            entry.reason = f"not tried: {first}, {current.recorded}"
         entries.append(entry)
         current = plan_next(checkpoint, current, options)
     return entries

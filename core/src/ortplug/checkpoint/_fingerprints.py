@@ -1,4 +1,4 @@
-"""SHA-256 of model files, kept per settled file version within a process and, for big files, across them.
+"""SHA-256 of model files, kept per settled file version in a process and, for big ones, across.
 
 Hashing a 1 GB model takes about a second, on every process's first build (the
 fingerprint keys verdicts, records and the build lock). A file's version is its
@@ -103,7 +103,12 @@ def _keep(name: str, version: _Version, digest: str) -> None:
     folder = trusted_folder(FOLDER, create=True)
     if folder is None:
         return
-    record = {"schema": _SCHEMA, "model_path": version[0], "version": list(version), "sha256": digest}
+    record = {
+        "schema": _SCHEMA,
+        "model_path": version[0],
+        "version": list(version),
+        "sha256": digest,
+    }
     try:
         atomic_write(folder / name, json.dumps(record))
     except CacheError:

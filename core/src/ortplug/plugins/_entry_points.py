@@ -247,7 +247,7 @@ def discover(group: str, *, remember: bool = True) -> Sequence[PluginEntryPoint]
     folder = trusted_folder(FOLDER, create=True)
     if folder is not None:
         try:
-            rows = [[*attrs.astuple(point), declaration, state] for point, declaration, state in found]
+            rows = [[*attrs.astuple(point), file, state] for point, file, state in found]
             atomic_write(folder / name, json.dumps(rows))
         except (CacheError, TypeError, ValueError) as exc:
             _log.debug("entry points not remembered: %s", exc)
