@@ -245,6 +245,43 @@ def test_local_batch_splits_rows_for_a_static_batch_model(tmp_path) -> None:
     np.testing.assert_allclose(np.load(tmp_path / "out" / "probs.npy"), expected, atol=1e-6)
 
 
+def _named_model(tmp_path, input_name: str, output_names: list[str]):
+    nodes = [onnx.helper.make_node("Identity", [input_name], [name]) for name in output_names]
+    tensor = onnx.helper.make_tensor_value_info
+    return models.write(tmp_path, "named.onnx", models._typed_model(
+        nodes,
+        [tensor(input_name, onnx.TensorProto.FLOAT, ["batch", 2])],
+        [tensor(name, onnx.TensorProto.FLOAT, ["batch", 2]) for name in output_names],
+    ))  # fmt: skip
+
+
+def test_batch_files_of_tensor_names_stay_in_their_folders(tmp_path) -> None:
+    """A model's names chose the paths: ``../escaped`` was written outside --output-dir, and a
+    TensorFlow name such as ``dense/BiasAdd:0`` failed after the whole run."""
+    model = _named_model(tmp_path, "in/x", ["dense/BiasAdd:0", "../escaped"])
+    source, target = tmp_path / "in", tmp_path / "out" / "sub"
+    source.mkdir()
+    rows = np.arange(6, dtype=np.float32).reshape(3, 2)
+    np.save(source / "in%2Fx.npy", rows)
+    done = _cli("batch", str(model), "--input-dir", str(source), "--output-dir", str(target))
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in target.iterdir()) == ["%2E.%2Fescaped.npy", "dense%2FBiasAdd%3A0.npy"]
+    assert not (tmp_path / "out" / "escaped.npy").exists()
+    np.testing.assert_array_equal(np.load(target / "dense%2FBiasAdd%3A0.npy"), rows)
+
+
+def test_batch_of_no_rows_writes_empty_outputs_and_a_single_value_is_refused(tmp_path) -> None:
+    (tmp_path / "in").mkdir()
+    np.save(tmp_path / "in" / "x.npy", np.zeros((0, 8), np.float32))
+    args = ["batch", str(DEMO), "--input-dir", str(tmp_path / "in"), "--output-dir"]
+    done = _cli(*args, str(tmp_path / "out"))
+    assert done.returncode == 0, done.stderr
+    assert np.load(tmp_path / "out" / "probs.npy").shape == (0, 3)
+    np.save(tmp_path / "in" / "x.npy", np.float32(1.0))
+    line = _one_error(_cli(*args, str(tmp_path / "out2")), 2, "ortplug batch: error: --input-dir")
+    assert "expected rows on the first axis, got a single value in x.npy" in line
+
+
 def test_a_local_batch_that_fails_in_onnx_runtime_is_one_line(tmp_path) -> None:
     frames = onnx.helper.make_tensor("frame", onnx.TensorProto.INT64, [2], [-1, 256])
     model = models.write(tmp_path, "frames.onnx", models._typed_model(

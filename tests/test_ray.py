@@ -418,6 +418,10 @@ def test_batch_command_reads_pandas_parquet_with_a_list_column(tmp_path) -> None
     np.testing.assert_allclose(np.stack(written["probs"]), _expected(ROWS), atol=1e-6)
     report = json.loads(written["ortplug_chain"][0])
     assert report["providers"] == ["CPUExecutionProvider"]
+    again = _cli("batch", DEMO, "--input-dir", str(tmp_path / "in"),
+                 "--output-dir", str(tmp_path / "out"), "--ray")  # fmt: skip
+    assert again.returncode == 2 and "expected a folder without Parquet files" in again.stderr
+    assert len(pd.read_parquet(tmp_path / "out")) == 300  # not added to: rows were doubled
 
 
 def test_batch_command_on_ray_prints_one_line_per_error(tmp_path) -> None:

@@ -4,6 +4,8 @@ Inputs are ``DIR/<input name>.npy`` (rows on the first axis) or, with
 ``--ray``, Parquet files whose columns are the input names. Outputs are
 ``OUT/<output name>.npy`` in input row order, or Parquet files with ``--ray``
 (with an ``ortplug_chain`` column: the actor, node and providers of each row).
+A tensor name's characters a file name cannot hold, or should not (``/``, ``:``,
+a leading dot), are percent-encoded: ``dense/BiasAdd:0`` is ``dense%2FBiasAdd%3A0.npy``.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import json
 from collections import Counter
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import numpy as np
 
@@ -38,14 +41,30 @@ def _make_output_dir(target: Path) -> None:
         ) from exc
 
 
+def tensor_file(name: str) -> str:
+    """The ``.npy`` file of a tensor: its name, percent-encoded where a file name cannot hold it
+    (a model's names are untrusted: ``../x`` or ``/etc/x`` must not leave the folder)."""
+    encoded = quote(name, safe="-_.")
+    if encoded.startswith(".") or not encoded:
+        encoded = "%2E" + encoded[1:] if encoded else "%00"
+    return f"{encoded}.npy"
+
+
 def _load_npy_inputs(folder: Path, names: list[str]) -> dict[str, np.ndarray]:
-    missing = [name for name in names if not (folder / f"{name}.npy").is_file()]
+    files = {name: tensor_file(name) for name in names}
+    missing = [file for file in files.values() if not (folder / file).is_file()]
     if missing:
         raise UsageError(
-            f"--input-dir {folder}: expected {', '.join(f'{n}.npy' for n in names)}; missing "
-            f"{', '.join(f'{n}.npy' for n in missing)}"
+            f"--input-dir {folder}: expected {', '.join(files.values())}; missing "
+            f"{', '.join(missing)}"
         )
-    arrays = {name: np.load(folder / f"{name}.npy", allow_pickle=False) for name in names}
+    arrays = {name: np.load(folder / file, allow_pickle=False) for name, file in files.items()}
+    scalars = [files[name] for name, array in arrays.items() if array.ndim == 0]
+    if scalars:
+        raise UsageError(
+            f"--input-dir {folder}: expected rows on the first axis, got a single value in "
+            f"{', '.join(scalars)}"
+        )
     rows = {name: len(array) for name, array in arrays.items()}
     if len(set(rows.values())) != 1:
         raise UsageError(f"--input-dir {folder}: inputs have different row counts {rows}")
@@ -64,7 +83,7 @@ def _run_local(
     try:
         rows = len(next(iter(arrays.values())))
         parts: dict[str, list[np.ndarray]] = {name: [] for name in predictor.outputs}
-        for start in range(0, rows, batch_size):
+        for start in range(0, max(rows, 1), batch_size):  # no rows: one empty run, typed outputs
             stop = start + batch_size
             outputs = predictor({name: array[start:stop] for name, array in arrays.items()})
             for name, values in parts.items():
@@ -88,6 +107,8 @@ def _run_ray_npy(
 ) -> tuple[dict[str, np.ndarray], list[dict[str, Any]]]:
     from ..integrations.ray import predict
 
+    if not len(next(iter(arrays.values()))):  # no rows to hand out: typed empty outputs
+        return _run_local(model, arrays, batch_size, providers), []
     names = _output_names(model)
     parts: dict[str, list[np.ndarray]] = {name: [] for name in names}
     reports: Counter[str] = Counter()
@@ -131,6 +152,11 @@ def batch(args: argparse.Namespace) -> int:
             raise UsageError(
                 f"--input-dir {source}: Parquet input needs --ray (pip install 'ortplug[ray]')"
             )
+        if any(target.glob("*.parquet")):  # Ray adds files beside them: rows twice, counted so
+            raise UsageError(
+                f"--output-dir: expected a folder without Parquet files, got {str(target)!r} "
+                "(an earlier run's outputs?); give an empty or new folder"
+            )
         written, actors = _run_ray_parquet(model, source, target, args.batch_size, providers)
         summary: dict[str, Any] = {"format": "parquet", "rows": written, "output_dir": str(target)}
     else:
@@ -141,7 +167,7 @@ def batch(args: argparse.Namespace) -> int:
         else:
             outputs = _run_local(model, arrays, args.batch_size, providers)
         for name, value in outputs.items():
-            np.save(target / f"{name}.npy", value)
+            np.save(target / tensor_file(name), value)
         rows = len(next(iter(arrays.values())))
         summary = {
             "format": "npy",
