@@ -54,6 +54,26 @@ def test_run_prints_the_string_labels_of_a_classifier(tmp_path) -> None:
     assert "output    label: object (1,) ['owl']" in text.stdout
 
 
+def test_run_json_is_strict_json_when_outputs_are_not_finite(tmp_path) -> None:
+    """``NaN``/``Infinity`` tokens are not JSON (jq refuses them): they are written as strings."""
+    tensor = onnx.helper.make_tensor_value_info
+    model = models.write(tmp_path, "nan.onnx", models._typed_model(
+        [onnx.helper.make_node("Sub", ["x", "x"], ["zero"]),
+         onnx.helper.make_node("Div", ["zero", "zero"], ["nan"]),
+         onnx.helper.make_node("Reciprocal", ["zero"], ["inf"])],
+        [tensor("x", onnx.TensorProto.FLOAT, [1, 2])],
+        [tensor("nan", onnx.TensorProto.FLOAT, [1, 2]), tensor("inf", onnx.TensorProto.FLOAT, [1, 2])],
+    ))  # fmt: skip
+    done = _cli("run", str(model), "--repeat", "1", "--providers", "cpu", "--json")
+    assert done.returncode == 0, done.stderr
+
+    def refuse(token: str) -> None:
+        raise AssertionError(f"not JSON: {token}")
+
+    outputs = json.loads(done.stdout, parse_constant=refuse)["outputs"]
+    assert outputs["nan"]["first"] == ["nan", "nan"] and outputs["inf"]["first"] == ["inf", "inf"]
+
+
 # -- 4: "..." only where values were left out ----------------------------------------------------
 
 

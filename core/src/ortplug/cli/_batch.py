@@ -22,6 +22,7 @@ import numpy as np
 from ..backend import OnnxBackend
 from ..checkpoint import LocalCheckpoint
 from ._inputs import quiet_run_options
+from ._json import print_json
 from ._providers import resolve_chain
 from ._ray_session import ray_session
 from ._usage import UsageError
@@ -183,7 +184,7 @@ def batch(args: argparse.Namespace) -> int:
         nodes = len({a["node"] for a in actors})
         engine = f"ray: {len(actors)} actor(s) on {nodes} node(s), {'; '.join(chains)}"
     if args.json:
-        print(json.dumps(summary, indent=2))
+        print_json(summary)
     else:
         print(f"{summary['rows']} rows through {model.name} ({engine}) -> {target}")
     return 0

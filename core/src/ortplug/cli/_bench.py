@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import json
 import statistics
 import sys
 from collections.abc import Sequence
@@ -24,6 +23,7 @@ from ..providers.options import check_threads
 from ..providers.session_options import SessionOptionsConfig
 from ..selection import DefaultProviderPolicy, ProviderSelection, autotune
 from ._inputs import first_run_error, load_inputs, quiet_run_options, reference_feed
+from ._json import print_json
 from ._providers import ProviderEntry, chain_label, resolve_chain
 from ._usage import UsageError
 
@@ -271,7 +271,7 @@ def _save(
 
 def _print(result: dict[str, Any], as_json: bool) -> None:
     if as_json:
-        print(json.dumps(result, indent=2))
+        print_json(result)
         return
     print(f"{'candidate':<48}{'median ms':>12}{'vs baseline':>14}")
     for row in result["rows"]:

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import json
 import time
 
 from ..cache.index import CacheEntry, clear, configured_cap, entries, prune
 from ..cache.root import cache_root
+from ._json import print_json
 
 __all__ = ["cache"]
 
@@ -51,17 +51,16 @@ def cache(args: argparse.Namespace) -> int:
     root = cache_root()
     if args.action == "clear":
         count = clear()
-        print(
-            json.dumps({"cleared": count})
-            if args.json
-            else f"cleared {_entries(count)} from {root}"
-        )
+        if args.json:
+            print_json({"cleared": count})
+        else:
+            print(f"cleared {_entries(count)} from {root}")
         return 0
     if args.action == "prune":
         limit = args.max_mb if args.max_mb is not None else configured_cap()
         removed = prune(limit)
         if args.json:
-            print(json.dumps({"removed": [e.to_dict() for e in removed], "max_mb": limit}))
+            print_json({"removed": [e.to_dict() for e in removed], "max_mb": limit})
             return 0
         print(
             f"removed {_entries(len(removed))} ({_size(sum(e.size for e in removed))}) from {root}"
@@ -79,7 +78,7 @@ def cache(args: argparse.Namespace) -> int:
     cap = configured_cap()
     if args.json:
         rows = [e.to_dict() for e in listed]
-        print(json.dumps({"root": str(root), "max_mb": cap, "entries": rows}))
+        print_json({"root": str(root), "max_mb": cap, "entries": rows})
         return 0
     total = sum(entry.size for entry in listed)
     stale = sum(1 for entry in listed if entry.stale)

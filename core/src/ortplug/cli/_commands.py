@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib.resources
-import json
 import math
 import statistics
 import time
@@ -29,6 +28,7 @@ from ..host._runtime import (
 from ..plugins.manager import get_plugin_host
 from ..selection import DefaultProviderPolicy
 from ._inputs import first_run_error, load_inputs, quiet_run_options, reference_feed
+from ._json import print_json
 from ._providers import resolve_chain
 
 if TYPE_CHECKING:
@@ -45,10 +45,6 @@ def _model_path(model: Path | None) -> Iterator[Path]:
         return
     with importlib.resources.as_file(importlib.resources.files("ortplug.data") / "demo.onnx") as p:
         yield p
-
-
-def _print_json(data: Any) -> None:
-    print(json.dumps(data, indent=2, default=str))
 
 
 def _policy_rows(
@@ -184,7 +180,7 @@ def run(args: argparse.Namespace) -> int:
         },
     }
     if args.json:
-        _print_json(report)
+        print_json(report)
         return 0
     meta = checkpoint.metadata
     shapes = "static" if meta.static_shapes else "dynamic"
@@ -238,7 +234,7 @@ def info(args: argparse.Namespace) -> int:
         if args.model is not None:  # the proven choice for this model: built, verified, timed
             data["candidates"] = [c.to_dict() for c in candidates]
     if args.json:
-        _print_json(data)
+        print_json(data)
         return 0
     print(f"onnxruntime  {host.ort_version or 'not installed: ' + INSTALL_HINT}")
     print(f"wheels       {', '.join(data['runtime_distributions']) or 'none'}")
@@ -316,7 +312,7 @@ def plugins(args: argparse.Namespace) -> int:
     """Every plugin with its distribution, status and hooks (or error)."""
     rows = get_plugin_host().plugin_infos()
     if args.json:
-        _print_json([row.to_dict() for row in rows])
+        print_json([row.to_dict() for row in rows])
         return 0
     for row in rows:
         dist = f"{row.distribution} {row.version}" if row.distribution else "(built in)"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 from typing import Any
 
 from ..backend import OnnxBackend
@@ -11,12 +10,9 @@ from ..checkpoint import LocalCheckpoint
 from ..checkpoint._onnx_wire import summarize_file
 from ..plugins.manager import get_plugin_host
 from ._doctor import run_checks
+from ._json import print_json
 
 __all__ = ["doctor", "inspect"]
-
-
-def _print_json(data: Any) -> None:
-    print(json.dumps(data, indent=2, default=str))
 
 
 def doctor(args: argparse.Namespace) -> int:
@@ -28,7 +24,7 @@ def doctor(args: argparse.Namespace) -> int:
     checks = run_checks(get_plugin_host())
     failed = [c for c in checks if not c.ok]
     if args.json:
-        _print_json({"ok": not failed, "checks": [c.to_dict() for c in checks]})
+        print_json({"ok": not failed, "checks": [c.to_dict() for c in checks]})
     else:
         for check in checks:
             print(f"{'ok  ' if check.ok else 'FAIL'}  {check.name:<28} {check.detail}")
@@ -73,7 +69,7 @@ def inspect(args: argparse.Namespace) -> int:
             ],
         }
     if args.json:
-        _print_json(data)
+        print_json(data)
         return 0
     meta = checkpoint.metadata
     print(f"model      {path} ({path.stat().st_size} bytes)")

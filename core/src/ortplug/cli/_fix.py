@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import configparser
 import importlib
-import json
 import os
 import shlex
 import subprocess
@@ -21,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from ..host.fit import FitPlan, check_host
+from ._json import print_json
 from ._usage import UsageError
 
 __all__ = ["externally_managed", "fix", "pip_command", "unwritable"]
@@ -132,7 +132,7 @@ def fix(args: argparse.Namespace) -> int:
             print("dry run: nothing was changed; run ortplug doctor --fix --yes to run these")
     if not (args.yes and commands):
         if args.json:
-            print(json.dumps(data, indent=2))
+            print_json(data)
         return 0 if not commands else 1
     _run(commands, quiet_stdout=args.json)
     importlib.invalidate_caches()
@@ -140,7 +140,7 @@ def fix(args: argparse.Namespace) -> int:
     changed = _changes(plan.installed.distributions, after_plan.installed.distributions)
     data.update(ran=True, changed=changed, after=after_plan.to_dict())
     if args.json:
-        print(json.dumps(data, indent=2))
+        print_json(data)
     else:
         print("changed   " + ("; ".join(changed) or "no distribution's version (files repaired)"))
         for line in _report(after_plan)[1:]:

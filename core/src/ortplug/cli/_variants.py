@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 from collections.abc import Iterator
 from typing import Any
@@ -16,14 +15,11 @@ from ..host.environment import configure
 from ..plugins.manager import get_plugin_host
 from ..providers.configs import CPU_EP
 from ..verification.precision_variants import write_variants
+from ._json import print_json
 from ._providers import resolve_chain
 from ._usage import UsageError
 
 __all__ = ["variants", "verify"]
-
-
-def _print_json(data: Any) -> None:
-    print(json.dumps(data, indent=2, default=str))
 
 
 def _policy_choices(
@@ -104,7 +100,7 @@ def verify(args: argparse.Namespace) -> int:
     else:
         failed = chosen is None
     if args.json:
-        _print_json(
+        print_json(
             {
                 "model": str(args.model),
                 "inputs": verifier.inputs_origin,
@@ -148,7 +144,7 @@ def variants(args: argparse.Namespace) -> int:
     ]
     manifest = weights.with_name(weights.stem + ".metadata.json")
     if args.json:
-        _print_json({"model": str(weights), "manifest": str(manifest), "variants": rows})
+        print_json({"model": str(weights), "manifest": str(manifest), "variants": rows})
         return 0
     print(f"model     {weights} ({weights.stat().st_size} bytes, fp32 reference)")
     for row in rows:
