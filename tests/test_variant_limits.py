@@ -7,6 +7,7 @@ import json
 import os
 
 import models
+from variant_models import mlp_with_variants
 import pytest
 from ortplug import CheckpointMetadata, LocalCheckpoint
 from ortplug.checkpoint.variants import MAX_VARIANTS, parse_variants
@@ -57,3 +58,23 @@ def test_a_model_package_over_the_cap_is_refused_before_its_folders_are_read(tmp
     (tmp_path / "pkg" / "manifest.json").write_text(json.dumps({"schema_version": 1}))
     with pytest.raises(CheckpointError, match=rf"expected at most {MAX_VARIANTS} variants, got"):
         LocalCheckpoint(tmp_path / "pkg").resolve()
+
+
+@pytest.mark.parametrize(
+    ("tolerance", "shown"),
+    [({"rtol": None, "atol": 0}, "rtol: expected a finite number >= 0, got None"),
+     ({"rtol": "x", "atol": 0}, "rtol: expected a finite number >= 0, got 'x'"),
+     ({"rtol": 0.1, "atol": True}, "atol: expected a finite number >= 0, got True")],
+)  # fmt: skip
+def test_a_bad_variant_tolerance_names_the_metadata_file_and_the_field(
+    tmp_path, tolerance, shown
+) -> None:
+    """``float()`` in the converter raised a bare TypeError/ValueError that named no file."""
+    checkpoint = mlp_with_variants(tmp_path, "fp16")
+    path = tmp_path / "mlp.metadata.json"
+    data = json.loads(path.read_text())
+    data["variants"][0]["tolerance"] = tolerance
+    path.write_text(json.dumps(data))
+    with pytest.raises(CheckpointError) as caught:
+        LocalCheckpoint(checkpoint.weights_path).resolve()
+    assert str(caught.value).startswith(f"{path}: ") and shown in str(caught.value)

@@ -46,9 +46,11 @@ def _non_negative(_: Any, attribute: attrs.Attribute[Any], value: object) -> Non
 
 
 def _as_float(value: float) -> float:
-    """``float`` as a Python function: attrs reads a builtin converter's signature by tokenizing
-    its text signature, which costs every process ~3 ms of start-up."""
-    return float(value)
+    """A real number as ``float``; anything else (``None``, text, a bool) as given, for the
+    validator to refuse naming the field (``float()`` raised a bare TypeError or ValueError)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    return value
 
 
 @attrs.frozen
