@@ -125,6 +125,32 @@ def test_every_checkpoint_form_becomes_one_that_pickles(tmp_path) -> None:
         BackendConfig(model=3)  # type: ignore[arg-type]
 
 
+def test_a_variant_travels_with_its_reference_and_is_still_verified(tmp_path) -> None:
+    """On a worker the variant was its own reference: a variant computing other numbers served."""
+    from ortplug import VerificationError
+    from ortplug.checkpoint import select_variant
+
+    def model(op: str) -> bytes:
+        graph = helper.make_graph(
+            [helper.make_node(op, ["x"], ["y"])], "g",
+            [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])],
+        )  # fmt: skip
+        return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+
+    (tmp_path / "m.onnx").write_bytes(model("Identity"))
+    (tmp_path / "m.bad.onnx").write_bytes(model("Neg"))
+    metadata = CheckpointMetadata.from_model(tmp_path / "m.onnx").to_dict()
+    metadata["variants"] = [{"name": "bad", "file": "m.bad.onnx", "precision": "fp16"}]
+    (tmp_path / "m.metadata.json").write_text(json.dumps(metadata))
+    variant = select_variant(LocalCheckpoint(tmp_path / "m.onnx").resolve(), "bad")
+    config = pickle.loads(pickle.dumps(BackendConfig(model=variant, providers=["cpu"])))
+    resolved = config.checkpoint()
+    assert (resolved.variant, resolved.reference is not None) == ("bad", True)
+    with pytest.raises(VerificationError, match="variant bad .* failed verification"):
+        config.build()
+
+
 def _resolved(form):
     if isinstance(form, ResolvedCheckpoint):
         return form

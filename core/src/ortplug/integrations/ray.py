@@ -33,7 +33,13 @@ import numpy as np
 
 from ..backend import OnnxBackend
 from ..backend.introspection import ValueInfo
-from ..checkpoint import CheckpointMetadata, InMemoryCheckpoint, LocalCheckpoint, ResolvedCheckpoint
+from ..checkpoint import (
+    CheckpointMetadata,
+    InMemoryCheckpoint,
+    LocalCheckpoint,
+    ResolvedCheckpoint,
+    select_variant,
+)
 from ..errors import MissingFileError, OptionError, OptionTypeError, OrtplugError
 from ..host.capabilities import HostCapabilities
 from ..plugins.manager import get_plugin_host
@@ -138,7 +144,8 @@ class PortableCheckpoint:
     ``source`` is a path every worker can read or the model's bytes;
     ``metadata`` is the metadata the driver resolved (a separate metadata file
     and ``extra`` included) as a dict; ``initializers`` and ``external_data``
-    are the in-memory arrays and files of an ``InMemoryCheckpoint``.
+    are the in-memory arrays and files of an ``InMemoryCheckpoint``; ``variant``
+    the precision variant of these weights that serves (``None``: these weights).
     """
 
     source: str | bytes = attrs.field(repr=lambda s: s if isinstance(s, str) else "<model bytes>")
@@ -149,13 +156,22 @@ class PortableCheckpoint:
     external_data: dict[str, bytes] = attrs.field(
         factory=dict, converter=_plain, eq=False, repr=False
     )
+    #: The precision variant of these (reference) weights that serves, by name: chosen again on
+    #: the worker, so its outputs are still checked against the reference's.
+    variant: str | None = None
 
     @classmethod
     def of(cls, checkpoint: CheckpointLike) -> PortableCheckpoint:
-        """Resolve ``checkpoint`` here (reading its metadata file) into what travels to workers."""
+        """Resolve ``checkpoint`` here (reading its metadata file) into what travels to workers.
+
+        A variant travels as its reference and its name (alone, it would be its own reference:
+        nothing would check it).
+        """
         if isinstance(checkpoint, PortableCheckpoint):
             return checkpoint
         resolved = _resolved_here(checkpoint)
+        if resolved.variant is not None and resolved.reference is not None:
+            return attrs.evolve(cls.of(resolved.reference), variant=resolved.variant)
         return cls(
             source=str(resolved.weights_path) if resolved.model_bytes is None else resolved.source,
             metadata=resolved.metadata.to_dict(),
@@ -165,6 +181,10 @@ class PortableCheckpoint:
 
     def resolve(self) -> ResolvedCheckpoint:
         """The checkpoint on this worker, with the metadata the driver resolved."""
+        reference = self._reference()
+        return reference if self.variant is None else select_variant(reference, self.variant)
+
+    def _reference(self) -> ResolvedCheckpoint:
         metadata = CheckpointMetadata.from_dict(self.metadata)
         if isinstance(self.source, bytes):
             return InMemoryCheckpoint(
