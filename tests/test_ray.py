@@ -238,6 +238,14 @@ def test_a_static_batch_splits_ray_batches_into_model_runs(cluster) -> None:
     np.testing.assert_allclose(probs, _expected(ROWS[:103]), atol=1e-6)
 
 
+def test_a_gpu_chain_on_a_cluster_without_gpus_is_refused_at_once(cluster) -> None:
+    """Ray waited forever for a GPU the cluster does not have (ortplug batch hung, silent)."""
+    from ortplug.errors import OptionError
+
+    with pytest.raises(OptionError, match=r"\[CUDAExecutionProvider, CPUExecutionProvider\] needs a GPU"):
+        predict(_dataset(ROWS[:8]), DEMO, providers=["cuda", "cpu"])
+
+
 def test_the_predictor_runs_static_batches_through_one_binding() -> None:
     predictor = OnnxPredictor(BackendConfig(model=STATIC, providers=("cpu",)))
     assert predictor.static_batch == 4

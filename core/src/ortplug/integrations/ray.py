@@ -704,8 +704,15 @@ def predict(
         raise OptionError(f"predict: {clash}")
     resources = actor_resources(config, num_cpus=num_cpus_per_actor)
     gpu = "num_gpus" in resources
+    cluster = ray.cluster_resources()
+    if gpu and not cluster.get("GPU"):  # Ray would wait for one forever
+        chain = ", ".join(_chain_names(config, None))
+        raise OptionError(
+            f"predict: the chain [{chain}] needs a GPU per actor, and the Ray cluster has none "
+            "(ray.cluster_resources() lists no GPU); pass providers=['cpu'] or join a cluster "
+            "with GPUs"
+        )
     if concurrency is None:
-        cluster = ray.cluster_resources()
         if gpu:
             concurrency = max(1, int(cluster.get("GPU", 1)))
         else:  # one CPU stays free for the tasks that read and feed the actors
