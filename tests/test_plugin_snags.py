@@ -126,34 +126,40 @@ def test_doctor_fails_a_plugin_whose_policy_hooks_fail(plugin_host: PluginHost) 
     assert row.status == "failing"
 
 
+def _offering(config: object, ort_name: str) -> object:
+    """A plugin whose type names ``config``'s kind ``ort_name``, offering ``config`` first."""
+
+    class Offering:
+        @hookimpl
+        def ortplug_provider_types(self):
+            from ortplug.plugins import ProviderType
+
+            kind = config.kind  # type: ignore[attr-defined]
+            yield ProviderType(kind=kind, ort_name=ort_name, config_cls=type(config))
+
+        @hookimpl
+        def ortplug_offer_providers(self):
+            yield ProviderOffer(config, preference=90, reason="fast")  # type: ignore[arg-type]
+
+    return Offering()
+
+
 @attrs.frozen
 class _CopiedCpuConfig:
     """A new provider's config copied from the CPU one, its ``to_ort()`` left as it was."""
 
     kind: ClassVar[str] = "ggmlish"
-    ort_name: ClassVar[str] = "GgmlExecutionProvider"
 
     def to_ort(self) -> tuple[str, dict[str, str]]:
         return "CPUExecutionProvider", {}
-
-
-class _CopiedCpuPlugin:
-    @hookimpl
-    def ortplug_provider_types(self):
-        from ortplug.plugins import ProviderType
-
-        yield ProviderType(kind="ggmlish", ort_name="GgmlExecutionProvider", config_cls=_CopiedCpuConfig)
-
-    @hookimpl
-    def ortplug_offer_providers(self):
-        yield ProviderOffer(_CopiedCpuConfig(), preference=90, reason="fast")
 
 
 def test_an_offer_whose_config_runs_another_provider_is_refused_naming_both(
     plugin_host: PluginHost, cpu_host
 ) -> None:
     """Its config ran the CPU provider: it counted as the CPU reference and was never verified."""
-    assert plugin_host.register(_CopiedCpuPlugin(), name="ggmlish")
+    plugin = _offering(_CopiedCpuConfig(), "GgmlExecutionProvider")
+    assert plugin_host.register(plugin, name="ggmlish")
     with pytest.warns(OrtplugPluginWarning) as caught:
         answers = plugin_host.offer_providers(META, cpu_host)
     (line,) = [str(w.message) for w in caught if "ggmlish" in str(w.message)]
@@ -188,22 +194,11 @@ class _BrokenConfig:
         raise KeyError("device_id")
 
 
-class _BrokenToOrtPlugin:
-    @hookimpl
-    def ortplug_provider_types(self):
-        from ortplug.plugins import ProviderType
-
-        yield ProviderType(kind="brokenort", ort_name="BrokenExecutionProvider", config_cls=_BrokenConfig)
-
-    @hookimpl
-    def ortplug_offer_providers(self):
-        yield ProviderOffer(_BrokenConfig(), preference=90, reason="fast")
-
-
 def test_a_config_whose_to_ort_raises_is_that_plugins_failure_not_the_builds(
     plugin_host: PluginHost, cpu_host
 ) -> None:
-    assert plugin_host.register(_BrokenToOrtPlugin(), name="brokenort")
+    plugin = _offering(_BrokenConfig(), "BrokenExecutionProvider")
+    assert plugin_host.register(plugin, name="brokenort")
     with pytest.warns(OrtplugPluginWarning, match="'brokenort'.*KeyError"):
         answers = plugin_host.offer_providers(META, cpu_host)
     kinds = [a.config.kind for a in answers if isinstance(a, ProviderOffer)]
