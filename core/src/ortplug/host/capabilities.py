@@ -241,15 +241,17 @@ def _base_facts() -> dict[str, Any]:
     }
 
 
-def base_fact(name: str, detected: str, environ: Mapping[str, str]) -> str:
+def base_fact(name: str, detected: str, environ: Mapping[str, str], *, warn: bool = False) -> str:
     """``platform`` or ``machine``: as detected, or as ``ORTPLUG_OVERRIDE_<NAME>`` sets it (a
-    blank value is ignored with a warning naming it); host facts and hardware both read it here."""
+    blank value is ignored); host facts, hardware and the plugin host all read it here, and
+    the host facts' detection (``warn``) is the one that says a value was ignored."""
     variable = OVERRIDE_PREFIX + name.upper()
     raw = environ.get(variable)
     if raw is None:
         return detected
     if not raw.strip():
-        _bad_override(variable, raw, f"a non-empty {name} such as {detected!r}")
+        if warn:
+            _bad_override(variable, raw, f"a non-empty {name} such as {detected!r}")
         return detected
     return raw.strip()
 
@@ -264,7 +266,7 @@ def _apply_base_overrides(base: dict[str, Any], environ: Mapping[str, str]) -> d
         elif name == "ort_version":
             base[name] = raw.strip() or None
         else:
-            base[name] = base_fact(name, base[name], environ)
+            base[name] = base_fact(name, base[name], environ, warn=True)
     return base
 
 
