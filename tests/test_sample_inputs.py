@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import models
 import numpy as np
@@ -182,8 +183,8 @@ def test_int8_calibration_draws_sizes_the_model_runs(tmp_path) -> None:
     assert [feed["x"].shape for feed in feeds] == [(1, 3, 224, 224)] * 2
 
 
-def test_ortplug_run_generates_an_image_the_cnn_takes(tmp_path) -> None:
-    model = models.write(tmp_path, "cnn.onnx", _cnn())
+def _run_json(model: Path) -> dict:
+    """``ortplug run MODEL --repeat 1 --json``'s report."""
     done = subprocess.run(
         [ORTPLUG, "run", str(model), "--repeat", "1", "--json"],
         capture_output=True,
@@ -191,7 +192,11 @@ def test_ortplug_run_generates_an_image_the_cnn_takes(tmp_path) -> None:
         timeout=300,
     )
     assert done.returncode == 0, done.stderr
-    report = json.loads(done.stdout)
+    return json.loads(done.stdout)
+
+
+def test_ortplug_run_generates_an_image_the_cnn_takes(tmp_path) -> None:
+    report = _run_json(models.write(tmp_path, "cnn.onnx", _cnn()))
     assert report["generated_inputs"] == {"x": "float32 (1, 3, 224, 224) normal"}
     assert report["outputs"]["logits"]["shape"] == [1, 5]
 
@@ -225,12 +230,5 @@ def test_ortplug_run_feeds_the_checkpoints_own_samples(tmp_path) -> None:
     model = models.write(tmp_path, "cnn.onnx", _cnn())
     (tmp_path / "samples").mkdir()
     np.save(tmp_path / "samples" / "x.npy", np.ones((2, 3, 96, 96), np.float32))
-    done = subprocess.run(
-        [ORTPLUG, "run", str(model), "--repeat", "1", "--json"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr
-    report = json.loads(done.stdout)
+    report = _run_json(model)
     assert report["generated_inputs"] == {} and report["outputs"]["logits"]["shape"] == [2, 5]
