@@ -22,6 +22,7 @@ import json
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -29,7 +30,6 @@ import attrs
 from .. import _log
 from ..cache.root import atomic_write, cache_key, read_cache_file, remove_entries, trusted_folder
 from ..errors import CacheError
-from .declaration import DeclarationError, declaration_path, read_declaration
 
 __all__ = ["FOLDER", "PROJECT", "PluginEntryPoint", "clear", "discover"]
 
@@ -120,16 +120,14 @@ def _file_state(path: str) -> list[int] | None:
     return [info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns]
 
 
-def _declaration_state(value: str) -> list[object] | None:
-    """The entry point's declaration file (or where it would be) and that file's state."""
-    path = declaration_path(value)
-    return None if path is None else [str(path), _file_state(str(path))]
-
-
-def _plugin_declaration(name: str, value: str) -> tuple[dict[str, object] | None, str | None]:
+def _plugin_declaration(
+    name: str, value: str, path: Path | None
+) -> tuple[dict[str, object] | None, str | None]:
     """The entry point's declaration as JSON, or why it does not check (read, never imported)."""
+    from .declaration import DeclarationError, read_declaration
+
     try:
-        declared = read_declaration(name, value)
+        declared = read_declaration(name, value, path)
     except DeclarationError as exc:
         return None, str(exc)
     return (declared.to_json() if declared is not None else None), None
@@ -137,20 +135,26 @@ def _plugin_declaration(name: str, value: str) -> tuple[dict[str, object] | None
 
 def _scan(group: str) -> list[tuple[PluginEntryPoint, str | None, list[object] | None]]:
     """Every entry point of the group, with the file that declares it (``None``: none on disk)
-    and the state of its package's declaration file."""
+    and its package's declaration file (or where it would be) with that file's state."""
     from importlib.metadata import entry_points  # the slow path, only on a cache miss
+
+    from .declaration import declaration_path
 
     found = []
     for entry_point in entry_points(group=group):
         dist = entry_point.dist
+        path = declaration_path(entry_point.value)
+        state: list[object] | None = None  # before reading: an edit since is seen
+        if path is not None:
+            state = [str(path), _file_state(str(path))]
         point = PluginEntryPoint(
             entry_point.name,
             entry_point.value,
             dist.metadata["Name"] if dist is not None else None,
             dist.version if dist is not None else None,
-            *_plugin_declaration(entry_point.name, entry_point.value),
+            *_plugin_declaration(entry_point.name, entry_point.value, path),
         )
-        found.append((point, _declaration(dist), _declaration_state(entry_point.value)))
+        found.append((point, _declaration(dist), state))
     return found
 
 

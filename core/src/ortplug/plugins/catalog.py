@@ -257,8 +257,7 @@ def _entries(declarations: Iterable[PluginDeclaration]) -> list[CatalogEntry]:
 
 def _installed_declarations() -> list[PluginDeclaration]:
     """The declarations of the installed plugins, as the entry-point scan remembers them."""
-    from ._entry_points import discover
-    from .hookspecs import PROJECT
+    from ._entry_points import PROJECT, discover
 
     found = []
     for row in discover(PROJECT):

@@ -80,7 +80,12 @@ from typing import Any
 
 import attrs
 
-from ..host.probing import library_search_dirs
+from ..host.probing import (
+    file_identity,
+    library_search_dirs,
+    site_package_dirs,
+    system_library_identity,
+)
 
 __all__ = [
     "FILENAME",
@@ -93,7 +98,7 @@ __all__ = [
     "MetadataKeyDeclaration",
     "PluginDeclaration",
     "ProbeDeclaration",
-    "find_declaration",
+    "declaration_path",
     "from_json",
     "parse_declarations",
     "platform_matches",
@@ -133,26 +138,12 @@ class DeclarationError(ValueError):
     """A declaration that does not check: one line naming the plugin, the field and the problem."""
 
 
-def _stat(path: str) -> list[object]:
-    try:
-        info = os.stat(path)
-    except OSError:
-        return [path]
-    return [path, info.st_mtime_ns, info.st_size]
-
-
-def _site_dirs() -> list[str]:
-    from ..host.probing import site_package_dirs  # deferred: only a probe cache lookup needs it
-
-    return site_package_dirs()
-
-
 def _package_files(name: str) -> list[list[object]]:
     """A top-level package's file and folder (found, not imported): an upgrade rewrites them."""
     spec = importlib.util.find_spec(name)
     if spec is None or spec.origin is None:
         return [[name]]
-    return [_stat(spec.origin), _stat(os.path.dirname(spec.origin))]
+    return file_identity([spec.origin, os.path.dirname(spec.origin)])
 
 
 @attrs.frozen
@@ -189,16 +180,15 @@ class Identity:
         )
         folders = library_search_dirs(environ.get("LD_LIBRARY_PATH"))
         libraries = [str(Path(d, name)) for name in self.libraries for d in folders]
-        sites = _site_dirs() if self.site_dirs else []
+        sites = site_package_dirs() if self.site_dirs else []
         found: dict[str, object] = {
-            "files": [_stat(path) for path in (*files, *libraries)],
-            "site_dirs": [_stat(str(Path(s, rel))) for rel in self.site_dirs for s in sites],
+            "files": file_identity([*files, *libraries]),
+            "site_dirs": file_identity(Path(s, rel) for rel in self.site_dirs for s in sites),
             "packages": [row for name in self.packages for row in _package_files(name)],
             "env": {name: environ.get(name) for name in self.env},
         }
         if self.system:
-            watched = ("LD_LIBRARY_PATH", "DYLD_LIBRARY_PATH", "PATH")
-            found["system"] = [_stat("/etc/ld.so.cache"), [environ.get(n) for n in watched]]
+            found["system"] = system_library_identity()
         return found
 
 
@@ -543,40 +533,30 @@ def source_of(entry_point_value: str) -> str:
     return f"{_top_package(entry_point_value)}/{FILENAME}"
 
 
-def _candidates(entry_point_value: str) -> list[Path]:
-    """Where the declaration file of the entry point's top-level package may be, in order.
-
-    Only the top-level package is located (``find_spec`` executes nothing for it).
-    """
+def declaration_path(entry_point_value: str) -> Path | None:
+    """The declaration file of the entry point's top-level package, or where one would be read
+    from (``None``: the package is not found); ``find_spec`` executes nothing of it."""
     try:
         spec = importlib.util.find_spec(_top_package(entry_point_value))
     except (ImportError, ValueError):
-        return []
+        return None
     locations = list(spec.submodule_search_locations or ()) if spec is not None else []
-    return [Path(folder, FILENAME) for folder in locations]
-
-
-def find_declaration(entry_point_value: str) -> Path | None:
-    """The declaration file of the package an entry point (``module:attr``) lives in, if any."""
-    return next((path for path in _candidates(entry_point_value) if path.is_file()), None)
-
-
-def declaration_path(entry_point_value: str) -> Path | None:
-    """The declaration file of the entry point's package, or where one would be read from
-    (``None``: the package is not found)."""
-    candidates = _candidates(entry_point_value)
+    candidates = [Path(folder, FILENAME) for folder in locations]
     found = next((path for path in candidates if path.is_file()), None)
     return found or (candidates[0] if candidates else None)
 
 
-def read_declaration(name: str, entry_point_value: str) -> PluginDeclaration | None:
+def read_declaration(
+    name: str, entry_point_value: str, path: Path | None = None
+) -> PluginDeclaration | None:
     """The checked declaration of entry point ``name``, or ``None`` when its package has none.
 
-    Raises :class:`DeclarationError` (one line naming the plugin) when the file does not check,
-    or does not declare this entry point.
+    ``path``: where :func:`declaration_path` put it, when the caller looked already. Raises
+    :class:`DeclarationError` (one line naming the plugin) when the file does not check, or
+    does not declare this entry point.
     """
-    path = find_declaration(entry_point_value)
-    if path is None:
+    path = path or declaration_path(entry_point_value)
+    if path is None or not path.is_file():
         return None
     source = source_of(entry_point_value)
     try:

@@ -26,7 +26,7 @@ from typing import Any
 
 from ..host.capabilities import HostCapabilities
 from ..host.ep_libraries import unregister_libraries
-from ..plugins.hookspecs import PROJECT
+from ..plugins._entry_points import PROJECT
 from ..plugins.manager import PluginHost, reset_plugin_host
 
 __all__ = [
