@@ -114,3 +114,16 @@ def test_outcomes_that_are_not_one_line_per_offered_candidate_are_rejected(
     path.write_text(json.dumps(record))
     with pytest.warns(OrtplugCacheWarning, match="outcomes .* is not one line per offered candidate"):
         assert lookup(checkpoint, host) is None
+
+
+def test_a_long_outcome_is_cut_so_the_record_stays_readable(plugin_host) -> None:
+    """A verdict naming every output made an outcome over the limit: the record was refused and
+    every later process measured again."""
+    checkpoint = _checkpoint()
+    host = plugin_host.host_capabilities()
+    long = "rejected: " + "out0 max abs diff 0.5; " * 200
+    setting = TunedSetting(("cpu",), None, 1.0, 0.01, offered=("::x", "::cpu"), outcomes=(long, "chosen"))
+    save(checkpoint, host, setting)
+    found = lookup(checkpoint, host)
+    assert found is not None and found.outcomes[0].endswith("...")
+    assert len(found.outcomes[0]) <= 2000 and found.outcomes[0].startswith("rejected: out0")

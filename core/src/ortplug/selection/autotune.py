@@ -57,6 +57,16 @@ def _kinds(value: Iterable[str]) -> tuple[str, ...]:
     return tuple(value)
 
 
+#: An outcome kept in a record is cut to this length (a verdict can name every output).
+_MAX_OUTCOME_CHARS = 2000
+
+
+def _outcomes(value: Iterable[str]) -> tuple[str, ...]:
+    """Each outcome, cut to what a record may hold (a longer one made the record unreadable)."""
+    limit = _MAX_OUTCOME_CHARS
+    return tuple(o if len(o) <= limit else o[: limit - 3] + "..." for o in value)
+
+
 @attrs.frozen
 class TunedSetting:
     """The winner of a benchmark: provider kinds in order, intra-op threads, and by how much it won."""
@@ -71,7 +81,7 @@ class TunedSetting:
     offered: tuple[str, ...] = attrs.field(default=(), converter=_kinds)
     precision: str | None = None  # the reduced-precision mode the chain's lead runs (``None``: none)
     #: What became of each of ``offered`` on that build (``"rejected: ..."``), in its order.
-    outcomes: tuple[str, ...] = attrs.field(default=(), converter=_kinds)
+    outcomes: tuple[str, ...] = attrs.field(default=(), converter=_outcomes)
 
     def describe(self) -> str:
         """One line for reasons and reports."""
@@ -152,7 +162,6 @@ _MAX_RECORD_BYTES = 64 * 1024
 _MAX_CHAIN = 16
 _MAX_OFFERED = 64
 _MAX_KIND_CHARS = 64
-_MAX_OUTCOME_CHARS = 2000
 _SPEEDUP_RANGE = (1e-6, 1e6)
 _MEDIAN_MS_RANGE = (0.0, 1e9)
 

@@ -141,10 +141,11 @@ class _Misbehaving:
     def _before_run(self, feed: Any = None) -> None:
         if self._misbehaviour == "raises":
             raise RuntimeError(_RUN_ERROR)
-        big = isinstance(feed, dict) and any(
-            np.ndim(v) and np.shape(v)[0] >= _BIG_BATCH for v in feed.values()
-        )
-        if self._misbehaviour == "big_batch" and big:
+        if (
+            self._misbehaviour == "big_batch"
+            and isinstance(feed, dict)
+            and any(np.ndim(v) and np.shape(v)[0] >= _BIG_BATCH for v in feed.values())
+        ):
             raise RuntimeError(_RUN_ERROR)
         if self._misbehaviour == "slow":
             time.sleep(self._delay_s)

@@ -51,10 +51,16 @@ def _load_config(given: str | None, precision: str) -> str:
         )
     for device in INFERENCE_PRECISIONS[precision]:
         properties = config.setdefault(device, {})
-        if not isinstance(properties, dict) or _HINT in properties:
+        if not isinstance(properties, dict):
             raise OptionError(
-                f"provider 'openvino': load_config {device} already sets {_HINT} (or is not an "
-                f"object); set the precision once, as inference_precision={precision!r}"
+                f"provider 'openvino': load_config {device}: expected an object of properties, "
+                f"got {properties!r}"
+            )
+        if _HINT in properties:
+            raise OptionError(
+                f"provider 'openvino': load_config {device} already sets {_HINT} "
+                f"({properties[_HINT]!r}); set the precision once, as "
+                f"inference_precision={precision!r}"
             )
         properties[_HINT] = precision
     return json.dumps(config, sort_keys=True)
@@ -112,7 +118,8 @@ class OpenVinoPlugin(EpPackagePlugin):
             reason = f"{offer.reason}; the NPU computes in f16"
             yield attrs.evolve(offer, reason=reason, precision="fp16")
             return
-        exact = OpenVinoProvider(inference_precision="f32")
+        base = offer.config if isinstance(offer.config, OpenVinoProvider) else OpenVinoProvider()
+        exact = attrs.evolve(base, inference_precision="f32")
         yield attrs.evolve(offer, config=exact, reason=f"{offer.reason}; inference precision f32")
         reduced = None
         if device == "GPU":
@@ -122,7 +129,7 @@ class OpenVinoPlugin(EpPackagePlugin):
         if reduced is None or metadata.precision != "fp32":
             return
         yield ProviderOffer(
-            config=OpenVinoProvider(inference_precision=reduced),
+            config=attrs.evolve(base, inference_precision=reduced),
             preference=offer.preference - 1,
             reason=f"{offer.reason}; inference precision {reduced} (faster, less exact: verified)",
             precision=_AS_OFFERED[reduced],

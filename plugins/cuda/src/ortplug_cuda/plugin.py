@@ -104,7 +104,8 @@ def ortplug_offer_providers(
             "; dynamic shapes: cudnn_conv_algo_search=DEFAULT (EXHAUSTIVE re-benchmarks every "
             "new shape and can end slower than CPU)"
         )
-    yield ProviderOffer(config=config, preference=PREFERENCE, reason=f"{reason}; fp32 math")
+    exact = "; fp32 math" if metadata.precision == "fp32" else ""  # not said of an fp16 model
+    yield ProviderOffer(config=config, preference=PREFERENCE, reason=f"{reason}{exact}")
     if metadata.precision == "fp32" and _has_tf32(device):
         yield ProviderOffer(
             config=attrs.evolve(config, use_tf32=True),

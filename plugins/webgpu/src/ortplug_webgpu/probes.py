@@ -97,21 +97,6 @@ _DRIVER_ENV = (
     "DYLD_LIBRARY_PATH",
 )
 
-#: Where the Vulkan loader looks for drivers (ICD manifests) and where libvulkan usually is.
-_ICD_DIRS = (
-    "/usr/share/vulkan/icd.d",
-    "/usr/local/share/vulkan/icd.d",
-    "/etc/vulkan/icd.d",
-    "~/.local/share/vulkan/icd.d",
-)
-_LIBRARY_DIRS = (
-    "/usr/lib/x86_64-linux-gnu",
-    "/usr/lib/aarch64-linux-gnu",
-    "/usr/lib64",
-    "/usr/lib",
-    "/usr/local/lib",
-)
-
 _lock = threading.Lock()
 _answers: dict[tuple[object, ...], dict[str, Any]] = {}
 
