@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 import sys
 import threading
 import warnings
@@ -58,11 +59,18 @@ from ..providers.configs import CPU_EP, ProviderConfig
 from ..providers.session_options import SessionOptionsConfig
 from ._plan import SessionPlan
 
-__all__ = ["SessionBuild", "cancel_builds", "create_planned", "create_session"]
+__all__ = [
+    "SessionBuild",
+    "cancel_builds",
+    "capture_messages",
+    "create_planned",
+    "create_session",
+    "model_key",
+]
 
 
 class _ModelLocks:
-    """One lock per model fingerprint, kept while a build holds or waits for it."""
+    """One lock per model (:func:`model_key`), kept while a build holds or waits for it."""
 
     def __init__(self) -> None:
         self._guard = threading.Lock()
@@ -243,9 +251,20 @@ def _set_capturing(starting: bool) -> None:
             _apply_logger()
 
 
+def model_key(checkpoint: ResolvedCheckpoint) -> str:
+    """Which model a build is of, for its lock: the file's real path, or the bytes object.
+
+    Cheap on purpose: keying the lock by the weights' digest read the whole model at every
+    build (and at every call while the file was just written).
+    """
+    if checkpoint.weights_path is not None:
+        return os.path.realpath(checkpoint.weights_path)
+    return f"<model bytes at {id(checkpoint.model_bytes):#x}>"
+
+
 @contextlib.contextmanager
 def capture_messages(ort: ModuleType, model: str) -> Iterator[list[str]]:
-    """Hold the lock of ``model`` (a fingerprint); collect ORT's warnings and log lines
+    """Hold the lock of ``model`` (:func:`model_key`); collect ORT's warnings and log lines
     (severity >= warning) that this thread emits inside the block."""
     _hook_onnxruntime(ort)
     messages: list[str] = []
@@ -331,7 +350,7 @@ def _try_create(
             "provider_options": [opts for _, opts in chain],
         }
     )
-    with capture_messages(ort, checkpoint.fingerprint()) as captured:
+    with capture_messages(ort, model_key(checkpoint)) as captured:
         timer = None
         if options.load_timeout_s is not None:  # started once the model's lock is held
             timer = threading.Timer(

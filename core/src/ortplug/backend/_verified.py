@@ -43,7 +43,7 @@ from ..verification.verdicts import (
 )
 from ._placement import node_counts
 from ._plan import SessionPlan, plan_session
-from ._session import capture_messages, create_planned
+from ._session import capture_messages, create_planned, model_key
 from ._validation import InputChecker
 
 __all__ = ["Verifier", "needs_check"]
@@ -264,7 +264,7 @@ class Verifier:
         self, session: Any, expected: AcceptedInputs
     ) -> tuple[dict[str, Any] | None, str | None]:
         """The plain run's outputs, or why the run failed."""
-        with capture_messages(require_onnxruntime(), self.reference.fingerprint()) as log:
+        with capture_messages(require_onnxruntime(), model_key(self.reference)) as log:
             try:
                 return _outputs(session, _fed_as(session, expected.feed)), None
             except Exception as exc:
@@ -281,7 +281,7 @@ class Verifier:
         first = _fed_as(session, self._expected.feed)
         second = _fed_as(session, self._second)
         names = [output.name for output in session.get_outputs()]
-        with capture_messages(require_onnxruntime(), self.reference.fingerprint()) as log:
+        with capture_messages(require_onnxruntime(), model_key(self.reference)) as log:
             try:
                 binding = session.io_binding()
                 buffers = {name: np.array(value, copy=True) for name, value in first.items()}
