@@ -15,6 +15,8 @@ import statistics
 import time
 from collections.abc import Callable, Sequence
 
+from ._timing import timed_ms
+
 __all__ = ["BUDGET_S", "HOPELESS", "MAX_ROUNDS", "MIN_ROUNDS", "interleaved_medians"]
 
 MIN_ROUNDS = 3
@@ -25,16 +27,10 @@ BUDGET_S = 1.0
 HOPELESS = 3.0
 
 
-def _timed(run: Callable[[], object]) -> float:
-    begin = time.perf_counter()
-    run()
-    return (time.perf_counter() - begin) * 1e3
-
-
 def interleaved_medians(runs: Sequence[Callable[[], object]]) -> list[float]:
     """Each run's median time in milliseconds, measured in interleaved rounds; the last run is
     the reference."""
-    warm = [_timed(run) for run in runs]
+    warm = [timed_ms(run) for run in runs]
     timed = [i for i, ms in enumerate(warm) if ms <= HOPELESS * warm[-1] or i == len(runs) - 1]
     times: list[list[float]] = [[ms] if i not in timed else [] for i, ms in enumerate(warm)]
     started = time.perf_counter()
@@ -42,5 +38,5 @@ def interleaved_medians(runs: Sequence[Callable[[], object]]) -> list[float]:
         if round_ >= MIN_ROUNDS and time.perf_counter() - started > BUDGET_S:
             break
         for i in timed:
-            times[i].append(_timed(runs[i]))
+            times[i].append(timed_ms(runs[i]))
     return [statistics.median(measured) for measured in times]

@@ -41,7 +41,7 @@ from ..verification.verdicts import (
     record_key,
     save_checks,
 )
-from ._placement import node_counts
+from ._placement import accelerator_share, node_counts
 from ._plan import SessionPlan, plan_session
 from ._session import capture_messages, create_planned, model_key
 from ._validation import InputChecker
@@ -99,15 +99,15 @@ def _placement_failure(session: Any, min_share: float | None) -> str | None:
         counts = node_counts(session)
     except Exception:  # placement not recorded: nothing to judge
         return None
-    total = sum(counts.values())
-    off_cpu = total - counts.get(CPU_EP, 0)
-    if not total or list(session.get_providers()) == [CPU_EP]:
+    share = accelerator_share(counts)
+    if share is None or list(session.get_providers()) == [CPU_EP]:
         return None
-    if off_cpu == 0:
+    if share == 0:
+        total = sum(counts.values())
         return f"its accelerators took no node of the graph (the CPU provider ran all {total})"
-    if off_cpu / total < min_share:
+    if share < min_share:
         return (
-            f"its accelerators took {off_cpu / total:.0%} of the graph's nodes, below "
+            f"its accelerators took {share:.0%} of the graph's nodes, below "
             f"min_accelerator_share={min_share:g}"
         )
     return None

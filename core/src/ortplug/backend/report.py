@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from ..providers.configs import CPU_EP
+from ._placement import accelerator_share
 
 if TYPE_CHECKING:
     from ..verification.verdicts import Verdict
@@ -85,10 +85,7 @@ class ProviderReport:
     @property
     def accelerator_share(self) -> float | None:
         """The share of graph nodes that did not land on the CPU provider (``None``: unknown)."""
-        total = sum(self.nodes.values())
-        if not total:
-            return None
-        return 1 - self.nodes.get(CPU_EP, 0) / total
+        return accelerator_share(self.nodes)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""

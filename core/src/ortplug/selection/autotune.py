@@ -21,7 +21,6 @@ from ..cache.root import (
     atomic_write,
     cache_dir,
     cache_key,
-    cache_root,
     check_writable,
     read_cache_file,
     touch,
@@ -129,10 +128,6 @@ def host_signature(host: HostCapabilities) -> dict[str, Any]:
 def _name(checkpoint: ResolvedCheckpoint, host: HostCapabilities) -> str:
     key = cache_key("autotune", checkpoint.fingerprint(), host.ort_version, host_signature(host))
     return f"{key}.json"
-
-
-def _record_folder() -> Path:
-    return cache_root() / RECORD_FOLDER
 
 
 def check_can_save() -> Path:
@@ -297,8 +292,8 @@ def stale_records(ort_version: str | None) -> list[Path]:
 
     A FIFO, device or directory named ``*.json`` is listed without being opened.
     """
-    folder = _record_folder()
-    if not folder.is_dir() or folder.is_symlink():  # never read through a link (see trusted_folder)
+    folder = trusted_folder(RECORD_FOLDER)  # never through a link, nor one others can write
+    if folder is None:
         return []
     stale = []
     for path in sorted(folder.glob("*.json")):
