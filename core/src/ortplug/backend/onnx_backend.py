@@ -477,8 +477,11 @@ class OnnxBackend:
         if type(inputs) is not dict:
             inputs = self._feed(inputs)
         names = self._output_names if outputs is None else self._selected(outputs)
-        try:
-            results = self._dispatch(names, inputs, run_options)
+        try:  # the hot path, inline: no call frame more than ONNX Runtime's own run
+            if run_options is None:
+                results = self._run(names, inputs)
+            else:
+                results = self._run_with(names, inputs, run_options)
         except Exception as exc:
             wrapped = bfloat16_as_ort_values(inputs, self._ort.OrtValue)
             if wrapped is not None:
@@ -494,7 +497,8 @@ class OnnxBackend:
     def _dispatch(
         self, names: list[str], feed: Any, run_options: RunOptionsConfig | None
     ) -> list[Any]:
-        """One run on the session serving now, with the shared run options or the caller's."""
+        """One run on the session serving now, with the shared run options or the caller's (the
+        retry after a fall-back; :meth:`run` inlines the first)."""
         if run_options is None:
             return self._run(names, feed)
         return self._run_with(names, feed, run_options)
