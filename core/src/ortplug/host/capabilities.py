@@ -27,6 +27,7 @@ __all__ = [
     "compose_host",
     "fact_label",
     "override_variable",
+    "probe_overridden",
 ]
 
 #: Seconds a probe may take before its facts are taken as unknown.
@@ -123,6 +124,12 @@ OVERRIDE_PREFIX = "ORTPLUG_OVERRIDE_"
 def override_variable(probe: str, fact: str) -> str:
     """The environment variable that forces one probe fact."""
     return f"{OVERRIDE_PREFIX}{probe.upper()}_{fact.upper()}"
+
+
+def probe_overridden(probe: str, environ: Mapping[str, str]) -> bool:
+    """Whether ``environ`` forces any fact of ``probe`` (an ``ORTPLUG_OVERRIDE_<PROBE>_*``)."""
+    prefix = f"{OVERRIDE_PREFIX}{probe.upper()}_"
+    return any(variable.startswith(prefix) for variable in environ)
 
 
 def fact_label(probe: str, fact: str) -> str:

@@ -33,11 +33,11 @@ import pluggy
 
 from ..errors import OrtplugPluginWarning, PluginError
 from ..host.capabilities import (
-    OVERRIDE_PREFIX,
     HostCapabilities,
     HostProbe,
     base_fact,
     compose_host,
+    probe_overridden,
 )
 from ..host.ep_libraries import devices_for, ensure_library
 from ..providers.configs import ProviderConfig
@@ -382,8 +382,7 @@ class PluginHost:
             return self._cached_facts[probe]
         facts = None
         owner = self._probe_declaration(probe)
-        overridden = f"{OVERRIDE_PREFIX}{probe.upper()}_"
-        if owner is not None and not any(v.startswith(overridden) for v in self._environ):
+        if owner is not None and not probe_overridden(probe, self._environ):
             plugin, declared = owner
             version = self._distributions.get(plugin, (None, None))[1]
             stub = _declared.probe_stub(declared)
@@ -855,8 +854,7 @@ class PluginHost:
         if not any(host is detected for detected in self._composed):
             return False
         probes = [probe.name for owner, probe in self._validated()[1] if owner == plugin]
-        prefixes = tuple(f"{OVERRIDE_PREFIX}{name.upper()}_" for name in probes)
-        return not (prefixes and any(v.startswith(prefixes) for v in self._environ))
+        return not any(probe_overridden(name, self._environ) for name in probes)
 
     def _names_its_type(
         self, plugin: str, offer: ProviderOffer, registry: ProviderRegistry
