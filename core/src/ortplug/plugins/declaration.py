@@ -230,8 +230,7 @@ class KindDeclaration:
 
     def installs(self) -> tuple[Mapping[str, Any], ...]:
         """The catalog's installs for this kind (``_INSTALL``'s fields), in the order to try."""
-        own = {"install": self.install, "runtime": self.runtime, "index_url": self.index_url,
-               "cuda_min": self.cuda_min}  # fmt: skip
+        own = {name: getattr(self, name) for name in _INSTALL}
         return (own, *self.alternatives) if self.install else self.alternatives
 
     def names(self) -> tuple[str, ...]:
