@@ -307,7 +307,11 @@ def actor_resources(
     config: BackendConfig, host: HostCapabilities | None = None, *, num_cpus: int = 1
 ) -> dict[str, float]:
     """Ray resources for one actor: a GPU when the chain (explicit or the policy's) has a GPU provider."""
-    if _GPU_PROVIDERS & set(_chain_names(config, host)):
+    return _resources(_chain_names(config, host), num_cpus)
+
+
+def _resources(chain: Sequence[str], num_cpus: int) -> dict[str, float]:
+    if _GPU_PROVIDERS & set(chain):
         return {"num_cpus": 1, "num_gpus": 1}
     return {"num_cpus": num_cpus}
 
@@ -702,13 +706,13 @@ def predict(
     clash = _column_clash(config, config.checkpoint().metadata.output_names, columns)
     if clash:
         raise OptionError(f"predict: {clash}")
-    resources = actor_resources(config, num_cpus=num_cpus_per_actor)
+    chain = _chain_names(config, None)
+    resources = _resources(chain, num_cpus_per_actor)
     gpu = "num_gpus" in resources
     cluster = ray.cluster_resources()
     if gpu and not cluster.get("GPU"):  # Ray would wait for one forever
-        chain = ", ".join(_chain_names(config, None))
         raise OptionError(
-            f"predict: the chain [{chain}] needs a GPU per actor, and the Ray cluster has none "
+            f"predict: the chain [{', '.join(chain)}] needs a GPU per actor, and the Ray cluster has none "
             "(ray.cluster_resources() lists no GPU); pass providers=['cpu'] or join a cluster "
             "with GPUs"
         )
