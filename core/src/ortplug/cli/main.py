@@ -93,8 +93,9 @@ def _discarded_stdout() -> io.StringIO:
 
 
 def _print_help(page: str) -> int:
-    """Print a kept page as argparse prints help: to stderr when there is no stdout, and a page
-    that cannot be written is no error (a closed pipe exits 141, as for every command)."""
+    """Print a kept page (or the versions) as argparse prints help: to stderr when there is no
+    stdout, and a page that cannot be written is no error (a closed pipe exits 141, as for
+    every command)."""
     stream = sys.stdout or sys.stderr
     try:
         stream.write(page)
@@ -123,6 +124,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     page = _help_page(arguments)
     if page is not None:
         return _print_help(page)
+    if arguments == ["--version"]:  # as the parser answers it, without building the parser
+        from ._version import version_text
+
+        return _print_help(version_text())
     if arguments[:1] == ["exec"]:  # the program's start-up waits on it: no parser if not needed
         from ._exec import exec_program, quick_arguments
 
