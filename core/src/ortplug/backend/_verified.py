@@ -209,6 +209,19 @@ class Verifier:
         mode = default_tolerance(precision)
         return Tolerance(max(weights.rtol, mode.rtol), max(weights.atol, mode.atol))
 
+    def disagreement(
+        self,
+        candidate: ResolvedCheckpoint,
+        precision: str | None,
+        reference_outputs: Mapping[str, Any],
+        candidate_outputs: Mapping[str, Any],
+    ) -> str | None:
+        """Why ``candidate``'s outputs on one request are not the reference's, judged as a
+        verdict judges them (``None``: they agree); for checks on real traffic."""
+        tolerance = self.tolerance_for(candidate, precision)
+        checks = compare_outputs(reference_outputs, candidate_outputs)
+        return next((p for c in checks if (p := c.problem(tolerance)) is not None), None)
+
     def verdict(
         self,
         candidate: ResolvedCheckpoint,
