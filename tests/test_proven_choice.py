@@ -42,7 +42,7 @@ def _expected(checkpoint, feed):
 
 
 REJECTIONS = {
-    "off": r"failed verification: output 'logits': max abs diff .* exceeds",
+    "off": r"failed verification: output 'logits': at \[0, \d\]: .* exceeds",
     "stale": r"a reused IO binding returned stale outputs: after its inputs were updated in place and bound again",
     "raises": r"it raised on inputs the CPU reference runs: RuntimeError: .*Can't set the input tensor",
     "no_node": r"its accelerators took no node of the graph \(the CPU provider ran all 4\)",
@@ -132,7 +132,7 @@ def test_measure_false_serves_the_first_verified_choice_and_records_nothing(demo
 def test_a_provider_error_at_run_time_falls_back_to_the_next_verified_choice(demo):
     backend = OnnxBackend.from_checkpoint(demo, plugins=_host("big_batch"), measure=False)
     assert backend.providers == BAD  # verified on the generated inputs
-    big = {"x": np.random.default_rng(0).random((16, 8), np.float32)}
+    big = {"x": np.random.default_rng(0).random((64, 8), np.float32)}
     with pytest.warns(
         ProviderFallbackWarning, match=r"failed at run time \(RuntimeError: .*\); serving on"
     ):
@@ -151,7 +151,7 @@ def test_the_run_time_fallback_keeps_the_custom_op_libraries_registered_since_th
     backend = OnnxBackend.from_checkpoint(demo, plugins=_host("big_batch"), measure=False)
     library = onnxruntime_extensions.get_library_path()
     backend.register_custom_op_library(library)
-    big = {"x": np.random.default_rng(0).random((16, 8), np.float32)}
+    big = {"x": np.random.default_rng(0).random((64, 8), np.float32)}
     with pytest.warns(ProviderFallbackWarning, match="serving on"):
         out = backend.run(big)
     np.testing.assert_array_equal(out["probs"], _expected(demo, big)["probs"])
@@ -165,7 +165,7 @@ def test_an_explicit_chain_raises_at_run_time_and_bad_input_never_falls_back(dem
         demo, providers=[MisbehavingProvider("big_batch"), "cpu"], plugins=_host("big_batch")
     )
     with pytest.raises(RuntimeError, match="Can't set the input tensor"):
-        explicit.run({"x": np.ones((16, 8), np.float32)})
+        explicit.run({"x": np.ones((64, 8), np.float32)})
     assert explicit.providers == BAD
     chosen = OnnxBackend.from_checkpoint(demo, plugins=_host("big_batch"), measure=False)
     with warnings.catch_warnings():

@@ -136,7 +136,7 @@ def test_a_sequence_output_is_compared_element_by_element(tmp_path: Path) -> Non
     wrong = weights.copy()
     wrong[500:1500] = 7.0  # 1000 of 2000 elements differ, none among the first or last three
     path = _with_variant(tmp_path, _sequence_of(weights), _sequence_of(wrong))
-    with pytest.raises(VerificationError, match=r"output 's': max abs diff"):
+    with pytest.raises(VerificationError, match=r"output 's': at \[0\]\[\d+\]: .* exceeds"):
         _verify_variant(path)
 
 
@@ -144,16 +144,18 @@ def test_nested_outputs_compare_values_not_their_repr() -> None:
     big = np.zeros(2000, np.float32)
     changed = big.copy()
     changed[1000] = 5
-    (sequence,) = compare_outputs({"s": [big]}, {"s": [changed]})
-    assert sequence.max_abs == 5 and sequence.problem(Tolerance(0.1, 0.1))
-    (maps,) = compare_outputs({"m": [{"a": 0.5, "b": 0.5}]}, {"m": [{"a": 0.9, "b": 0.1}]})
-    assert maps.max_abs == pytest.approx(0.4) and maps.problem(Tolerance(0.05, 0))
-    (keys,) = compare_outputs({"m": [{"a": 1.0}]}, {"m": [{"b": 1.0}]})
-    assert keys.mismatch is not None and "keys" in keys.mismatch
-    (length,) = compare_outputs({"s": [big, big]}, {"s": [big]})
-    assert length.mismatch is not None and "2 items" in length.mismatch
-    (same,) = compare_outputs({"m": [{"a": 0.5}]}, {"m": [{"a": 0.5}]})
-    assert same.problem(Tolerance(0, 0)) is None
+    (sequence,) = compare_outputs({"s": [big]}, {"s": [changed]}, Tolerance(0.1, 0.1))
+    assert sequence.max_abs == 5 and "at [0][1000]: 5, reference 0" in str(sequence.problem())
+    (maps,) = compare_outputs(
+        {"m": [{"a": 0.5, "b": 0.5}]}, {"m": [{"a": 0.9, "b": 0.1}]}, Tolerance(0.05, 0)
+    )
+    assert maps.max_abs == pytest.approx(0.4) and "at [0]['a']" in str(maps.problem())
+    (keys,) = compare_outputs({"m": [{"a": 1.0}]}, {"m": [{"b": 1.0}]}, Tolerance(1, 1))
+    assert "keys" in str(keys.problem())
+    (length,) = compare_outputs({"s": [big, big]}, {"s": [big]}, Tolerance(1, 1))
+    assert "1 item, reference 2 items" in str(length.problem())
+    (same,) = compare_outputs({"m": [{"a": 0.5}]}, {"m": [{"a": 0.5}]}, Tolerance(0, 0))
+    assert same.problem() is None
 
 
 # -- item 22: integer, boolean and string outputs must match exactly ------------------------------
@@ -175,23 +177,24 @@ def test_integer_labels_must_match_exactly(tmp_path: Path) -> None:
     path = _with_variant(tmp_path, _labels(0), _labels(1))  # every label one off: 0.1% of the range
     with pytest.raises(
         VerificationError,
-        match=r"output 'label': 64 of 64 elements differ .*integer outputs must match exactly",
+        match=r"output 'label': at \[0\]: \d+, reference \d+ \(64 of 64 elements differ; integer "
+        r"outputs must match exactly\)",
     ):
         _verify_variant(path)
 
 
 def test_exact_outputs_allow_no_difference_at_any_tolerance() -> None:
     loose = Tolerance(1e6, 1e6)
-    (ints,) = compare_outputs({"l": np.array([1, 2, 3])}, {"l": np.array([1, 2, 4])})
-    assert "1 of 3 elements differ" in str(ints.problem(loose))
-    (flags,) = compare_outputs({"b": np.array([True, False])}, {"b": np.array([True, True])})
-    assert "boolean outputs must match exactly" in str(flags.problem(loose))
-    (text,) = compare_outputs({"t": np.array(["cat", "dog"])}, {"t": np.array(["cat", "cow"])})
-    assert "string outputs must match exactly" in str(text.problem(loose))
-    (equal,) = compare_outputs({"l": np.array([1, 2])}, {"l": np.array([1, 2])})
-    assert equal.problem(Tolerance(0, 0)) is None
-    (floats,) = compare_outputs({"f": np.array([1.0, 2.0])}, {"f": np.array([1.0, 2.01])})
-    assert floats.problem(Tolerance(0.01, 0)) is None  # only floating outputs get a tolerance
+    (ints,) = compare_outputs({"l": np.array([1, 2, 3])}, {"l": np.array([1, 2, 4])}, loose)
+    assert "at [2]: 4, reference 3 (1 of 3 elements differ" in str(ints.problem())
+    flags = compare_outputs({"b": np.array([True, False])}, {"b": np.array([True, True])}, loose)
+    assert "boolean outputs must match exactly" in str(flags[0].problem())
+    text = compare_outputs({"t": np.array(["cat", "dog"])}, {"t": np.array(["cat", "cow"])}, loose)
+    assert "string outputs must match exactly" in str(text[0].problem())
+    (equal,) = compare_outputs({"l": np.array([1, 2])}, {"l": np.array([1, 2])}, Tolerance(0, 0))
+    assert equal.problem() is None
+    floats = compare_outputs({"f": np.array([1.0, 2.0])}, {"f": np.array([1.0, 2.01])}, loose)
+    assert floats[0].problem() is None  # only floating outputs get a tolerance
 
 
 @pytest.fixture(autouse=True)
@@ -222,9 +225,11 @@ _ZZ = {
     "name": "zz",
     "max_abs": 0,
     "scale": 1,
-    "argmax_rows": 0,
-    "argmax_flips": [],
-    "mismatch": None,
+    "violation": None,
+    "rows": 0,
+    "topk_agree": 0,
+    "min_cosine": None,
+    "on": "",
 }
 
 
@@ -232,8 +237,8 @@ _ZZ = {
     ("forge", "reason"),
     [
         (lambda checks: [_ZZ], "'zz' is not an output of the model"),
-        (lambda checks: [{**checks[0], "max_abs": -1, "argmax_flips": []}], "max_abs -1"),
-        (lambda checks: [{**checks[0], "scale": float("inf"), "argmax_flips": []}], "scale inf"),
+        (lambda checks: [{**checks[0], "max_abs": -1, "violation": None}], "max_abs -1"),
+        (lambda checks: [{**checks[0], "scale": float("inf"), "violation": None}], "scale inf"),
     ],
 )
 def test_a_forged_verdict_is_refused_and_measured_again(broken, forge, reason) -> None:
@@ -257,7 +262,7 @@ def test_an_integer_output_that_differs_cannot_pass_from_the_cache(tmp_path: Pat
         _verify_variant(path)
     (record,) = Path(os.environ["ORTPLUG_CACHE_DIR"], "verify").glob("*.json")
     data = json.loads(record.read_text())
-    data["checks"][0]["mismatch"] = None  # as an earlier ortplug recorded it: tolerated
+    data["checks"][0]["violation"] = None  # forged: the labels would pass
     record.write_text(json.dumps(data))
     with pytest.warns(OrtplugCacheWarning, match="'label' is an exact .* output"):
         with pytest.raises(VerificationError, match="integer outputs must match exactly"):

@@ -54,23 +54,23 @@ def test_the_fp16_variant_runs_on_webgpu_verified_within_fp16_tolerance(
         assert backend.node_assignment().get(WEBGPU, 0) > 0
         verdict = backend.report.verification
         assert verdict is not None and verdict.passed and verdict.variant == "fp16"
-        assert verdict.providers == (WEBGPU, CPU) and verdict.tolerance == Tolerance(1e-2, 1e-4)
+        assert verdict.providers == (WEBGPU, CPU) and verdict.tolerance == Tolerance(1e-2, 3e-2)
         (check,) = verdict.checks
-        assert 0 < check.relative < 1e-2  # fp16 arithmetic: close to the CPU's fp32, not equal
+        assert 0 < check.max_abs < 0.05  # fp16 arithmetic: close to the CPU's fp32, not equal
 
 
 def test_under_a_tight_tolerance_fp16_is_rejected_and_fp32_webgpu_takes_over(
     checkpoint: ResolvedCheckpoint, webgpu_host: PluginHost
 ) -> None:
-    tight = Tolerance(1e-5, 0)  # fp32 on the GPU stays within it; fp16 cannot
+    tight = Tolerance(1e-4, 1e-5)  # fp32 on the GPU stays within it; fp16 cannot
     with pytest.warns(VerificationWarning) as caught:
         backend = OnnxBackend.from_checkpoint(checkpoint, plugins=webgpu_host, verify=tight)
     (warning,) = caught
     message = str(warning.message)
     assert f"variant fp16 (fp16) on {WEBGPU}, {CPU} failed verification: output 'logits'" in message
     assert (
-        "(rtol=1e-05 atol=0); taking the next choice: the reference weights on [webgpu, cpu]"
-        in message
+        "(rtol=0.0001 atol=1e-05, |diff| <= atol + rtol*|reference|;" in message
+        and message.endswith("taking the next choice: the reference weights on [webgpu, cpu]")
     )
     assert backend.providers == (WEBGPU, CPU) and backend.metadata.precision == "fp32"
     verdict = backend.report.verification

@@ -1,15 +1,18 @@
 """Verification, the pipeline's second stage: one candidate session against the CPU reference.
 
-A candidate is checked on the paths ortplug itself runs: a plain run on inputs the
-CPU reference accepts (outputs within the tolerance), and one IO binding run twice
-with its inputs updated in place and bound again between the runs (a provider that
-hands back the first run's outputs fails as stale). A candidate that raises on
-those inputs, or whose accelerators took no node of the graph (or fewer than
-``min_accelerator_share``), fails too, with ONNX Runtime's own log lines in the
-reason. What fails is a :class:`~ortplug.verification.verdicts.Verdict` with a ``failure``, never
-an ONNX Runtime exception. Output differences are cached, pass or fail; the CPU
-provider on the reference weights at their precision is the reference itself and
-is never checked.
+A candidate is checked on the paths ortplug itself runs, on inputs the CPU reference accepts:
+a plain run of the first feed, then the probe feeds (:mod:`ortplug.verification.probes`:
+batches, another size, other magnitudes, ids over their range), the first feed again after
+:data:`~ortplug.verification.probes.REPEATED_RUNS` runs, a subset of the outputs, a
+``run_async`` run, and one IO binding run twice with its inputs updated in place and bound
+again between the runs (a provider that hands back the first run's outputs fails as stale).
+Every output of every run is judged as its consumer reads it
+(:mod:`ortplug.verification.comparison`). A candidate that raises on those inputs, or whose
+accelerators took no node of the graph (or fewer than ``min_accelerator_share``), fails too,
+with ONNX Runtime's own log lines in the reason. What fails is a
+:class:`~ortplug.verification.verdicts.Verdict` with a ``failure``, never an ONNX Runtime
+exception. Output differences are cached, pass or fail; the CPU provider on the reference
+weights at their precision is the reference itself and is never checked.
 
 Which checks run is one decision (:func:`needs_check`): every candidate but the
 reference (a variant, a reduced-precision mode, an accelerator), unless ``verify=False``.
@@ -20,9 +23,13 @@ reduced-precision mode's when looser, or the :class:`~ortplug.checkpoint.Toleran
 from __future__ import annotations
 
 import hashlib
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from typing import Any
+
+import attrs
 
 import numpy as np
 
@@ -31,11 +38,19 @@ from ..host._runtime import require_onnxruntime
 from ..plugins.manager import PluginHost
 from ..providers.configs import CPU_EP
 from ..selection.autotune import host_signature
-from ..verification.sample_inputs import GENERATION, AcceptedInputs, carried_samples, session_inputs
+from ..checkpoint.metadata import parse_dim_ranges
+from ..verification.comparison import OutputCheck, OutputRule, compare_outputs, parse_output_rules
+from ..verification.probes import MAGNITUDE, REPEATED_RUNS, VERIFY_BUDGET_S, probe_feeds
+from ..verification.sample_inputs import (
+    GENERATION,
+    AcceptedInputs,
+    GeneratedFeed,
+    carried_samples,
+    session_inputs,
+)
 from ..verification.verdicts import (
-    OutputCheck,
+    Measurement,
     Verdict,
-    compare_outputs,
     default_tolerance,
     load_checks,
     record_key,
@@ -63,8 +78,11 @@ def _quiet() -> Any:
     return options
 
 
-def _outputs(session: Any, feed: Mapping[str, np.ndarray]) -> dict[str, Any]:
-    names = [output.name for output in session.get_outputs()]
+def _outputs(
+    session: Any, feed: Mapping[str, np.ndarray], names: Sequence[str] | None = None
+) -> dict[str, Any]:
+    """One run's outputs by name (every output, or ``names``)."""
+    names = [output.name for output in session.get_outputs()] if names is None else list(names)
     return dict(zip(names, session.run(names, dict(feed), _quiet())))
 
 
@@ -124,10 +142,73 @@ def _fed_as(session: Any, feed: Mapping[str, np.ndarray]) -> dict[str, np.ndarra
     return fed
 
 
+@attrs.frozen
+class _Probe:
+    """A feed the reference ran, labelled, with the reference's outputs on it."""
+
+    label: str
+    feed: Mapping[str, np.ndarray]
+    outputs: Mapping[str, Any]
+    group: str
+
+
+class _Findings:
+    """The worst check of each output over every run of one candidate, and what the runs covered."""
+
+    def __init__(self, tolerance: Tolerance, rules: Mapping[str, OutputRule], precision: str):
+        self._tolerance, self._rules, self.precision = tolerance, rules, precision
+        self.checks: dict[str, OutputCheck] = {}
+        self.covered: list[str] = []
+
+    def judge(self, label: str, reference: Mapping[str, Any], outputs: Mapping[str, Any]) -> bool:
+        """Judge one run's outputs (those of ``reference`` asked); ``False`` once an output fails."""
+        self.covered.append(label)
+        checks = compare_outputs(
+            reference, outputs, self._tolerance, self._rules, precision=self.precision
+        )
+        for check in checks:
+            check = attrs.evolve(check, on=label)
+            kept = self.checks.get(check.name)
+            if kept is None or check.worse_than(kept):
+                self.checks[check.name] = check
+        return all(check.violation is None for check in checks)
+
+    def problem(self, reference: Mapping[str, Any], outputs: Mapping[str, Any]) -> str | None:
+        """The first output of ``outputs`` that fails against ``reference`` (not recorded)."""
+        checks = compare_outputs(
+            reference, outputs, self._tolerance, self._rules, precision=self.precision
+        )
+        return next((p for c in checks if (p := c.problem()) is not None), None)
+
+    def measurement(self, names: Sequence[str]) -> Measurement:
+        """The checks in output order (none for a candidate that raised before any output)."""
+        checks = tuple(self.checks[name] for name in names if name in self.checks)
+        return Measurement(checks, tuple(self.covered))
+
+
+@attrs.frozen
+class _Run:
+    """One run of the candidate to judge: what it covers, the call, the reference's outputs, and
+    its cost in runs of the first feed."""
+
+    label: str
+    call: Callable[[], dict[str, Any]]
+    reference: Mapping[str, Any]
+    cost: float = 1.0
+
+
+def _elements(feed: Mapping[str, Any]) -> int:
+    return sum(int(np.size(value)) for value in feed.values())
+
+
+def _shapes(feed: Mapping[str, Any]) -> str:
+    return ", ".join(f"{name} {tuple(np.shape(value))}" for name, value in feed.items())
+
+
 class Verifier:
     """Checks sessions built for one checkpoint against the CPU provider on its reference weights.
 
-    The reference runs at most once (on the first measurement that is not cached).
+    The reference runs each feed at most once (on the first measurement that is not cached).
     """
 
     def __init__(
@@ -137,7 +218,10 @@ class Verifier:
         self._plugins = plugins
         self._tolerance = tolerance
         self._samples = carried_samples(self.reference)
+        self._rules = parse_output_rules(self.reference.metadata.extra)
         self._expected: AcceptedInputs | None = None
+        self._reference_session: Any = None
+        self._probes: list[_Probe] | None = None
         #: Other inputs the reference runs, for the bound-run check (``None``: no check).
         self._second: dict[str, np.ndarray] | None = None
 
@@ -160,6 +244,7 @@ class Verifier:
         """Take ``session`` (the CPU provider on the reference weights, already built) as the
         reference: the first inputs it runs (:func:`~ortplug.verification.sample_inputs.session_inputs`)
         and its outputs on them are what candidates are compared against."""
+        self._reference_session = session
         self._expected = expected = session_inputs(
             session, self.reference.metadata.extra, self._samples
         )
@@ -172,7 +257,37 @@ class Verifier:
                 self._second = None
         return expected
 
-    def _key(self, plan: SessionPlan, candidate: ResolvedCheckpoint, providers: list[str]) -> str:
+    def _probe_runs(self) -> list[_Probe]:
+        """The probe feeds the reference runs, with its outputs (computed once)."""
+        if self._probes is not None:
+            return self._probes
+        expected = self._reference_run()
+        session = self._reference_session
+        specs = InputChecker.from_session(session).inputs
+        extra = self.reference.metadata.extra
+        first = GeneratedFeed(expected.feed, expected.generated)
+        ranges = parse_dim_ranges(extra.get("dim_ranges"))
+        bounds = self.reference.index_bounds()
+        probes, groups = [], set()
+        for probe in probe_feeds(specs, extra, first, self._samples, ranges, bounds):
+            if probe.group == "size" and probe.group in groups:
+                continue
+            try:
+                outputs = _outputs(session, probe.feed)
+            except Exception:  # the reference refuses it: not covered
+                continue
+            groups.add(probe.group)
+            probes.append(_Probe(probe.label, probe.feed, outputs, probe.group))
+        self._probes = probes
+        return probes
+
+    def _key(
+        self,
+        plan: SessionPlan,
+        candidate: ResolvedCheckpoint,
+        providers: list[str],
+        tolerance: Tolerance,
+    ) -> str:
         samples = hashlib.sha256()
         for name, array in sorted(self._samples.items()):
             samples.update(f"{name}:{array.dtype.str}:{array.shape}".encode())
@@ -186,6 +301,8 @@ class Verifier:
             dict(self.reference.metadata.extra),
             samples.hexdigest(),
             GENERATION,
+            tolerance.to_dict(),
+            plan.precision or candidate.metadata.precision,
             plan.host.ort_version,
             host_signature(plan.host),
         )
@@ -209,6 +326,10 @@ class Verifier:
         mode = default_tolerance(precision)
         return Tolerance(max(weights.rtol, mode.rtol), max(weights.atol, mode.atol))
 
+    def _findings(self, candidate: ResolvedCheckpoint, precision: str | None) -> _Findings:
+        tolerance = self.tolerance_for(candidate, precision)
+        return _Findings(tolerance, self._rules, precision or candidate.metadata.precision)
+
     def disagreement(
         self,
         candidate: ResolvedCheckpoint,
@@ -218,9 +339,9 @@ class Verifier:
     ) -> str | None:
         """Why ``candidate``'s outputs on one request are not the reference's, judged as a
         verdict judges them (``None``: they agree); for checks on real traffic."""
-        tolerance = self.tolerance_for(candidate, precision)
-        checks = compare_outputs(reference_outputs, candidate_outputs)
-        return next((p for c in checks if (p := c.problem(tolerance)) is not None), None)
+        findings = self._findings(candidate, precision)
+        findings.judge("a real request", reference_outputs, candidate_outputs)
+        return next((p for c in findings.checks.values() if (p := c.problem())), None)
 
     def verdict(
         self,
@@ -238,33 +359,31 @@ class Verifier:
         providers = list(session.get_providers())
         failure = _placement_failure(session, min_share)
         tolerance = self.tolerance_for(candidate, plan.precision)
-        key = self._key(plan, candidate, providers)
-        checks = None
-        if failure is None:
-            checks = load_checks(
-                key, {output.name: output.type for output in session.get_outputs()}
-            )
-        cached = checks is not None
-        if checks is None:
-            expected = self._reference_run()
-            outputs, run_failure = self._plain(session, expected)
-            checks = compare_outputs(expected.outputs, outputs) if outputs is not None else ()
+        key = self._key(plan, candidate, providers, tolerance)
+        output_types = {output.name: output.type for output in session.get_outputs()}
+        measured = load_checks(key, output_types) if failure is None else None
+        cached = measured is not None
+        if measured is None:
+            findings = self._findings(candidate, plan.precision)
+            run_failure = self._measure(session, findings)
             failure = failure or run_failure
-            passed = all(c.problem(tolerance) is None for c in checks)
-            if outputs is not None and failure is None and passed:
-                failure = self._bound_failure(session, outputs, tolerance)
+            measured = findings.measurement(list(output_types))
+            passed = all(check.violation is None for check in measured.checks)
+            if failure is None and passed:
+                failure = self._bound_failure(session, findings)
             if failure is None:
-                self._save(key, checks, candidate, plan, providers)
+                self._save(key, measured, candidate, plan, providers)
         return Verdict(
             variant=candidate.variant,
             precision=plan.precision or candidate.metadata.precision,
             providers=tuple(providers),
             tolerance=tolerance,
-            checks=checks,
+            checks=measured.checks,
             inputs=self.inputs_origin,
             cost_ms=(time.perf_counter() - started) * 1e3,
             cached=cached,
             failure=failure,
+            covered=measured.covered,
         )
 
     def timed_run(self, session: Any) -> Callable[[], object]:
@@ -273,19 +392,54 @@ class Verifier:
         names = [output.name for output in session.get_outputs()]
         return lambda: session.run(names, feed)
 
-    def _plain(
-        self, session: Any, expected: AcceptedInputs
-    ) -> tuple[dict[str, Any] | None, str | None]:
-        """The plain run's outputs, or why the run failed."""
-        with capture_messages(require_onnxruntime(), model_key(self.reference)) as log:
-            try:
-                return _outputs(session, _fed_as(session, expected.feed)), None
-            except Exception as exc:
-                return None, f"it raised on inputs the CPU reference runs: {_one_line(exc, log)}"
+    def _measure(self, session: Any, findings: _Findings) -> str | None:
+        """Run ``session`` as its callers will and judge every output (``findings``); the
+        failure that stopped a run, if one did. Stops at the first output that fails; runs
+        whose estimated cost would take the candidate past :data:`VERIFY_BUDGET_S` are skipped
+        (and said in the verdict's coverage)."""
+        expected = self._reference_run()
+        first = _fed_as(session, expected.feed)
+        names = [output.name for output in session.get_outputs()]
+        everything = expected.outputs
+        runs = [_Run(f"the first feed ({_shapes(first)})", partial(_outputs, session, first),
+                     everything)]  # fmt: skip
+        for probe in self._probe_runs():
+            if probe.group == MAGNITUDE and findings.precision == "int8":
+                continue  # quantized for the range it was calibrated on
+            fed = _fed_as(session, probe.feed)
+            size = _elements(fed) / max(1, _elements(first))
+            runs.append(_Run(probe.label, partial(_outputs, session, fed), probe.outputs, size))
+        warm = max(1, REPEATED_RUNS - len(runs))  # the compared run is the session's 10th or later
+        repeated = partial(_repeated, session, first, warm)
+        runs.append(_Run(f"the first feed after {REPEATED_RUNS} runs", repeated, everything, warm))
+        if len(names) > 1:
+            last = names[-1]
+            alone = partial(_outputs, session, first, [last])
+            runs.append(_Run(f"output {last!r} alone", alone, {last: everything[last]}))
+        runs.append(_Run("run_async", partial(_run_async, session, names, first), everything))
+        started, per_run = time.perf_counter(), None
+        skipped = []
+        for run in runs:
+            spent = time.perf_counter() - started
+            if per_run is not None and spent + run.cost * per_run > VERIFY_BUDGET_S:
+                skipped.append(run.label)
+                continue
+            with capture_messages(require_onnxruntime(), model_key(self.reference)) as log:
+                try:
+                    outputs = run.call()
+                except Exception as exc:
+                    reason = _one_line(exc, log)
+                    return f"it raised on inputs the CPU reference runs: {reason} (on {run.label})"
+            per_run = per_run if per_run is not None else time.perf_counter() - started
+            if not findings.judge(run.label, run.reference, outputs):
+                return None
+        if skipped:
+            findings.covered.append(
+                f"not run, over the {VERIFY_BUDGET_S:g} s budget: {', '.join(skipped)}"
+            )
+        return None
 
-    def _bound_failure(
-        self, session: Any, plain_first: Mapping[str, Any], tolerance: Tolerance
-    ) -> str | None:
+    def _bound_failure(self, session: Any, findings: _Findings) -> str | None:
         """One IO binding run twice, its inputs updated in place and bound again between (as
         ortplug's Ray predictor does), against the session's own plain runs (its numerics are the
         plain check's business): stale or wrong outputs."""
@@ -308,24 +462,24 @@ class Verifier:
                     binding.bind_cpu_input(name, buffer)  # plugin EPs copy a CPU input at bind time
                 session.run_with_iobinding(binding, _quiet())
                 got = dict(zip(names, binding.copy_outputs_to_cpu()))
+                plain_first = _outputs(session, first)
                 plain_second = _outputs(session, second)
             except Exception as exc:
                 return f"a reused IO binding raised: {_one_line(exc, log)}"
-        problems = [p for c in compare_outputs(plain_second, got) if (p := c.problem(tolerance))]
-        if not problems:
+        problem = findings.problem(plain_second, got)
+        if problem is None:
             return None
-        stale = all(c.problem(tolerance) is None for c in compare_outputs(plain_first, got))
-        if stale:
+        if findings.problem(plain_first, got) is None:
             return (
                 "a reused IO binding returned stale outputs: after its inputs were updated in "
                 "place and bound again, its second run gave the first run's outputs"
             )
-        return f"a reused IO binding's second run differs from a plain run: {problems[0]}"
+        return f"a reused IO binding's second run differs from a plain run: {problem}"
 
     def _save(
         self,
         key: str,
-        checks: Sequence[OutputCheck],
+        measured: Measurement,
         candidate: ResolvedCheckpoint,
         plan: SessionPlan,
         providers: list[str],
@@ -338,7 +492,36 @@ class Verifier:
             "variant": candidate.variant,
             "providers": providers,
         }
-        save_checks(key, checks, described)
+        save_checks(key, measured, described)
+
+
+def _repeated(session: Any, feed: Mapping[str, np.ndarray], times: int) -> dict[str, Any]:
+    """The outputs of the last of ``times`` runs of one feed."""
+    outputs: dict[str, Any] = {}
+    for _ in range(times):
+        outputs = _outputs(session, feed)
+    return outputs
+
+
+#: How long verification waits for one ``run_async`` callback.
+_ASYNC_WAIT_S = 300.0
+
+
+def _run_async(session: Any, names: list[str], feed: Mapping[str, np.ndarray]) -> dict[str, Any]:
+    """One ``run_async`` run, waited for: its outputs, or its error raised."""
+    done = threading.Event()
+    result: dict[str, Any] = {}
+
+    def callback(outputs: Any, _user_data: Any, error: str) -> None:
+        result.update(outputs=outputs, error=error)
+        done.set()
+
+    session.run_async(names, dict(feed), callback, None, _quiet())
+    if not done.wait(_ASYNC_WAIT_S):
+        raise TimeoutError(f"run_async gave no result in {_ASYNC_WAIT_S:g} s")
+    if result.get("error"):
+        raise RuntimeError(result["error"])
+    return dict(zip(names, result["outputs"]))
 
 
 def needs_check(

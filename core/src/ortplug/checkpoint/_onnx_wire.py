@@ -92,6 +92,9 @@ class ModelSummary:
     #: The external-data files its tensors name (``location``, relative to the model's folder),
     #: subgraphs and node attributes included: with the model file, all that ONNX Runtime loads.
     external_files: frozenset[str] = attrs.field(default=frozenset(), kw_only=True)
+    #: Graph inputs that a top-level ``Gather`` uses as indices into an initializer: the input's
+    #: name and the table's size along the gathered axis (the valid ids are 0 to size - 1).
+    index_bounds: tuple[tuple[str, int], ...] = attrs.field(default=(), kw_only=True)
 
     @property
     def feed_inputs(self) -> tuple[TensorInfo, ...]:
@@ -465,6 +468,51 @@ def _graph_files(src: _Source, span: _Span, depth: int, files: set[str]) -> None
             _sparse_files(src, (a, b), depth + 1, files)
 
 
+def _dims(src: _Source, span: _Span, depth: int) -> tuple[str, tuple[int, ...]]:
+    """A ``TensorProto``'s name and dims (a negative dim as given)."""
+    name, dims = "", []
+    for number, wire, a, b in _fields(src, (span,), depth):
+        if number == 1 and wire == _VARINT:
+            dims.append(_int64(a))
+        elif number == 8 and wire == _LENGTH:
+            name = src.text(a, b)
+    return name, tuple(dims)
+
+
+def _gather(src: _Source, span: _Span, depth: int) -> tuple[str, str, int] | None:
+    """A default-domain ``Gather`` node's (data, indices, axis), or ``None`` for any other node."""
+    op, domain, names, axis = "", "", [], 0
+    for number, wire, a, b in _fields(src, (span,), depth):
+        if wire != _LENGTH:
+            continue
+        if number == 1:
+            names.append(src.text(a, b))
+        elif number == 4:
+            op = src.text(a, b)
+        elif number == 7:
+            domain = src.text(a, b)
+        elif number == 5:
+            attribute = {n: (w, x, y) for n, w, x, y in _fields(src, ((a, b),), depth + 1)}
+            named, value = attribute.get(1), attribute.get(3)
+            if named and value and src.text(named[1], named[2]) == "axis" and value[0] == _VARINT:
+                axis = _int64(value[1])
+    if op != "Gather" or domain not in ("", "ai.onnx") or len(names) < 2:
+        return None
+    return names[0], names[1], axis
+
+
+def _index_bounds(
+    gathers: list[tuple[str, str, int]], tables: dict[str, tuple[int, ...]], inputs: set[str]
+) -> tuple[tuple[str, int], ...]:
+    bounds: dict[str, int] = {}
+    for data, indices, axis in gathers:
+        dims = tables.get(data)
+        if indices in inputs and dims and -len(dims) <= axis < len(dims) and dims[axis] > 0:
+            size = dims[axis]
+            bounds[indices] = min(bounds.get(indices, size), size)
+    return tuple(sorted(bounds.items()))
+
+
 def _opset(src: _Source, span: _Span, depth: int) -> tuple[str, int]:
     """An ``OperatorSetIdProto``: (domain, version)."""
     domain, version = "", 0
@@ -523,17 +571,23 @@ def _summarize(src: _Source) -> ModelSummary:
     init_sizes: list[tuple[int, int]] = []
     ops: set[str] = set()
     files: set[str] = set()
+    gathers: list[tuple[str, str, int]] = []
+    tables: dict[str, tuple[int, ...]] = {}
     for number, wire, a, b in _fields(src, graph, 1):
         if wire != _LENGTH:
             continue
         if number == 1:
-            ops.add(_node_op(src, (a, b), 2, files))
+            op = _node_op(src, (a, b), 2, files)
+            ops.add(op)
+            if op == "Gather" and (gather := _gather(src, (a, b), 2)) is not None:
+                gathers.append(gather)
         elif number == 2:
             graph_name = src.text(a, b)
         elif number in (5, 15):
             if number == 5:
                 name, elem, count = _tensor(src, [(a, b)], 2)
                 _tensor_files(src, (a, b), 2, files)
+                tables.setdefault(*_dims(src, (a, b), 2))
             else:
                 name, elem, count = _sparse_tensor(src, (a, b), 2)
                 _sparse_files(src, (a, b), 2, files)
@@ -555,6 +609,7 @@ def _summarize(src: _Source) -> ModelSummary:
         metadata_props=tuple(props),
         label=src.label,
         external_files=frozenset(files),
+        index_bounds=_index_bounds(gathers, tables, {i.name for i in inputs} - init_names),
     )
 
 

@@ -146,6 +146,11 @@ class ResolvedCheckpoint:
         summary: ModelSummary = self._remember("summary", self._summarize)
         return {info.name: info.shape for info in summary.feed_inputs}
 
+    def index_bounds(self) -> dict[str, int]:
+        """Inputs that index a table of the graph, each with the table's size (ids 0..size-1)."""
+        summary: ModelSummary = self._remember("summary", self._summarize)
+        return dict(summary.index_bounds)
+
     def _summarize(self) -> ModelSummary:
         source = self.source
         if isinstance(source, bytes):

@@ -55,19 +55,15 @@ def _as_float(value: float) -> float:
 
 @attrs.frozen
 class Tolerance:
-    """How far outputs may be from the reference: ``atol + rtol * max|reference|`` per output.
+    """How far each output element may be from the reference's:
+    ``|candidate - reference| <= atol + rtol * |reference|`` (numpy's ``allclose`` rule).
 
-    The bound is relative to each output's range (its largest absolute reference
-    value), not to each element: quantization errors scale with the range, and
-    near-zero elements would otherwise fail any relative test.
+    Element by element, not relative to an output's range: a tensor holding box coordinates
+    beside class scores is judged on each score too.
     """
 
     rtol: float = attrs.field(converter=_as_float, validator=_non_negative)
     atol: float = attrs.field(converter=_as_float, validator=_non_negative)
-
-    def bound(self, scale: float) -> float:
-        """The largest allowed absolute difference for an output whose reference range is ``scale``."""
-        return self.atol + self.rtol * scale
 
     def describe(self) -> str:
         """``rtol=0.05 atol=0.0001``."""
@@ -78,15 +74,17 @@ class Tolerance:
         return {"rtol": self.rtol, "atol": self.atol}
 
 
-#: Per precision, what a correct run of that precision stays within (measured on MLPs and ResNet-50:
-#: int8 static quantization lands at 1-3% of the range, fp16 well under 1%). ``tf32`` is a compute
-#: precision only (NVIDIA's 10-bit-mantissa matmuls on fp32 weights): fp16's mantissa, fp32 sums.
+#: Per precision, what a correct run of that precision stays within, element by element
+#: (``|candidate - reference| <= atol + rtol * |reference|``): fp16 and tf32 keep ~3 significant
+#: digits of each value, bf16 ~2, an int8 quantization a few percent; the absolute part covers the
+#: rounding of sums whose terms are larger than their result (values near zero).
+#: ``tf32`` is a compute precision only (NVIDIA's 10-bit-mantissa matmuls on fp32 weights).
 DEFAULT_TOLERANCES = {
-    "fp32": Tolerance(rtol=1e-3, atol=1e-5),
-    "fp16": Tolerance(rtol=1e-2, atol=1e-4),
-    "bf16": Tolerance(rtol=3e-2, atol=1e-3),
-    "int8": Tolerance(rtol=5e-2, atol=1e-4),
-    "tf32": Tolerance(rtol=1e-2, atol=1e-4),
+    "fp32": Tolerance(rtol=1e-3, atol=1e-4),
+    "fp16": Tolerance(rtol=1e-2, atol=3e-2),
+    "bf16": Tolerance(rtol=3e-2, atol=5e-2),
+    "int8": Tolerance(rtol=5e-2, atol=5e-2),
+    "tf32": Tolerance(rtol=1e-2, atol=1e-2),
 }
 #: The precisions a provider may compute at (``ProviderOffer.precision``): the stored ones and tf32.
 COMPUTE_PRECISIONS = tuple(DEFAULT_TOLERANCES)
