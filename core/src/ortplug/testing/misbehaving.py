@@ -18,8 +18,23 @@ misbehaves:
   (OpenVINO on a scikit-learn graph it half took);
 * ``"no_node"`` — the real Azure provider: realized, but the CPU provider runs every node;
 * ``"slow"`` — correct, but each run waits ``delay_s`` first (WebGPU on a software adapter);
-* ``"big_batch"`` — correct, but a run with a batch of 8 rows or more raises (a provider that
+* ``"big_batch"`` — correct, but a run with a batch of 64 rows or more raises (a provider that
   passed verification and fails on real batches).
+
+Wrong only where a single generated input at batch 1 does not look (verification must find each):
+
+* ``"inf_sign"`` — +inf comes back as -inf and -inf as NaN;
+* ``"nan_for_inf"`` — every infinity comes back as NaN;
+* ``"later_rows"`` — float outputs are shifted in every row after the first;
+* ``"after_runs"`` — float outputs are shifted from the ninth run of a session on;
+* ``"output_subset"`` — float outputs are shifted when only some outputs are asked for;
+* ``"async_only"`` — float outputs are shifted on the ``run_async`` path;
+* ``"rare_ids"`` — float outputs are shifted when an integer input holds an id of 10 or more;
+* ``"inverted_scores"`` — every float value from 0 to 1 (a score beside large coordinates)
+  comes back as ``1 - value``;
+* ``"float64"`` — float32 outputs come back as float64 (same values);
+* ``"long_sequence"`` — float outputs are shifted when an input has a dimension past the first
+  longer than 16 (the generated sequence length).
 
 Only one misbehaving plugin fits on a host at a time (they share the provider name).
 """
@@ -27,7 +42,7 @@ Only one misbehaving plugin fits on a host at a time (they share the provider na
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, ClassVar
 
 import attrs
@@ -38,8 +53,12 @@ from ..plugins import ProviderOffer, ProviderType, hookimpl
 __all__ = ["MISBEHAVIOURS", "MisbehavingPlugin", "MisbehavingProvider"]
 
 #: What a misbehaving provider can do wrong.
-MISBEHAVIOURS = ("off", "stale", "raises", "no_node", "slow", "big_batch")
-_BIG_BATCH = 8
+MISBEHAVIOURS = (
+    "off", "stale", "raises", "no_node", "slow", "big_batch", "inf_sign", "nan_for_inf",
+    "later_rows", "after_runs", "output_subset", "async_only", "rare_ids", "inverted_scores",
+    "float64", "long_sequence",
+)  # fmt: skip
+_BIG_BATCH = 64  # beyond the batches verification runs (verification.probes.BATCH_SIZES)
 _ORT_NAME = "AzureExecutionProvider"
 #: What ``"raises"`` raises: OpenVINO's words for a graph it half took.
 _RUN_ERROR = (
@@ -96,6 +115,65 @@ def _shifted(values: Sequence[Any]) -> list[Any]:
     return shifted
 
 
+#: Runs of a session before ``"after_runs"`` starts shifting its outputs.
+_QUIET_RUNS = 8
+#: The generated sequence length, past which ``"long_sequence"`` shifts.
+_GENERATED_LENGTH = 16
+#: Ids below this are the ones generated inputs hold (0..9); ``"rare_ids"`` shifts beyond.
+_COMMON_IDS = 10
+
+
+def _floats(value: Any) -> bool:
+    return isinstance(value, np.ndarray) and value.dtype.kind == "f" and value.size > 0
+
+
+def _infinities(values: Sequence[Any], positive: float, negative: float) -> list[Any]:
+    changed = []
+    for value in values:
+        if _floats(value):
+            value = np.where(np.isposinf(value), positive, value)
+            value = np.where(np.isneginf(value), negative, value).astype(value.dtype)
+        changed.append(value)
+    return changed
+
+
+def _inverted(values: Sequence[Any]) -> list[Any]:
+    return [
+        np.where((v >= 0) & (v <= 1), 1 - v, v).astype(v.dtype) if _floats(v) else v
+        for v in values
+    ]
+
+
+def _widened(values: Sequence[Any]) -> list[Any]:
+    return [v.astype(np.float64) if _floats(v) and v.dtype == np.float32 else v for v in values]
+
+
+#: Misbehaviours that change every run's outputs the same way.
+_ALTERED: dict[str, Callable[[Sequence[Any]], list[Any]]] = {
+    "inf_sign": lambda values: _infinities(values, -np.inf, np.nan),
+    "nan_for_inf": lambda values: _infinities(values, np.nan, np.nan),
+    "inverted_scores": _inverted,
+    "float64": _widened,
+}
+
+
+def _later_rows_shifted(value: Any) -> Any:
+    if not (_floats(value) and value.ndim and value.shape[0] > 1):
+        return value
+    shifted = value.copy()
+    shifted[1:] = _shifted([value[1:]])[0]
+    return shifted
+
+
+def _ids_beyond(value: Any) -> bool:
+    array = np.asarray(value)
+    return array.dtype.kind in "iu" and array.size > 0 and int(array.max()) >= _COMMON_IDS
+
+
+def _long(value: Any) -> bool:
+    return any(size > _GENERATED_LENGTH for size in np.shape(value)[1:])
+
+
 @attrs.frozen
 class _Subgraph:
     """ONNX Runtime's assignment record, with the provider this test provider claims."""
@@ -130,6 +208,7 @@ class _Misbehaving:
         self._session = session
         self._misbehaviour = misbehaviour
         self._delay_s = delay_s
+        self._runs = 0
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._session, name)
@@ -153,7 +232,29 @@ class _Misbehaving:
     def run(self, output_names: Any, input_feed: Any, run_options: Any = None) -> list[Any]:
         self._before_run(input_feed)
         outputs = self._session.run(output_names, input_feed, run_options)
-        return _shifted(outputs) if self._misbehaviour == "off" else list(outputs)
+        self._runs += 1
+        return self._served(list(outputs), output_names, input_feed, asynchronous=False)
+
+    def _served(
+        self, outputs: list[Any], names: Any, feed: Any, *, asynchronous: bool
+    ) -> list[Any]:
+        """The outputs as this misbehaviour serves them."""
+        mode = self._misbehaviour
+        if mode in _ALTERED:
+            return _ALTERED[mode](outputs)
+        every = [o.name for o in self._session.get_outputs()]
+        feed = feed if isinstance(feed, dict) else {}
+        wrong = (
+            mode == "off"
+            or (mode == "after_runs" and self._runs > _QUIET_RUNS)
+            or (mode == "output_subset" and names is not None and list(names) != every)
+            or (mode == "async_only" and asynchronous)
+            or (mode == "rare_ids" and any(_ids_beyond(value) for value in feed.values()))
+            or (mode == "long_sequence" and any(_long(value) for value in feed.values()))
+        )
+        if mode == "later_rows":
+            return [_later_rows_shifted(value) for value in outputs]
+        return _shifted(outputs) if wrong else outputs
 
     def io_binding(self) -> _Binding:
         return _Binding(self._session.io_binding(), self._misbehaviour)
@@ -167,6 +268,14 @@ class _Misbehaving:
             binding = binding._binding
         self._session.run_with_iobinding(binding, run_options)
 
-    def run_async(self, *args: Any, **kwargs: Any) -> Any:
+    def run_async(
+        self, output_names: Any, input_feed: Any, callback: Any, user_data: Any, run_options: Any = None
+    ) -> Any:
         self._before_run()
-        return self._session.run_async(*args, **kwargs)
+
+        def served(results: Any, data: Any, error: str) -> None:
+            if not error:
+                results = self._served(list(results), output_names, input_feed, asynchronous=True)
+            callback(results, data, error)
+
+        return self._session.run_async(output_names, input_feed, served, user_data, run_options)
