@@ -361,3 +361,92 @@ def test_a_cache_folder_of_another_user_is_refused_naming_whose_it_should_be(ort
         assert trusted_folder("verify") is None
     (message,) = [str(w.message) for w in caught]
     assert f"{folder} belongs to another user (uid 65534; expected yours, uid 0, or root)" in message
+
+
+# -- issue 31, items 1-3: shared hosts ------------------------------------------------------------
+
+
+def _trusted_as_is(name: str) -> bool:
+    """Whether the cache folder ``name`` is trusted with this host's real accounts (no warning)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", OrtplugCacheWarning)
+        return trusted_folder(name) is not None
+
+
+@pytest.fixture
+def group_writable_verdicts(ortplug_cache: Path) -> Path:
+    """The verdict folder, writable by this user's group, which is the user's own private group."""
+    folder = cache_dir("verify")
+    folder.chmod(0o770)
+    if not _trusted_as_is("verify"):
+        pytest.skip("this user's group is not a private one: a group-writable folder is refused")
+    return folder
+
+
+def test_a_folder_writable_through_a_primary_group_of_another_account_is_refused(
+    group_writable_verdicts: Path, monkeypatch
+) -> None:
+    import grp
+    import pwd
+
+    folder = group_writable_verdicts
+    gid = folder.stat().st_gid
+    # `useradd -g <this user's group> ortplug-other`: the account is in no group's member list
+    other = pwd.struct_passwd(("ortplug-other", "x", 64999, gid, "", "/nonexistent", "/bin/sh"))
+    accounts = [*pwd.getpwall(), other]
+    monkeypatch.setattr(pwd, "getpwall", lambda: accounts)
+    with pytest.warns(OrtplugCacheWarning) as caught:
+        assert trusted_folder("verify") is None
+    (message,) = [str(w.message) for w in caught]
+    assert (
+        f"{folder} is writable by its group {grp.getgrgid(gid).gr_name} (mode 770), so by "
+        f"ortplug-other, who could plant records in it (`chmod go-w {folder}` makes it yours "
+        "alone)"
+    ) in message and "\n" not in message
+    with pytest.raises(CacheError, match="so by ortplug-other"):
+        cache_dir("verify")
+
+
+def _grant_write(path: Path, uid: int) -> None:
+    """What `setfacl -m u:UID:rwx PATH` does: a POSIX ACL entry giving that user write."""
+    import struct
+
+    def entry(tag: int, perm: int, ident: int = 0xFFFFFFFF) -> bytes:
+        return struct.pack("<HHI", tag, perm, ident)
+
+    owner, group, other = (path.stat().st_mode >> shift & 7 for shift in (6, 3, 0))
+    acl = struct.pack("<I", 2) + b"".join(
+        [entry(0x01, owner), entry(0x02, 7, uid), entry(0x04, group), entry(0x10, 7)]
+        + [entry(0x20, other)]
+    )
+    try:
+        os.setxattr(path, "system.posix_acl_access", acl)
+    except (AttributeError, OSError) as exc:
+        pytest.skip(f"no POSIX ACLs here ({exc})")
+
+
+def test_a_folder_an_acl_lets_another_user_write_is_refused(ortplug_cache: Path) -> None:
+    import pwd
+
+    folder = cache_dir("verify")
+    _grant_write(folder, 65534)
+    try:
+        name = f"user {pwd.getpwuid(65534).pw_name}"
+    except KeyError:
+        name = "user uid 65534"
+    with pytest.warns(OrtplugCacheWarning) as caught:
+        assert trusted_folder("verify") is None
+    (message,) = [str(w.message) for w in caught]
+    assert (
+        f"{folder} is writable through its ACL by {name} (mode 770), who could plant records "
+        f"in it (`chmod go-w {folder}` makes it yours alone)"
+    ) in message
+    folder.chmod(0o750)  # the fix it names: the ACL's mask loses write
+    assert trusted_folder("verify") == folder
+
+
+def test_an_acl_giving_only_this_user_write_is_trusted(ortplug_cache: Path) -> None:
+    folder = cache_dir("verify")
+    _grant_write(folder, os.getuid())  # the group bits now show write: the ACL's mask
+    assert folder.stat().st_mode & 0o070 == 0o070 and trusted_folder("verify") == folder
+

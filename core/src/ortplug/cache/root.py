@@ -21,6 +21,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from ..errors import CacheError, OrtplugCacheWarning
+from ._trust import foreign_writers
 
 __all__ = [
     "CACHE_ENV",
@@ -61,45 +62,13 @@ def _fix(root: Path) -> str:
     return f"set {CACHE_ENV} to a writable directory (now: {root})"
 
 
-def _private_group(gid: int, uid: int) -> bool:
-    """Whether group ``gid`` is this user's own (a user-private group, which umask 002 systems give)."""
-    import grp  # deferred: only a group-writable folder asks
-    import pwd
-
-    try:
-        group, user = grp.getgrgid(gid), pwd.getpwuid(uid)
-    except KeyError:
-        return False
-    return group.gr_name == user.pw_name and set(group.gr_mem) <= {user.pw_name}
-
-
-def _foreign_writers(path: Path, info: os.stat_result) -> str | None:
-    """Why another user could change what ``path`` holds (as pip and ssh refuse), or ``None``."""
-    if os.name != "posix":
-        return None
-    uid, mode = os.getuid(), stat.S_IMODE(info.st_mode)
-    if info.st_uid not in (uid, 0):
-        return (
-            f"{path} belongs to another user (uid {info.st_uid}; expected yours, uid {uid}, or "
-            "root), who could plant records in it"
-        )
-    group = mode & stat.S_IWGRP and not _private_group(info.st_gid, uid)
-    if mode & stat.S_IWOTH or group:
-        who = "every user" if mode & stat.S_IWOTH else "its group"
-        return (
-            f"{path} is writable by {who} (mode {mode:o}), who could plant records in it "
-            f"(`chmod go-w {path}` makes it yours alone)"
-        )
-    return None
-
-
 def _unusable(path: Path, info: os.stat_result) -> str | None:
     """Why ``path`` (already stat'ed, links not followed below the root) cannot hold ortplug's files."""
     if stat.S_ISLNK(info.st_mode):
         return f"{path} is a symbolic link (ortplug never follows one inside its cache)"
     if not stat.S_ISDIR(info.st_mode):
         return f"{path} is not a directory"
-    return _foreign_writers(path, info)
+    return foreign_writers(path, info)
 
 
 #: What :func:`_prepare` says of a folder that does not exist (and was not to be created).
