@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import models
@@ -10,10 +11,16 @@ from ortplug import InMemoryCheckpoint, LocalCheckpoint
 from ortplug.cache.root import cache_dir, cache_key, cache_root
 
 
-def test_cache_root_follows_the_environment(tmp_path) -> None:
+def test_cache_root_follows_the_environment(tmp_path, monkeypatch) -> None:
     assert cache_root({"ORTPLUG_CACHE_DIR": str(tmp_path)}) == tmp_path
-    default = cache_root({})
-    assert default.name == "ortplug" and "cache" in str(default).lower()
+    # the platform's user cache dir, whatever this user's XDG_CACHE_HOME is
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "elsewhere"))
+    assert cache_root({}).name == "ortplug"
+    if sys.platform.startswith("linux"):
+        assert cache_root({}) == tmp_path / "elsewhere" / "ortplug"
+        monkeypatch.delenv("XDG_CACHE_HOME")
+        monkeypatch.setenv("HOME", str(tmp_path / "home"))
+        assert cache_root({}) == tmp_path / "home" / ".cache" / "ortplug"
 
 
 def test_cache_dir_is_created_under_the_root(tmp_path) -> None:

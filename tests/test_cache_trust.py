@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -17,7 +18,7 @@ from pathlib import Path
 import pytest
 from ortplug import HostProbe, LocalCheckpoint, OnnxBackend, PluginHost, hookimpl
 from ortplug.cache import index as cache_index
-from ortplug.cache.root import cache_dir, trusted_folder
+from ortplug.cache.root import cache_dir, read_marker, trusted_folder
 from ortplug.errors import CacheError, OrtplugCacheWarning, VerificationWarning
 from ortplug.plugins import _entry_points
 from ortplug.testing import make_plugin_host
@@ -291,7 +292,7 @@ def test_prune_never_follows_a_symlinked_record_folder(ortplug_cache: Path, tmp_
     user = tmp_path / "userdata"
     user.mkdir()
     (user / "notes.json").write_text(json.dumps({"model_path": str(tmp_path / "gone.onnx")}))
-    ortplug_cache.mkdir()
+    cache_dir("autotune")  # a root ortplug made and marked (prune refuses one it never marked)
     (ortplug_cache / "verify").symlink_to(user)
     assert cache_index.entries() == [] and cache_index.prune() == []
     assert (user / "notes.json").exists()
@@ -362,3 +363,161 @@ def test_a_cache_folder_of_another_user_is_refused_naming_whose_it_should_be(ort
         assert trusted_folder("verify") is None
     (message,) = [str(w.message) for w in caught]
     assert f"{folder} belongs to another user (uid 65534; expected yours, uid 0, or root)" in message
+
+
+# -- issue 31, items 1-3: shared hosts ------------------------------------------------------------
+
+
+def _trusted_as_is(name: str) -> bool:
+    """Whether the cache folder ``name`` is trusted with this host's real accounts (no warning)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", OrtplugCacheWarning)
+        return trusted_folder(name) is not None
+
+
+@pytest.fixture
+def group_writable_verdicts(ortplug_cache: Path) -> Path:
+    """The verdict folder, writable by this user's group, which is the user's own private group."""
+    folder = cache_dir("verify")
+    folder.chmod(0o770)
+    if not _trusted_as_is("verify"):
+        pytest.skip("this user's group is not a private one: a group-writable folder is refused")
+    return folder
+
+
+def test_a_folder_writable_through_a_primary_group_of_another_account_is_refused(
+    group_writable_verdicts: Path, monkeypatch
+) -> None:
+    import grp
+    import pwd
+
+    folder = group_writable_verdicts
+    gid = folder.stat().st_gid
+    # `useradd -g <this user's group> ortplug-other`: the account is in no group's member list
+    other = pwd.struct_passwd(("ortplug-other", "x", 64999, gid, "", "/nonexistent", "/bin/sh"))
+    accounts = [*pwd.getpwall(), other]
+    monkeypatch.setattr(pwd, "getpwall", lambda: accounts)
+    with pytest.warns(OrtplugCacheWarning) as caught:
+        assert trusted_folder("verify") is None
+    (message,) = [str(w.message) for w in caught]
+    assert (
+        f"{folder} is writable by its group {grp.getgrgid(gid).gr_name} (mode 770), so by "
+        f"ortplug-other, who could plant records in it (`chmod go-w {folder}` makes it yours "
+        "alone)"
+    ) in message and "\n" not in message
+    with pytest.raises(CacheError, match="so by ortplug-other"):
+        cache_dir("verify")
+
+
+def _grant_write(path: Path, uid: int) -> None:
+    """What `setfacl -m u:UID:rwx PATH` does: a POSIX ACL entry giving that user write."""
+    import struct
+
+    def entry(tag: int, perm: int, ident: int = 0xFFFFFFFF) -> bytes:
+        return struct.pack("<HHI", tag, perm, ident)
+
+    owner, group, other = (path.stat().st_mode >> shift & 7 for shift in (6, 3, 0))
+    acl = struct.pack("<I", 2) + b"".join(
+        [entry(0x01, owner), entry(0x02, 7, uid), entry(0x04, group), entry(0x10, 7)]
+        + [entry(0x20, other)]
+    )
+    try:
+        os.setxattr(path, "system.posix_acl_access", acl)
+    except (AttributeError, OSError) as exc:
+        pytest.skip(f"no POSIX ACLs here ({exc})")
+
+
+def test_a_folder_an_acl_lets_another_user_write_is_refused(ortplug_cache: Path) -> None:
+    import pwd
+
+    folder = cache_dir("verify")
+    _grant_write(folder, 65534)
+    try:
+        name = f"user {pwd.getpwuid(65534).pw_name}"
+    except KeyError:
+        name = "user uid 65534"
+    with pytest.warns(OrtplugCacheWarning) as caught:
+        assert trusted_folder("verify") is None
+    (message,) = [str(w.message) for w in caught]
+    assert (
+        f"{folder} is writable through its ACL by {name} (mode 770), who could plant records "
+        f"in it (`chmod go-w {folder}` makes it yours alone)"
+    ) in message
+    folder.chmod(0o750)  # the fix it names: the ACL's mask loses write
+    assert trusted_folder("verify") == folder
+
+
+def test_an_acl_giving_only_this_user_write_is_trusted(ortplug_cache: Path) -> None:
+    folder = cache_dir("verify")
+    _grant_write(folder, os.getuid())  # the group bits now show write: the ACL's mask
+    assert folder.stat().st_mode & 0o070 == 0o070 and trusted_folder("verify") == folder
+
+
+def _notes_under(root: Path) -> Path:
+    """A root holding the user's own ``notes/`` and a marker listing it (as if planted)."""
+    notes = root / "notes"
+    notes.mkdir(parents=True)
+    (notes / "todo.txt").write_text("mine")
+    (root / "ortplug-cache.json").write_text(json.dumps({"ortplug_cache": 1, "folders": ["notes"]}))
+    return notes
+
+
+def _refused_by_the_cli(action: str, root: Path) -> str:
+    done = subprocess.run(
+        [ORTPLUG, "cache", action], capture_output=True, text=True,
+        env={**os.environ, "ORTPLUG_CACHE_DIR": str(root)},
+    )  # fmt: skip
+    assert done.returncode == 1 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    return done.stderr
+
+
+@pytest.mark.parametrize("open_up", ["root", "marker"])
+def test_clear_and_prune_refuse_a_marker_another_user_could_have_planted(
+    ortplug_cache: Path, open_up: str
+) -> None:
+    notes = _notes_under(ortplug_cache)
+    opened = ortplug_cache if open_up == "root" else ortplug_cache / "ortplug-cache.json"
+    opened.chmod(0o777 if open_up == "root" else 0o666)
+    refused = f"nothing was removed from {ortplug_cache}: {opened} is writable by every user"
+    for action in (cache_index.clear, cache_index.prune):
+        with pytest.raises(CacheError, match=re.escape(refused)):
+            action()
+    for action in ("clear", "prune"):
+        assert refused in _refused_by_the_cli(action, ortplug_cache)
+    assert _files(notes) == ["todo.txt"]
+    if open_up == "marker":
+        assert read_marker(ortplug_cache) is None  # nor read: what it lists may be another's
+
+
+def test_a_marker_written_under_an_open_umask_is_still_trusted(ortplug_cache: Path) -> None:
+    previous = os.umask(0)
+    try:
+        cache_dir("verify")
+    finally:
+        os.umask(previous)
+    assert (ortplug_cache / "ortplug-cache.json").stat().st_mode & 0o077 == 0
+    assert cache_index.clear() == 0 and _files(ortplug_cache) == ["ortplug-cache.json"]
+
+
+def test_prune_refuses_a_root_ortplug_never_marked(tmp_path: Path, monkeypatch) -> None:
+    project = tmp_path / "myproject"
+    (project / "verify").mkdir(parents=True)
+    (project / "verify" / "results.json").write_text(json.dumps({"model_path": "/gone.onnx"}))
+    (project / "probes").mkdir()
+    (project / "probes" / "run.json").write_text("not JSON")
+    (project / "main.py").write_text("print('mine')")
+    before = _files(project)
+    monkeypatch.setenv("ORTPLUG_CACHE_DIR", str(project))
+    refused = r"myproject is not marked as ortplug's cache \(no ortplug-cache.json\) and holds"
+    with pytest.raises(CacheError, match=refused):
+        cache_index.prune()
+    assert "is not marked as ortplug's cache" in _refused_by_the_cli("prune", project)
+    assert _files(project) == before
+    # nor does the size cap, kept each time a plugin uses a cache folder
+    long_ago = 1_000_000_000
+    for path in project.rglob("*.json"):
+        os.utime(path, (long_ago, long_ago))
+    monkeypatch.setenv("ORTPLUG_CACHE_MAX_MB", "0")
+    engine = cache_dir("tensorrt", "engines", "k")
+    cache_index.describe(engine, kind="TensorRT engine")
+    assert set(before) <= set(_files(project))

@@ -34,6 +34,7 @@ from .root import (
     cache_root,
     read_cache_file,
     read_marker,
+    root_problem,
     write_marker,
 )
 
@@ -115,11 +116,18 @@ def describe(
 
 
 def _keep_under_cap() -> None:
-    """Remove the least recently used entries while the cache is over ``ORTPLUG_CACHE_MAX_MB``."""
+    """Remove the least recently used entries while the cache is over ``ORTPLUG_CACHE_MAX_MB``;
+    nothing from a root :func:`prune` would refuse."""
     limit = configured_cap(stacklevel=4)
-    if limit is not None:
-        for entry in _over_cap(entries(), limit, time.time()):
-            _remove(entry.path)
+    if limit is None:
+        return
+    root = cache_root()
+    try:
+        ours = _claimed(root)
+    except OSError:  # CacheError included: the root is not ortplug's alone
+        return
+    for entry in _over_cap(_listing(root, ours), limit, time.time()):
+        _remove(entry.path)
 
 
 def _usage(path: Path) -> tuple[int, float]:
@@ -287,9 +295,12 @@ def entries(root: Path | None = None) -> list[CacheEntry]:
     root = cache_root() if root is None else root
     if not root.is_dir():
         return []
-    ort = onnxruntime_or_none()
-    installed = getattr(ort, "__version__", None)
-    ours, _ = owned(root)
+    return _listing(root, owned(root)[0])
+
+
+def _listing(root: Path, ours: list[str]) -> list[CacheEntry]:
+    """The entries in the folders ``ours`` of ``root``."""
+    installed = getattr(onnxruntime_or_none(), "__version__", None)
     return [*_described(root, ours, installed), *_records(root, ours, installed)]
 
 
@@ -341,9 +352,12 @@ def prune(limit_mb: float | None = None, *, now: float | None = None) -> list[Ca
     """Remove stale entries, then the least recently used while over ``limit_mb``; the removed.
 
     An entry used within the last ten minutes is never removed for size (a
-    running process may be reading it).
+    running process may be reading it). A root :func:`clear` refuses is refused alike.
     """
-    current = entries()
+    root = cache_root()
+    if not root.is_dir():
+        return []
+    current = _listing(root, _claimed(root))
     removed = [entry for entry in current if entry.stale]
     if limit_mb is not None:
         kept = [entry for entry in current if not entry.stale]
@@ -367,17 +381,17 @@ def _over_cap(current: list[CacheEntry], limit_mb: float, now: float) -> list[Ca
     return over
 
 
-def clear() -> int:
-    """Remove ortplug's folders from the cache root; returns how many entries were listed there.
+def _claimed(root: Path) -> list[str]:
+    """ortplug's folders of the existing cache root ``root``, before anything is removed from it.
 
-    Only what ortplug wrote goes: the folders its marker (``ortplug-cache.json``) lists, or that
-    hold ortplug's records and entries. A root without the marker is cleared only when all it
-    holds is ortplug's (a cache of an earlier ortplug, then marked); otherwise
-    :class:`~ortplug.errors.CacheError` says what is there and nothing is removed.
+    :class:`~ortplug.errors.CacheError` (nothing removed) when the root or its marker is a
+    thing another user could have written (what it lists could be theirs), or when a root
+    without the marker holds what ortplug did not write (``ORTPLUG_CACHE_DIR`` pointed at a
+    project); a root holding only ortplug's folders (an earlier ortplug's cache) is marked.
     """
-    root = cache_root()
-    if not root.is_dir():
-        return 0
+    problem = root_problem(root)
+    if problem is not None:
+        raise CacheError(f"nothing was removed from {root}: {problem}")
     ours, others = owned(root)
     if read_marker(root) is None:
         if others:
@@ -388,7 +402,23 @@ def clear() -> int:
                 f"{CACHE_ENV} at ortplug's own folder"
             )
         write_marker(root, ours)  # an earlier ortplug's cache: adopted
-    count = len(entries(root))
+    return ours
+
+
+def clear() -> int:
+    """Remove ortplug's folders from the cache root; returns how many entries were listed there.
+
+    Only what ortplug wrote goes: the folders its marker (``ortplug-cache.json``) lists, or that
+    hold ortplug's records and entries. A root without the marker is cleared only when all it
+    holds is ortplug's (a cache of an earlier ortplug, then marked); otherwise, and for a root or
+    marker another user could write, :class:`~ortplug.errors.CacheError` says why and nothing is
+    removed.
+    """
+    root = cache_root()
+    if not root.is_dir():
+        return 0
+    ours = _claimed(root)
+    count = len(_listing(root, ours))
     for name in ours:
         _remove(root / name)
     write_marker(root, [])

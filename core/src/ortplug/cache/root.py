@@ -21,6 +21,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from ..errors import CacheError, OrtplugCacheWarning
+from ._trust import foreign_writers
 
 __all__ = [
     "CACHE_ENV",
@@ -34,6 +35,7 @@ __all__ = [
     "read_cache_file",
     "read_marker",
     "remove_entries",
+    "root_problem",
     "touch",
     "trusted_folder",
     "write_marker",
@@ -61,45 +63,13 @@ def _fix(root: Path) -> str:
     return f"set {CACHE_ENV} to a writable directory (now: {root})"
 
 
-def _private_group(gid: int, uid: int) -> bool:
-    """Whether group ``gid`` is this user's own (a user-private group, which umask 002 systems give)."""
-    import grp  # deferred: only a group-writable folder asks
-    import pwd
-
-    try:
-        group, user = grp.getgrgid(gid), pwd.getpwuid(uid)
-    except KeyError:
-        return False
-    return group.gr_name == user.pw_name and set(group.gr_mem) <= {user.pw_name}
-
-
-def _foreign_writers(path: Path, info: os.stat_result) -> str | None:
-    """Why another user could change what ``path`` holds (as pip and ssh refuse), or ``None``."""
-    if os.name != "posix":
-        return None
-    uid, mode = os.getuid(), stat.S_IMODE(info.st_mode)
-    if info.st_uid not in (uid, 0):
-        return (
-            f"{path} belongs to another user (uid {info.st_uid}; expected yours, uid {uid}, or "
-            "root), who could plant records in it"
-        )
-    group = mode & stat.S_IWGRP and not _private_group(info.st_gid, uid)
-    if mode & stat.S_IWOTH or group:
-        who = "every user" if mode & stat.S_IWOTH else "its group"
-        return (
-            f"{path} is writable by {who} (mode {mode:o}), who could plant records in it "
-            f"(`chmod go-w {path}` makes it yours alone)"
-        )
-    return None
-
-
 def _unusable(path: Path, info: os.stat_result) -> str | None:
     """Why ``path`` (already stat'ed, links not followed below the root) cannot hold ortplug's files."""
     if stat.S_ISLNK(info.st_mode):
         return f"{path} is a symbolic link (ortplug never follows one inside its cache)"
     if not stat.S_ISDIR(info.st_mode):
         return f"{path} is not a directory"
-    return _foreign_writers(path, info)
+    return foreign_writers(path, info)
 
 
 #: What :func:`_prepare` says of a folder that does not exist (and was not to be created).
@@ -122,10 +92,12 @@ def _folder_name(name: object) -> bool:
 
 
 def read_marker(root: Path) -> list[str] | None:
-    """The folders ``root``'s marker lists; ``None`` without a valid marker (a link is not one)."""
+    """The folders ``root``'s marker lists; ``None`` without a valid marker (a link is not one,
+    nor one another user could have written: see :func:`root_problem`)."""
     path = root / MARKER
     try:
-        if not stat.S_ISREG(os.lstat(path).st_mode):
+        info = os.lstat(path)
+        if not stat.S_ISREG(info.st_mode) or foreign_writers(path, info) is not None:
             return None
         data = json.loads(read_cache_file(path, max_bytes=64 * 1024))
     except (OSError, ValueError, RecursionError):
@@ -141,7 +113,22 @@ def read_marker(root: Path) -> list[str] | None:
 def write_marker(root: Path, folders: Iterable[str]) -> None:
     """Mark ``root`` as ortplug's cache root, listing ``folders`` as ortplug's."""
     listed = sorted(set(folders))
-    atomic_write(root / MARKER, json.dumps({"ortplug_cache": _MARKER_SCHEMA, "folders": listed}))
+    marker = json.dumps({"ortplug_cache": _MARKER_SCHEMA, "folders": listed})
+    atomic_write(root / MARKER, marker, mode=0o600)  # others may not rewrite it, whatever the umask
+
+
+def root_problem(root: Path) -> str | None:
+    """Why ortplug may not remove what the cache root ``root`` lists, or ``None``: the root, or
+    its marker, is a thing another user could have written (the trust check reading applies)."""
+    try:
+        problem = _unusable(root, os.stat(root))
+        marker = root / MARKER
+        if problem is None and os.path.lexists(marker):
+            info = os.lstat(marker)
+            problem = foreign_writers(marker, info) if stat.S_ISREG(info.st_mode) else None
+    except OSError as exc:
+        return f"{root} cannot be used ({exc.strerror or exc})"
+    return problem
 
 
 def _list_in_marker(root: Path, name: str, fresh: bool) -> None:
@@ -246,10 +233,10 @@ def _temp_name(target: Path) -> Path:
     return target.with_name(f".{target.name}.{os.getpid()}.{os.urandom(6).hex()}.tmp")
 
 
-def _create_exclusive(path: Path) -> int:
+def _create_exclusive(path: Path, mode: int = 0o666) -> int:
     """Open a new file for writing; fails if anything (a file, a link) is already there."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
-    return os.open(path, flags, 0o666)  # the umask applies, as for any file the user creates
+    return os.open(path, flags, mode)  # the umask applies, as for any file the user creates
 
 
 def _write_probe(folder: Path) -> str | None:
@@ -333,19 +320,20 @@ def _fsync_directory(folder: Path) -> None:
         os.close(fd)
 
 
-def atomic_write(path: str | os.PathLike[str], data: bytes | str) -> Path:
+def atomic_write(path: str | os.PathLike[str], data: bytes | str, *, mode: int = 0o666) -> Path:
     """Replace ``path`` with ``data`` in one step: readers see the old file or the new one, never a part.
 
     Writes a uniquely named temporary file beside it, fsyncs it, renames it over
     ``path`` and fsyncs the directory, so concurrent writers never lose or mix a
     file and a crash leaves either version. ``str`` is written as UTF-8. Raises
-    :class:`~ortplug.errors.CacheError` naming the file; returns the path.
+    :class:`~ortplug.errors.CacheError` naming the file; returns the path. ``mode``: the
+    file's permissions before the umask.
     """
     target = Path(path)
     payload = data.encode() if isinstance(data, str) else bytes(data)
     temp = _temp_name(target)
     try:
-        fd = _create_exclusive(temp)
+        fd = _create_exclusive(temp, mode)
     except OSError as exc:
         raise CacheError(
             f"cannot write ortplug cache file {target} ({exc.strerror or exc}); "
