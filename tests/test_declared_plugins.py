@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from ortplug import CheckpointMetadata, OptionError, OrtplugPluginWarning, PluginHost
 from ortplug.plugins import ProviderDecline, ProviderOffer
+from ortplug.plugins.declaration import MAX_BYTES
 from ortplug.testing import make_host
 
 META = CheckpointMetadata(input_names=["x"], output_names=["y"])
@@ -174,6 +175,60 @@ def test_a_broken_declaration_names_the_plugin_and_the_plugin_still_works(site: 
     with pytest.warns(OrtplugPluginWarning, match=r"'acmef' .*failed in declaration: .*unknown"):
         host = PluginHost(environ={})
     assert host.provider_registry().parse("acmef").kind == "acmef"
+
+
+def _nested_declaration(name: str) -> str:
+    """A declaration of plugin ``name`` whose hooks are lists nested 100,000 deep."""
+    deep = "[" * 100_000 + "]" * 100_000
+    return '{"ortplug": 1, "plugins": {"' + name + '": {"hooks": ' + deep + "}}}"
+
+
+@pytest.mark.parametrize(
+    ("problem", "said"),
+    [
+        ("nested", "expected at most 32 levels of nesting, got more"),
+        ("big", f"expected at most 256 KiB ({MAX_BYTES} bytes), got {MAX_BYTES + 1} bytes"),
+    ],
+)
+def test_a_declaration_too_deep_or_too_big_is_one_line_and_the_rest_works(
+    site: Path, problem: str, said: str
+) -> None:
+    """A 100,000-deep ortplug.json raised RecursionError out of every command, naming nothing;
+    one over the size limit (valid, but parsed again at every start) was read whole."""
+    name = f"acmen{problem}"  # a module once imported is found again by its name
+    _install(site, name)
+    declaration = site / f"ortplug_{name}" / "ortplug.json"
+    if problem == "nested":
+        declaration.write_text(_nested_declaration(name))
+    else:
+        text = declaration.read_text()
+        declaration.write_text(text + " " * (MAX_BYTES + 1 - len(text)))
+    with pytest.warns(OrtplugPluginWarning) as caught:
+        host = PluginHost(environ={})
+        registry = host.provider_registry()
+    (message,) = [str(w.message) for w in caught if f"'{name}'" in str(w.message)]
+    assert "\n" not in message
+    assert f"(ortplug-{name} 1.0) failed in declaration" in message
+    assert f"ortplug_{name}/ortplug.json: {said}" in message
+    assert registry.parse("cpu").kind == "cpu"
+
+
+def test_run_works_beside_a_plugin_whose_declaration_is_nested_too_deep(
+    site: Path, tmp_path: Path
+) -> None:
+    """``ortplug run --providers cpu`` failed with ``maximum recursion depth exceeded``."""
+    _install(site, "acmeo")
+    (site / "ortplug_acmeo" / "ortplug.json").write_text(_nested_declaration("acmeo"))
+    env = {**os.environ, "PYTHONPATH": str(site), "ORTPLUG_CACHE_DIR": str(tmp_path / "cache")}
+    code = "import sys\nfrom ortplug.cli.main import main\nsys.exit(main(sys.argv[1:]))"
+    args = ["run", "--providers", "cpu", "--repeat", "1", "--json"]
+    done = subprocess.run(
+        [sys.executable, "-c", code, *args], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["outputs"]
+    (line,) = [line for line in done.stderr.splitlines() if "'acmeo'" in line]
+    assert "ortplug_acmeo/ortplug.json: expected at most 32 levels of nesting" in line
 
 
 def test_an_edited_declaration_is_read_again(site: Path) -> None:

@@ -7,14 +7,19 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import numpy as np
+import onnx
+import onnxruntime as ort
 import pytest
 
 from ortplug import LocalCheckpoint
 from ortplug.checkpoint import _fingerprints
+from ortplug.errors import CheckpointError
 
-from models import matmul_model
+from models import external_weights_model, matmul_model
 
 
 @pytest.fixture
@@ -133,3 +138,69 @@ def test_a_file_written_just_now_is_hashed_at_every_call_then_once_settled(
     monkeypatch.setattr(_fingerprints, "_SETTLED_S", 0.0)
     assert checkpoint.fingerprint() == first and checkpoint.fingerprint() == first
     assert len(hashed) == 3
+
+
+# -- external data: only what ONNX Runtime itself would read is read ---------------------------
+
+
+def _naming(path: Path, location: str) -> Path:
+    """``external_weights_model`` saved at ``path``, its weights named as ``location``."""
+    model = onnx.load_from_string(external_weights_model())
+    (entry,) = [e for e in model.graph.initializer[0].external_data if e.key == "location"]
+    entry.value = location
+    path.parent.mkdir(parents=True, exist_ok=True)
+    onnx.save_model(model, path)
+    return path
+
+
+def _ort_loads(path: Path) -> bool:
+    try:
+        ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    except Exception as exc:  # ONNX Runtime's own type for a refused model
+        assert "External data path" in str(exc)
+        return False
+    return True
+
+
+@pytest.mark.parametrize("location", ["../big.bin", "sub/../../big.bin", "link.bin", "absolute"])
+def test_external_data_outside_the_models_folder_is_refused_before_a_byte_is_read(
+    tmp_path: Path, location: str
+) -> None:
+    """A hostile model's external data naming a big file outside its folder was hashed (a sparse
+    64 GB one: 53 s to over a minute) before ONNX Runtime refused the model in 0.3 s."""
+    big = tmp_path / "big.bin"
+    with big.open("wb") as handle:
+        handle.truncate(4 << 30)  # sparse: no disk, but seconds to hash
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "link.bin").symlink_to(big)
+    location = str(big) if location == "absolute" else location
+    path = _naming(tmp_path / "m" / "m.onnx", location)
+    checkpoint = LocalCheckpoint(path).resolve()
+    started = time.perf_counter()
+    with pytest.raises(CheckpointError) as caught:
+        checkpoint.fingerprint()
+    assert time.perf_counter() - started < 2
+    message = str(caught.value)
+    assert f"external data location {location!r}: expected a " in message
+    assert str((tmp_path / "m").resolve()) in message and "\n" not in message
+    assert not _ort_loads(path)  # the rule is ONNX Runtime's
+
+
+def test_external_data_that_onnx_runtime_reads_is_still_fingerprinted(tmp_path: Path) -> None:
+    """Inside the folder, through ``..`` that comes back, or symbolic links into the real model
+    file's folder (the Hugging Face cache's layout): ONNX Runtime reads these, so they count."""
+    weights = np.arange(4, dtype=np.float32).tobytes()
+    (tmp_path / "blobs").mkdir()
+    (tmp_path / "blobs" / "data").write_bytes(weights)
+    _naming(tmp_path / "blobs" / "model", "w.bin")
+    snapshot = tmp_path / "snapshots" / "v1"
+    snapshot.mkdir(parents=True)
+    (snapshot / "model.onnx").symlink_to(tmp_path / "blobs" / "model")
+    (snapshot / "w.bin").symlink_to(tmp_path / "blobs" / "data")
+    paths = [snapshot / "model.onnx", _naming(tmp_path / "m" / "m.onnx", "../m/w.bin")]
+    (tmp_path / "m" / "w.bin").write_bytes(weights)
+    for path in paths:
+        assert _ort_loads(path)
+        before = LocalCheckpoint(path).resolve().fingerprint()
+        (path.parent / "w.bin").resolve().write_bytes(weights[::-1])
+        assert LocalCheckpoint(path).resolve().fingerprint() != before

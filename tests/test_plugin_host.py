@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import warnings
 from pathlib import Path
 
@@ -69,6 +73,83 @@ def test_raising_probe_leaves_facts_none_and_host_working(plugin_host: PluginHos
         InMemoryCheckpoint(models.add_model()).resolve(), plugins=plugin_host
     )
     assert backend.providers == ("CPUExecutionProvider",)
+
+
+def _itself() -> list[object]:
+    value: list[object] = []
+    value.append(value)
+    return value
+
+
+class _OddFacts:
+    """A probe whose ``devices`` fact is given by the test."""
+
+    def __init__(self, devices: object) -> None:
+        self.devices = devices
+
+    @hookimpl
+    def ortplug_host_probes(self):
+        yield HostProbe(name="odd", facts=("devices",), detect=lambda: {"devices": self.devices})
+
+
+@pytest.mark.parametrize(
+    ("devices", "said"),
+    [
+        (object(), "fact 'devices': expected a JSON value (null, bool, number, string, list"),
+        ([{"name": "npu", "memory": {1: 2}}], "fact 'devices[0].memory': expected string keys"),
+        (_itself(), "fact 'devices': expected at most 100000 values nested at most 32 deep"),
+    ],
+    ids=["object", "int-key", "itself"],
+)
+def test_a_probe_whose_facts_are_not_json_fails_with_one_line(
+    plugin_host: PluginHost, devices: object, said: str
+) -> None:
+    """``ortplug info --json`` raised ``TypeError: Object of type object is not JSON
+    serializable`` (or printed a repr as if it were the fact); a fact that contains itself
+    recursed without end. The facts are JSON or the probe fails, as one that raises does."""
+    plugin_host.register(_OddFacts(devices), name="odd")
+    with pytest.warns(OrtplugPluginWarning) as caught:
+        host = plugin_host.host_capabilities()
+    (message,) = [str(w.message) for w in caught if "'odd'" in str(w.message)]
+    assert f"failed in host probe 'odd': TypeError: {said}" in message
+    assert host.fact("odd", "devices") is None
+    assert json.loads(json.dumps(host.to_dict(), allow_nan=False))["facts"]["odd"] == {
+        "devices": None
+    }
+
+
+_ODD_PLUGIN = """\
+from ortplug import HostProbe, hookimpl
+
+@hookimpl
+def ortplug_host_probes():
+    yield HostProbe(name="odd", facts=("devices",), detect=lambda: {"devices": object()})
+"""
+
+
+def test_info_json_shows_a_probe_with_facts_not_json_as_failed(tmp_path: Path) -> None:
+    """The installed plugin's probe is reported, and ``--json`` holds no repr as a fact."""
+    site = tmp_path / "site"
+    (site / "ortplug_odd").mkdir(parents=True)
+    (site / "ortplug_odd" / "__init__.py").write_text("")
+    (site / "ortplug_odd" / "plugin.py").write_text(_ODD_PLUGIN)
+    dist = site / "ortplug_odd-1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: ortplug-odd\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text("[ortplug]\nodd = ortplug_odd.plugin\n")
+    env = {**os.environ, "PYTHONPATH": str(site), "ORTPLUG_CACHE_DIR": str(tmp_path / "cache")}
+    code = "import sys\nfrom ortplug.cli.main import main\nsys.exit(main(sys.argv[1:]))"
+    done = subprocess.run(
+        [sys.executable, "-c", code, "info", "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["host"]["facts"]["odd"] == {"devices": None}
+    (line,) = [line for line in done.stderr.splitlines() if "'odd'" in line]
+    assert "failed in host probe 'odd': TypeError: fact 'devices': expected a JSON value" in line
 
 
 def test_raising_provider_types_hook_keeps_other_kinds(plugin_host: PluginHost) -> None:

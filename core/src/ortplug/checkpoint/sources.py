@@ -108,12 +108,13 @@ class ResolvedCheckpoint:
         return str(self._remember("fingerprint", self._hash, self._external_versions()))
 
     def _external_files(self) -> list[tuple[str, Path]]:
-        """The external-data files ONNX Runtime loads with the model file, by the name it gives."""
+        """The external-data files ONNX Runtime loads with the model file, by the name it gives;
+        one it would refuse is refused here, before any of it is read or hashed."""
         if self.weights_path is None:
             return []  # model bytes: their external data is ``external_data``, hashed as given
         summary: ModelSummary = self._remember("summary", self._summarize)
-        folder = self.weights_path.parent
-        return [(name, folder / name) for name in sorted(summary.external_files)]
+        weights = self.weights_path
+        return [(name, _external_path(weights, name)) for name in sorted(summary.external_files)]
 
     def _external_versions(self) -> object:
         return [(name, _file_version(path)) for name, path in self._external_files()]
@@ -171,6 +172,35 @@ class ResolvedCheckpoint:
         if known is None or known[0] != version:
             known = self._memo[key] = (version, compute())
         return known[1]
+
+
+def _external_path(model: Path, location: str) -> Path:
+    """Where ONNX Runtime reads the external data ``location`` of ``model`` from, under its rule:
+    a relative path that, symbolic links resolved, stays in the real model file's folder.
+
+    Anything else is refused (:class:`~ortplug.errors.CheckpointError`) as ONNX Runtime
+    refuses it, but before a byte is read: hashing a 64 GB file outside the folder took a
+    minute where ONNX Runtime refuses the model at once.
+    """
+    allowed = Path(os.path.realpath(model)).parent
+    if os.path.isabs(location):
+        raise CheckpointError(
+            f"{model}: external data location {location!r}: expected a path relative to the "
+            f"model's folder {allowed}, got an absolute path (ONNX Runtime refuses it too)"
+        )
+    path = model.parent / location
+    try:
+        resolved = Path(os.path.realpath(path))
+    except ValueError as exc:  # a NUL byte: no file has that name
+        raise CheckpointError(
+            f"{model}: external data location {location!r}: not a file name ({exc})"
+        ) from None
+    if not resolved.is_relative_to(allowed):
+        raise CheckpointError(
+            f"{model}: external data location {location!r}: expected a file in the model's "
+            f"folder {allowed}, got {resolved} (ONNX Runtime refuses it too)"
+        )
+    return path
 
 
 def _file_version(path: Path) -> object:

@@ -26,6 +26,7 @@ __all__ = [
     "base_fact",
     "compose_host",
     "fact_label",
+    "facts_problem",
     "override_variable",
     "probe_overridden",
 ]
@@ -84,7 +85,8 @@ def _freeze_types(value: Mapping[str, Any]) -> Mapping[str, Any]:
 class HostProbe:
     """A lazily run detector of host facts.
 
-    ``detect`` returns a mapping of the declared ``facts``; the plugin host runs
+    ``detect`` returns a mapping of the declared ``facts``, each a JSON value
+    (see :func:`facts_problem`; anything else fails the probe); the plugin host runs
     it at most once per process, in a thread, when a build or a command needs
     this probe's plugin. Past ``timeout`` seconds its facts are ``None`` and
     the probe is reported as a failure (it never blocks a later call); an
@@ -136,6 +138,48 @@ def fact_label(probe: str, fact: str) -> str:
     """How an error names a fact: ``cpu usable_cpus``, or its override variable when one is set."""
     variable = override_variable(probe, fact)
     return variable if variable in os.environ else f"{probe} {fact}"
+
+
+#: Bounds of a probe's facts as JSON holds them: device lists and flags, not data.
+_MAX_FACT_DEPTH = 32
+_MAX_FACT_VALUES = 100_000
+_JSON_SCALARS = (str, int, float, bool, type(None))
+
+
+def facts_problem(facts: Mapping[str, object]) -> str | None:
+    """Why a probe's facts are not JSON values, naming the first fact that is not, or ``None``.
+
+    Facts are kept across processes and printed by ``ortplug info --json`` as JSON, so a
+    fact is what JSON holds: null, booleans, numbers, strings, lists (tuples and sets too)
+    and mappings with string keys, within bounds (walked without recursion, so a fact that
+    contains itself is refused too).
+    """
+    stack: list[tuple[str, str, object, int]] = [
+        (str(name), str(name), value, 1) for name, value in facts.items()
+    ]
+    seen = 0
+    while stack:
+        fact, where, value, depth = stack.pop()
+        seen += 1
+        if seen > _MAX_FACT_VALUES or depth > _MAX_FACT_DEPTH:
+            return (
+                f"fact {fact!r}: expected at most {_MAX_FACT_VALUES} values nested at most "
+                f"{_MAX_FACT_DEPTH} deep, got more"
+            )
+        if isinstance(value, Mapping):
+            for key, item in value.items():
+                if not isinstance(key, str):
+                    kind = type(key).__name__
+                    return f"fact {where!r}: expected string keys (JSON), got a {kind} key"
+                stack.append((fact, f"{where}.{key}", item, depth + 1))
+        elif isinstance(value, (list, tuple, set, frozenset)):
+            stack.extend((fact, f"{where}[{i}]", item, depth + 1) for i, item in enumerate(value))
+        elif not isinstance(value, _JSON_SCALARS):
+            return (
+                f"fact {where!r}: expected a JSON value (null, bool, number, string, list or "
+                f"mapping), got {type(value).__name__}"
+            )
+    return None
 
 
 def _freeze_facts(value: Mapping[str, Mapping[str, Any]]) -> Mapping[str, Mapping[str, Any]]:

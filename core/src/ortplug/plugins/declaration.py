@@ -64,7 +64,8 @@ unneeded, ``optional`` a kind named but never installed by ``doctor --fix``. Eve
 table is checked against the fields below (one place each: ``_KIND``,
 ``_PROBE``, ``_IDENTITY``, ...); a new version of the format adds fields there.
 A declaration that does not check is one line naming the plugin, the file, the
-field, what was expected and what was given.
+field, what was expected and what was given; so is a file over :data:`MAX_BYTES`
+(256 KiB) or nested deeper than any declaration needs, which is not parsed further.
 """
 
 from __future__ import annotations
@@ -80,6 +81,7 @@ from typing import Any
 
 import attrs
 
+from ..cache.root import read_cache_file
 from ..host.probing import (
     file_identity,
     library_search_dirs,
@@ -91,6 +93,7 @@ __all__ = [
     "FILENAME",
     "FORMAT",
     "HOOKS",
+    "MAX_BYTES",
     "DeclarationError",
     "Identity",
     "KindDeclaration",
@@ -110,6 +113,12 @@ __all__ = [
 FILENAME = "ortplug.json"
 #: The format version this core reads (the file's ``"ortplug"`` value).
 FORMAT = 1
+#: The largest declaration file read: one is a few kilobytes, and a bigger one would be
+#: parsed at every start (the remembered scan does not keep it).
+MAX_BYTES = 256 * 1024
+#: The deepest nesting of objects and lists a declaration may have (the format's is 8):
+#: deeper JSON is refused before anything walks it, so no check can exhaust the stack.
+_MAX_DEPTH = 32
 #: The hooks a declaration may list (kept in step with ``hookspecs``; checked by a test).
 HOOKS = frozenset(
     {
@@ -481,8 +490,28 @@ def _check_plugin(declaration: PluginDeclaration, where: str) -> None:
         )
 
 
+def _too_deep(data: object) -> bool:
+    """Whether ``data`` nests objects and lists deeper than ``_MAX_DEPTH`` (walked without
+    recursion)."""
+    stack = [(data, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, (dict, list)):
+            if depth > _MAX_DEPTH:
+                return True
+            items = value.values() if isinstance(value, dict) else value
+            stack.extend((item, depth + 1) for item in items)
+    return False
+
+
+def _nesting_error(source: str) -> DeclarationError:
+    return DeclarationError(f"{source}: expected at most {_MAX_DEPTH} levels of nesting, got more")
+
+
 def parse_declarations(data: object, source: str) -> dict[str, PluginDeclaration]:
     """Every plugin's declaration in a file's parsed JSON, by entry-point name; checked."""
+    if _too_deep(data):
+        raise _nesting_error(source)
     if not isinstance(data, dict):
         raise DeclarationError(f"{source}: expected a JSON object, got {type(data).__name__}")
     if data.get("ortplug") != FORMAT:
@@ -559,11 +588,7 @@ def read_declaration(
         return None
     source = source_of(entry_point_value)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise DeclarationError(f"plugin {name!r}: {source}: not readable JSON: {exc}") from None
-    try:
-        declarations = parse_declarations(data, source)
+        declarations = parse_declarations(_load(path, source), source)
     except DeclarationError as exc:
         raise DeclarationError(f"plugin {name!r}: {exc}") from None
     declaration = declarations.get(name)
@@ -573,6 +598,21 @@ def read_declaration(
             f"entry point {name!r}; add it under \"plugins\""
         )
     return declaration
+
+
+def _load(path: Path, source: str) -> object:
+    """A declaration file's JSON: at most :data:`MAX_BYTES`, not nested past the stack."""
+    try:
+        size = path.stat().st_size
+        if size <= MAX_BYTES:
+            return json.loads(read_cache_file(path, max_bytes=MAX_BYTES).decode("utf-8"))
+    except (OSError, ValueError) as exc:
+        raise DeclarationError(f"{source}: not readable JSON: {exc}") from None
+    except RecursionError:
+        raise _nesting_error(source) from None
+    raise DeclarationError(
+        f"{source}: expected at most {MAX_BYTES // 1024} KiB ({MAX_BYTES} bytes), got {size} bytes"
+    )
 
 
 def from_json(name: str, data: object, source: str) -> PluginDeclaration:

@@ -37,6 +37,7 @@ from ..host.capabilities import (
     HostProbe,
     base_fact,
     compose_host,
+    facts_problem,
     probe_overridden,
 )
 from ..host.ep_libraries import devices_for, ensure_library
@@ -164,6 +165,9 @@ class _ProbeRun:
             detected = self.probe.detect()
             if not isinstance(detected, Mapping):
                 raise TypeError(f"expected a mapping of facts, got {type(detected).__name__}")
+            problem = facts_problem(detected)
+            if problem is not None:  # kept, cached and printed as JSON: nothing else is a fact
+                raise TypeError(problem)
             self.facts = detected
         except BaseException as exc:  # isolated: nothing a probe raises may escape its thread
             self.error = exc
