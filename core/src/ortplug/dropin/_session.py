@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
+from types import TracebackType
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 if TYPE_CHECKING:
@@ -114,6 +115,23 @@ def _checkpoint(model: str | bytes) -> Any:
     return LocalCheckpoint(model).resolve()
 
 
+class _OrtRaised(Exception):
+    """ONNX Runtime's constructor raised ``error``: ``__init__`` raises it as ONNX Runtime would."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(error)
+        self.error = error
+
+
+def _below_ortplug(traceback: TracebackType | None) -> TracebackType | None:
+    """``traceback`` from its first frame that is not ortplug's: ONNX Runtime's own frames."""
+    while traceback is not None and traceback.tb_frame.f_globals.get("__name__", "").startswith(
+        "ortplug."
+    ):
+        traceback = traceback.tb_next
+    return traceback
+
+
 class InferenceSession(_OrtSession):  # type: ignore[misc]
     """A drop-in for ``onnxruntime.InferenceSession`` whose ``providers=None`` is ortplug's choice.
 
@@ -139,7 +157,14 @@ class InferenceSession(_OrtSession):  # type: ignore[misc]
         provider_options: Sequence[dict[Any, Any]] | None = None,
         **kwargs: Any,
     ) -> None:
-        self._choose(path_or_bytes, sess_options, providers, provider_options, kwargs)
+        try:
+            self._choose(path_or_bytes, sess_options, providers, provider_options, kwargs)
+        except _OrtRaised as raised:
+            error: Exception | None = raised.error
+        else:
+            error = None
+        if error is not None:  # raised outside the except block: nothing of ortplug's chained
+            raise error.with_traceback(_below_ortplug(error.__traceback__))
         recorder = type(self)._recorder
         if recorder is not None:
             model = self._model_path or f"<model bytes, {len(self._model_bytes or b'')} B>"
@@ -182,13 +207,14 @@ class InferenceSession(_OrtSession):  # type: ignore[misc]
         from ..errors import CheckpointError, MissingFileError, ModelLoadError, NoProviderError
 
         # What ortplug failing to plan means for providers=None: ONNX Runtime chooses instead.
-        left_to_ort = (CheckpointError, MissingFileError, ModelLoadError, NoProviderError)
+        unplanned = (CheckpointError, MissingFileError, ModelLoadError, NoProviderError)
         try:
             self._build(model, sess_options, config, providers if strict else None, kwargs)
-        except left_to_ort as exc:
+        except unplanned as exc:
             if strict:
                 raise
             refusal = f"ortplug: {type(exc).__name__}: {exc}"
+        if refusal is not None:  # outside the except block: ONNX Runtime's error chains nothing
             self._ort_init(model, sess_options, providers, provider_options, kwargs, refusal)
             return
         self._why = f"{why}: {self._reasons()}"
@@ -202,8 +228,11 @@ class InferenceSession(_OrtSession):  # type: ignore[misc]
         kwargs: dict[str, Any],
         refusal: str | None = None,
     ) -> None:
-        """ONNX Runtime's constructor, exactly."""
-        _OrtSession.__init__(self, model, sess_options, providers, provider_options, **kwargs)
+        """ONNX Runtime's constructor, exactly; its error is raised on by ``__init__``."""
+        try:
+            _OrtSession.__init__(self, model, sess_options, providers, provider_options, **kwargs)
+        except Exception as exc:
+            raise _OrtRaised(exc) from None
         self._backend = None
         self._why = "ONNX Runtime's own" + (f" ({refusal})" if refusal else "")
 
