@@ -7,9 +7,82 @@ with ``ORTPLUG_DEBUG=1``.
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
+
+import models
+import pytest
+
+#: A program building its own session of ``models.log_model`` and running it once: argv[1] the
+#: model, argv[2] the default logger severity it sets (or "default"), argv[3] "patch" to call
+#: ``ortplug.patch()`` after setting it (ONNX Runtime imported and its logger set before).
+_PROGRAM = """\
+import sys
+import numpy as np
+import onnxruntime as ort
+if sys.argv[2] != "default":
+    ort.set_default_logger_severity(int(sys.argv[2]))
+if sys.argv[3] == "patch":
+    import ortplug
+    ortplug.patch()
+session = ort.InferenceSession(sys.argv[1])
+session.run(None, {"x": np.ones((1, 4), np.float32)})
+print(type(session).__module__)
+"""
+
+_TIMESTAMP = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+ ")
+
+
+def _run(*command: str) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    return done
+
+
+def _exec(*command: str) -> subprocess.CompletedProcess[str]:
+    return _run(sys.executable, "-m", "ortplug.cli.main", "exec", "--", *command)
+
+
+def _without_timestamps(stderr: str) -> str:
+    return _TIMESTAMP.sub("", stderr)
+
+
+@pytest.fixture
+def log_model(tmp_path: Path) -> str:
+    return str(models.write(tmp_path, "log.onnx", models.log_model()))
+
+
+@pytest.fixture
+def program(tmp_path: Path) -> str:
+    path = tmp_path / "program.py"
+    path.write_text(_PROGRAM)
+    return str(path)
+
+
+# -- 11. under the drop-in, ONNX Runtime's log is as its own class writes it ---------------------
+
+
+@pytest.mark.parametrize("severity", ["default", "3"])
+def test_exec_leaves_onnxruntimes_log_as_the_program_set_it(program, log_model, severity) -> None:
+    plain = _run(sys.executable, program, log_model, severity, "-")
+    patched = _exec(sys.executable, program, log_model, severity, "-")
+    assert patched.stdout == "ortplug.dropin._session\n"  # ortplug built the session
+    if severity == "default":  # the build's warning and the run's, as ONNX Runtime writes them
+        assert all(line in plain.stderr for line in models.LOG_MODEL_LINES), plain.stderr
+    else:  # errors only: nothing
+        assert plain.stderr == ""
+    assert _without_timestamps(patched.stderr) == _without_timestamps(plain.stderr)
+
+
+@pytest.mark.parametrize("severity", ["default", "3"])
+def test_patch_after_the_program_set_its_logger_leaves_it(program, log_model, severity) -> None:
+    plain = _run(sys.executable, program, log_model, severity, "-")
+    patched = _run(sys.executable, program, log_model, severity, "patch")
+    assert patched.stdout == "ortplug.dropin._session\n"
+    assert _without_timestamps(patched.stderr) == _without_timestamps(plain.stderr)
+
 
 # -- 13. ONNX Runtime's exception, without ortplug's ----------------------------------------------
 

@@ -24,6 +24,8 @@ from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
+from ..host._ort_log import hook_onnxruntime, left_to_ort
+
 if TYPE_CHECKING:
     from ..backend import OnnxBackend
     from ..backend.report import ProviderReport
@@ -31,14 +33,20 @@ if TYPE_CHECKING:
 
 __all__ = ["InferenceSession", "SessionRecord"]
 
-# Only ONNX Runtime (imported already under a patch) at import: ortplug's build path is
-# imported by the first session it builds, so that ``ortplug exec`` costs a program little.
+# Only ONNX Runtime (imported already under a patch) and ortplug's hook of its logger at import:
+# ortplug's build path is imported by the first session it builds, so that ``ortplug exec``
+# costs a program little.
 try:
     import onnxruntime as _ort
 except ImportError:  # pragma: no cover - ortplug's error names the command to install it
     from ..host._runtime import require_onnxruntime
 
     _ort = require_onnxruntime()
+
+# The program's logger settings are remembered from here on (under ``ortplug exec``: from its
+# ``import onnxruntime``), so that ortplug's own captures put them back as they were.
+hook_onnxruntime(_ort)
+
 #: ONNX Runtime's own classes, as they were before any patch.
 _OrtSession: Any = _ort.capi.onnxruntime_inference_collection.InferenceSession
 _Session: Any = _ort.capi.onnxruntime_inference_collection.Session
@@ -266,7 +274,10 @@ class InferenceSession(_OrtSession):  # type: ignore[misc]
             source = model
         else:
             raise TypeError(f"Unable to load from type '{type(model)}'")  # ONNX Runtime's words
-        backend = OnnxBackend.from_checkpoint(_checkpoint(source), chain, session_options=config)
+        with left_to_ort():  # the program's session logs as ONNX Runtime's class would
+            backend = OnnxBackend.from_checkpoint(
+                _checkpoint(source), chain, session_options=config
+            )
         _Session.__init__(self, enable_fallback=int(kwargs.get("enable_fallback", 1)) == 1)
         self._model_path = source if isinstance(source, str) else None
         self._model_bytes = source if isinstance(source, bytes) else None
