@@ -7,13 +7,16 @@ with ``ORTPLUG_DEBUG=1``.
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
 from pathlib import Path
 
 import models
+import numpy as np
 import pytest
+from ortplug import InMemoryCheckpoint, InputValidationError, OnnxBackend
 
 #: A program building its own session of ``models.log_model`` and running it once: argv[1] the
 #: model, argv[2] the default logger severity it sets (or "default"), argv[3] "patch" to call
@@ -35,8 +38,10 @@ print(type(session).__module__)
 _TIMESTAMP = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+ ")
 
 
-def _run(*command: str) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
+def _run(*command: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run(
+        command, capture_output=True, text=True, timeout=300, check=False, env=env
+    )
     assert done.returncode == 0, done.stderr
     return done
 
@@ -82,6 +87,40 @@ def test_patch_after_the_program_set_its_logger_leaves_it(program, log_model, se
     patched = _run(sys.executable, program, log_model, severity, "patch")
     assert patched.stdout == "ortplug.dropin._session\n"
     assert _without_timestamps(patched.stderr) == _without_timestamps(plain.stderr)
+
+
+# -- 12. outside it, ONNX Runtime's raw log shows only with ORTPLUG_DEBUG=1 -----------------------
+
+
+def test_ortplug_run_writes_no_onnxruntime_log_unless_debugging(log_model) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "ORTPLUG_DEBUG"}
+    command = (sys.executable, "-m", "ortplug.cli.main", "run", log_model)
+    quiet = _run(*command, env=env)
+    assert "latency" in quiet.stdout
+    assert quiet.stderr == ""
+    debugging = _run(*command, env={**env, "ORTPLUG_DEBUG": "1"})
+    assert all(line in debugging.stderr for line in models.LOG_MODEL_LINES), debugging.stderr
+
+
+def test_a_backends_build_and_runs_write_no_onnxruntime_log(plugin_host, capfd, monkeypatch) -> None:
+    monkeypatch.delenv("ORTPLUG_DEBUG", raising=False)
+    checkpoint = InMemoryCheckpoint(models.log_model()).resolve()
+    backend = OnnxBackend.from_checkpoint(checkpoint, plugins=plugin_host)
+    backend.run({"x": np.ones((1, 4), np.float32)})  # ONNX Runtime warns: y is declared [2, 4]
+    with pytest.raises(InputValidationError, match="input 'x'") as raised:
+        backend.run({"x": None})  # ONNX Runtime logs an error, then raises it
+    assert "ONNXRuntimeError" in str(raised.value.__cause__)  # ortplug's error carries ORT's
+    assert capfd.readouterr().err == ""
+
+
+def test_debugging_shows_onnxruntimes_log_of_a_backend(plugin_host, capfd, monkeypatch) -> None:
+    monkeypatch.setenv("ORTPLUG_DEBUG", "1")
+    checkpoint = InMemoryCheckpoint(models.log_model()).resolve()
+    backend = OnnxBackend.from_checkpoint(checkpoint, plugins=plugin_host)
+    assert any(models.UNUSED_INITIALIZER_LINE in m for m in backend.build_messages)
+    backend.run({"x": np.ones((1, 4), np.float32)})
+    stderr = capfd.readouterr().err
+    assert all(line in stderr for line in models.LOG_MODEL_LINES), stderr
 
 
 # -- 13. ONNX Runtime's exception, without ortplug's ----------------------------------------------

@@ -13,9 +13,11 @@ so they never race for its caches, and ``load_timeout_s`` counts from the moment
 build holds its model's lock, not while it waits for it.
 
 What ORT logs is captured by :mod:`ortplug.host._ort_log` (which says how the program's
-own logger settings are kept). Under the drop-in
-(:func:`ortplug.host._ort_log.left_to_ort`) the program's session logs as ONNX Runtime's own
-class would.
+own logger settings are kept). A session ortplug builds for itself logs at fatal unless its
+options name a severity or ``ORTPLUG_DEBUG=1``: its build's and its runs' warnings and
+errors never reach stderr as ONNX Runtime's raw log (an error carries ONNX Runtime's
+message). Under the drop-in (:func:`ortplug.host._ort_log.left_to_ort`) the program's
+session logs as ONNX Runtime's own class would.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ from ..errors import (
     ProviderNotRealizedError,
 )
 from ..host._import_hook import after_import
-from ..host._ort_log import captured, hook_onnxruntime
+from ..host._ort_log import captured, hook_onnxruntime, owned_session_severity
 from ..host._runtime import require_onnxruntime
 from ..host.ep_libraries import EpLibrary, devices_for, ensure_library
 from ..providers.configs import CPU_EP, ProviderConfig
@@ -178,6 +180,9 @@ def _try_create(
     """One attempt with ``(ort_name, options)`` pairs: ``(session, None, msgs)`` or ``(None, error, msgs)``."""
     source = checkpoint.source
     ort_options = options.to_ort(ort)
+    severity = owned_session_severity()
+    if severity is not None and options.log_severity_level is None and options.ort_base is None:
+        ort_options.log_severity_level = severity  # a caller's own SessionOptions decides itself
     _in_memory_weights(ort, ort_options, checkpoint)
     if device_policy is not None:
         policy = getattr(ort.OrtExecutionProviderDevicePolicy, device_policy)

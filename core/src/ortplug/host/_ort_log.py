@@ -19,7 +19,9 @@ ORT's Python warnings (an unavailable or duplicate provider) come from
 replaced by a stand-in that makes a capturing thread's warnings its messages and
 hands every other thread's to Python unchanged.
 
-Inside :func:`left_to_ort` (the drop-in building the program's session)
+Sessions ortplug owns log nothing to stderr (:func:`owned_session_severity`):
+ONNX Runtime's log shows with ``ORTPLUG_DEBUG=1``, where a capture also echoes
+its lines. Inside :func:`left_to_ort` (the drop-in building the program's session)
 ORT's logger is not touched, so sessions log exactly as ONNX Runtime's class would
 (and what else ORT logs there, registering a plugin-EP library, shows as it logs it).
 """
@@ -29,15 +31,17 @@ from __future__ import annotations
 import _thread  # threading is not imported by ONNX Runtime: ~0.6 ms more at its import under exec
 import contextlib
 import functools
+import os
 import sys
 import warnings
 from collections.abc import Callable, Iterator
 from types import ModuleType
 from typing import Any
 
-__all__ = ["captured", "hook_onnxruntime", "left_to_ort"]
+__all__ = ["captured", "hook_onnxruntime", "left_to_ort", "owned_session_severity"]
 
 _CAPTURED_SEVERITY = 2  # ORT's warning: lines at or above it become messages
+_FATAL = 4  # ORT's fatal: what ortplug's own sessions log at (nothing a run or build says)
 _SEVERITY_LETTERS = "VIWEF"  # ORT's own logger prefixes a line with its severity's letter
 
 
@@ -46,6 +50,7 @@ class _Thread(_thread._local):
 
     messages: list[str] | None = None  # a capture runs (ORT's Python warnings go here)
     logged: bool = False  # ortplug's callback takes this thread's log lines into ``messages``
+    echo: bool = False  # and also writes them where ORT's logger would (ORTPLUG_DEBUG)
     left_to_ort: bool = False  # sessions built and run here log as the program set ORT's logger
 
 
@@ -80,7 +85,7 @@ def _dispatch(severity: int, category: str, logid: str, location: str, message: 
         return
     if callback is not None:
         callback(severity, category, logid, location, message)
-    elif own is None:  # another thread's line: where ORT's own logger would have put it
+    elif own is None or _THREAD.echo:  # where ORT's own logger would have put it
         letter = _SEVERITY_LETTERS[severity] if 0 <= severity < 5 else "?"
         sys.stderr.write(f"[{letter}:{category}:{logid}, {location}] {message}\n")
 
@@ -176,6 +181,11 @@ def _set_capturing(starting: bool) -> None:
             _apply_logger()
 
 
+def _debug() -> bool:
+    """``ORTPLUG_DEBUG=1``: ONNX Runtime's own log shows."""
+    return bool(os.environ.get("ORTPLUG_DEBUG"))
+
+
 @contextlib.contextmanager
 def captured(ort: ModuleType) -> Iterator[list[str]]:
     """Collect ORT's warnings and log lines (severity >= warning) this thread emits in the block.
@@ -187,14 +197,14 @@ def captured(ort: ModuleType) -> Iterator[list[str]]:
     hook_onnxruntime(ort)
     logged = not _LOGGER.left_to_ort
     messages: list[str] = []
-    outer = (_THREAD.messages, _THREAD.logged)
+    outer = (_THREAD.messages, _THREAD.logged, _THREAD.echo)
     if logged:
         _set_capturing(True)
-    _THREAD.messages, _THREAD.logged = messages, logged
+    _THREAD.messages, _THREAD.logged, _THREAD.echo = messages, logged, _debug()
     try:
         yield messages
     finally:
-        _THREAD.messages, _THREAD.logged = outer
+        _THREAD.messages, _THREAD.logged, _THREAD.echo = outer
         if logged:
             _set_capturing(False)
 
@@ -213,3 +223,11 @@ def left_to_ort() -> Iterator[None]:
         with _LOGGER_LOCK:
             _LOGGER.left_to_ort -= 1
         _THREAD.left_to_ort = outer
+
+
+def owned_session_severity() -> int | None:
+    """The log severity of a session ortplug builds for itself when its options name none:
+    fatal, so neither its build nor its runs write ONNX Runtime's log to stderr (ortplug's
+    errors carry ONNX Runtime's message); ``None`` (ONNX Runtime's default logger decides)
+    with ``ORTPLUG_DEBUG=1`` and inside :func:`left_to_ort`."""
+    return None if _THREAD.left_to_ort or _debug() else _FATAL
