@@ -365,3 +365,22 @@ def unused_initializer_model() -> bytes:
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
     return model.SerializeToString()
+
+
+#: What ONNX Runtime logs for ``log_model``: at its build, and at every run of a (1, 4) input.
+LOG_MODEL_LINES = (UNUSED_INITIALIZER_LINE, "VerifyOutputSizes")
+
+
+def log_model() -> bytes:
+    """y = relu(x) for x [n, 4], whose y is declared [2, 4] and which holds an initializer no
+    node uses: ONNX Runtime warns at its build (the initializer) and at each run of n != 2."""
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"])],
+        "log",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])],
+        initializer=[numpy_helper.from_array(np.zeros(1, np.float32), "unused")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model.SerializeToString()

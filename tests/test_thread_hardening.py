@@ -32,6 +32,8 @@ UNUSED_LINE = models.UNUSED_INITIALIZER_LINE
 
 
 UNUSED = InMemoryCheckpoint(models.unused_initializer_model())
+#: A session ortplug builds logs nothing unless its options ask: these ask for ORT's warnings.
+WARNINGS = SessionOptionsConfig(log_severity_level=2)
 
 
 @pytest.fixture
@@ -118,7 +120,9 @@ def user_logger() -> Iterator[list[tuple[int, str]]]:
 
 
 def test_a_users_logger_callback_survives_a_build(plugin_host, user_logger) -> None:
-    backend = OnnxBackend.from_checkpoint(UNUSED.resolve(), plugins=plugin_host)
+    backend = OnnxBackend.from_checkpoint(
+        UNUSED.resolve(), session_options=WARNINGS, plugins=plugin_host
+    )
     assert any(UNUSED_LINE in m for m in backend.build_messages)  # ortplug still captures
     assert any(UNUSED_LINE in m for _, m in user_logger)  # and the user got the line as well
     user_logger.clear()
@@ -129,7 +133,9 @@ def test_a_users_logger_callback_survives_a_build(plugin_host, user_logger) -> N
 def test_a_users_severity_is_kept_across_a_build(plugin_host, user_logger) -> None:
     ort.set_default_logger_severity(3)  # errors only: the unused-initializer line is below
     try:
-        backend = OnnxBackend.from_checkpoint(UNUSED.resolve(), plugins=plugin_host)
+        backend = OnnxBackend.from_checkpoint(
+        UNUSED.resolve(), session_options=WARNINGS, plugins=plugin_host
+    )
         assert any(UNUSED_LINE in m for m in backend.build_messages)  # ortplug captures warnings
         ort.InferenceSession(UNUSED.model_bytes, providers=["CPUExecutionProvider"])
         assert user_logger == []  # neither during the build nor after it
@@ -244,7 +250,11 @@ def test_builds_neither_swallow_nor_raise_other_threads_warnings(plugin_host) ->
         thread.start()
         try:
             for _ in range(20):
-                built.append(OnnxBackend.from_checkpoint(UNUSED.resolve(), plugins=plugin_host))
+                built.append(
+                    OnnxBackend.from_checkpoint(
+                        UNUSED.resolve(), session_options=WARNINGS, plugins=plugin_host
+                    )
+                )
         finally:
             stop.set()
             thread.join()

@@ -380,6 +380,27 @@ def test_the_opt_in_sets_the_eps_switch(monkeypatch: pytest.MonkeyPatch) -> None
     assert os.environ[ORT_SOFTWARE_ENV] == "1"
 
 
+_REGISTER = (
+    "from ortplug.host.ep_libraries import ensure_library; "
+    "from ortplug_webgpu.plugin import LIBRARY; print(ensure_library(LIBRARY).error)"
+)
+
+
+@pytest.mark.parametrize("debug", [False, True])
+def test_registering_the_library_opted_in_writes_onnxruntimes_notice_only_when_debugging(
+    debug: bool,
+) -> None:
+    """With the switch on, the EP logs a warning as ortplug registers it: ortplug's log keeps it
+    (issue 31, item 12), ``ORTPLUG_DEBUG=1`` shows it."""
+    env = {k: v for k, v in os.environ.items() if k != "ORTPLUG_DEBUG"}
+    env.update({ORT_SOFTWARE_ENV: "1", **({"ORTPLUG_DEBUG": "1"} if debug else {})})
+    done = subprocess.run(
+        [sys.executable, "-c", _REGISTER], capture_output=True, text=True, timeout=120, env=env
+    )
+    assert done.stdout == "None\n", done.stderr  # registered
+    assert ("CreateEpFactories" in done.stderr) is debug, done.stderr
+
+
 # --- the probe ---------------------------------------------------------------------------------
 
 

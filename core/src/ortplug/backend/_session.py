@@ -12,28 +12,17 @@ models run side by side; builds of one model (same fingerprint) run one at a tim
 so they never race for its caches, and ``load_timeout_s`` counts from the moment a
 build holds its model's lock, not while it waits for it.
 
-ORT's logger callback is process-wide and ORT offers no getter for it, so
-ortplug wraps ``onnxruntime.set_default_logger_callback`` and
-``set_default_logger_severity`` to remember what the user sets: from the import
-of this module (``from ortplug import OnnxBackend``) when ``onnxruntime`` is
-already imported, else from the import of ``onnxruntime``. During a build
-ortplug's own callback is installed: it keeps the building thread's lines
-(severity >= warning) and hands every line the user's severity admits to the
-user's callback (without one, to stderr, as ORT's own logger would); after the
-build the user's callback and severity are put back. A callback set before
-that point, or through ``onnxruntime.capi._pybind_state`` directly, is unknown
-to ortplug, which then puts ORT's own logger back after a build.
-
-ORT's Python warnings while building (an unavailable or duplicate provider)
-come from ``onnxruntime.capi.onnxruntime_inference_collection``: its
-``warnings`` is replaced by a stand-in that makes a building thread's warnings
-the build's messages and hands every other thread's to Python unchanged.
+What ORT logs is captured by :mod:`ortplug.host._ort_log` (which says how the program's
+own logger settings are kept). A session ortplug builds for itself logs at fatal unless its
+options name a severity or ``ORTPLUG_DEBUG=1``: its build's and its runs' warnings and
+errors never reach stderr as ONNX Runtime's raw log (an error carries ONNX Runtime's
+message). Under the drop-in (:func:`ortplug.host._ort_log.left_to_ort`) the program's
+session logs as ONNX Runtime's own class would.
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
 import sys
 import threading
@@ -53,6 +42,7 @@ from ..errors import (
     ProviderNotRealizedError,
 )
 from ..host._import_hook import after_import
+from ..host._ort_log import captured, hook_onnxruntime, owned_session_severity
 from ..host._runtime import require_onnxruntime
 from ..host.ep_libraries import EpLibrary, devices_for, ensure_library
 from ..providers.configs import CPU_EP, ProviderConfig
@@ -97,8 +87,6 @@ _MODEL_LOCKS = _ModelLocks()
 
 #: SessionOptions of the builds under way, so that exiting can cancel them (see cancel_builds).
 _UNDER_WAY: set[Any] = set()
-_CAPTURED_SEVERITY = 2  # ORT's warning: lines at or above it become build messages
-_SEVERITY_LETTERS = "VIWEF"  # ORT's own logger prefixes a line with its severity's letter
 
 # ORT error classes that describe the model, not a provider: never retried without a provider.
 _MODEL_ERRORS = frozenset({"InvalidProtobuf", "InvalidGraph", "NoSuchFile", "NotImplemented"})
@@ -113,142 +101,10 @@ class SessionBuild:
     messages: tuple[str, ...]
 
 
-class _Building(threading.local):
-    """The messages of the build running on this thread; ``None`` outside a build."""
-
-    messages: list[str] | None = None
-
-
-_BUILDING = _Building()
-
-
-@attrs.define
-class _Logger:
-    """ORT's logger functions as ortplug found them, and what the user last set through them."""
-
-    set_callback: Callable[..., None] | None = None
-    set_severity: Callable[[int], None] | None = None
-    callback: Callable[..., object] | None = None
-    severity: int = _CAPTURED_SEVERITY  # ORT's default
-    capturing: bool = False  # a build runs: ortplug's callback is installed
-    builds: int = 0  # builds capturing now (several models build side by side)
-    hooked: bool = False  # the setters are wrapped (once per process)
-
-
-_LOGGER = _Logger()
-_LOGGER_LOCK = threading.Lock()  # never taken by _dispatch: ORT may hold its own lock then
-
-
-def _dispatch(severity: int, category: str, logid: str, location: str, message: str) -> None:
-    """ORT's logger callback during a build: keeps the building thread's lines, hands on all."""
-    messages = _BUILDING.messages
-    if messages is not None and severity >= _CAPTURED_SEVERITY:
-        messages.append(message)
-    callback = _LOGGER.callback
-    if severity < _LOGGER.severity:
-        return
-    if callback is not None:
-        callback(severity, category, logid, location, message)
-    elif messages is None:  # another thread's line: where ORT's own logger would have put it
-        letter = _SEVERITY_LETTERS[severity] if 0 <= severity < 5 else "?"
-        sys.stderr.write(f"[{letter}:{category}:{logid}, {location}] {message}\n")
-
-
-def _apply_logger() -> None:
-    """Install ortplug's callback during a build, else the user's settings (lock held)."""
-    set_callback, set_severity = _LOGGER.set_callback, _LOGGER.set_severity
-    if set_callback is None or set_severity is None:
-        return
-    if _LOGGER.capturing:
-        set_callback(_dispatch, min(_LOGGER.severity, _CAPTURED_SEVERITY))
-    elif _LOGGER.callback is not None:
-        set_callback(_LOGGER.callback, _LOGGER.severity)
-    else:
-        set_callback(None)
-        set_severity(_LOGGER.severity)
-
-
-def _remembering(set_callback: Callable[..., None]) -> Callable[..., None]:
-    """``onnxruntime.set_default_logger_callback``, remembered to be put back after builds."""
-
-    @functools.wraps(set_callback)
-    def remembered(callback: Callable[..., object] | None, severity: int = 2) -> None:
-        with _LOGGER_LOCK:
-            set_callback(callback, severity)  # ORT checks the arguments
-            _LOGGER.callback = callback
-            if callback is not None:
-                _LOGGER.severity = int(severity)
-            if _LOGGER.capturing:
-                _apply_logger()
-
-    return remembered
-
-
-def _remembering_severity(set_severity: Callable[[int], None]) -> Callable[[int], None]:
-    """``onnxruntime.set_default_logger_severity``, remembered to be put back after builds."""
-
-    @functools.wraps(set_severity)
-    def remembered(severity: int) -> None:
-        with _LOGGER_LOCK:
-            set_severity(severity)
-            _LOGGER.severity = int(severity)
-            if _LOGGER.capturing:
-                _apply_logger()
-
-    return remembered
-
-
-class _OrtWarnings:
-    """``warnings`` inside ORT's session module: a building thread's warnings become the build's
-    messages; every other thread's go to Python's ``warnings`` unchanged."""
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(warnings, name)
-
-    @staticmethod
-    def warn(
-        message: Any, category: Any = None, stacklevel: int = 1, source: Any = None, **kwargs: Any
-    ) -> None:
-        """Record ``message`` for this thread's build, or warn as ORT asked (from ORT's frame)."""
-        messages = _BUILDING.messages
-        if messages is None:
-            warnings.warn(message, category, stacklevel + 1, source, **kwargs)
-        else:
-            messages.append(str(message))
-
-
-def _hook_onnxruntime(ort: ModuleType) -> None:
-    """Once per process: wrap ORT's logger setters and its session module's ``warnings``."""
-    with _LOGGER_LOCK:
-        if _LOGGER.hooked:
-            return
-        _LOGGER.hooked = True
-        set_callback = getattr(ort, "set_default_logger_callback", None)
-        set_severity = getattr(ort, "set_default_logger_severity", None)
-        if set_callback is not None and set_severity is not None:
-            _LOGGER.set_callback, _LOGGER.set_severity = set_callback, set_severity
-            vars(ort).update(
-                set_default_logger_callback=_remembering(set_callback),
-                set_default_logger_severity=_remembering_severity(set_severity),
-            )
-        session_module = sys.modules.get("onnxruntime.capi.onnxruntime_inference_collection")
-        if getattr(session_module, "warnings", None) is warnings:
-            session_module.warnings = _OrtWarnings()  # type: ignore[union-attr]
-
-
 if isinstance(sys.modules.get("onnxruntime"), ModuleType):
-    _hook_onnxruntime(sys.modules["onnxruntime"])
+    hook_onnxruntime(sys.modules["onnxruntime"])
 elif "onnxruntime" not in sys.modules:  # hooked right after its import, before a user's logger
-    after_import("onnxruntime", _hook_onnxruntime)
-
-
-def _set_capturing(starting: bool) -> None:
-    """Start or end a build's capture of ORT's log: ortplug's callback while any build runs."""
-    with _LOGGER_LOCK:
-        _LOGGER.builds += 1 if starting else -1
-        if _LOGGER.capturing != (_LOGGER.builds > 0):
-            _LOGGER.capturing = _LOGGER.builds > 0
-            _apply_logger()
+    after_import("onnxruntime", hook_onnxruntime)
 
 
 def model_key(checkpoint: ResolvedCheckpoint) -> str:
@@ -266,16 +122,8 @@ def model_key(checkpoint: ResolvedCheckpoint) -> str:
 def capture_messages(ort: ModuleType, model: str) -> Iterator[list[str]]:
     """Hold the lock of ``model`` (:func:`model_key`); collect ORT's warnings and log lines
     (severity >= warning) that this thread emits inside the block."""
-    _hook_onnxruntime(ort)
-    messages: list[str] = []
-    with _MODEL_LOCKS.hold(model):
-        _set_capturing(True)
-        _BUILDING.messages = messages
-        try:
-            yield messages
-        finally:
-            _BUILDING.messages = None
-            _set_capturing(False)
+    with _MODEL_LOCKS.hold(model), captured(ort) as messages:
+        yield messages
 
 
 def _in_memory_weights(ort: ModuleType, ort_options: Any, checkpoint: ResolvedCheckpoint) -> None:
@@ -332,6 +180,9 @@ def _try_create(
     """One attempt with ``(ort_name, options)`` pairs: ``(session, None, msgs)`` or ``(None, error, msgs)``."""
     source = checkpoint.source
     ort_options = options.to_ort(ort)
+    severity = owned_session_severity()
+    if severity is not None and options.log_severity_level is None and options.ort_base is None:
+        ort_options.log_severity_level = severity  # a caller's own SessionOptions decides itself
     _in_memory_weights(ort, ort_options, checkpoint)
     if device_policy is not None:
         policy = getattr(ort.OrtExecutionProviderDevicePolicy, device_policy)

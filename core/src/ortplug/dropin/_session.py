@@ -21,7 +21,10 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
+from types import TracebackType
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
+
+from ..host._ort_log import hook_onnxruntime, left_to_ort
 
 if TYPE_CHECKING:
     from ..backend import OnnxBackend
@@ -30,14 +33,20 @@ if TYPE_CHECKING:
 
 __all__ = ["InferenceSession", "SessionRecord"]
 
-# Only ONNX Runtime (imported already under a patch) at import: ortplug's build path is
-# imported by the first session it builds, so that ``ortplug exec`` costs a program little.
+# Only ONNX Runtime (imported already under a patch) and ortplug's hook of its logger at import:
+# ortplug's build path is imported by the first session it builds, so that ``ortplug exec``
+# costs a program little.
 try:
     import onnxruntime as _ort
 except ImportError:  # pragma: no cover - ortplug's error names the command to install it
     from ..host._runtime import require_onnxruntime
 
     _ort = require_onnxruntime()
+
+# The program's logger settings are remembered from here on (under ``ortplug exec``: from its
+# ``import onnxruntime``), so that ortplug's own captures put them back as they were.
+hook_onnxruntime(_ort)
+
 #: ONNX Runtime's own classes, as they were before any patch.
 _OrtSession: Any = _ort.capi.onnxruntime_inference_collection.InferenceSession
 _Session: Any = _ort.capi.onnxruntime_inference_collection.Session
@@ -114,6 +123,23 @@ def _checkpoint(model: str | bytes) -> Any:
     return LocalCheckpoint(model).resolve()
 
 
+class _OrtRaised(Exception):
+    """ONNX Runtime's constructor raised ``error``: ``__init__`` raises it as ONNX Runtime would."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(error)
+        self.error = error
+
+
+def _below_ortplug(traceback: TracebackType | None) -> TracebackType | None:
+    """``traceback`` from its first frame that is not ortplug's: ONNX Runtime's own frames."""
+    while traceback is not None and traceback.tb_frame.f_globals.get("__name__", "").startswith(
+        "ortplug."
+    ):
+        traceback = traceback.tb_next
+    return traceback
+
+
 class InferenceSession(_OrtSession):  # type: ignore[misc]
     """A drop-in for ``onnxruntime.InferenceSession`` whose ``providers=None`` is ortplug's choice.
 
@@ -139,7 +165,14 @@ class InferenceSession(_OrtSession):  # type: ignore[misc]
         provider_options: Sequence[dict[Any, Any]] | None = None,
         **kwargs: Any,
     ) -> None:
-        self._choose(path_or_bytes, sess_options, providers, provider_options, kwargs)
+        try:
+            self._choose(path_or_bytes, sess_options, providers, provider_options, kwargs)
+        except _OrtRaised as raised:
+            error: Exception | None = raised.error
+        else:
+            error = None
+        if error is not None:  # raised outside the except block: nothing of ortplug's chained
+            raise error.with_traceback(_below_ortplug(error.__traceback__))
         recorder = type(self)._recorder
         if recorder is not None:
             model = self._model_path or f"<model bytes, {len(self._model_bytes or b'')} B>"
@@ -182,13 +215,14 @@ class InferenceSession(_OrtSession):  # type: ignore[misc]
         from ..errors import CheckpointError, MissingFileError, ModelLoadError, NoProviderError
 
         # What ortplug failing to plan means for providers=None: ONNX Runtime chooses instead.
-        left_to_ort = (CheckpointError, MissingFileError, ModelLoadError, NoProviderError)
+        unplanned = (CheckpointError, MissingFileError, ModelLoadError, NoProviderError)
         try:
             self._build(model, sess_options, config, providers if strict else None, kwargs)
-        except left_to_ort as exc:
+        except unplanned as exc:
             if strict:
                 raise
             refusal = f"ortplug: {type(exc).__name__}: {exc}"
+        if refusal is not None:  # outside the except block: ONNX Runtime's error chains nothing
             self._ort_init(model, sess_options, providers, provider_options, kwargs, refusal)
             return
         self._why = f"{why}: {self._reasons()}"
@@ -202,8 +236,11 @@ class InferenceSession(_OrtSession):  # type: ignore[misc]
         kwargs: dict[str, Any],
         refusal: str | None = None,
     ) -> None:
-        """ONNX Runtime's constructor, exactly."""
-        _OrtSession.__init__(self, model, sess_options, providers, provider_options, **kwargs)
+        """ONNX Runtime's constructor, exactly; its error is raised on by ``__init__``."""
+        try:
+            _OrtSession.__init__(self, model, sess_options, providers, provider_options, **kwargs)
+        except Exception as exc:
+            raise _OrtRaised(exc) from None
         self._backend = None
         self._why = "ONNX Runtime's own" + (f" ({refusal})" if refusal else "")
 
@@ -237,7 +274,10 @@ class InferenceSession(_OrtSession):  # type: ignore[misc]
             source = model
         else:
             raise TypeError(f"Unable to load from type '{type(model)}'")  # ONNX Runtime's words
-        backend = OnnxBackend.from_checkpoint(_checkpoint(source), chain, session_options=config)
+        with left_to_ort():  # the program's session logs as ONNX Runtime's class would
+            backend = OnnxBackend.from_checkpoint(
+                _checkpoint(source), chain, session_options=config
+            )
         _Session.__init__(self, enable_fallback=int(kwargs.get("enable_fallback", 1)) == 1)
         self._model_path = source if isinstance(source, str) else None
         self._model_bytes = source if isinstance(source, bytes) else None

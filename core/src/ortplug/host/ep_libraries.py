@@ -25,7 +25,9 @@ from typing import Any
 
 import attrs
 
+from .. import _log
 from ..errors import OptionError
+from ._ort_log import captured
 from ._runtime import require_onnxruntime
 from .probing import file_identity, run_probe_script
 
@@ -223,7 +225,12 @@ def _register(library: EpLibrary) -> EpLibraryStatus:
             (),
         )
     try:
-        ort.register_execution_provider_library(library.name, path)
+        # what the library logs as it loads (WebGPU's software-adapter notice) goes to
+        # ortplug's log, not stderr (unless ORTPLUG_DEBUG=1, or under the drop-in)
+        with captured(ort) as said:
+            ort.register_execution_provider_library(library.name, path)
+        for line in said:
+            _log.info("registering %s: ONNX Runtime said: %s", library.name, line)
     except Exception as exc:
         if "already registered" not in str(exc):
             detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
