@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..backend._plan import SessionPlan, plan_next, plan_session
+from ..backend.report import Candidate
 from ..backend._session import create_planned
 from ..backend._verified import Verifier
 from ..checkpoint import LocalCheckpoint, ResolvedCheckpoint, Tolerance, select_variant
@@ -17,6 +18,7 @@ from ..providers.configs import CPU_EP
 from ..verification.precision_variants import write_variants
 from ._json import print_json
 from ._providers import resolve_chain
+from ._served import served_candidates
 from ._usage import UsageError
 
 __all__ = ["variants", "verify"]
@@ -94,7 +96,14 @@ def verify(args: argparse.Namespace) -> int:
         choices = _policy_choices(checkpoint)
     rows = [_row(verifier, candidate, plan) for candidate, plan in choices]
     usable = [i for i, row in enumerate(rows) if row["status"] in ("pass", "reference")]
-    chosen = usable[0] if usable and not args.providers else None
+    first = usable[0] if usable and not args.providers else None
+    # what ortplug run serves: a first build times the verified choices, so verification's
+    # first pass may lose to the CPU reference (the build records it: the next run serves it too)
+    candidates = () if first is None else served_candidates(checkpoint)
+    served = next((c for c in candidates if c.chosen), None)
+    chosen = None if served is None else next(
+        (i for i, row in enumerate(rows) if _same(row, served)), None
+    )
     if args.providers:  # the chain is used on every weights checked: each must build and pass
         failed = any(row["status"] in ("fail", "error") for row in rows)
     else:
@@ -106,6 +115,8 @@ def verify(args: argparse.Namespace) -> int:
                 "inputs": verifier.inputs_origin,
                 "choices": rows,
                 "chosen": chosen,
+                "first_passed": first,
+                "served": None if served is None else served.to_dict(),
             }
         )
         return 1 if failed else 0
@@ -117,11 +128,39 @@ def verify(args: argparse.Namespace) -> int:
         )
         print(f"          {_detail(row)}")
     if not args.providers:
-        print(
-            "chosen: "
-            + ("none passed" if chosen is None else f"choice {chosen + 1} of {len(rows)}")
-        )
+        print(f"chosen: {_chosen_line(rows, first, served, candidates, chosen)}")
     return 1 if failed else 0
+
+
+def _same(row: dict[str, Any], candidate: Candidate) -> bool:
+    """Whether ``row`` checked the choice ``candidate`` is (weights, precision and chain)."""
+    return (row["variant"], row["precision"], row["chain"]) == (
+        candidate.variant,
+        candidate.precision,
+        list(candidate.chain),
+    )
+
+
+def _chosen_line(
+    rows: list[dict[str, Any]],
+    first: int | None,
+    served: Candidate | None,
+    candidates: tuple[Candidate, ...],
+    chosen: int | None,
+) -> str:
+    """Which choice ``ortplug run`` serves, and why when it is not verification's first pass."""
+    if first is None:
+        return "none passed"
+    if served is None:
+        return f"none: ortplug run fails here ({candidates[0].reason})"
+    if chosen is None:
+        return f"none of these: ortplug run serves {served.describe()}"
+    line = f"choice {chosen + 1} of {len(rows)}, what ortplug run serves here"
+    if chosen == first:
+        return line
+    overruled = next((c for c in candidates if _same(rows[first], c)), None)
+    why = overruled.describe() if overruled is not None else "the build did not weigh it"
+    return f"{line}; choice {first + 1} passed verification first, but ortplug run does not serve it: {why}"
 
 
 def variants(args: argparse.Namespace) -> int:
