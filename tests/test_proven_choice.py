@@ -223,6 +223,31 @@ def test_ortplug_verify_prints_one_fail_line_per_rejected_candidate(capsys, monk
     assert lines[2].startswith("REFERENCE") and "<- chosen" in lines[2]
 
 
+def test_ortplug_verify_marks_what_ortplug_run_serves_and_why_not_the_first_pass(
+    capsys, monkeypatch
+):
+    """It marked the first choice that passed verification, which the next run did not serve
+    (timed slower than the CPU reference)."""
+    from ortplug.cli.main import main
+
+    monkeypatch.setenv("ORTPLUG_PLUGINS", "cpu")
+    assert get_plugin_host().register(MisbehavingPlugin("slow", delay_s=0.05), name="bad")
+    assert main(["verify", str(demo_model())]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "PASS      reference (fp32) on [misbehaving, cpu]"
+    assert lines[2] == "REFERENCE reference (fp32) on [cpu]  <- chosen"
+    assert lines[4].startswith(
+        "chosen: choice 2 of 2, what ortplug run serves here; choice 1 passed verification "
+        "first, but ortplug run does not serve it: [misbehaving, cpu] reference weights (fp32): "
+    )
+    assert lines[4].endswith(" ms, verified, not faster than the CPU reference")
+    assert main(["verify", str(demo_model()), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert (report["chosen"], report["served"]["chain"]) == (0, ["cpu"])  # the record's order
+    assert main(["run", str(demo_model()), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["realized"] == list(CPU)
+
+
 def test_verify_true_never_lets_an_ort_error_escape(demo):
     """It crashed with ONNX Runtime's RuntimeException where a candidate could not run the inputs."""
     with pytest.raises(VerificationError, match="raised on inputs the CPU reference runs"):

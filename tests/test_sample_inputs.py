@@ -111,8 +111,8 @@ def test_a_cnn_is_checked_on_a_224_image_not_a_1x1_one() -> None:
 def test_sizes_are_tried_in_order_until_the_reference_runs() -> None:
     accepted = session_inputs(_session(_pool(300)), {})
     assert accepted.feed["x"].shape == (1, 3, 320, 320)
-    assert len(accepted.rejected) == 1 and accepted.rejected[0].startswith(
-        "x float32 (1, 3, 224, 224) normal: "
+    assert len(accepted.rejected) == 1 and accepted.rejected[0][0] == (
+        "x float32 (1, 3, 224, 224) normal"
     )
 
 
@@ -163,7 +163,7 @@ def test_a_run_callable_is_tried_like_a_session() -> None:
     spec = type("S", (), {"name": "x", "type": "tensor(float)", "shape": (1, 3, None, None)})()
     accepted = accepted_inputs(run, [spec], {})
     assert calls == [(1, 3, 224, 224), (1, 3, 320, 320), (1, 3, 640, 640)]
-    assert accepted.rejected[0].endswith("RuntimeError: too small")
+    assert accepted.rejected[0][1] == "RuntimeError: too small"
 
 
 def test_verifying_a_cnn_variant_runs_the_reference_on_a_real_image_size(tmp_path) -> None:
@@ -193,6 +193,86 @@ def _run_json(model: Path) -> dict:
     )
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
+
+
+def _flat_pixels() -> bytes:
+    """x[N, 3, ?, ?] flattened and multiplied by a [3, 4] weight: only a 1x1 image runs (as a
+    text recogniser whose height is unknown refuses 224, 320 and 640)."""
+    return _model(
+        [
+            helper.make_node("Reshape", ["x", "flat"], ["f"]),
+            helper.make_node("MatMul", ["f", "w"], ["y"]),
+        ],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, None, None])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4])],
+        [
+            numpy_helper.from_array(np.array([0, -1], np.int64), "flat"),
+            numpy_helper.from_array(np.ones((3, 4), np.float32), "w"),
+        ],
+    )
+
+
+def _run_on_a_terminal(model: Path) -> tuple[str, str]:
+    """``ortplug run MODEL --repeat 1``'s stdout and its stderr, written to a terminal."""
+    main, child = os.openpty()
+    with subprocess.Popen(
+        [ORTPLUG, "run", str(model), "--repeat", "1"],
+        stdout=subprocess.PIPE,
+        stderr=child,
+        text=True,
+    ) as process:
+        os.close(child)
+        said = b""
+        while True:
+            try:
+                chunk = os.read(main, 4096)
+            except OSError:  # the child closed the terminal
+                break
+            if not chunk:
+                break
+            said += chunk
+        out = process.stdout.read() if process.stdout else ""
+        assert process.wait(timeout=300) == 0, said
+    os.close(main)
+    return out, said.decode().replace("\r\n", "\n")
+
+
+def test_ortplug_run_says_which_sizes_it_tries_and_warns_of_a_degenerate_input(tmp_path) -> None:
+    """It was silent, then timed a (1, 3, 1, 1) input without saying 224, 320 and 640 failed."""
+    model = models.write(tmp_path, "rec.onnx", _flat_pixels())
+    out, err = _run_on_a_terminal(model)
+    tries = [line for line in err.splitlines() if line.startswith("ortplug: trying")]
+    assert tries == [
+        f"ortplug: trying generated inputs on the CPU reference: x float32 {shape} normal"
+        for shape in ((1, 3, 224, 224), (1, 3, 320, 320), (1, 3, 640, 640), (1, 3, 1, 1))
+    ]
+    (warning,) = [line for line in err.splitlines() if "warning" in line]
+    assert warning.startswith(
+        "ortplug: warning: latency is for a degenerate input (x float32 (1, 3, 1, 1) normal): "
+        "the CPU reference refused the representative sizes tried ([x float32 (1, 3, 224, 224) "
+        "normal] [x float32 (1, 3, 320, 320) normal] [x float32 (1, 3, 640, 640) normal]: "
+        "RuntimeError: "
+    )
+    assert "MatMul dimension mismatch" in warning
+    assert warning.endswith("; pass real data with --input NAME=FILE.npy")
+    assert "generated x: float32 (1, 3, 1, 1) normal" in out and "latency   median" in out
+
+
+def test_off_a_terminal_only_the_degenerate_warning_is_said(tmp_path) -> None:
+    model = models.write(tmp_path, "rec.onnx", _flat_pixels())
+    done = subprocess.run(
+        [ORTPLUG, "run", str(model), "--repeat", "1"], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.startswith("ortplug: warning: latency is for a degenerate input")
+    assert len(done.stderr.splitlines()) == 1
+    clean = subprocess.run(  # a size that runs first: nothing to warn of
+        [ORTPLUG, "run", str(models.write(tmp_path, "cnn.onnx", _cnn())), "--repeat", "1"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert clean.returncode == 0 and "degenerate" not in clean.stderr
 
 
 def test_ortplug_run_generates_an_image_the_cnn_takes(tmp_path) -> None:

@@ -8,7 +8,6 @@ import importlib.resources
 import math
 import statistics
 import time
-import warnings
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -18,7 +17,7 @@ import numpy as np
 from ..backend import OnnxBackend
 from ..backend.report import Candidate
 from ..checkpoint import LocalCheckpoint, ResolvedCheckpoint
-from ..errors import OptionError, OrtplugError, VerificationWarning
+from ..errors import OptionError
 from ..host._runtime import (
     INSTALL_HINT,
     duplicate_runtime_problem,
@@ -30,6 +29,7 @@ from ..selection import DefaultProviderPolicy
 from ._inputs import first_run_error, load_inputs, quiet_run_options, reference_feed
 from ._json import print_json
 from ._providers import resolve_chain
+from ._served import served_candidates
 
 if TYPE_CHECKING:
     from ..verification.verdicts import Verdict
@@ -230,7 +230,7 @@ def info(args: argparse.Namespace) -> int:
         checkpoint = LocalCheckpoint(path).resolve()
         data["model"] = str(args.model or "demo.onnx (shipped with ortplug)")
         data["chain"], data["declined"] = _policy_rows(checkpoint)
-        candidates = _candidates(checkpoint) if args.model is not None else ()
+        candidates = served_candidates(checkpoint) if args.model is not None else ()
         if args.model is not None:  # the proven choice for this model: built, verified, timed
             data["candidates"] = [c.to_dict() for c in candidates]
     if args.json:
@@ -293,19 +293,6 @@ def _print_checks(verdict: Verdict | None, candidates: tuple[Candidate, ...], as
 def _print_candidates(candidates: tuple[Candidate, ...], label: str) -> None:
     for candidate in candidates:
         print(f"{label}{candidate.describe()}")
-
-
-def _candidates(checkpoint: ResolvedCheckpoint) -> tuple[Candidate, ...]:
-    """``backend.report.candidates`` of a default build of ``checkpoint`` (a rejection is a row,
-    not a warning; a build that fails is one row saying why)."""
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", VerificationWarning)
-            with OnnxBackend.from_checkpoint(checkpoint) as backend:
-                return backend.report.candidates
-    except OrtplugError as exc:
-        precision = checkpoint.metadata.precision
-        return (Candidate((), None, precision, None, None, False, f"no choice: {exc}"),)
 
 
 def plugins(args: argparse.Namespace) -> int:

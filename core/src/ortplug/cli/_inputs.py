@@ -3,12 +3,15 @@
 Runs that may fail use :func:`quiet_run_options`: ONNX Runtime's own log of the failure
 stays off stderr, where the CLI prints the error as one line (``ORTPLUG_DEBUG=1`` keeps it).
 Generated ones come from :mod:`ortplug.verification.sample_inputs`: the checkpoint's samples, then sizes
-the CPU reference runs (:func:`reference_feed`).
+the CPU reference runs (:func:`reference_feed`), each size tried said on a terminal, and a
+warning when only a degenerate size runs (what is timed on it says little).
 """
 
 from __future__ import annotations
 
 import os
+import sys
+import warnings
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -18,7 +21,13 @@ from ..checkpoint import ResolvedCheckpoint
 from ..errors import InputsNotAcceptedError, InputValidationError
 from ..providers.configs import CPU_EP
 from ..providers.run_options import RunOptionsConfig
-from ..verification.sample_inputs import GeneratedFeed, accepted_inputs, candidate_feeds, carried_samples
+from ..verification.sample_inputs import (
+    AcceptedInputs,
+    GeneratedFeed,
+    accepted_inputs,
+    candidate_feeds,
+    carried_samples,
+)
 from ._usage import InputArg, UsageError
 
 __all__ = [
@@ -92,6 +101,7 @@ def reference_feed(
     if next(candidates, None) is None:
         return first
     quiet = quiet_run_options()
+    told = _tell_tries if sys.stderr is not None and sys.stderr.isatty() else None
     try:
         if list(backend.providers) == [CPU_EP]:
             accepted = accepted_inputs(
@@ -99,12 +109,41 @@ def reference_feed(
                 backend.input_specs,
                 extra,
                 given,
+                told,
             )
         else:
             with OnnxBackend.from_checkpoint(checkpoint, providers=["cpu"]) as cpu:
                 accepted = accepted_inputs(
-                    lambda feed: cpu.run(feed, run_options=quiet), cpu.input_specs, extra, given
+                    lambda feed: cpu.run(feed, run_options=quiet),
+                    cpu.input_specs,
+                    extra,
+                    given,
+                    told,
                 )
     except InputsNotAcceptedError:
         return first
-    return GeneratedFeed(accepted.feed, accepted.generated)
+    if accepted.degenerate:
+        _warn_degenerate(accepted)
+    return GeneratedFeed(accepted.feed, accepted.generated, accepted.degenerate)
+
+
+def _tell_tries(candidate: GeneratedFeed) -> None:
+    """A size about to be tried, on a terminal (a big one the model refuses can take seconds)."""
+    print(f"ortplug: trying generated inputs on the CPU reference: {candidate.describe()}",
+          file=sys.stderr, flush=True)  # fmt: skip
+
+
+def _warn_degenerate(accepted: AcceptedInputs) -> None:
+    """One warning: the sizes the CPU reference refused and why (each reason once), and that
+    what runs is degenerate."""
+    made = "; ".join(f"{name} {how}" for name, how in accepted.generated.items())
+    refused: dict[str, list[str]] = {}
+    for feed, why in accepted.rejected:
+        refused.setdefault(why, []).append(f"[{feed}]")
+    tried = "; ".join(f"{' '.join(feeds)}: {why}" for why, feeds in refused.items())
+    warnings.warn(
+        f"latency is for a degenerate input ({made}): the CPU reference refused the "
+        f"representative sizes tried ({tried}); pass real data with --input NAME=FILE.npy",
+        RuntimeWarning,
+        stacklevel=3,
+    )

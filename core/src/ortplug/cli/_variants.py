@@ -4,19 +4,25 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
+import warnings
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from ..backend._plan import SessionPlan, plan_next, plan_session
+from ..backend.report import Candidate
 from ..backend._session import create_planned
 from ..backend._verified import Verifier
 from ..checkpoint import LocalCheckpoint, ResolvedCheckpoint, Tolerance, select_variant
+from ..errors import VerificationWarning
 from ..host.environment import configure
 from ..plugins.manager import get_plugin_host
 from ..providers.configs import CPU_EP
-from ..verification.precision_variants import write_variants
+from ..verification.precision_variants import CALIBRATION_BATCHES, write_variants
 from ._json import print_json
 from ._providers import resolve_chain
+from ._served import served_candidates
 from ._usage import UsageError
 
 __all__ = ["variants", "verify"]
@@ -94,7 +100,14 @@ def verify(args: argparse.Namespace) -> int:
         choices = _policy_choices(checkpoint)
     rows = [_row(verifier, candidate, plan) for candidate, plan in choices]
     usable = [i for i, row in enumerate(rows) if row["status"] in ("pass", "reference")]
-    chosen = usable[0] if usable and not args.providers else None
+    first = usable[0] if usable and not args.providers else None
+    # what ortplug run serves: a first build times the verified choices, so verification's
+    # first pass may lose to the CPU reference (the build records it: the next run serves it too)
+    candidates = () if first is None else served_candidates(checkpoint)
+    served = next((c for c in candidates if c.chosen), None)
+    chosen = None if served is None else next(
+        (i for i, row in enumerate(rows) if _same(row, served)), None
+    )
     if args.providers:  # the chain is used on every weights checked: each must build and pass
         failed = any(row["status"] in ("fail", "error") for row in rows)
     else:
@@ -106,6 +119,8 @@ def verify(args: argparse.Namespace) -> int:
                 "inputs": verifier.inputs_origin,
                 "choices": rows,
                 "chosen": chosen,
+                "first_passed": first,
+                "served": None if served is None else served.to_dict(),
             }
         )
         return 1 if failed else 0
@@ -117,38 +132,137 @@ def verify(args: argparse.Namespace) -> int:
         )
         print(f"          {_detail(row)}")
     if not args.providers:
-        print(
-            "chosen: "
-            + ("none passed" if chosen is None else f"choice {chosen + 1} of {len(rows)}")
-        )
+        print(f"chosen: {_chosen_line(rows, first, served, candidates, chosen)}")
     return 1 if failed else 0
 
 
+def _same(row: dict[str, Any], candidate: Candidate) -> bool:
+    """Whether ``row`` checked the choice ``candidate`` is (weights, precision and chain)."""
+    return (row["variant"], row["precision"], row["chain"]) == (
+        candidate.variant,
+        candidate.precision,
+        list(candidate.chain),
+    )
+
+
+def _chosen_line(
+    rows: list[dict[str, Any]],
+    first: int | None,
+    served: Candidate | None,
+    candidates: tuple[Candidate, ...],
+    chosen: int | None,
+) -> str:
+    """Which choice ``ortplug run`` serves, and why when it is not verification's first pass."""
+    if first is None:
+        return "none passed"
+    if served is None:
+        return f"none: ortplug run fails here ({candidates[0].reason})"
+    if chosen is None:
+        return f"none of these: ortplug run serves {served.describe()}"
+    line = f"choice {chosen + 1} of {len(rows)}, what ortplug run serves here"
+    if chosen == first:
+        return line
+    overruled = next((c for c in candidates if _same(rows[first], c)), None)
+    why = overruled.describe() if overruled is not None else "the build did not weigh it"
+    return f"{line}; choice {first + 1} passed verification first, but ortplug run does not serve it: {why}"
+
+
 def variants(args: argparse.Namespace) -> int:
-    """Build the requested variants beside the model and list them in its metadata manifest."""
+    """Build the requested variants beside the model, list them in its metadata manifest, and
+    verify each on the CPU provider as ``ortplug verify`` does (one that fails is kept, with a
+    warning: ``ortplug run`` serves a variant only where it passes)."""
     precisions = [name for name in ("int8", "fp16") if getattr(args, name)]
     if not precisions:
         raise UsageError("expected --int8 and/or --fp16 (the precisions to build)")
     if not os.environ.get("ORTPLUG_DEBUG"):  # the tools' calibration sessions log advice
         configure(log_severity_level=3)  # at WARNING: errors only, one line each
-    checkpoint = LocalCheckpoint(args.model).resolve()
-    metadata = write_variants(checkpoint, precisions)
+    metadata = write_variants(LocalCheckpoint(args.model).resolve(), precisions)
+    written = LocalCheckpoint(args.model).resolve()
+    verifier = Verifier(written, get_plugin_host(), None)
+    checks = {name: _check_written(verifier, written, name) for name in precisions}
+    # calibration takes the checkpoint's samples and generates the rest, as verification does
+    calibration = verifier.inputs_origin if "int8" in precisions else None
     weights = args.model
     rows = [
         {
             **variant.to_dict(),
             "bytes": (weights.parent / variant.file).stat().st_size,
             "tolerance": variant.effective_tolerance.to_dict(),
+            "verification": checks.get(variant.name),
         }
         for variant in metadata.variants
     ]
     manifest = weights.with_name(weights.stem + ".metadata.json")
     if args.json:
-        print_json({"model": str(weights), "manifest": str(manifest), "variants": rows})
-        return 0
+        print_json(
+            {
+                "model": str(weights),
+                "manifest": str(manifest),
+                "calibration_inputs": calibration,
+                "variants": rows,
+            }
+        )
+    else:
+        _print_variants(weights, manifest, calibration, rows)
+    sys.stdout.flush()  # the warnings follow what was written
+    for name, check in checks.items():
+        _warn_unserved(name, check, calibration if name == "int8" else None)
+    return 0
+
+
+def _print_variants(
+    weights: Path, manifest: Path, calibration: str | None, rows: list[dict[str, Any]]
+) -> None:
+    """``variants``' lines: the model, what int8 calibrated on, each variant and its verdict."""
     print(f"model     {weights} ({weights.stat().st_size} bytes, fp32 reference)")
+    if calibration is not None:
+        print(f"calibrate int8 on {_calibration_text(calibration)}")
     for row in rows:
         tolerance = Tolerance(**row["tolerance"]).describe()
         print(f"variant   {row['name']:<6} {row['file']} ({row['bytes']} bytes, {tolerance})")
-    print(f"manifest  {manifest} (check them: ortplug verify {weights})")
-    return 0
+        check = row["verification"]
+        if check is not None:
+            print(f"verdict   {row['name']:<6} {_verdict_text(check)}")
+    print(f"manifest  {manifest} (check them on this host's providers: ortplug verify {weights})")
+
+
+def _check_written(verifier: Verifier, written: ResolvedCheckpoint, name: str) -> dict[str, Any]:
+    """The variant just written, verified on the CPU provider (``ortplug verify --providers cpu
+    --variant NAME``'s row: every host has the CPU provider)."""
+    ((candidate, plan),) = _explicit_choices(written, ["cpu"], name)
+    return _row(verifier, candidate, plan)
+
+
+def _calibration_text(origin: str) -> str:
+    """What int8 calibration ran on, by :attr:`Verifier.inputs_origin`."""
+    if origin == "carried":
+        return "the checkpoint's samples"
+    drawn = f"{CALIBRATION_BATCHES} seeded draws of generated inputs"
+    if origin == "generated":
+        return f"{drawn}: the checkpoint carries no samples (samples/<input>.npy beside the model)"
+    return f"the checkpoint's samples, and {drawn} for the inputs they lack"
+
+
+def _verdict_text(check: dict[str, Any]) -> str:
+    """A written variant's check as one line: the verdict, or why it could not be built."""
+    if check["status"] == "error":
+        return f"could not be verified on the CPU provider: {_detail(check)}"
+    return _detail(check)
+
+
+def _warn_unserved(name: str, check: dict[str, Any], calibration: str | None) -> None:
+    """One warning for a variant written that fails verification or cannot be checked here."""
+    if check["status"] == "pass":
+        return
+    hint = ""
+    if calibration is not None and calibration != "carried":
+        hint = (
+            "; it was calibrated on generated inputs: real ones (samples/<input>.npy beside the "
+            "model) may make it pass"
+        )
+    warnings.warn(
+        f"{_verdict_text(check)}; variant {name} is kept in the manifest, but ortplug run serves "
+        f"a variant only where it passes verification{hint}",
+        VerificationWarning,
+        stacklevel=2,
+    )

@@ -216,10 +216,15 @@ def _generate(
 
 @attrs.frozen
 class GeneratedFeed:
-    """One feed to try: every input's array, and how each generated one was made."""
+    """One feed to try: every input's array, and how each generated one was made.
+
+    ``degenerate``: the last rung shrank an image dimension to 1 (a size that runs ordinary
+    models but stands for no real input: a latency measured on it says little).
+    """
 
     feed: Mapping[str, np.ndarray]
     generated: Mapping[str, str]
+    degenerate: bool = False
 
     def describe(self) -> str:
         """``x float32 (1, 3, 224, 224) normal; sr int64 () = 16000 (a sample rate)``."""
@@ -239,11 +244,18 @@ def candidate_feeds(
     sizer = _Sizer(specs, extra)
     missing = [spec for spec in specs if spec.name not in (given or {})]
     seen: set[tuple[tuple[int, ...], ...]] = set()
-    for rung in _rungs(sizer.rate):
+    rungs = _rungs(sizer.rate)
+    first = tuple(sizer.shape(spec, rungs[0]) for spec in missing)
+    for rung in rungs:
         shapes = tuple(sizer.shape(spec, rung) for spec in missing)
         if shapes in seen:
             continue
         seen.add(shapes)
+        degenerate = rung.spatial == 1 and any(
+            now == 1 and before == SPATIAL_SIZES[0]
+            for shape, original in zip(shapes, first)
+            for now, before in zip(shape, original)
+        )
         rng = np.random.default_rng(0)
         feed = dict(given or {})
         generated = {}
@@ -251,7 +263,7 @@ def candidate_feeds(
             feed[spec.name], generated[spec.name] = _generate(
                 spec, shape, rng, sizer.rate, rung.sequence
             )
-        yield GeneratedFeed(feed, generated)
+        yield GeneratedFeed(feed, generated, degenerate)
 
 
 def sample_inputs(
@@ -269,12 +281,14 @@ def sample_inputs(
 
 @attrs.frozen
 class AcceptedInputs:
-    """The first candidate feed the reference ran, its outputs, and why the ones before failed."""
+    """The first candidate feed the reference ran, its outputs, the ones before it (each
+    described, with why it failed), and whether it is degenerate (:class:`GeneratedFeed`)."""
 
     feed: Mapping[str, np.ndarray]
     generated: Mapping[str, str]
     outputs: Mapping[str, Any]
-    rejected: tuple[str, ...] = ()
+    rejected: tuple[tuple[str, str], ...] = ()
+    degenerate: bool = False
 
 
 def _reason(exc: BaseException) -> str:
@@ -287,21 +301,28 @@ def accepted_inputs(
     specs: Sequence[InputSpec],
     extra: Mapping[str, object],
     given: Mapping[str, np.ndarray] | None = None,
+    on_try: Callable[[GeneratedFeed], None] | None = None,
 ) -> AcceptedInputs:
     """The first of :func:`candidate_feeds` that ``run`` (the CPU reference) runs, with its outputs.
 
-    Raises :class:`~ortplug.errors.InputsNotAcceptedError` naming every feed tried and why it
+    ``on_try`` is told of each feed before it runs (a command's progress on a terminal: big
+    sizes the model refuses can take seconds). Raises
+    :class:`~ortplug.errors.InputsNotAcceptedError` naming every feed tried and why it
     failed when none runs.
     """
     tried: list[tuple[GeneratedFeed, BaseException]] = []
     for candidate in candidate_feeds(specs, extra, given):
+        if on_try is not None:
+            on_try(candidate)
         try:
             outputs = run(candidate.feed)
         except Exception as exc:  # the reference refused this size: try the next rung
             tried.append((candidate, exc))
             continue
-        rejected = tuple(f"{c.describe()}: {_reason(e)}" for c, e in tried)
-        return AcceptedInputs(candidate.feed, candidate.generated, outputs, rejected)
+        rejected = tuple((c.describe(), _reason(e)) for c, e in tried)
+        return AcceptedInputs(
+            candidate.feed, candidate.generated, outputs, rejected, candidate.degenerate
+        )
     first, cause = tried[0]
     raise InputsNotAcceptedError(
         f"the CPU reference ran none of {len(tried)} generated input set(s): "
