@@ -45,6 +45,8 @@ from ._placement import accelerator_share, node_counts
 from ._plan import SessionPlan, plan_session
 from ._session import capture_messages, create_planned, model_key
 from ._validation import InputChecker
+from .binding import accumulates
+from .introspection import value_infos
 
 __all__ = ["Verifier", "needs_check"]
 
@@ -111,6 +113,17 @@ def _placement_failure(session: Any, min_share: float | None) -> str | None:
             f"min_accelerator_share={min_share:g}"
         )
     return None
+
+
+def _accumulating(session: Any) -> list[str]:
+    """The session's outputs ONNX Runtime appends to when they stay bound (sequences, maps)."""
+    return [info.name for info in value_infos(session.get_outputs()) if accumulates(info)]
+
+
+def _unwritten(binding: Any, names: Sequence[str], fresh: Sequence[str]) -> str | None:
+    """The first output bound afresh that the run left without a value, or ``None``."""
+    values = dict(zip(names, binding.get_outputs()))
+    return next((name for name in fresh if not values[name].has_value()), None)
 
 
 def _fed_as(session: Any, feed: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -306,7 +319,16 @@ class Verifier:
                 for name, buffer in buffers.items():  # as the Ray predictor's static batches
                     buffer[...] = second[name]
                     binding.bind_cpu_input(name, buffer)  # plugin EPs copy a CPU input at bind time
+                fresh = _accumulating(session)
+                for name in fresh:  # as Binding.run: bound afresh, not appended to
+                    binding.bind_output(name, "cpu")
                 session.run_with_iobinding(binding, _quiet())
+                unwritten = _unwritten(binding, names, fresh)
+                if unwritten is not None:  # reading it would crash ONNX Runtime
+                    return (
+                        "a reused IO binding returned stale outputs: its second run wrote no "
+                        f"value for output {unwritten!r}"
+                    )
                 got = dict(zip(names, binding.copy_outputs_to_cpu()))
                 plain_second = _outputs(session, second)
             except Exception as exc:
