@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+import onnxruntime_extensions
 from onnx import TensorProto, helper
 import pytest
 from ortplug import (
@@ -17,6 +18,7 @@ from ortplug import (
     InMemoryCheckpoint,
     LocalCheckpoint,
     OnnxBackend,
+    SessionOptionsConfig,
     VerificationError,
 )
 from ortplug.checkpoint import Variant, select_variant
@@ -24,9 +26,10 @@ from ortplug.testing import make_plugin_host
 from ortplug.testing.misbehaving import MisbehavingPlugin, MisbehavingProvider
 
 
-def _model(nodes, inputs, outputs, opset: int = 18) -> onnx.ModelProto:
-    graph = helper.make_graph(nodes, "g", inputs, outputs)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+def _model(nodes, inputs, outputs, opset: int = 18, domains=(), name: str = "g") -> onnx.ModelProto:
+    graph = helper.make_graph(nodes, name, inputs, outputs)
+    opsets = [helper.make_opsetid("", opset), *(helper.make_opsetid(d, 1) for d in domains)]
+    model = helper.make_model(graph, opset_imports=opsets)
     model.ir_version = 8
     onnx.checker.check_model(model)
     return model
@@ -96,3 +99,58 @@ def test_a_stale_binding_on_a_sequence_output_model_is_rejected_not_a_crash() ->
             providers=[MisbehavingProvider("stale"), "cpu"],
             plugins=plugins,
         )
+
+
+# -- item 6: the reference is built as the caller's session would be ------------------------------
+
+#: The library with the custom operator ``_neg_pos`` needs (onnxruntime-extensions).
+CUSTOM_OPS = SessionOptionsConfig(custom_op_libraries=onnxruntime_extensions.get_library_path())
+
+
+def _neg_pos(name: str = "g") -> onnx.ModelProto:
+    """neg, pos = NegPos(x), a custom operator of onnxruntime-extensions (ai.onnx.contrib)."""
+    return _model(
+        [helper.make_node("NegPos", ["x"], ["neg", "pos"], domain="ai.onnx.contrib")],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n"])],
+        [
+            helper.make_tensor_value_info("neg", TensorProto.FLOAT, ["n"]),
+            helper.make_tensor_value_info("pos", TensorProto.FLOAT, ["n"]),
+        ],
+        opset=17,
+        domains=["ai.onnx.contrib"],
+        name=name,
+    )
+
+
+def test_a_custom_op_variant_verifies_on_an_explicit_chain(tmp_path: Path) -> None:
+    path = _with_variant(tmp_path, _neg_pos(), _neg_pos())
+    checkpoint = select_variant(LocalCheckpoint(path).resolve(), "int8")
+    backend = OnnxBackend.from_checkpoint(
+        checkpoint, providers=["cpu"], verify=True, session_options=CUSTOM_OPS
+    )  # the reference was built without the library: ModelLoadError, NegPos not registered
+    verdict = backend.report.verification
+    assert verdict is not None and verdict.passed and not verdict.cached, verdict
+    x = np.array([-2.0, 3.0], np.float32)
+    assert backend.run({"x": x})["pos"].tolist() == [0.0, 3.0]
+
+
+def test_a_custom_op_model_verifies_its_accelerator_without_timing() -> None:
+    checkpoint = InMemoryCheckpoint(_neg_pos().SerializeToString()).resolve()
+    plugins = make_plugin_host(("good", MisbehavingPlugin("slow", delay_s=0)))  # type: ignore[arg-type]
+    backend = OnnxBackend.from_checkpoint(
+        checkpoint, plugins=plugins, session_options=CUSTOM_OPS, measure=False
+    )
+    assert backend.providers == ("AzureExecutionProvider", "CPUExecutionProvider")
+    verdict = backend.report.verification
+    assert verdict is not None and verdict.passed, verdict
+
+
+def test_the_reference_does_not_write_over_the_candidates_optimized_model(tmp_path: Path) -> None:
+    path = _with_variant(tmp_path, _neg_pos("reference"), _neg_pos("variant"))
+    written = tmp_path / "optimized.onnx"
+    options = SessionOptionsConfig(
+        custom_op_libraries=CUSTOM_OPS.custom_op_libraries, optimized_model_path=str(written)
+    )
+    checkpoint = select_variant(LocalCheckpoint(path).resolve(), "int8")
+    OnnxBackend.from_checkpoint(checkpoint, providers=["cpu"], verify=True, session_options=options)
+    assert onnx.load(written).graph.name == "variant"  # what serves, not the reference

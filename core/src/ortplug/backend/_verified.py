@@ -24,12 +24,14 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import attrs
 import numpy as np
 
 from ..checkpoint import ResolvedCheckpoint, Tolerance
 from ..host._runtime import require_onnxruntime
 from ..plugins.manager import PluginHost
 from ..providers.configs import CPU_EP
+from ..providers.session_options import SessionOptionsConfig
 from ..selection.autotune import host_signature
 from ..verification.sample_inputs import GENERATION, AcceptedInputs, carried_samples, session_inputs
 from ..verification.verdicts import (
@@ -126,6 +128,17 @@ def _unwritten(binding: Any, names: Sequence[str], fresh: Sequence[str]) -> str 
     return next((name for name in fresh if not values[name].has_value()), None)
 
 
+def _for_reference(options: SessionOptionsConfig | None) -> SessionOptionsConfig | None:
+    """The caller's session options (custom-op libraries, free dimension overrides, optimisation
+    level...) less what writes files: the reference must not replace the candidate's
+    optimized model or profile."""
+    if options is None:
+        return None
+    return attrs.evolve(
+        options, optimized_model_path=None, enable_profiling=None, profile_file_prefix=None
+    )
+
+
 def _fed_as(session: Any, feed: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     """The reference's inputs cast to the float types this session takes."""
     fed = dict(feed)
@@ -144,11 +157,17 @@ class Verifier:
     """
 
     def __init__(
-        self, checkpoint: ResolvedCheckpoint, plugins: PluginHost, tolerance: Tolerance | None
+        self,
+        checkpoint: ResolvedCheckpoint,
+        plugins: PluginHost,
+        tolerance: Tolerance | None,
+        session_options: SessionOptionsConfig | None = None,
     ) -> None:
         self.reference = checkpoint.reference or checkpoint
         self._plugins = plugins
         self._tolerance = tolerance
+        #: The caller's session options: the reference is built as the caller's session would be.
+        self._options = _for_reference(session_options)
         self._samples = carried_samples(self.reference)
         self._expected: AcceptedInputs | None = None
         #: Other inputs the reference runs, for the bound-run check (``None``: no check).
@@ -166,7 +185,7 @@ class Verifier:
         """The inputs and the CPU provider's outputs on the reference weights (computed once)."""
         if self._expected is not None:
             return self._expected
-        plan = plan_session(self.reference, ["cpu"], None, None, self._plugins)
+        plan = plan_session(self.reference, ["cpu"], self._options, None, self._plugins)
         return self.use_reference(create_planned(self.reference, plan, plan.options).session)
 
     def use_reference(self, session: Any) -> AcceptedInputs:
