@@ -6,12 +6,16 @@ ONNX Runtime sessions.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+from typing import Any
+
+import attrs
 
 import numpy as np
 import onnx
 import onnxruntime_extensions
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 import pytest
 from ortplug import (
     CheckpointMetadata,
@@ -26,8 +30,10 @@ from ortplug.testing import make_plugin_host
 from ortplug.testing.misbehaving import MisbehavingPlugin, MisbehavingProvider
 
 
-def _model(nodes, inputs, outputs, opset: int = 18, domains=(), name: str = "g") -> onnx.ModelProto:
-    graph = helper.make_graph(nodes, name, inputs, outputs)
+def _model(
+    nodes, inputs, outputs, opset: int = 18, domains=(), name: str = "g", initializers=()
+) -> onnx.ModelProto:
+    graph = helper.make_graph(nodes, name, inputs, outputs, initializer=list(initializers))
     opsets = [helper.make_opsetid("", opset), *(helper.make_opsetid(d, 1) for d in domains)]
     model = helper.make_model(graph, opset_imports=opsets)
     model.ir_version = 8
@@ -59,6 +65,63 @@ def _with_variant(folder: Path, reference: onnx.ModelProto, variant: onnx.ModelP
     listed = {**metadata.to_dict(), "variants": [entry.to_dict()]}
     (folder / "m.metadata.json").write_text(CheckpointMetadata.from_dict(listed).to_json())
     return path
+
+
+# -- item 4: the bytes verified are the bytes fingerprinted --------------------------------------
+
+
+@attrs.frozen
+class _Replacing(MisbehavingProvider):
+    """A correct test accelerator whose build ends by renaming ``new`` over ``old`` (a deploy or
+    an rsync landing while the session is verified): the session holds the old file's bytes."""
+
+    new: str = ""
+    old: str = ""
+
+    def ortplug_testing_wrap(self, session: Any) -> Any:
+        if os.path.exists(self.new):
+            os.replace(self.new, self.old)
+        return session
+
+
+def _scaled(weights: np.ndarray) -> onnx.ModelProto:
+    """y = x * w for x[1, 64]."""
+    return _model(
+        [helper.make_node("Mul", ["x", "w"], ["y"])],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 64])],
+        initializers=[numpy_helper.from_array(weights, "w")],
+    )
+
+
+@pytest.mark.parametrize("replaced", ["m.int8.onnx", "m.int8.data"])
+def test_a_file_replaced_while_it_is_verified_does_not_inherit_the_pass(
+    tmp_path: Path, replaced: str
+) -> None:
+    weights = np.linspace(0.5, 1.5, 64, dtype=np.float32).reshape(1, 64)
+    path = _with_variant(tmp_path, _scaled(weights), _scaled(weights))
+    onnx.save_model(  # the variant's weights in an external-data file
+        _scaled(weights), tmp_path / "m.int8.onnx", save_as_external_data=True,
+        location="m.int8.data", size_threshold=0,
+    )
+    staged = tmp_path / "staged"  # a broken variant: its weights tripled, in either file
+    staged.mkdir()
+    (staged / "m.int8.onnx").write_bytes(_scaled(weights * 3).SerializeToString())
+    (staged / "m.int8.data").write_bytes((weights * 3).tobytes())
+    racing = _Replacing("no_node", new=str(staged / replaced), old=str(tmp_path / replaced))
+    plugins = make_plugin_host(("bad", MisbehavingPlugin("no_node")))  # type: ignore[arg-type]
+
+    def build() -> OnnxBackend:
+        checkpoint = select_variant(LocalCheckpoint(path).resolve(), "int8")
+        return OnnxBackend.from_checkpoint(
+            checkpoint, providers=[racing, "cpu"], plugins=plugins, verify=True
+        )
+
+    first = build().report.verification  # built from the good files, which are then replaced
+    assert first is not None and first.passed and not first.cached
+    assert not (staged / replaced).exists()
+    with pytest.raises(VerificationError, match="variant int8 .* failed verification: output 'y'"):
+        build()  # the next build checks the files now there (it read the good files' PASS)
 
 
 # -- item 5: bindings and sequences ---------------------------------------------------------------

@@ -27,6 +27,7 @@ from typing import Any
 import attrs
 import numpy as np
 
+from .. import _log
 from ..checkpoint import ResolvedCheckpoint, Tolerance
 from ..host._runtime import require_onnxruntime
 from ..plugins.manager import PluginHost
@@ -371,6 +372,13 @@ class Verifier:
         plan: SessionPlan,
         providers: list[str],
     ) -> None:
+        if not (candidate.built_from_current_files() and self.reference.built_from_current_files()):
+            _log.info(
+                "%s: verdict not cached: a model or external-data file was replaced or written "
+                "while it was built and verified (the next build verifies again)",
+                candidate.label,
+            )
+            return
         weights = candidate.weights_path
         described = {
             "model": candidate.label,
