@@ -158,7 +158,7 @@ def build_proven(
     choice passes.
     """
     tolerance = verify if isinstance(verify, Tolerance) else None
-    verifier = Verifier(checkpoint, resolve_plugin_host(plan.plugins), tolerance)
+    verifier = Verifier(checkpoint, resolve_plugin_host(plan.plugins), tolerance, session_options)
     entries = _plans(checkpoint, plan, session_options)
     ref = next((i for i, e in enumerate(entries) if e.reference), None)
     timed = (

@@ -296,6 +296,7 @@ def create_session(
     def declines(ort_names: Sequence[str]) -> Mapping[str, str]:
         return explain_declines([kind_of[name] for name in ort_names if name in kind_of])
 
+    checkpoint.note_build()  # what is verified on the session is cached only for these files
     by_devices = any(lib is not None for lib in libraries)
     messages: list[str] = _library_messages(libraries)
     if by_devices:

@@ -30,15 +30,16 @@ from functools import partial
 from typing import Any
 
 import attrs
-
 import numpy as np
 
+from .. import _log
 from ..checkpoint import ResolvedCheckpoint, Tolerance
+from ..checkpoint.metadata import parse_dim_ranges
 from ..host._runtime import require_onnxruntime
 from ..plugins.manager import PluginHost
 from ..providers.configs import CPU_EP
+from ..providers.session_options import SessionOptionsConfig
 from ..selection.autotune import host_signature
-from ..checkpoint.metadata import parse_dim_ranges
 from ..verification.comparison import OutputCheck, OutputRule, compare_outputs, parse_output_rules
 from ..verification.probes import MAGNITUDE, REPEATED_RUNS, VERIFY_BUDGET_S, probe_feeds
 from ..verification.sample_inputs import (
@@ -60,6 +61,8 @@ from ._placement import accelerator_share, node_counts
 from ._plan import SessionPlan, plan_session
 from ._session import capture_messages, create_planned, model_key
 from ._validation import InputChecker
+from .binding import accumulates
+from .introspection import value_infos
 
 __all__ = ["Verifier", "needs_check"]
 
@@ -129,6 +132,28 @@ def _placement_failure(session: Any, min_share: float | None) -> str | None:
             f"min_accelerator_share={min_share:g}"
         )
     return None
+
+
+def _accumulating(session: Any) -> list[str]:
+    """The session's outputs ONNX Runtime appends to when they stay bound (sequences, maps)."""
+    return [info.name for info in value_infos(session.get_outputs()) if accumulates(info)]
+
+
+def _unwritten(binding: Any, names: Sequence[str], fresh: Sequence[str]) -> str | None:
+    """The first output bound afresh that the run left without a value, or ``None``."""
+    values = dict(zip(names, binding.get_outputs()))
+    return next((name for name in fresh if not values[name].has_value()), None)
+
+
+def _for_reference(options: SessionOptionsConfig | None) -> SessionOptionsConfig | None:
+    """The caller's session options (custom-op libraries, free dimension overrides, optimisation
+    level...) less what writes files: the reference must not replace the candidate's
+    optimized model or profile."""
+    if options is None:
+        return None
+    return attrs.evolve(
+        options, optimized_model_path=None, enable_profiling=None, profile_file_prefix=None
+    )
 
 
 def _fed_as(session: Any, feed: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -212,11 +237,17 @@ class Verifier:
     """
 
     def __init__(
-        self, checkpoint: ResolvedCheckpoint, plugins: PluginHost, tolerance: Tolerance | None
+        self,
+        checkpoint: ResolvedCheckpoint,
+        plugins: PluginHost,
+        tolerance: Tolerance | None,
+        session_options: SessionOptionsConfig | None = None,
     ) -> None:
         self.reference = checkpoint.reference or checkpoint
         self._plugins = plugins
         self._tolerance = tolerance
+        #: The caller's session options: the reference is built as the caller's session would be.
+        self._options = _for_reference(session_options)
         self._samples = carried_samples(self.reference)
         self._rules = parse_output_rules(self.reference.metadata.extra)
         self._expected: AcceptedInputs | None = None
@@ -237,7 +268,7 @@ class Verifier:
         """The inputs and the CPU provider's outputs on the reference weights (computed once)."""
         if self._expected is not None:
             return self._expected
-        plan = plan_session(self.reference, ["cpu"], None, None, self._plugins)
+        plan = plan_session(self.reference, ["cpu"], self._options, None, self._plugins)
         return self.use_reference(create_planned(self.reference, plan, plan.options).session)
 
     def use_reference(self, session: Any) -> AcceptedInputs:
@@ -460,7 +491,16 @@ class Verifier:
                 for name, buffer in buffers.items():  # as the Ray predictor's static batches
                     buffer[...] = second[name]
                     binding.bind_cpu_input(name, buffer)  # plugin EPs copy a CPU input at bind time
+                fresh = _accumulating(session)
+                for name in fresh:  # as Binding.run: bound afresh, not appended to
+                    binding.bind_output(name, "cpu")
                 session.run_with_iobinding(binding, _quiet())
+                unwritten = _unwritten(binding, names, fresh)
+                if unwritten is not None:  # reading it would crash ONNX Runtime
+                    return (
+                        "a reused IO binding returned stale outputs: its second run wrote no "
+                        f"value for output {unwritten!r}"
+                    )
                 got = dict(zip(names, binding.copy_outputs_to_cpu()))
                 plain_first = _outputs(session, first)
                 plain_second = _outputs(session, second)
@@ -484,6 +524,13 @@ class Verifier:
         plan: SessionPlan,
         providers: list[str],
     ) -> None:
+        if not (candidate.built_from_current_files() and self.reference.built_from_current_files()):
+            _log.info(
+                "%s: verdict not cached: a model or external-data file was replaced or written "
+                "while it was built and verified (the next build verifies again)",
+                candidate.label,
+            )
+            return
         weights = candidate.weights_path
         described = {
             "model": candidate.label,

@@ -15,7 +15,7 @@ import numpy as np
 from ..errors import BackendClosedError, OptionError, OptionTypeError, RunTerminatedError
 from .introspection import ValueInfo
 
-__all__ = ["Binding"]
+__all__ = ["Binding", "accumulates"]
 
 
 class _BackendClosedError(BackendClosedError):
@@ -39,6 +39,18 @@ _DEVICE_PROVIDERS = {
 }
 
 
+#: Output kinds ONNX Runtime appends to on each run of an IO binding that keeps them bound.
+_ACCUMULATING = ("sequence", "map")
+
+
+def accumulates(info: ValueInfo) -> bool:
+    """Whether a bound output of this type grows by each run's items (a sequence or map, also
+    as an optional's element) instead of being overwritten."""
+    if info.kind == "optional" and info.element is not None:
+        return accumulates(info.element)
+    return info.kind in _ACCUMULATING
+
+
 class _ClosedIoBinding:
     """Stands in for the released IO binding of a closed backend: every method raises."""
 
@@ -52,7 +64,9 @@ class Binding:
     A bound numpy input is read at each :meth:`run`: a C-contiguous array of the input's dtype
     is bound as it is, any other (Fortran order, a strided view) is copied again before each
     run, so in-place updates are seen either way. Outputs ONNX Runtime allocates are allocated
-    again when an input is bound with another shape (a new batch size).
+    again when an input is bound with another shape (a new batch size). Sequence and map
+    outputs are bound afresh before each run: ONNX Runtime appends to a bound one, so a
+    reused binding would return every earlier run's items too.
     """
 
     def __init__(
@@ -172,6 +186,10 @@ class Binding:
         """Run the model on the bound inputs into the bound outputs."""
         for source, bound in self._copies.values():
             np.copyto(bound, source)
+        for name, (device, device_id) in self._allocated.items():
+            if accumulates(self._outputs[name]):  # else this run's items join the last run's
+                self._binding.bind_output(name, device, device_id)
+                self._unwritten.add(name)
         try:
             self._run_with_iobinding(self._binding, self._run_options)
             self._unwritten.clear()

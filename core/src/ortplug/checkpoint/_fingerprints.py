@@ -24,7 +24,7 @@ from pathlib import Path
 from ..cache.root import atomic_write, cache_key, read_cache_file, touch, trusted_folder
 from ..errors import CacheError
 
-__all__ = ["FOLDER", "REMEMBERED_BYTES", "file_fingerprint", "settled_version"]
+__all__ = ["FOLDER", "REMEMBERED_BYTES", "file_fingerprint", "file_version", "settled_version"]
 
 #: Where digests are kept under the cache root.
 FOLDER = "fingerprints"
@@ -42,7 +42,8 @@ _known: dict[_Version, str] = {}
 _lock = threading.Lock()
 
 
-def _version(path: Path) -> _Version:
+def file_version(path: Path) -> _Version:
+    """The file's version now: real path, device, inode, size, modification and change times."""
     info = os.stat(path)
     return (
         os.path.realpath(path),
@@ -94,7 +95,7 @@ def _recalled(name: str, version: _Version) -> str | None:
 def settled_version(path: Path) -> _Version | None:
     """The file's version when it has not changed for ``_SETTLED_S`` seconds, else ``None``
     (what is derived from a file written just now is not kept: it may change unseen)."""
-    version = _version(path)
+    version = file_version(path)
     return version if max(version[4], version[5]) / 1e9 <= time.time() - _SETTLED_S else None
 
 
@@ -129,7 +130,7 @@ def file_fingerprint(path: Path) -> str:
     digest = _recalled(name, version) if remembered else None
     if digest is None:
         digest = _hash(path)
-        if _version(path) != version:  # changed while it was read
+        if file_version(path) != version:  # changed while it was read
             return digest
         if remembered:
             _keep(name, version, digest)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import stat
+import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import MappingProxyType
@@ -12,8 +13,14 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import numpy as np
 
-from ..errors import CheckpointError, MissingFileError, OptionError, OptionTypeError
-from ._fingerprints import file_fingerprint, settled_version
+from ..errors import (
+    CheckpointError,
+    MissingFileError,
+    OptionError,
+    OptionTypeError,
+    OrtplugError,
+)
+from ._fingerprints import file_fingerprint, file_version, settled_version
 from ._onnx_wire import ModelSummary, summarize_file, summarize_model
 from .metadata import CheckpointMetadata
 from .variants import Variant
@@ -119,6 +126,37 @@ class ResolvedCheckpoint:
     def _external_versions(self) -> object:
         return [(name, _file_version(path)) for name, path in self._external_files()]
 
+    def file_versions(self) -> tuple[object, ...]:
+        """The version (device, inode, size, modification and change times) of the model file
+        and of every external-data file it names, as they are now; empty for model bytes (a
+        session built from them loads the bytes that are hashed)."""
+        if self.weights_path is None:
+            return ()
+        model = _version_now(self.weights_path)
+        known = self._memo.get("summary")  # any version's (no parse): the model's version is here
+        try:
+            summary = known[1] if known is not None else self._remember("summary", self._summarize)
+        except (OrtplugError, OSError) as exc:  # not a model now: its version says it changed
+            return (model, f"unreadable: {exc}")
+        folder = self.weights_path.parent
+        files = sorted(summary.external_files)
+        return (model, *((name, _version_now(folder / name)) for name in files))
+
+    def note_build(self) -> None:
+        """Note the files' versions as a session is about to load them (every build calls it):
+        see :meth:`built_from_current_files`."""
+        versions = self.file_versions()
+        with _builds_lock:
+            seen = self._memo.get("built_from", versions)
+            self._memo["built_from"] = versions if seen == versions else _VERSIONS_DIFFERED
+
+    def built_from_current_files(self) -> bool:
+        """Whether every session built from this checkpoint loaded the files as they are now, so
+        that what was measured on them belongs to :meth:`fingerprint` (``False`` when none was
+        built, or a file was replaced or written since)."""
+        built_from = self._memo.get("built_from")
+        return built_from not in (None, _VERSIONS_DIFFERED) and built_from == self.file_versions()
+
     def _hash(self) -> str:
         import hashlib  # deferred: ~4 ms of OpenSSL start-up that most processes never need
 
@@ -201,6 +239,19 @@ def _external_path(model: Path, location: str) -> Path:
             f"folder {allowed}, got {resolved} (ONNX Runtime refuses it too)"
         )
     return path
+
+
+#: What :meth:`ResolvedCheckpoint.note_build` keeps when two builds loaded other file versions.
+_VERSIONS_DIFFERED = "differed between builds"
+_builds_lock = threading.Lock()
+
+
+def _version_now(path: Path) -> object:
+    """The file's version now (even one written just now), or why it has none."""
+    try:
+        return file_version(path)
+    except OSError as exc:
+        return f"unreadable: {exc.strerror or exc}"
 
 
 def _file_version(path: Path) -> object:
