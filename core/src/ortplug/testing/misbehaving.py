@@ -20,6 +20,9 @@ misbehaves:
 * ``"slow"`` — correct, but each run waits ``delay_s`` first (WebGPU on a software adapter);
 * ``"big_batch"`` — correct, but a run with a batch of 8 rows or more raises (a provider that
   passed verification and fails on real batches).
+* ``"magnitude"`` — correct, but a plain run fed any input value beyond ``magnitude`` (default 4)
+  in absolute value returns shifted float outputs (a kernel that branches on its input's range;
+  right on small generated inputs, wrong on real traffic).
 
 Only one misbehaving plugin fits on a host at a time (they share the provider name).
 """
@@ -38,8 +41,9 @@ from ..plugins import ProviderOffer, ProviderType, hookimpl
 __all__ = ["MISBEHAVIOURS", "MisbehavingPlugin", "MisbehavingProvider"]
 
 #: What a misbehaving provider can do wrong.
-MISBEHAVIOURS = ("off", "stale", "raises", "no_node", "slow", "big_batch")
+MISBEHAVIOURS = ("off", "stale", "raises", "no_node", "slow", "big_batch", "magnitude")
 _BIG_BATCH = 8
+_MAGNITUDE = 4.0
 _ORT_NAME = "AzureExecutionProvider"
 #: What ``"raises"`` raises: OpenVINO's words for a graph it half took.
 _RUN_ERROR = (
@@ -55,23 +59,34 @@ class MisbehavingProvider:
     kind: ClassVar[str] = "misbehaving"
     misbehaviour: str = attrs.field(default="off", validator=attrs.validators.in_(MISBEHAVIOURS))
     delay_s: float = 0.02
+    magnitude: float = _MAGNITUDE
 
     def to_ort(self) -> tuple[str, dict[str, str]]:
         # The Azure provider takes any option: the misbehaviour keys verdicts apart.
-        return _ORT_NAME, {"misbehaviour": self.misbehaviour}
+        options = {"misbehaviour": self.misbehaviour}
+        if self.misbehaviour == "magnitude":
+            options["magnitude"] = repr(self.magnitude)
+        return _ORT_NAME, options
 
     def ortplug_testing_wrap(self, session: Any) -> Any:
         """The real session as this provider serves it (called by the core after the build)."""
         if self.misbehaviour == "no_node":
             return session
-        return _Misbehaving(session, self.misbehaviour, self.delay_s)
+        return _Misbehaving(session, self.misbehaviour, self.delay_s, self.magnitude)
 
 
 class MisbehavingPlugin:
     """Offers the ``misbehaving`` provider above the CPU provider, for every model, on every host."""
 
-    def __init__(self, misbehaviour: str, *, preference: int = 95, delay_s: float = 0.02) -> None:
-        self.config = MisbehavingProvider(misbehaviour, delay_s)
+    def __init__(
+        self,
+        misbehaviour: str,
+        *,
+        preference: int = 95,
+        delay_s: float = 0.02,
+        magnitude: float = _MAGNITUDE,
+    ) -> None:
+        self.config = MisbehavingProvider(misbehaviour, delay_s, magnitude)
         self.preference = preference
 
     @hookimpl
@@ -94,6 +109,16 @@ def _shifted(values: Sequence[Any]) -> list[Any]:
         else:
             shifted.append(value)
     return shifted
+
+
+def _beyond(feed: Any, magnitude: float) -> bool:
+    """Whether a numeric input of ``feed`` holds a value beyond ``magnitude`` in absolute value."""
+    arrays = [v for v in (feed.values() if isinstance(feed, dict) else ()) if _numeric(v)]
+    return any(float(np.max(np.abs(v))) > magnitude for v in arrays)
+
+
+def _numeric(value: object) -> bool:
+    return isinstance(value, np.ndarray) and value.dtype.kind in "iuf" and value.size > 0
 
 
 @attrs.frozen
@@ -126,10 +151,13 @@ class _Binding:
 class _Misbehaving:
     """A real ONNX Runtime session, served the way the misbehaviour says."""
 
-    def __init__(self, session: Any, misbehaviour: str, delay_s: float) -> None:
+    def __init__(
+        self, session: Any, misbehaviour: str, delay_s: float, magnitude: float = _MAGNITUDE
+    ) -> None:
         self._session = session
         self._misbehaviour = misbehaviour
         self._delay_s = delay_s
+        self._magnitude = magnitude
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._session, name)
@@ -153,6 +181,8 @@ class _Misbehaving:
     def run(self, output_names: Any, input_feed: Any, run_options: Any = None) -> list[Any]:
         self._before_run(input_feed)
         outputs = self._session.run(output_names, input_feed, run_options)
+        if self._misbehaviour == "magnitude" and _beyond(input_feed, self._magnitude):
+            return _shifted(outputs)
         return _shifted(outputs) if self._misbehaviour == "off" else list(outputs)
 
     def io_binding(self) -> _Binding:
