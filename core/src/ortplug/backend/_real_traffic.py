@@ -152,6 +152,8 @@ def hand_over(
     """Let ``proven``'s verified candidate take over from the CPU reference ``backend`` serves
     on: after it agreed on real requests (True: shadowing, ``switch`` settles when that ends),
     or at once when none are asked for or it was not verified (False)."""
+    if switch.exiting:  # nothing new starts while the interpreter exits
+        return False
     tolerance = proving.verify if isinstance(proving.verify, Tolerance) else None
     verifier = Verifier(origin, resolve_plugin_host(proven.plan.plugins), tolerance)
     handover = _Handover(weakref.ref(backend), origin, proven, proving, verifier, switch, switch_to)

@@ -63,6 +63,11 @@ def _shape(value: object) -> str:
 Judge = Callable[[Request, "Mapping[str, Any] | Exception"], bool]
 
 
+def _done(_request: Request, _outcome: Mapping[str, Any] | Exception) -> bool:
+    """The judge of a check that ended (its own judge, and all it holds, are released)."""
+    return False
+
+
 class _Uncopyable(Exception):
     """A value of a request that cannot be copied (an OrtValue): the request is not checked."""
 
@@ -214,6 +219,8 @@ class TrafficCheck:
                     return
         finally:
             self._stopped.set()
-            self._session = None  # the second session is released with the thread
-            if self._ended is not None:
-                self._ended()
+            self._session = None  # the second session, and what the judge holds, are released
+            self._judge = _done
+            ended, self._ended = self._ended, None
+            if ended is not None:
+                ended()
