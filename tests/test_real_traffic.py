@@ -74,6 +74,7 @@ def test_a_candidate_wrong_on_real_requests_never_answers_them_and_is_rejected_o
         shadowed = backend.report.candidates[0]
         assert shadowed.verdict is not None and shadowed.verdict.passed  # right on generated inputs
         assert "shadows the CPU reference" in shadowed.reason and not shadowed.chosen
+        assert backend.report.candidates[-1].chosen  # the CPU reference serves meanwhile
         for feed in feeds:  # the CPU answers every one: the wrong answers never reach the caller
             got = backend.run(feed)
             for name, value in reference.run(feed).items():
@@ -87,6 +88,7 @@ def test_a_candidate_wrong_on_real_requests_never_answers_them_and_is_rejected_o
     assert isinstance(backend.startup_error, VerificationError)
     rejected, cpu = backend.report.candidates
     assert cpu.chosen and not rejected.chosen and rejected.reason.startswith("rejected: on real")
+    assert cpu.reason == "the CPU reference"
     assert rejected.verdict is not None and rejected.verdict.inputs == "real"
     assert not rejected.verdict.passed and "output 'logits'" in rejected.verdict.describe()
     assert "was rejected on real inputs" in (backend.report.startup or "")

@@ -66,6 +66,7 @@ DEFAULT_SPOT_CHECK = 0.01
 _SHADOW_QUEUE = 4
 #: The share of one CPU's time the spot check may take.
 _SPOT_CHECK_CPU_SHARE = 0.1
+_REFERENCE = "the CPU reference"
 
 #: ``_startup``'s switch: (backend, weights, plan, build, switch) -> whether it serves now.
 _SwitchTo = Callable[["OnnxBackend", ResolvedCheckpoint, SessionPlan, "SessionBuild", Any], bool]
@@ -209,7 +210,7 @@ class _Handover:
         backend._candidates = tuple(
             attrs.evolve(c, chosen=False, reason=shadowed)
             if c.chosen
-            else attrs.evolve(c, chosen=True)
+            else attrs.evolve(c, chosen=True, reason=f"{_REFERENCE} (serves while it is shadowed)")
             if _is_reference(c, precision)
             else c
             for c in self.proven.candidates
@@ -266,6 +267,8 @@ class _Handover:
         backend._candidates = tuple(
             attrs.evolve(c, verdict=verdict, reason=f"rejected: {'; '.join(verdict.problems)}")
             if i == shadowed
+            else attrs.evolve(c, reason=_REFERENCE)
+            if c.chosen
             else c
             for i, c in enumerate(backend._candidates)
         )
@@ -383,7 +386,7 @@ class _SpotCheck:
         backend._candidates = tuple(
             attrs.evolve(c, chosen=False, verdict=verdict, reason=f"rejected: {verdict.describe()}")
             if c.chosen
-            else attrs.evolve(c, chosen=True)
+            else attrs.evolve(c, chosen=True, reason=_REFERENCE)
             if on_reference and _is_reference(c, precision)
             else c
             for c in backend._candidates
