@@ -113,7 +113,9 @@ def test_a_first_result_imports_only_what_its_path_needs() -> None:
     deferred = [
         "importlib.abc",
         "importlib.metadata",
+        "ortplug.backend._real_traffic",
         "ortplug.backend._startup",
+        "ortplug.backend._traffic_check",
         "ortplug.backend._verified",
         "ortplug.checkpoint.model_package",
         "ortplug.verification.verdicts",

@@ -186,7 +186,12 @@ def test_startup_fallback_serves_the_cpu_then_only_a_verified_choice(demo):
     assert off.providers == CPU
     assert [c.chosen for c in off.report.candidates] == [False, True]
     slow = OnnxBackend.from_checkpoint(
-        demo, plugins=_host("slow"), startup_fallback=True, verify=True, measure=False
+        demo,
+        plugins=_host("slow"),
+        startup_fallback=True,
+        verify=True,
+        measure=False,
+        real_traffic_checks=0,
     )
     assert slow.wait_ready(60) and slow.providers == BAD  # verified, and not measured
     assert slow.report.verification is not None and slow.report.verification.passed

@@ -292,6 +292,7 @@ def test_startup_fallback_warms_the_accelerator_up_on_an_image_the_cnn_takes() -
         providers=["azure", "cpu"],
         plugins=plugins,
         startup_fallback=True,
+        real_traffic_checks=0,
     )
     with backend:
         assert backend.wait_ready(timeout=60) and backend.startup_error is None

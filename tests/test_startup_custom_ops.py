@@ -22,6 +22,7 @@ def test_a_library_registered_during_bring_up_reaches_the_accelerator(
         providers=["azure", "cpu"],
         plugins=plugin_host,
         startup_fallback=True,
+        real_traffic_checks=0,
     )
     assert backend.providers == ("CPUExecutionProvider",)
     library = onnxruntime_extensions.get_library_path()

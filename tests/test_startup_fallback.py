@@ -37,6 +37,7 @@ def test_the_cpu_serves_first_then_the_accelerator(azure_host: PluginHost) -> No
         providers=["azure", "cpu"],
         plugins=azure_host,
         startup_fallback=True,
+        real_traffic_checks=0,  # switches once verified (tests/test_real_traffic.py: after agreeing)
     )
     assert backend.providers == (CPU_EP,)
     assert "startup fallback" in dict(backend.chain_reasons)["cpu"]
@@ -101,7 +102,11 @@ def test_no_run_fails_or_blocks_across_the_switch(azure_host: PluginHost) -> Non
 
 def test_run_into_bind_and_async_work_across_the_switch(azure_host: PluginHost) -> None:
     backend = OnnxBackend.from_checkpoint(
-        _checkpoint(), providers=["azure", "cpu"], plugins=azure_host, startup_fallback=True
+        _checkpoint(),
+        providers=["azure", "cpu"],
+        plugins=azure_host,
+        startup_fallback=True,
+        real_traffic_checks=0,
     )
     binding = backend.bind()  # made on the CPU session: it stays there
     binding.bind_input("a", ONE)
@@ -161,6 +166,8 @@ def test_the_cpu_session_is_released_after_the_switch(azure_host: PluginHost) ->
         providers=["azure", "cpu"],
         plugins=azure_host,
         startup_fallback=True,
+        real_traffic_checks=0,
+        spot_check=0,  # a spot check keeps the CPU reference to run calls again on
     )
     cpu_session = weakref.ref(backend._session)
     backend.run_into({"a": ONE, "b": ONE}, {"c": np.empty((1, 4), np.float32)})  # a CPU IO binding

@@ -95,6 +95,7 @@ CASES = {
     "nan_for_inf": (_division(), r"output 'y': at \[\d+\]: nan, reference -?inf .*non-finite"),
     "later_rows": (DEMO, r"output '(logits|probs)': (row [1-9]|at \[[1-9]).* \(on batch 2\)"),
     "after_runs": (DEMO, r"\(on the first feed after 10 runs\)"),
+    "magnitude": (DEMO, r"output 'logits': .*\(on values x8\)"),
     "output_subset": (DEMO, r"output 'probs': .*\(on output 'probs' alone\)"),
     "async_only": (DEMO, r"\(on run_async\)"),
     "rare_ids": (_embedding(), r"output 'pooled': .*\(on ids ids 0\.\.99\)"),

@@ -5,10 +5,10 @@ WebGPU's shaders) can make the first request wait seconds or minutes. With
 ``startup_fallback=True`` the backend is returned as soon as a CPU session
 serves; that session is the reference of the proven choice (:mod:`._proven`),
 which a daemon thread runs: the candidates are built, verified against it and
-timed, and the backend switches from the next run on only to a verified candidate
-that beat it (none: the CPU keeps serving). With ``verify=False`` the thread
-builds the accelerator's session, runs it once on representative inputs (so its
-first real run is not the slow one), and switches to it.
+timed, and only a verified candidate that beat it may take over (none: the CPU keeps
+serving), after it agreed with the CPU on real requests (:mod:`._real_traffic`). With
+``verify=False`` the thread builds the accelerator's session, runs it once on
+representative inputs (so its first real run is not the slow one), and switches to it.
 """
 
 from __future__ import annotations
@@ -28,11 +28,13 @@ from ..providers.configs import CPU_EP
 from ..verification.sample_inputs import carried_samples, session_inputs
 from ._placement import enforce_share
 from ._plan import SessionPlan, StalePlanError
+from ._real_traffic import TrafficSettings, hand_over
 from ._session import SessionBuild, cancel_builds, create_planned
 
 if TYPE_CHECKING:
     from ..checkpoint import ResolvedCheckpoint, Tolerance
     from ..providers.session_options import SessionOptionsConfig
+    from ._traffic_check import TrafficCheck
     from .onnx_backend import OnnxBackend
 
 __all__ = ["Proving", "StartupSwitch", "start_on_cpu"]
@@ -40,7 +42,11 @@ __all__ = ["Proving", "StartupSwitch", "start_on_cpu"]
 
 @attrs.define(eq=False)
 class StartupSwitch:
-    """The background bring-up of one backend's accelerator: when it ended and how."""
+    """The background bring-up of one backend's accelerator: when it settled and how.
+
+    ``done`` is set once what serves is settled: the accelerator serves, or it will not
+    (it failed, was rejected on generated or real inputs, lost to the CPU, or was closed).
+    """
 
     requested: tuple[str, ...]
     done: threading.Event = attrs.field(factory=threading.Event)
@@ -49,6 +55,13 @@ class StartupSwitch:
     seconds: float | None = None  # build + warm-up time of the accelerator session
     exiting: bool = False  # the interpreter is exiting: stop, quietly
     warm_up_options: Any = None  # the warm-up run's RunOptions, to terminate it at exit
+    status: str = ""  # what it is doing or did, as the report says it
+    traffic: TrafficCheck | None = None  # the shadow checking a candidate on real requests
+
+    def settle(self) -> None:
+        """What serves is settled: no longer under way."""
+        _UNDER_WAY.discard(self)
+        self.done.set()
 
 
 #: Bring-ups under way; at exit each is stopped and waited for (native code still
@@ -65,6 +78,8 @@ def _stop_at_exit() -> None:
         switch.exiting = True
         if switch.warm_up_options is not None:
             switch.warm_up_options.terminate = True
+        if switch.traffic is not None:
+            switch.traffic.stop(wait=False)
     cancel_builds()
     deadline = time.monotonic() + _EXIT_WAIT_S
     for switch in switches:
@@ -79,10 +94,12 @@ class Proving:
     """What the background bring-up needs besides the plan: ``from_checkpoint``'s arguments."""
 
     reference: SessionBuild  # the CPU session serving now
+    reference_plan: SessionPlan  # its plan
     session_options: SessionOptionsConfig | None
     verify: bool | Tolerance | None
     measure: bool | None
     min_share: float | None
+    traffic: TrafficSettings  # the checks on real requests before and after a switch
 
 
 def start_on_cpu(
@@ -90,6 +107,7 @@ def start_on_cpu(
 ) -> StartupSwitch:
     """Start bringing ``plan``'s accelerator up behind ``backend``, which serves on the CPU now."""
     switch = StartupSwitch(tuple(config.to_ort()[0] for config in plan.chain))
+    switch.status = f"the CPU reference serves while {list(switch.requested)} comes up"
     _UNDER_WAY.add(switch)
     backend._startup = switch
     backend._chain_reasons = (
@@ -129,9 +147,10 @@ def _bring_up(
     switch: StartupSwitch,
 ) -> None:
     started = time.perf_counter()
+    shadowing = False
     try:
         if proving.verify is not False:
-            _prove(backend, resolved, plan, proving, switch)
+            shadowing = _prove(backend, resolved, plan, proving, switch)
             return
         build = create_planned(resolved, plan, plan.options)
         if not any(name != CPU_EP for name in build.session.get_providers()):
@@ -139,10 +158,13 @@ def _bring_up(
         _warm_up(build, resolved, switch)
         switch.seconds = time.perf_counter() - started
         switch.switched = _switch(backend, resolved, plan, build, switch)
+        if switch.switched:
+            switch.status = f"{list(backend.providers)} serves, unverified (verify=False)"
         if switch.switched and proving.min_share is not None:
             enforce_share(backend.report, proving.min_share, strict=False)
     except Exception as exc:  # the CPU keeps serving; the cause reaches the user as a warning
         switch.error = exc
+        switch.status = f"the CPU reference serves: {list(switch.requested)} did not come up"
         if switch.exiting:
             return
         warnings.warn(
@@ -153,8 +175,8 @@ def _bring_up(
         )
     finally:
         switch.seconds = time.perf_counter() - started
-        _UNDER_WAY.discard(switch)
-        switch.done.set()
+        if not shadowing:
+            switch.settle()
 
 
 def _prove(
@@ -163,8 +185,9 @@ def _prove(
     plan: SessionPlan,
     proving: Proving,
     switch: StartupSwitch,
-) -> None:
-    """The proven choice against the CPU session serving now; switch when another one won."""
+) -> bool:
+    """The proven choice against the CPU session serving now; hand over when another one won
+    (True: it shadows the CPU reference on real requests first)."""
     from ._proven import build_proven, measuring_wanted
 
     proven = build_proven(
@@ -178,11 +201,9 @@ def _prove(
     )
     if proven.build is proving.reference:  # the CPU won, or nothing else passed
         backend._take_proven(resolved, proven)
-        return
-    target = proven.plan.variant or resolved
-    switch.switched = _switch(backend, target, proven.plan, proven.build, switch)
-    if switch.switched:
-        backend._take_proven(resolved, proven)
+        switch.status = "the CPU reference serves: no other choice was verified and faster"
+        return False
+    return hand_over(backend, resolved, proven, proving, switch, _switch)
 
 
 def _switch(

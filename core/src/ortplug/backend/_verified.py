@@ -374,6 +374,43 @@ class Verifier:
         findings.judge("a real request", reference_outputs, candidate_outputs)
         return next((p for c in findings.checks.values() if (p := c.problem())), None)
 
+    def on_real_request(
+        self,
+        candidate: ResolvedCheckpoint,
+        plan: SessionPlan,
+        session: Any,
+        request: str,
+        reference_outputs: Mapping[str, Any],
+        candidate_outputs: Mapping[str, Any] | Exception,
+    ) -> Verdict:
+        """The verdict on ``session`` from one real request (``request`` names it and its
+        shapes) it answered otherwise than the CPU reference, or raised on. Failing output
+        differences of every output are cached as a verification's: no later build chooses it."""
+        providers = list(session.get_providers())
+        tolerance = self.tolerance_for(candidate, plan.precision)
+        checks: tuple[OutputCheck, ...] = ()
+        if isinstance(candidate_outputs, Exception):
+            said = _one_line(candidate_outputs, ())
+            failure = f"on real inputs: it raised on {request}, which the CPU reference ran: {said}"
+        else:
+            checks = compare_outputs(reference_outputs, candidate_outputs)
+            failure = f"on real inputs: {request} disagreed with the CPU reference"
+            every = {output.name for output in session.get_outputs()} == set(reference_outputs)
+            if every and any(c.problem(tolerance) is not None for c in checks):
+                key = self._key(plan, candidate, providers)
+                self._save(key, checks, candidate, plan, providers)
+        return Verdict(
+            variant=candidate.variant,
+            precision=plan.precision or candidate.metadata.precision,
+            providers=tuple(providers),
+            tolerance=tolerance,
+            checks=checks,
+            inputs="real",
+            cost_ms=0.0,
+            cached=False,
+            failure=failure,
+        )
+
     def verdict(
         self,
         candidate: ResolvedCheckpoint,

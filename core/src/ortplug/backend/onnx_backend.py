@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from ..verification.verdicts import Verdict
     from ._proven import Proven
     from ._startup import StartupSwitch
+    from ._traffic_check import TrafficCheck
     from .binding import Binding
     from .introspection import MemoryInfo, ModelInfo, ValueInfo
     from .report import Candidate, ProviderReport
@@ -83,6 +84,9 @@ class OnnxBackend:
     call from several threads. Build one with :meth:`from_checkpoint`, or wrap
     a session you own with ``OnnxBackend(metadata, session)``.
     """
+
+    #: Sees each run()'s request and outputs: a startup fallback's checks on real traffic.
+    _watch: TrafficCheck | None = None
 
     def __init__(self, metadata: CheckpointMetadata, session: Any) -> None:
         if not isinstance(metadata, CheckpointMetadata):
@@ -135,9 +139,27 @@ class OnnxBackend:
         self._bindings: weakref.WeakSet[Binding] = weakref.WeakSet()
         self._into = _IntoCache()
         self._infos: dict[str, tuple[ValueInfo, ...]] = {}
-        self._run: Callable[..., list[Any]] = functools.partial(
-            session.run, run_options=self._run_options
-        )
+        self._run: Callable[..., list[Any]] = self._tapped(session)
+
+    def _tapped(self, session: Any) -> Callable[..., list[Any]]:
+        """``session``'s run with the shared run options, each request shown to the watch if any."""
+        run = functools.partial(session.run, run_options=self._run_options)
+        watch = self._watch
+        return run if watch is None else watch.wrap(run, self._plan)
+
+    def _watch_with(self, watch: TrafficCheck | None) -> bool:
+        """Show ``watch`` every run()'s request and outputs from now on (``None``: nothing); the
+        watch it replaces is stopped. False when the backend is closed."""
+        with self._inflight_lock:
+            live = self._session is not None
+            old, self._watch = self._watch, watch if live else None
+            if live:
+                self._run = self._tapped(self._session)
+        if old is not None and old is not self._watch:
+            old.stop()
+        if watch is not None and not live:
+            watch.stop()
+        return live
 
     @classmethod
     def from_checkpoint(
@@ -152,6 +174,8 @@ class OnnxBackend:
         startup_fallback: bool = False,
         verify: bool | Tolerance | None = None,
         measure: bool | None = None,
+        real_traffic_checks: int | None = None,
+        spot_check: float | None = None,
     ) -> Self:
         """Build a backend by loading a checkpoint into a new ONNX Runtime session.
 
@@ -189,23 +213,39 @@ class OnnxBackend:
         ``startup_fallback=True``: when the chain has an accelerator, return as soon
         as a CPU session serves (the reference), and build, verify and time the
         candidates in the background; the backend switches between runs (runs in flight
-        finish where they started) only to a verified candidate that is faster.
-        :meth:`wait_ready` waits for that; a candidate that fails leaves the CPU serving,
-        with a warning carrying the cause (and, for an explicit chain, :attr:`startup_error`).
+        finish where they started) only to a verified candidate that is faster, and only
+        after it agreed with the CPU reference on ``real_traffic_checks`` real requests
+        (default 8, or ``ORTPLUG_REAL_TRAFFIC_CHECKS``; 0: once verified): until then the
+        CPU answers every call while the candidate runs the same requests in the background,
+        and at the first disagreement it is rejected "on real inputs" and the CPU keeps
+        serving. Once it serves, a share ``spot_check`` of its calls (default 0.01, or
+        ``ORTPLUG_SPOT_CHECK``; 0: none) is run again on the CPU reference in the background;
+        a disagreement moves the calls that follow to the next verified choice.
+        :meth:`wait_ready` waits until that settled; a candidate that fails leaves the CPU
+        serving, with a warning carrying the cause (and :attr:`startup_error`).
         """
         resolved = resolve_checkpoint(checkpoint)
         verify = check_verify(verify)
+        checked_traffic = real_traffic_checks is not None or spot_check is not None
+        if checked_traffic and (not startup_fallback or verify is False):
+            raise OptionError(
+                "real_traffic_checks, spot_check: used only with startup_fallback=True and "
+                f"verification on, got startup_fallback={startup_fallback!r}, verify={verify!r}"
+            )
         plan = plan_session(resolved, providers, session_options, policy, plugins)
         if verify is False:
             plan = plan_on_reference(resolved, plan, session_options)
         if startup_fallback and not plan.cpu_reference:
+            from ._real_traffic import traffic_settings
             from ._startup import Proving, start_on_cpu  # only for this path: ~3 ms of imports
 
+            traffic = traffic_settings(real_traffic_checks, spot_check)
             cpu_plan = plan_session(resolved, [CPU_EP], session_options, None, plan.plugins)
             cpu_build = create_planned(resolved, cpu_plan, cpu_plan.options)
             backend = cls._from_build(resolved, cpu_plan, cpu_build)
             backend._origin = resolved
-            proving = Proving(cpu_build, session_options, verify, measure, min_accelerator_share)
+            share = min_accelerator_share
+            proving = Proving(cpu_build, cpu_plan, session_options, verify, measure, share, traffic)
             start_on_cpu(backend, resolved, plan, proving)
             return backend
         alone = plan.cpu_reference and resolved.variant is None and not plan.fallbacks
@@ -287,16 +327,19 @@ class OnnxBackend:
             self._into = _IntoCache()  # per-thread IO bindings belong to the old session
             self._providers = tuple(build.session.get_providers())
             self._session = build.session
-            self._run = functools.partial(build.session.run, run_options=self._run_options)
+            self._run = self._tapped(build.session)
             return True
 
     # -- startup fallback ---------------------------------------------------------------------
 
     def wait_ready(self, timeout: float | None = None) -> bool:
-        """Wait until a startup fallback's accelerator serves or has failed; False on time-out.
+        """Wait until a startup fallback settled: its accelerator serves, or it will not (it
+        failed, or was rejected); False on time-out.
 
-        True at once for a backend built without ``startup_fallback`` (or whose
-        chain has no accelerator). :attr:`providers` says what serves now.
+        A candidate that shadows the CPU reference needs real requests to agree on before
+        it serves (:attr:`shadowing`): without them this waits for the time-out. True at once
+        for a backend built without ``startup_fallback`` (or whose chain has no
+        accelerator). :attr:`providers` says what serves now, :attr:`startup_status` why.
         """
         return self._startup is None or self._startup.done.wait(timeout)
 
@@ -304,6 +347,18 @@ class OnnxBackend:
     def startup_error(self) -> BaseException | None:
         """Why a startup fallback's accelerator did not come up (``None``: it did, or is coming)."""
         return None if self._startup is None else self._startup.error
+
+    @property
+    def startup_status(self) -> str | None:
+        """What a startup fallback is doing or did, in one line (``None``: built without one)."""
+        return None if self._startup is None else self._startup.status
+
+    @property
+    def shadowing(self) -> bool:
+        """Whether a verified candidate is checked on the requests the CPU reference serves now
+        (it serves after ``real_traffic_checks`` of them agreed)."""
+        startup = self._startup
+        return startup is not None and startup.traffic is not None and not startup.done.is_set()
 
     # -- what the backend is ------------------------------------------------------------------
 
@@ -444,6 +499,7 @@ class OnnxBackend:
             verification=self._verification,
             candidates=self._candidates,
             precision=plan.precision if plan else None,
+            startup=self.startup_status,
         )
 
     @property
@@ -519,24 +575,9 @@ class OnnxBackend:
             or self._checker.problems(inputs)
         ):
             return False
-        with self._fallback_lock:
-            if self._session is not failed:  # another thread already fell back
-                return True
-            plan, *rest = self._fallbacks
-            self._fallbacks = tuple(rest)
-            if self._options is not None:  # with what was registered since it was planned
-                plan = plan.with_custom_op_libraries(self._options.custom_op_libraries)
-            resolved = plan.variant or self._origin
-            try:
-                build = create_planned(resolved, plan, plan.options)
-            except Exception:  # the next choice cannot be built now: the error stands
-                return False
-            was = list(self._providers)
-            try:
-                if not self._switch_to(resolved, plan, build):
-                    return False
-            except StalePlanError:  # a library registered while it was built: the error stands
-                return False
+        was = list(self._providers)
+        if not self._next_choice(failed):
+            return False
         import warnings
 
         warnings.warn(
@@ -548,6 +589,31 @@ class OnnxBackend:
         )
         return True
 
+    def _next_choice(self, failed: Any, instead: SessionPlan | None = None) -> bool:
+        """Serve on ``instead`` (default: the next verified choice) in place of ``failed``, the
+        session that served when it failed; False when none is left or it cannot be built now
+        (True when another thread already moved on)."""
+        with self._fallback_lock:
+            if self._session is not failed:
+                return self._session is not None
+            if instead is not None:
+                plan = instead
+            elif self._fallbacks and self._origin is not None:
+                plan, *rest = self._fallbacks
+                self._fallbacks = tuple(rest)
+            else:
+                return False
+            if self._options is not None:  # with what was registered since it was planned
+                plan = plan.with_custom_op_libraries(self._options.custom_op_libraries)
+            resolved = plan.variant or self._origin
+            if resolved is None:
+                return False
+            try:
+                build = create_planned(resolved, plan, plan.options)
+                return self._switch_to(resolved, plan, build)
+            except Exception:  # it cannot be built now, or a library came meanwhile: it stands
+                return False
+
     def _feed(self, inputs: object) -> dict[str, Any]:
         """A feed dict from a mapping or from values in model order (then overridable initializers)."""
         return feed_by_name(inputs, self._checker.names, self._overridable)
@@ -557,7 +623,11 @@ class OnnxBackend:
 
     def _run_with(self, names: list[str], feed: Any, config: RunOptionsConfig) -> list[Any]:
         with self._options_for(config) as options:
-            return list(self._live().run(names, feed, options))
+            results = list(self._live().run(names, feed, options))
+        watch = self._watch
+        if watch is not None:
+            watch.tap(names, feed, results, self._plan)
+        return results
 
     @contextlib.contextmanager
     def _options_for(self, config: RunOptionsConfig | None) -> Iterator[Any]:
@@ -828,7 +898,8 @@ class OnnxBackend:
         with self._inflight_lock:
             self._inflight.clear()
             self._run_options = None
-        self._session = None
+            self._session = None
+        self._watch_with(None)  # a startup fallback's checks on real traffic end here
         self._run = _closed_run
         self._into = _IntoCache()  # drops every thread's run_into IO binding and OrtValues
         self._rebuild = None

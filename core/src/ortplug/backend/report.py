@@ -68,6 +68,7 @@ class ProviderReport:
     nothing was checked). ``precision`` is the reduced precision the chain's lead
     computes at, a mode the policy chose (``None``: the weights' own); ``candidates`` every
     candidate the build weighed (empty for a wrapped session or a chain built without a choice).
+    ``startup`` says what a startup fallback is doing or did (``None``: built without one).
     """
 
     requested: tuple[str, ...]
@@ -81,6 +82,7 @@ class ProviderReport:
     verification: Verdict | None = None
     candidates: tuple[Candidate, ...] = ()
     precision: str | None = None
+    startup: str | None = None
 
     @property
     def accelerator_share(self) -> float | None:
@@ -102,6 +104,7 @@ class ProviderReport:
             "verification": None if self.verification is None else self.verification.to_dict(),
             "candidates": [c.to_dict() for c in self.candidates],
             "precision": self.precision,
+            "startup": self.startup,
         }
 
     def lines(self) -> list[str]:
@@ -120,5 +123,7 @@ class ProviderReport:
         if self.verification is not None:
             out.append(f"verdict    {self.verification.describe()}")
         out += [f"candidate  {candidate.describe()}" for candidate in self.candidates]
+        if self.startup is not None:
+            out.append(f"startup    {self.startup}")
         out += [f"onnxrt     {message}" for message in self.messages]
         return out

@@ -20,6 +20,9 @@ misbehaves:
 * ``"slow"`` — correct, but each run waits ``delay_s`` first (WebGPU on a software adapter);
 * ``"big_batch"`` — correct, but a run with a batch of 64 rows or more raises (a provider that
   passed verification and fails on real batches).
+* ``"magnitude"`` — correct, but a plain run fed any input value beyond ``magnitude`` (default 4)
+  in absolute value returns shifted float outputs (a kernel that branches on its input's range;
+  right on small generated inputs, wrong on real traffic).
 
 Wrong only where a single generated input at batch 1 does not look (verification must find each):
 
@@ -54,11 +57,12 @@ __all__ = ["MISBEHAVIOURS", "MisbehavingPlugin", "MisbehavingProvider"]
 
 #: What a misbehaving provider can do wrong.
 MISBEHAVIOURS = (
-    "off", "stale", "raises", "no_node", "slow", "big_batch", "inf_sign", "nan_for_inf",
-    "later_rows", "after_runs", "output_subset", "async_only", "rare_ids", "inverted_scores",
-    "float64", "long_sequence",
+    "off", "stale", "raises", "no_node", "slow", "big_batch", "magnitude", "inf_sign",
+    "nan_for_inf", "later_rows", "after_runs", "output_subset", "async_only", "rare_ids",
+    "inverted_scores", "float64", "long_sequence",
 )  # fmt: skip
 _BIG_BATCH = 64  # beyond the batches verification runs (verification.probes.BATCH_SIZES)
+_MAGNITUDE = 4.0
 _ORT_NAME = "AzureExecutionProvider"
 #: What ``"raises"`` raises: OpenVINO's words for a graph it half took.
 _RUN_ERROR = (
@@ -74,23 +78,34 @@ class MisbehavingProvider:
     kind: ClassVar[str] = "misbehaving"
     misbehaviour: str = attrs.field(default="off", validator=attrs.validators.in_(MISBEHAVIOURS))
     delay_s: float = 0.02
+    magnitude: float = _MAGNITUDE
 
     def to_ort(self) -> tuple[str, dict[str, str]]:
         # The Azure provider takes any option: the misbehaviour keys verdicts apart.
-        return _ORT_NAME, {"misbehaviour": self.misbehaviour}
+        options = {"misbehaviour": self.misbehaviour}
+        if self.misbehaviour == "magnitude":
+            options["magnitude"] = repr(self.magnitude)
+        return _ORT_NAME, options
 
     def ortplug_testing_wrap(self, session: Any) -> Any:
         """The real session as this provider serves it (called by the core after the build)."""
         if self.misbehaviour == "no_node":
             return session
-        return _Misbehaving(session, self.misbehaviour, self.delay_s)
+        return _Misbehaving(session, self.misbehaviour, self.delay_s, self.magnitude)
 
 
 class MisbehavingPlugin:
     """Offers the ``misbehaving`` provider above the CPU provider, for every model, on every host."""
 
-    def __init__(self, misbehaviour: str, *, preference: int = 95, delay_s: float = 0.02) -> None:
-        self.config = MisbehavingProvider(misbehaviour, delay_s)
+    def __init__(
+        self,
+        misbehaviour: str,
+        *,
+        preference: int = 95,
+        delay_s: float = 0.02,
+        magnitude: float = _MAGNITUDE,
+    ) -> None:
+        self.config = MisbehavingProvider(misbehaviour, delay_s, magnitude)
         self.preference = preference
 
     @hookimpl
@@ -174,6 +189,16 @@ def _long(value: Any) -> bool:
     return any(size > _GENERATED_LENGTH for size in np.shape(value)[1:])
 
 
+def _beyond(feed: Any, magnitude: float) -> bool:
+    """Whether a numeric input of ``feed`` holds a value beyond ``magnitude`` in absolute value."""
+    arrays = [v for v in (feed.values() if isinstance(feed, dict) else ()) if _numeric(v)]
+    return any(float(np.max(np.abs(v))) > magnitude for v in arrays)
+
+
+def _numeric(value: object) -> bool:
+    return isinstance(value, np.ndarray) and value.dtype.kind in "iuf" and value.size > 0
+
+
 @attrs.frozen
 class _Subgraph:
     """ONNX Runtime's assignment record, with the provider this test provider claims."""
@@ -204,10 +229,13 @@ class _Binding:
 class _Misbehaving:
     """A real ONNX Runtime session, served the way the misbehaviour says."""
 
-    def __init__(self, session: Any, misbehaviour: str, delay_s: float) -> None:
+    def __init__(
+        self, session: Any, misbehaviour: str, delay_s: float, magnitude: float = _MAGNITUDE
+    ) -> None:
         self._session = session
         self._misbehaviour = misbehaviour
         self._delay_s = delay_s
+        self._magnitude = magnitude
         self._runs = 0
 
     def __getattr__(self, name: str) -> Any:
@@ -249,6 +277,7 @@ class _Misbehaving:
             or (mode == "after_runs" and self._runs > _QUIET_RUNS)
             or (mode == "output_subset" and names is not None and list(names) != every)
             or (mode == "async_only" and asynchronous)
+            or (mode == "magnitude" and not asynchronous and _beyond(feed, self._magnitude))
             or (mode == "rare_ids" and any(_ids_beyond(value) for value in feed.values()))
             or (mode == "long_sequence" and any(_long(value) for value in feed.values()))
         )

@@ -1,0 +1,409 @@
+"""Startup fallback on real traffic: a candidate serves only after it agreed with the CPU
+reference on real requests, and is spot-checked while it serves.
+
+Verification (:mod:`._verified`) proves a candidate on inputs the model accepts, not on
+the data a deployment serves. Behind a startup fallback the CPU reference serves the real
+requests anyway, so the verified candidate *shadows* it: each request the shadow keeps up
+with (a few may wait, the others are not checked; the caller never waits) runs on the
+candidate in a background thread and is judged as a verdict judges
+(:meth:`~._verified.Verifier.disagreement`). After ``real_traffic_checks`` agreeing requests
+the candidate serves; at the first disagreement (or a run that raises) it is rejected with a
+verdict "on real inputs" naming the request's shapes, cached so no later build chooses it,
+and the CPU reference keeps serving. Until then every caller gets the CPU's outputs.
+
+Once a candidate serves, a share ``spot_check`` of its calls is run again on the CPU
+reference in the background (one at a time, within a tenth of one CPU); a disagreement hands
+the calls that follow to the next verified choice (the CPU reference last), failing none.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+import weakref
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from ..checkpoint import ResolvedCheckpoint, Tolerance
+from ..errors import (
+    OptionError,
+    OrtplugConfigWarning,
+    ProviderFallbackWarning,
+    VerificationError,
+    VerificationWarning,
+)
+from ..plugins.manager import resolve_plugin_host
+from ._plan import SessionPlan, choice_text
+from ._traffic_check import Request, TrafficCheck
+from ._verified import Verifier
+from .report import Candidate
+
+if TYPE_CHECKING:
+    from ._proven import Proven
+    from ._session import SessionBuild
+    from ._startup import Proving, StartupSwitch
+    from .onnx_backend import OnnxBackend
+
+__all__ = [
+    "DEFAULT_CHECKS",
+    "DEFAULT_SPOT_CHECK",
+    "ENV_CHECKS",
+    "ENV_SPOT_CHECK",
+    "TrafficSettings",
+    "hand_over",
+    "traffic_settings",
+]
+
+#: ``ORTPLUG_REAL_TRAFFIC_CHECKS=N``: agreeing real requests before a candidate serves.
+ENV_CHECKS = "ORTPLUG_REAL_TRAFFIC_CHECKS"
+#: ``ORTPLUG_SPOT_CHECK=0.01``: the share of a serving candidate's calls run again on the CPU.
+ENV_SPOT_CHECK = "ORTPLUG_SPOT_CHECK"
+DEFAULT_CHECKS = 8
+DEFAULT_SPOT_CHECK = 0.01
+#: Requests waiting for the shadow at most; the ones beyond are served and not checked.
+_SHADOW_QUEUE = 4
+#: The share of one CPU's time the spot check may take.
+_SPOT_CHECK_CPU_SHARE = 0.1
+_REFERENCE = "the CPU reference"
+
+#: ``_startup``'s switch: (backend, weights, plan, build, switch) -> whether it serves now.
+_SwitchTo = Callable[["OnnxBackend", ResolvedCheckpoint, SessionPlan, "SessionBuild", Any], bool]
+
+
+@attrs.frozen
+class TrafficSettings:
+    """``checks``: agreeing real requests before a candidate serves (0: it serves once verified);
+    ``spot_check``: the share of its calls run again on the CPU reference then (0: none)."""
+
+    checks: int
+    spot_check: float
+
+
+def _count(value: object) -> int | None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        return None
+    return value
+
+
+def _share(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+        return None
+    return float(value)
+
+
+def _setting(
+    given: object,
+    name: str,
+    environ: Mapping[str, str],
+    env: str,
+    valid: Callable[[object], Any],
+    parse: Callable[[str], object],
+    expected: str,
+    default: float,
+) -> Any:
+    """``given``, else the environment variable ``env``, else ``default``: a bad argument raises,
+    a bad variable is said once and ignored."""
+    if given is not None:
+        value = valid(given)
+        if value is None:
+            raise OptionError(f"{name}: expected {expected}, got {given!r}")
+        return value
+    text = environ.get(env, "").strip()
+    if not text:
+        return default
+    try:
+        value = valid(parse(text))
+    except ValueError:
+        value = None
+    if value is None:
+        warnings.warn(
+            f"{env}={text!r} is ignored: expected {expected}; using {default}",
+            OrtplugConfigWarning,
+            stacklevel=4,
+        )
+        return default
+    return value
+
+
+def traffic_settings(
+    checks: object, spot_check: object, environ: Mapping[str, str] = os.environ
+) -> TrafficSettings:
+    """``real_traffic_checks`` and ``spot_check`` as given, else ``ORTPLUG_REAL_TRAFFIC_CHECKS``
+    and ``ORTPLUG_SPOT_CHECK``, else the defaults (8 requests, a share of 0.01 of the calls)."""
+    requests = "a whole number of requests >= 0"
+    share = "a share of calls from 0 to 1"
+    return TrafficSettings(
+        _setting(checks, "real_traffic_checks", environ, ENV_CHECKS, _count, int, requests,
+                 DEFAULT_CHECKS),  # fmt: skip
+        _setting(spot_check, "spot_check", environ, ENV_SPOT_CHECK, _share, float, share,
+                 DEFAULT_SPOT_CHECK),  # fmt: skip
+    )
+
+
+def hand_over(
+    backend: OnnxBackend,
+    origin: ResolvedCheckpoint,
+    proven: Proven,
+    proving: Proving,
+    switch: StartupSwitch,
+    switch_to: _SwitchTo,
+) -> bool:
+    """Let ``proven``'s verified candidate take over from the CPU reference ``backend`` serves
+    on: after it agreed on real requests (True: shadowing, ``switch`` settles when that ends),
+    or at once when none are asked for or it was not verified (False)."""
+    if switch.exiting:  # nothing new starts while the interpreter exits
+        return False
+    tolerance = proving.verify if isinstance(proving.verify, Tolerance) else None
+    verifier = Verifier(origin, resolve_plugin_host(proven.plan.plugins), tolerance)
+    handover = _Handover(weakref.ref(backend), origin, proven, proving, verifier, switch, switch_to)
+    if proving.traffic.checks and proven.verdict is not None:
+        handover.shadow(backend)
+        return True
+    if proven.verdict is not None:
+        after = "once verified (real_traffic_checks=0)"
+    else:  # nothing to check against the reference (realized on the CPU provider only)
+        after = "at once: " + next(c.reason for c in proven.candidates if c.chosen)
+    handover.take_over(backend, after)
+    return False
+
+
+def _is_reference(candidate: Candidate, precision: str) -> bool:
+    return (
+        candidate.chain == ("cpu",)
+        and candidate.variant is None
+        and candidate.verdict is None
+        and candidate.precision == precision
+    )
+
+
+@attrs.define(eq=False)
+class _Handover:
+    """A verified candidate taking over from the CPU reference: shadowed on real requests, then
+    serving (spot-checked), or rejected. Holds the backend weakly: its threads must not keep it."""
+
+    backend: weakref.ReferenceType[OnnxBackend]
+    origin: ResolvedCheckpoint
+    proven: Proven
+    proving: Proving
+    verifier: Verifier
+    switch: StartupSwitch
+    switch_to: _SwitchTo
+    agreed: int = 0
+
+    @property
+    def text(self) -> str:
+        return choice_text(self.proven.plan.variant_name, self.proven.plan.chain)
+
+    def _status(self) -> str:
+        needed = self.proving.traffic.checks
+        return (
+            f"the CPU reference serves while {self.text} shadows it on real requests: "
+            f"{self.agreed} of {needed} agreed (it serves after {needed})"
+        )
+
+    def shadow(self, backend: OnnxBackend) -> None:
+        """Run the requests ``backend`` serves on the candidate too, from now on."""
+        precision = self.origin.metadata.precision
+        shadowed = "verified; shadows the CPU reference on real requests before it serves"
+        backend._candidates = tuple(
+            attrs.evolve(c, chosen=False, reason=shadowed)
+            if c.chosen
+            else attrs.evolve(c, chosen=True, reason=f"{_REFERENCE} (serves while it is shadowed)")
+            if _is_reference(c, precision)
+            else c
+            for c in self.proven.candidates
+        )
+        self.switch.status = self._status()
+        check = TrafficCheck(
+            self.proven.build.session,
+            self._judge,
+            name="ortplug-shadow",
+            capacity=_SHADOW_QUEUE,
+            ended=self.switch.settle,
+        )
+        self.switch.traffic = check
+        weakref.finalize(backend, check.stop, wait=False)
+        if not backend._watch_with(check):  # closed meanwhile
+            check.stop()
+
+    def _judge(self, request: Request, outcome: Mapping[str, Any] | Exception) -> bool:
+        backend = self.backend()
+        if backend is None or backend.closed:
+            return False
+        plan = self.proven.plan
+        if not isinstance(outcome, Exception):
+            problem = self.verifier.disagreement(
+                plan.variant or self.origin, plan.precision, request.outputs, outcome
+            )
+            if problem is None:
+                self.agreed += 1
+                self.switch.status = self._status()
+                if self.agreed < self.proving.traffic.checks:
+                    return True
+                agreed = f"after agreeing with the CPU reference on {self.agreed} real requests"
+                self.take_over(backend, agreed)
+                return False
+        self._reject(backend, request, outcome)
+        return False
+
+    def _reject(
+        self, backend: OnnxBackend, request: Request, outcome: Mapping[str, Any] | Exception
+    ) -> None:
+        """Keep the CPU reference serving for good, and say why in one line."""
+        backend._watch_with(None)
+        plan = self.proven.plan
+        reference, outcome = self._every_output(request, outcome)
+        verdict = self.verifier.on_real_request(
+            plan.variant or self.origin,
+            plan,
+            self.proven.build.session,
+            request.describe(),
+            reference,
+            outcome,
+        )
+        shadowed = next(i for i, c in enumerate(self.proven.candidates) if c.chosen)
+        backend._candidates = tuple(
+            attrs.evolve(c, verdict=verdict, reason=f"rejected: {'; '.join(verdict.problems)}")
+            if i == shadowed
+            else attrs.evolve(c, reason=_REFERENCE)
+            if c.chosen
+            else c
+            for i, c in enumerate(backend._candidates)
+        )
+        said = f"{self.origin.label}: {verdict.describe()}"
+        self.switch.error = VerificationError(said, verdict)
+        self.switch.status = f"the CPU reference serves: {self.text} was rejected on real inputs"
+        warnings.warn(f"{said}; the CPU reference keeps serving", VerificationWarning, stacklevel=1)
+
+    def _every_output(
+        self, request: Request, outcome: Mapping[str, Any] | Exception
+    ) -> tuple[Mapping[str, Any], Mapping[str, Any] | Exception]:
+        """The request's outputs from both sessions, every output of the model (what a cached
+        verdict holds) where it asked for fewer; as they are when that cannot be had."""
+        session = self.proving.reference.session
+        names = [output.name for output in session.get_outputs()]
+        if isinstance(outcome, Exception) or set(names) == set(request.names):
+            return request.outputs, outcome
+        try:
+            feed = dict(request.feed)
+            reference = dict(zip(names, session.run(names, feed)))
+            return reference, dict(zip(names, self.proven.build.session.run(names, feed)))
+        except Exception:  # judged on what was asked: not cached
+            return request.outputs, outcome
+
+    def take_over(self, backend: OnnxBackend, after: str) -> None:
+        """Serve the candidate now (``after`` says why now), spot-checked when asked."""
+        switch = self.switch
+        backend._watch_with(None)
+        try:
+            target = self.proven.plan.variant or self.origin
+            switch.switched = self.switch_to(
+                backend, target, self.proven.plan, self.proven.build, switch
+            )
+        except Exception as exc:  # the CPU keeps serving; the cause reaches the user as a warning
+            switch.error = exc
+            switch.status = f"the CPU reference serves: {self.text} did not come up"
+            if switch.exiting:
+                return
+            warnings.warn(
+                f"startup fallback: {list(switch.requested)} did not come up, the CPU keeps "
+                f"serving: {type(exc).__name__}: {exc}",
+                ProviderFallbackWarning,
+                stacklevel=1,
+            )
+            return
+        if not switch.switched:
+            return
+        backend._take_proven(self.origin, self.proven)
+        switch.status = f"{self.text} serves, {after}"
+        rate = self.proving.traffic.spot_check
+        if rate <= 0 or self.proven.verdict is None:
+            return
+        spot = _SpotCheck(
+            self.backend,
+            self.origin,
+            self.verifier,
+            switch,
+            self.proving.reference_plan,
+            rate,
+            served=switch.status,
+        )
+        check = TrafficCheck(
+            self.proving.reference.session,
+            spot.judge,
+            name="ortplug-spot-check",
+            capacity=1,
+            rate=rate,
+            cpu_share=_SPOT_CHECK_CPU_SHARE,
+        )
+        weakref.finalize(backend, check.stop, wait=False)
+        if not backend._watch_with(check):  # closed meanwhile
+            check.stop()
+
+
+@attrs.define(eq=False)
+class _SpotCheck:
+    """A sampled share of the serving candidate's calls run again on the CPU reference."""
+
+    backend: weakref.ReferenceType[OnnxBackend]
+    origin: ResolvedCheckpoint
+    verifier: Verifier
+    switch: StartupSwitch
+    reference_plan: SessionPlan
+    rate: float
+    served: str  # what the status said when the candidate took over
+    checked: int = 0
+
+    def judge(self, request: Request, outcome: Mapping[str, Any] | Exception) -> bool:
+        backend = self.backend()
+        if backend is None or backend.closed:
+            return False
+        plan = request.served
+        if not isinstance(plan, SessionPlan) or plan is not backend._plan:
+            return True  # served before a fall-back: not what serves now
+        if isinstance(outcome, Exception):
+            return True  # the CPU reference refused what the candidate ran: nothing to compare
+        candidate = plan.variant or self.origin
+        self.checked += 1
+        problem = self.verifier.disagreement(candidate, plan.precision, outcome, request.outputs)
+        if problem is None:
+            self.switch.status = (
+                f"{self.served}; spot check: {self.checked} of its calls run again on the CPU "
+                f"reference (a share of {self.rate:g} sampled), all agreed"
+            )
+            return True
+        failed = backend._session
+        verdict = self.verifier.on_real_request(
+            candidate, plan, failed, request.describe(), outcome, request.outputs
+        )
+        was = list(backend.providers)
+        moved = backend._next_choice(failed) or backend._next_choice(failed, self.reference_plan)
+        now = list(backend.providers)
+        on_reference = backend._plan is not None and backend._plan.cpu_reference
+        precision = self.origin.metadata.precision
+        backend._candidates = tuple(
+            attrs.evolve(c, chosen=False, verdict=verdict, reason=f"rejected: {verdict.describe()}")
+            if c.chosen
+            else attrs.evolve(c, chosen=True, reason=_REFERENCE)
+            if on_reference and _is_reference(c, precision)
+            else c
+            for c in backend._candidates
+        )
+        if moved:
+            self.served = f"spot check: {was} was rejected on real inputs; {now} serves"
+            then = f"serving on {now} from now on (no call failed)"
+        else:  # not even the CPU reference could be built now: the candidate stays
+            self.served = f"spot check: {was} disagreed on real inputs; nothing else could be built"
+            then = f"no other choice could be built now: {was} keeps serving, unchecked"
+        self.switch.status = self.served
+        warnings.warn(
+            f"{self.origin.label}: spot check: {verdict.describe()}; {then}",
+            VerificationWarning,
+            stacklevel=1,
+        )
+        if on_reference or not moved:  # nothing left to check, or to move to
+            backend._watch_with(None)
+            return False
+        return True
