@@ -23,6 +23,9 @@ import pytest
 REPOSITORY = Path(__file__).resolve().parents[1]
 _ROOT_ENV = "ORTPLUG_OVERRIDE_HARDWARE_ROOT"
 _LINUX = {"ORTPLUG_OVERRIDE_PLATFORM": "linux", "ORTPLUG_OVERRIDE_MACHINE": "x86_64"}
+#: How ``--fix`` runs pip: with the working directory off its path.
+_SAFE_PATH = "-P" if sys.version_info >= (3, 11) else "-I"
+_PIP = f"{sys.executable} {_SAFE_PATH} -m pip"
 
 
 def _cli(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
@@ -71,9 +74,9 @@ def test_doctor_fix_prints_the_cuda_commands_and_changes_nothing(tmp_path: Path)
     done = _cli("doctor", "--fix", **{_ROOT_ENV: str(fake_roots.nvidia(tmp_path))})
     assert done.returncode == 1
     lines = done.stdout.splitlines()
-    assert f"{sys.executable} -m pip uninstall -y onnxruntime" in lines
-    (install,) = [line for line in lines if line.startswith(f"{sys.executable} -m pip install")]
-    assert install.startswith(f"{sys.executable} -m pip install --no-user ")
+    assert f"{_PIP} uninstall -y onnxruntime" in lines
+    (install,) = [line for line in lines if line.startswith(f"{_PIP} install")]
+    assert install.startswith(f"{_PIP} install --no-user ")
     assert "[cuda]'" in install and "--user " not in install  # ortplug[cuda] or .../core[cuda]
     assert lines[-1] == "dry run: nothing was changed; run ortplug doctor --fix --yes to run these"
     assert _runtimes() == before
@@ -230,9 +233,9 @@ def test_fix_yes_repairs_two_runtime_wheels_and_a_missing_plugin_slow(tmp_path: 
     dry = _venv_run(root, "ortplug", "doctor", "--fix", **env)
     assert dry.returncode == 1, dry.stderr
     python = str(root / "bin" / "python")
-    assert f"{python} -m pip uninstall -y onnxruntime-gpu" in dry.stdout.splitlines()
+    assert f"{python} {_SAFE_PATH} -m pip uninstall -y onnxruntime-gpu" in dry.stdout.splitlines()
     assert (
-        f"{python} -m pip install --no-user '{REPOSITORY}/core[cpu]' {REPOSITORY}/plugins/cpu"
+        f"{python} {_SAFE_PATH} -m pip install --no-user '{REPOSITORY}/core[cpu]' {REPOSITORY}/plugins/cpu"
         in dry.stdout.splitlines()
     )
 
@@ -301,4 +304,34 @@ def test_an_installed_third_party_plugin_joins_the_catalog_by_its_declaration(
     assert data["plan"]["applies"][0] == "acme"
     (finding,) = [f for f in data["plan"]["findings"] if f["subject"] == "acme"]
     assert finding["detail"] == "vendor 0x1e52 accelerator 0x0001 seen; install acme-npu-runtime>=2"
-    assert data["commands"] == [f"{sys.executable} -m pip install --no-user 'acme-npu-runtime>=2'"]
+    assert data["commands"] == [f"{_PIP} install --no-user 'acme-npu-runtime>=2'"]
+
+
+def test_fix_yes_never_runs_a_pip_folder_of_the_working_directory(tmp_path: Path) -> None:
+    """A ``pip/__main__.py`` planted where the user stands is not what ``--fix --yes`` runs:
+    this environment's pip is (with no index it fails on the catalog's made-up install)."""
+    planted = tmp_path / "cwd" / "pip"
+    planted.mkdir(parents=True)
+    ran = tmp_path / "planted-pip-ran"
+    (planted / "__init__.py").write_text("")
+    (planted / "__main__.py").write_text(f"open({str(ran)!r}, 'a').write('ran\\n')\n")
+    catalog = tmp_path / "catalog.json"
+    catalog.write_text(json.dumps({"ortplug": 1, "plugins": {"nosuch": {
+        "distribution": "ortplug-nosuch-h31", "hooks": ["ortplug_provider_types"],
+        "kinds": [{"kind": "nosuch", "ort_name": "NoSuchExecutionProvider", "detect": [{}],
+                   "install": "ortplug-nosuch-h31"}],
+    }}}))  # fmt: skip
+    env = {
+        **os.environ, **_LINUX, "PIP_NO_INDEX": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+        "ORTPLUG_CATALOG": str(catalog), _ROOT_ENV: str(fake_roots.bare_cpu(tmp_path / "hw")),
+    }  # fmt: skip
+    ortplug = str(Path(sys.executable).parent / "ortplug")
+    done = subprocess.run(
+        [ortplug, "doctor", "--fix", "--yes"], cwd=planted.parent, env=env,
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert not ran.exists(), "the working directory's pip/__main__.py ran"
+    assert done.returncode == 1
+    assert f" {_SAFE_PATH} -m pip install --no-user ortplug-nosuch-h31\n" in done.stdout
+    assert "ortplug-nosuch-h31" in done.stderr  # the real pip's own words
+    assert done.stderr.strip().splitlines()[-1].startswith("ortplug doctor: error: pip exited 1 on: ")

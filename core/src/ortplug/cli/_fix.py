@@ -1,6 +1,7 @@
 """``ortplug doctor --fix [--yes]``: the pip commands that make this environment fit the host.
 
-Dry-run by default: the exact commands (this interpreter's own pip, never ``--user``). With
+Dry-run by default: the exact commands (this interpreter's own pip, never ``--user``, never a
+``pip`` folder of the working directory). With
 ``--yes`` it runs them in order, stops at the first that fails (the environment is then as pip
 left it, pip's output above), checks the host again and prints what changed. It refuses an
 environment it cannot write or one its distributor manages (PEP 668), saying why.
@@ -27,12 +28,18 @@ __all__ = ["externally_managed", "fix", "pip_command", "unwritable"]
 
 #: The findings the commands of ``--fix`` act on.
 _FIXED = ("missing", "runtime")
+#: Keeps the working directory off pip's ``sys.path`` (``python -m`` puts it first, so a
+#: ``pip/`` folder there would run instead): ``-P`` on 3.11+, else isolated mode, which also
+#: ignores ``PYTHON*`` variables and the user site but still finds this environment's pip.
+_SAFE_PATH = "-P" if sys.version_info >= (3, 11) else "-I"
 
 
 def pip_command(step: Sequence[str]) -> list[str]:
-    """A plan step as run: this interpreter's pip; an install never falls back to ``--user``."""
+    """A plan step as run: this interpreter's pip, never one of the working directory; an
+    install never falls back to ``--user``."""
     verb, *rest = step
-    return [sys.executable, "-m", "pip", verb, *(["--no-user"] if verb == "install" else []), *rest]
+    no_user = ["--no-user"] if verb == "install" else []
+    return [sys.executable, _SAFE_PATH, "-m", "pip", verb, *no_user, *rest]
 
 
 def externally_managed(stdlib: str | None = None, in_venv: bool | None = None) -> str | None:
