@@ -335,3 +335,24 @@ def test_fix_yes_never_runs_a_pip_folder_of_the_working_directory(tmp_path: Path
     assert f" {_SAFE_PATH} -m pip install --no-user ortplug-nosuch-h31\n" in done.stdout
     assert "ortplug-nosuch-h31" in done.stderr  # the real pip's own words
     assert done.stderr.strip().splitlines()[-1].startswith("ortplug doctor: error: pip exited 1 on: ")
+
+
+def test_doctor_prints_no_terminal_escapes_of_hardware_or_declarations(tmp_path: Path) -> None:
+    """A GPU name (the root's files) and a kind's ``hardware`` text (a catalog) holding escape
+    sequences that retitle and clear the terminal print as ``?`` marks, in both doctors."""
+    escapes = "\x1b]0;owned\x07\x1b[2J"
+    root = fake_roots.nvidia(tmp_path / "root")
+    (root / "proc/driver/nvidia/gpus/0000:19:00.0/information").write_text(f"Model: H200{escapes}\n")
+    catalog = tmp_path / "catalog.json"
+    catalog.write_text(json.dumps({"ortplug": 1, "plugins": {"acme": {
+        "distribution": "ortplug-acme", "hooks": ["ortplug_provider_types"],
+        "kinds": [{"kind": "acme", "ort_name": "AcmeExecutionProvider", "detect": [{}],
+                   "hardware": f"Acme{escapes} NPUs", "install": "ortplug-acme", "optional": True}],
+    }}}))  # fmt: skip
+    env = {_ROOT_ENV: str(root), "ORTPLUG_CATALOG": str(catalog)}
+    fix = _cli("doctor", "--fix", **env).stdout
+    doctor = _cli("doctor", **env).stdout
+    for text in (fix, doctor):
+        assert "\x1b" not in text and "\x07" not in text
+        assert "Acme?]0;owned??[2J NPUs" in text
+    assert "hardware  linux x86_64: H200?]0;owned??[2J, NVIDIA driver" in fix

@@ -20,6 +20,7 @@ import sysconfig
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from .._printable import printable
 from ..host.fit import FitPlan, check_host
 from ._json import print_json
 from ._usage import UsageError
@@ -93,20 +94,22 @@ def _changes(before: Mapping[str, str], after: Mapping[str, str]) -> list[str]:
 
 def _report(plan: FitPlan) -> list[str]:
     """The hardware, then each finding: ``ok``, ``fix`` (the commands below do it) or ``note``
-    (theirs to decide: an optional plugin, one installed for absent hardware, the driver)."""
+    (theirs to decide: an optional plugin, one installed for absent hardware, the driver);
+    printable, as they quote declarations."""
     lines = [f"hardware  {plan.hardware.describe()}"]
     for f in plan.findings:
         if f.kind in _FIXED:  # the commands listed after the findings do it
             lines.append(f"{'fix':<9} {f.detail}")
         else:
             lines.append(f"{'ok' if f.ok and f.kind == 'fits' else 'note':<9} {f.line()}")
-    return lines
+    return [printable(line) for line in lines]
 
 
 def _run(commands: Sequence[Sequence[str]], quiet_stdout: bool) -> None:
     """Run each command; the first that fails stops the run with an error naming it."""
     for command in commands:
-        print(f"$ {shlex.join(command)}", file=sys.stderr if quiet_stdout else sys.stdout, flush=True)
+        shown = printable(f"$ {shlex.join(command)}")
+        print(shown, file=sys.stderr if quiet_stdout else sys.stdout, flush=True)
         done = subprocess.run(command, stdout=sys.stderr if quiet_stdout else None, check=False)
         if done.returncode != 0:
             raise RuntimeError(
@@ -130,7 +133,7 @@ def fix(args: argparse.Namespace) -> int:
         if not commands:
             print("nothing to do: this environment has what this host's hardware calls for")
         for command in commands if not args.yes else ():
-            print(shlex.join(command))
+            print(printable(shlex.join(command)))
         if refusal:
             print(f"note: --yes would refuse: {refusal}")
         elif commands and sys.prefix == sys.base_prefix:
