@@ -272,18 +272,16 @@ def test_fix_yes_repairs_two_runtime_wheels_and_a_missing_plugin_slow(tmp_path: 
     assert doctor.stdout.rstrip().endswith("no problems found")
 
 
-def test_an_installed_third_party_plugin_joins_the_catalog_by_its_declaration(
-    tmp_path: Path,
-) -> None:
-    """Its ``ortplug.json`` says: for Acme NPUs (PCI vendor 0x1e52), also install the runtime."""
+def _acme_site(tmp_path: Path, kind: dict[str, object]) -> dict[str, str]:
+    """The environment of ``ortplug`` with distribution ortplug-acme installed (its plugin
+    ``acme`` declares ``kind`` and is never imported), on a bare CPU host."""
     site = tmp_path / "site"
     (site / "ortplug_acme").mkdir(parents=True)
     (site / "ortplug_acme" / "__init__.py").write_text("plugin = None  # never imported here\n")
-    (site / "ortplug_acme" / "ortplug.json").write_text(json.dumps({"ortplug": 1, "plugins": {"acme": {
-        "hooks": ["ortplug_provider_types"],
-        "kinds": [{"kind": "acme", "ort_name": "AcmeExecutionProvider", "hardware": "Acme NPUs",
-                   "detect": [{"pci_vendor": "0x1e52"}], "install": "acme-npu-runtime>=2"}],
-    }}}))  # fmt: skip
+    declared = {"kind": "acme", "ort_name": "AcmeExecutionProvider", **kind}
+    (site / "ortplug_acme" / "ortplug.json").write_text(json.dumps({"ortplug": 1, "plugins": {
+        "acme": {"hooks": ["ortplug_provider_types"], "kinds": [declared]}
+    }}))  # fmt: skip
     (site / "ortplug_acme-1.0.dist-info").mkdir()
     (site / "ortplug_acme-1.0.dist-info" / "METADATA").write_text(
         "Metadata-Version: 2.1\nName: ortplug-acme\nVersion: 1.0\n"
@@ -291,20 +289,59 @@ def test_an_installed_third_party_plugin_joins_the_catalog_by_its_declaration(
     (site / "ortplug_acme-1.0.dist-info" / "entry_points.txt").write_text(
         "[ortplug]\nacme = ortplug_acme:plugin\n"
     )
-    root = fake_roots.bare_cpu(tmp_path / "root")
-    env = {
-        _ROOT_ENV: str(root),
+    return {
+        _ROOT_ENV: str(fake_roots.bare_cpu(tmp_path / "root")),
         "PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]),
         "ORTPLUG_CACHE_DIR": str(tmp_path / "cache"),
     }
+
+
+def test_an_installed_third_party_plugin_joins_the_catalog_by_its_declaration(
+    tmp_path: Path,
+) -> None:
+    """Its ``ortplug.json`` says: for Acme NPUs (PCI vendor 0x1e52), also install the runtime."""
+    env = _acme_site(tmp_path, {"hardware": "Acme NPUs", "detect": [{"pci_vendor": "0x1e52"}],
+                                "install": "acme-npu-runtime>=2"})  # fmt: skip
     absent = json.loads(_cli("doctor", "--fix", "--json", **env).stdout)
     assert "acme" not in absent["plan"]["applies"]  # no Acme device: nothing proposed
-    fake_roots.pci(root, "0000:07:00.0", 0x1E52, 0x0001, 0x120000)
+    fake_roots.pci(Path(env[_ROOT_ENV]), "0000:07:00.0", 0x1E52, 0x0001, 0x120000)
     data = json.loads(_cli("doctor", "--fix", "--json", **env).stdout)
     assert data["plan"]["applies"][0] == "acme"
     (finding,) = [f for f in data["plan"]["findings"] if f["subject"] == "acme"]
-    assert finding["detail"] == "vendor 0x1e52 accelerator 0x0001 seen; install acme-npu-runtime>=2"
+    assert finding["detail"] == (
+        "vendor 0x1e52 accelerator 0x0001 seen; install acme-npu-runtime>=2 (declared by ortplug-acme)"
+    )
     assert data["commands"] == [f"{_PIP} install --no-user 'acme-npu-runtime>=2'"]
+
+
+def test_a_blocked_plugins_declaration_proposes_nothing(tmp_path: Path) -> None:
+    """A plugin kept out by ``ORTPLUG_DISABLE_PLUGINS`` or ``ORTPLUG_PLUGINS`` adds nothing to
+    the plan; let in, its lines name the distribution that declared them."""
+    env = _acme_site(tmp_path, {"hardware": "every host", "detect": [{}], "install": "evil-pkg"})
+    for blocked in ({"ORTPLUG_DISABLE_PLUGINS": "acme"}, {"ORTPLUG_PLUGINS": "cpu,cuda"}):
+        done = _cli("doctor", "--fix", **env, **blocked)
+        assert "evil-pkg" not in done.stdout and "acme" not in done.stdout, blocked
+    done = _cli("doctor", "--fix", **env)
+    assert "fix       a CPU seen; install evil-pkg (declared by ortplug-acme)" in done.stdout
+    assert done.stdout.rstrip().splitlines()[-2] == f"{_PIP} install --no-user evil-pkg"
+
+
+def test_a_plain_http_index_url_is_refused_and_said(tmp_path: Path) -> None:
+    """An ``index_url`` over plain http (anyone on the way could serve their own packages)
+    never reaches pip: the declaration does not check, so the plugin is a one-line failure."""
+    env = _acme_site(tmp_path, {"detect": [{}], "install": "evil-pkg",
+                                "index_url": "http://evil.example/simple"})  # fmt: skip
+    refused = (
+        "plugin 'acme': ortplug_acme/ortplug.json: plugins.acme.kinds[0].index_url: expected an "
+        "https:// index URL (pip would take packages from a plain-http one unverified), got "
+        "'http://evil.example/simple'"
+    )
+    fix = _cli("doctor", "--fix", **env)
+    assert f"note      {refused}; so ortplug-acme proposes nothing\n" in fix.stdout
+    assert "evil-pkg" not in fix.stdout and "--extra-index-url" not in fix.stdout
+    doctor = _cli("doctor", **env)
+    failures = [line for line in doctor.stdout.splitlines() if line.startswith("FAIL  plugin acme ")]
+    assert failures[0].endswith(f"failed in declaration: DeclarationError: {refused}")
 
 
 def test_fix_yes_never_runs_a_pip_folder_of_the_working_directory(tmp_path: Path) -> None:

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from .._printable import printable
 from ..host.fit import FitPlan, check_host
+from ..plugins.catalog import refused_declarations
 from ._json import print_json
 from ._usage import UsageError
 
@@ -123,13 +124,17 @@ def fix(args: argparse.Namespace) -> int:
     if args.yes and not args.fix:
         raise UsageError("--yes: only with --fix (ortplug doctor --fix --yes)")
     plan = check_host()
+    refused = refused_declarations()
     commands = [pip_command(step) for step in plan.steps]
     refusal = _refusal() if commands else None
     if refusal and args.yes:
         raise RuntimeError(refusal)
     data: dict[str, object] = {"plan": plan.to_dict(), "commands": [shlex.join(c) for c in commands]}
+    data["refused_declarations"] = refused
     if not args.json:
         print("\n".join(_report(plan)))
+        for line in refused:
+            print(printable(f"{'note':<9} {line}"))
         if not commands:
             print("nothing to do: this environment has what this host's hardware calls for")
         for command in commands if not args.yes else ():

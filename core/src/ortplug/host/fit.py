@@ -155,6 +155,12 @@ class _Applied:
     install: Install
 
     @property
+    def declared(self) -> str:
+        """``declared by ortplug-acme`` for a kind ortplug's own catalog does not hold, else
+        empty: doctor names who asked for what it would install."""
+        return f"declared by {self.entry.declared_by}" if self.entry.declared_by else ""
+
+    @property
     def runtime(self) -> Requirement | None:
         return Requirement.parse(self.install.runtime) if self.install.runtime else None
 
@@ -283,12 +289,14 @@ def _lacking(
         what = f"{item.seen} seen; "
         if item.entry.optional:
             command = shell_line(_install_step([item], wanted, installed))
-            detail = f"{what}optional: {item.entry.distribution}{note} ({item.entry.hardware})"
+            by = f", {item.declared}" if item.declared else ""
+            detail = f"{what}optional: {item.entry.distribution}{note} ({item.entry.hardware}{by})"
             findings.append(Finding("optional", item.entry.name, True, detail, command))
         else:
             plugin = item.entry.distribution
             needed = plugin if installed.version(plugin) is None else item.install.install
-            detail = f"{what}install {needed}{note}"
+            by = f" ({item.declared})" if item.declared else ""
+            detail = f"{what}install {needed}{note}{by}"
             findings.append(Finding("missing", item.entry.name, False, detail, " && ".join(plan)))
     return findings
 
@@ -320,7 +328,9 @@ def plan_fit(
     required = [a for a in applied if not a.entry.optional]
     deciding = next((a for a in required if a.runtime), None)
     wanted = deciding.runtime if deciding else None
-    runtime = _runtime_steps(wanted, deciding.entry.distribution if deciding else "", installed)
+    by = f", {deciding.declared}" if deciding and deciding.declared else ""
+    for_plugin = f"{deciding.entry.distribution}{by}" if deciding else ""
+    runtime = _runtime_steps(wanted, for_plugin, installed)
     steps = runtime[1] if runtime else []
     to_install = [a for a in required if a.lacking(installed)]
     if deciding is not None and runtime and not runtime[2] and deciding not in to_install:
