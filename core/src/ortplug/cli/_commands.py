@@ -20,8 +20,8 @@ from ..backend.report import Candidate
 from ..checkpoint import LocalCheckpoint, ResolvedCheckpoint
 from ..errors import OptionError, OrtplugError, VerificationWarning
 from ..host._runtime import (
-    INSTALL_HINT,
     duplicate_runtime_problem,
+    install_hint,
     installed_runtimes,
     onnxruntime_or_none,
 )
@@ -223,7 +223,7 @@ def info(args: argparse.Namespace) -> int:
         "provider_kinds": plugin_host.provider_registry().kinds(),
     }
     if runtime is None:
-        data["install"] = INSTALL_HINT
+        data["install"] = install_hint()
     fit = _fit_lines()
     data["fit"] = fit
     with _model_path(args.model) as path:
@@ -236,7 +236,7 @@ def info(args: argparse.Namespace) -> int:
     if args.json:
         print_json(data)
         return 0
-    print(f"onnxruntime  {host.ort_version or 'not installed: ' + INSTALL_HINT}")
+    print(f"onnxruntime  {host.ort_version or 'not installed: ' + install_hint()}")
     print(f"wheels       {', '.join(data['runtime_distributions']) or 'none'}")
     for line in data["problems"]:
         print(f"PROBLEM      {line}")
