@@ -235,7 +235,8 @@ def test_fix_yes_repairs_two_runtime_wheels_and_a_missing_plugin_slow(tmp_path: 
     python = str(root / "bin" / "python")
     assert f"{python} {_SAFE_PATH} -m pip uninstall -y onnxruntime-gpu" in dry.stdout.splitlines()
     assert (
-        f"{python} {_SAFE_PATH} -m pip install --no-user '{REPOSITORY}/core[cpu]' {REPOSITORY}/plugins/cpu"
+        f"{python} {_SAFE_PATH} -m pip install --no-user '{REPOSITORY}/core[cpu]' "
+        f"{REPOSITORY}/plugins/cpu"
         in dry.stdout.splitlines()
     )
 
@@ -309,7 +310,8 @@ def test_an_installed_third_party_plugin_joins_the_catalog_by_its_declaration(
     assert data["plan"]["applies"][0] == "acme"
     (finding,) = [f for f in data["plan"]["findings"] if f["subject"] == "acme"]
     assert finding["detail"] == (
-        "vendor 0x1e52 accelerator 0x0001 seen; install acme-npu-runtime>=2 (declared by ortplug-acme)"
+        "vendor 0x1e52 accelerator 0x0001 seen; install acme-npu-runtime>=2 "
+        "(declared by ortplug-acme)"
     )
     assert data["commands"] == [f"{_PIP} install --no-user 'acme-npu-runtime>=2'"]
 
@@ -340,7 +342,7 @@ def test_a_plain_http_index_url_is_refused_and_said(tmp_path: Path) -> None:
     assert f"note      {refused}; so ortplug-acme proposes nothing\n" in fix.stdout
     assert "evil-pkg" not in fix.stdout and "--extra-index-url" not in fix.stdout
     doctor = _cli("doctor", **env)
-    failures = [line for line in doctor.stdout.splitlines() if line.startswith("FAIL  plugin acme ")]
+    failures = [line for line in doctor.stdout.splitlines() if line.startswith("FAIL  plugin acme")]
     assert failures[0].endswith(f"failed in declaration: DeclarationError: {refused}")
 
 
@@ -371,7 +373,8 @@ def test_fix_yes_never_runs_a_pip_folder_of_the_working_directory(tmp_path: Path
     assert done.returncode == 1
     assert f" {_SAFE_PATH} -m pip install --no-user ortplug-nosuch-h31\n" in done.stdout
     assert "ortplug-nosuch-h31" in done.stderr  # the real pip's own words
-    assert done.stderr.strip().splitlines()[-1].startswith("ortplug doctor: error: pip exited 1 on: ")
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("ortplug doctor: error: pip exited 1 on: ")
 
 
 def test_doctor_prints_no_terminal_escapes_of_hardware_or_declarations(tmp_path: Path) -> None:
@@ -379,7 +382,8 @@ def test_doctor_prints_no_terminal_escapes_of_hardware_or_declarations(tmp_path:
     sequences that retitle and clear the terminal print as ``?`` marks, in both doctors."""
     escapes = "\x1b]0;owned\x07\x1b[2J"
     root = fake_roots.nvidia(tmp_path / "root")
-    (root / "proc/driver/nvidia/gpus/0000:19:00.0/information").write_text(f"Model: H200{escapes}\n")
+    information = root / "proc/driver/nvidia/gpus/0000:19:00.0/information"
+    information.write_text(f"Model: H200{escapes}\n")
     catalog = tmp_path / "catalog.json"
     catalog.write_text(json.dumps({"ortplug": 1, "plugins": {"acme": {
         "distribution": "ortplug-acme", "hooks": ["ortplug_provider_types"],

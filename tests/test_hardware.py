@@ -146,7 +146,9 @@ def test_names_read_from_the_root_are_printable(tmp_path: Path) -> None:
     (root / "proc/driver/nvidia/gpus/0000:19:00.0/information").write_text(
         f"Model: \t NVIDIA H200{_ESCAPES}\n"
     )
-    (root / "proc/cpuinfo").write_text(f"vendor_id\t: Authentic{_ESCAPES}AMD\nflags\t\t: a{_ESCAPES}\n")
+    (root / "proc/cpuinfo").write_text(
+        f"vendor_id\t: Authentic{_ESCAPES}AMD\nflags\t\t: a{_ESCAPES}\n"
+    )
     fake_roots.vulkan(root, f"x{_ESCAPES}.json")
     (root / f"sys/class/drm/renderD128{_ESCAPES}").mkdir(parents=True)
     hw = detect_hardware(root, _LINUX)

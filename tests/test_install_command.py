@@ -6,7 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from ortplug.host._runtime import RuntimeDistribution, duplicate_runtimes, install_hint
 from ortplug.host.install_command import (
     core_checkout,
@@ -55,8 +54,10 @@ def test_doctors_fix_lines_name_the_checkout_as_host_fit_does() -> None:
     """The runtime checks said ``pip install 'ortplug[cpu]'`` (and ``[cuda]``), which pip
     cannot find while ortplug is not published, beside host fit lines naming the folders."""
     assert f"e.g. {_CPU} (CPU hosts)" in install_hint()
-    two = (RuntimeDistribution("onnxruntime", "1.32.0"), RuntimeDistribution("onnxruntime-gpu", "1"))
+    two = (
+        RuntimeDistribution("onnxruntime", "1.32.0"),
+        RuntimeDistribution("onnxruntime-gpu", "1"),
+    )
     found = duplicate_runtimes(two)
     assert found is not None
     assert found[1] == f"pip uninstall -y onnxruntime onnxruntime-gpu && {_CUDA}"
-

@@ -1,10 +1,10 @@
 """``ortplug doctor --fix [--yes]``: the pip commands that make this environment fit the host.
 
 Dry-run by default: the exact commands (this interpreter's own pip, never ``--user``, never a
-``pip`` folder of the working directory). With
-``--yes`` it runs them in order, stops at the first that fails (the environment is then as pip
-left it, pip's output above), checks the host again and prints what changed. It refuses an
-environment it cannot write or one its distributor manages (PEP 668), saying why.
+``pip`` folder of the working directory). With ``--yes`` it runs them in order, stops at the
+first that fails (the environment is then as pip left it, pip's output above), checks the host
+again and prints what changed. It refuses an environment it cannot write or one its distributor
+manages (PEP 668), saying why. A plugin's declaration the catalog refused is a ``note``.
 """
 
 from __future__ import annotations
@@ -129,8 +129,11 @@ def fix(args: argparse.Namespace) -> int:
     refusal = _refusal() if commands else None
     if refusal and args.yes:
         raise RuntimeError(refusal)
-    data: dict[str, object] = {"plan": plan.to_dict(), "commands": [shlex.join(c) for c in commands]}
-    data["refused_declarations"] = refused
+    data: dict[str, object] = {
+        "plan": plan.to_dict(),
+        "commands": [shlex.join(c) for c in commands],
+        "refused_declarations": refused,
+    }
     if not args.json:
         print("\n".join(_report(plan)))
         for line in refused:

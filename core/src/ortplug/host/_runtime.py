@@ -27,6 +27,7 @@ __all__ = [
 _preloaded: set[str | None] = set()
 _preload_lock = threading.Lock()
 
+
 def _pip_install(requirement: str) -> str:
     from .install_command import pip_install  # deferred: it reads metadata, only for a hint
 

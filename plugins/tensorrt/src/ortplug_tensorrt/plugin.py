@@ -101,8 +101,7 @@ def _blocker(host: HostCapabilities) -> str | None:
     """Why TensorRT cannot run on this host at all, or ``None``."""
     if "cuda" not in host.facts:
         return (
-            "no GPU facts: the TensorRT plugin reads the cuda probe; "
-            f"{pip_install('ortplug-cuda')}"
+            f"no GPU facts: the TensorRT plugin reads the cuda probe; {pip_install('ortplug-cuda')}"
         )
     if host.fact("cuda", "driver_error"):
         return f"no usable NVIDIA driver: {host.fact('cuda', 'driver_error')}"
