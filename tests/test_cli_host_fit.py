@@ -23,6 +23,9 @@ import pytest
 REPOSITORY = Path(__file__).resolve().parents[1]
 _ROOT_ENV = "ORTPLUG_OVERRIDE_HARDWARE_ROOT"
 _LINUX = {"ORTPLUG_OVERRIDE_PLATFORM": "linux", "ORTPLUG_OVERRIDE_MACHINE": "x86_64"}
+#: How ``--fix`` runs pip: with the working directory off its path.
+_SAFE_PATH = "-P" if sys.version_info >= (3, 11) else "-I"
+_PIP = f"{sys.executable} {_SAFE_PATH} -m pip"
 
 
 def _cli(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
@@ -71,9 +74,9 @@ def test_doctor_fix_prints_the_cuda_commands_and_changes_nothing(tmp_path: Path)
     done = _cli("doctor", "--fix", **{_ROOT_ENV: str(fake_roots.nvidia(tmp_path))})
     assert done.returncode == 1
     lines = done.stdout.splitlines()
-    assert f"{sys.executable} -m pip uninstall -y onnxruntime" in lines
-    (install,) = [line for line in lines if line.startswith(f"{sys.executable} -m pip install")]
-    assert install.startswith(f"{sys.executable} -m pip install --no-user ")
+    assert f"{_PIP} uninstall -y onnxruntime" in lines
+    (install,) = [line for line in lines if line.startswith(f"{_PIP} install")]
+    assert install.startswith(f"{_PIP} install --no-user ")
     assert "[cuda]'" in install and "--user " not in install  # ortplug[cuda] or .../core[cuda]
     assert lines[-1] == "dry run: nothing was changed; run ortplug doctor --fix --yes to run these"
     assert _runtimes() == before
@@ -230,9 +233,10 @@ def test_fix_yes_repairs_two_runtime_wheels_and_a_missing_plugin_slow(tmp_path: 
     dry = _venv_run(root, "ortplug", "doctor", "--fix", **env)
     assert dry.returncode == 1, dry.stderr
     python = str(root / "bin" / "python")
-    assert f"{python} -m pip uninstall -y onnxruntime-gpu" in dry.stdout.splitlines()
+    assert f"{python} {_SAFE_PATH} -m pip uninstall -y onnxruntime-gpu" in dry.stdout.splitlines()
     assert (
-        f"{python} -m pip install --no-user '{REPOSITORY}/core[cpu]' {REPOSITORY}/plugins/cpu"
+        f"{python} {_SAFE_PATH} -m pip install --no-user '{REPOSITORY}/core[cpu]' "
+        f"{REPOSITORY}/plugins/cpu"
         in dry.stdout.splitlines()
     )
 
@@ -269,18 +273,16 @@ def test_fix_yes_repairs_two_runtime_wheels_and_a_missing_plugin_slow(tmp_path: 
     assert doctor.stdout.rstrip().endswith("no problems found")
 
 
-def test_an_installed_third_party_plugin_joins_the_catalog_by_its_declaration(
-    tmp_path: Path,
-) -> None:
-    """Its ``ortplug.json`` says: for Acme NPUs (PCI vendor 0x1e52), also install the runtime."""
+def _acme_site(tmp_path: Path, kind: dict[str, object]) -> dict[str, str]:
+    """The environment of ``ortplug`` with distribution ortplug-acme installed (its plugin
+    ``acme`` declares ``kind`` and is never imported), on a bare CPU host."""
     site = tmp_path / "site"
     (site / "ortplug_acme").mkdir(parents=True)
     (site / "ortplug_acme" / "__init__.py").write_text("plugin = None  # never imported here\n")
-    (site / "ortplug_acme" / "ortplug.json").write_text(json.dumps({"ortplug": 1, "plugins": {"acme": {
-        "hooks": ["ortplug_provider_types"],
-        "kinds": [{"kind": "acme", "ort_name": "AcmeExecutionProvider", "hardware": "Acme NPUs",
-                   "detect": [{"pci_vendor": "0x1e52"}], "install": "acme-npu-runtime>=2"}],
-    }}}))  # fmt: skip
+    declared = {"kind": "acme", "ort_name": "AcmeExecutionProvider", **kind}
+    (site / "ortplug_acme" / "ortplug.json").write_text(json.dumps({"ortplug": 1, "plugins": {
+        "acme": {"hooks": ["ortplug_provider_types"], "kinds": [declared]}
+    }}))  # fmt: skip
     (site / "ortplug_acme-1.0.dist-info").mkdir()
     (site / "ortplug_acme-1.0.dist-info" / "METADATA").write_text(
         "Metadata-Version: 2.1\nName: ortplug-acme\nVersion: 1.0\n"
@@ -288,17 +290,110 @@ def test_an_installed_third_party_plugin_joins_the_catalog_by_its_declaration(
     (site / "ortplug_acme-1.0.dist-info" / "entry_points.txt").write_text(
         "[ortplug]\nacme = ortplug_acme:plugin\n"
     )
-    root = fake_roots.bare_cpu(tmp_path / "root")
-    env = {
-        _ROOT_ENV: str(root),
+    return {
+        _ROOT_ENV: str(fake_roots.bare_cpu(tmp_path / "root")),
         "PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]),
         "ORTPLUG_CACHE_DIR": str(tmp_path / "cache"),
     }
+
+
+def test_an_installed_third_party_plugin_joins_the_catalog_by_its_declaration(
+    tmp_path: Path,
+) -> None:
+    """Its ``ortplug.json`` says: for Acme NPUs (PCI vendor 0x1e52), also install the runtime."""
+    env = _acme_site(tmp_path, {"hardware": "Acme NPUs", "detect": [{"pci_vendor": "0x1e52"}],
+                                "install": "acme-npu-runtime>=2"})  # fmt: skip
     absent = json.loads(_cli("doctor", "--fix", "--json", **env).stdout)
     assert "acme" not in absent["plan"]["applies"]  # no Acme device: nothing proposed
-    fake_roots.pci(root, "0000:07:00.0", 0x1E52, 0x0001, 0x120000)
+    fake_roots.pci(Path(env[_ROOT_ENV]), "0000:07:00.0", 0x1E52, 0x0001, 0x120000)
     data = json.loads(_cli("doctor", "--fix", "--json", **env).stdout)
     assert data["plan"]["applies"][0] == "acme"
     (finding,) = [f for f in data["plan"]["findings"] if f["subject"] == "acme"]
-    assert finding["detail"] == "vendor 0x1e52 accelerator 0x0001 seen; install acme-npu-runtime>=2"
-    assert data["commands"] == [f"{sys.executable} -m pip install --no-user 'acme-npu-runtime>=2'"]
+    assert finding["detail"] == (
+        "vendor 0x1e52 accelerator 0x0001 seen; install acme-npu-runtime>=2 "
+        "(declared by ortplug-acme)"
+    )
+    assert data["commands"] == [f"{_PIP} install --no-user 'acme-npu-runtime>=2'"]
+
+
+def test_a_blocked_plugins_declaration_proposes_nothing(tmp_path: Path) -> None:
+    """A plugin kept out by ``ORTPLUG_DISABLE_PLUGINS`` or ``ORTPLUG_PLUGINS`` adds nothing to
+    the plan; let in, its lines name the distribution that declared them."""
+    env = _acme_site(tmp_path, {"hardware": "every host", "detect": [{}], "install": "evil-pkg"})
+    for blocked in ({"ORTPLUG_DISABLE_PLUGINS": "acme"}, {"ORTPLUG_PLUGINS": "cpu,cuda"}):
+        done = _cli("doctor", "--fix", **env, **blocked)
+        assert "evil-pkg" not in done.stdout and "acme" not in done.stdout, blocked
+    done = _cli("doctor", "--fix", **env)
+    assert "fix       a CPU seen; install evil-pkg (declared by ortplug-acme)" in done.stdout
+    assert done.stdout.rstrip().splitlines()[-2] == f"{_PIP} install --no-user evil-pkg"
+
+
+def test_a_plain_http_index_url_is_refused_and_said(tmp_path: Path) -> None:
+    """An ``index_url`` over plain http (anyone on the way could serve their own packages)
+    never reaches pip: the declaration does not check, so the plugin is a one-line failure."""
+    env = _acme_site(tmp_path, {"detect": [{}], "install": "evil-pkg",
+                                "index_url": "http://evil.example/simple"})  # fmt: skip
+    refused = (
+        "plugin 'acme': ortplug_acme/ortplug.json: plugins.acme.kinds[0].index_url: expected an "
+        "https:// index URL (pip would take packages from a plain-http one unverified), got "
+        "'http://evil.example/simple'"
+    )
+    fix = _cli("doctor", "--fix", **env)
+    assert f"note      {refused}; so ortplug-acme proposes nothing\n" in fix.stdout
+    assert "evil-pkg" not in fix.stdout and "--extra-index-url" not in fix.stdout
+    doctor = _cli("doctor", **env)
+    failures = [line for line in doctor.stdout.splitlines() if line.startswith("FAIL  plugin acme")]
+    assert failures[0].endswith(f"failed in declaration: DeclarationError: {refused}")
+
+
+def test_fix_yes_never_runs_a_pip_folder_of_the_working_directory(tmp_path: Path) -> None:
+    """A ``pip/__main__.py`` planted where the user stands is not what ``--fix --yes`` runs:
+    this environment's pip is (with no index it fails on the catalog's made-up install)."""
+    planted = tmp_path / "cwd" / "pip"
+    planted.mkdir(parents=True)
+    ran = tmp_path / "planted-pip-ran"
+    (planted / "__init__.py").write_text("")
+    (planted / "__main__.py").write_text(f"open({str(ran)!r}, 'a').write('ran\\n')\n")
+    catalog = tmp_path / "catalog.json"
+    catalog.write_text(json.dumps({"ortplug": 1, "plugins": {"nosuch": {
+        "distribution": "ortplug-nosuch-h31", "hooks": ["ortplug_provider_types"],
+        "kinds": [{"kind": "nosuch", "ort_name": "NoSuchExecutionProvider", "detect": [{}],
+                   "install": "ortplug-nosuch-h31"}],
+    }}}))  # fmt: skip
+    env = {
+        **os.environ, **_LINUX, "PIP_NO_INDEX": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+        "ORTPLUG_CATALOG": str(catalog), _ROOT_ENV: str(fake_roots.bare_cpu(tmp_path / "hw")),
+    }  # fmt: skip
+    ortplug = str(Path(sys.executable).parent / "ortplug")
+    done = subprocess.run(
+        [ortplug, "doctor", "--fix", "--yes"], cwd=planted.parent, env=env,
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert not ran.exists(), "the working directory's pip/__main__.py ran"
+    assert done.returncode == 1
+    assert f" {_SAFE_PATH} -m pip install --no-user ortplug-nosuch-h31\n" in done.stdout
+    assert "ortplug-nosuch-h31" in done.stderr  # the real pip's own words
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("ortplug doctor: error: pip exited 1 on: ")
+
+
+def test_doctor_prints_no_terminal_escapes_of_hardware_or_declarations(tmp_path: Path) -> None:
+    """A GPU name (the root's files) and a kind's ``hardware`` text (a catalog) holding escape
+    sequences that retitle and clear the terminal print as ``?`` marks, in both doctors."""
+    escapes = "\x1b]0;owned\x07\x1b[2J"
+    root = fake_roots.nvidia(tmp_path / "root")
+    information = root / "proc/driver/nvidia/gpus/0000:19:00.0/information"
+    information.write_text(f"Model: H200{escapes}\n")
+    catalog = tmp_path / "catalog.json"
+    catalog.write_text(json.dumps({"ortplug": 1, "plugins": {"acme": {
+        "distribution": "ortplug-acme", "hooks": ["ortplug_provider_types"],
+        "kinds": [{"kind": "acme", "ort_name": "AcmeExecutionProvider", "detect": [{}],
+                   "hardware": f"Acme{escapes} NPUs", "install": "ortplug-acme", "optional": True}],
+    }}}))  # fmt: skip
+    env = {_ROOT_ENV: str(root), "ORTPLUG_CATALOG": str(catalog)}
+    fix = _cli("doctor", "--fix", **env).stdout
+    doctor = _cli("doctor", **env).stdout
+    for text in (fix, doctor):
+        assert "\x1b" not in text and "\x07" not in text
+        assert "Acme?]0;owned??[2J NPUs" in text
+    assert "hardware  linux x86_64: H200?]0;owned??[2J, NVIDIA driver" in fix

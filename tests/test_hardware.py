@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import fake_roots
@@ -130,3 +134,81 @@ def test_platform_overrides_read_as_the_host_facts_read_them(tmp_path: Path, val
     assert hardware == host == (expected or sys.platform)
     blank = [w for w in caught if "ORTPLUG_OVERRIDE_PLATFORM" in str(w.message)]
     assert bool(blank) is (expected is None)
+
+
+_ESCAPES = "\x1b]0;owned\x07\x1b[2J\x9b"  # retitle the terminal, clear it, a C1 CSI
+
+
+def test_names_read_from_the_root_are_printable(tmp_path: Path) -> None:
+    """A GPU model, CPU vendor, render node or ICD name with terminal escapes comes out as
+    ``?`` marks: ``doctor`` prints them."""
+    root = fake_roots.nvidia(tmp_path)
+    (root / "proc/driver/nvidia/gpus/0000:19:00.0/information").write_text(
+        f"Model: \t NVIDIA H200{_ESCAPES}\n"
+    )
+    (root / "proc/cpuinfo").write_text(
+        f"vendor_id\t: Authentic{_ESCAPES}AMD\nflags\t\t: a{_ESCAPES}\n"
+    )
+    fake_roots.vulkan(root, f"x{_ESCAPES}.json")
+    (root / f"sys/class/drm/renderD128{_ESCAPES}").mkdir(parents=True)
+    hw = detect_hardware(root, _LINUX)
+    assert [g.describe() for g in hw.gpus()] == ["NVIDIA H200?]0;owned??[2J?"]
+    assert (hw.cpu_vendor, hw.cpu_flags) == ("Authentic?]0;owned??[2J?AMD", {"a?]0;owned??[2J?"})
+    assert hw.vulkan_icds == ("x?]0;owned??[2J?.json",)
+    assert hw.render_nodes == ("renderD128?]0;owned??[2J?",)
+    assert not any(c in hw.describe() + str(hw.to_dict()) for c in "\x1b\x07\x9b")
+
+
+_DETECT = "from ortplug.host.hardware import detect_hardware as d; print(d({!r}).to_dict())"
+
+
+def _detect_in_a_child(root: Path) -> subprocess.CompletedProcess[str]:
+    """``detect_hardware(root)`` in a process held to 2 GiB of memory and 60 s."""
+
+    def limit_memory() -> None:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+
+    return subprocess.run(
+        [sys.executable, "-c", _DETECT.format(str(root))], capture_output=True, text=True,
+        timeout=60, preexec_fn=limit_memory,
+    )  # fmt: skip
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs and /dev/zero")
+@pytest.mark.timeout(120)
+def test_only_plain_files_are_read_and_only_so_much(tmp_path: Path) -> None:
+    """A FIFO (no writer: opening it waited forever) and ``/dev/zero`` (never ends: read whole,
+    it raised MemoryError) under the root are not seen; a huge file is read only so far."""
+    root = fake_roots.nvidia(tmp_path / "fifo")
+    (root / "proc/cpuinfo").unlink()
+    os.mkfifo(root / "proc/cpuinfo")
+    started = time.perf_counter()
+    try:
+        done = _detect_in_a_child(root)
+    except subprocess.TimeoutExpired:
+        pytest.fail("a FIFO as proc/cpuinfo made the hardware scan wait for a writer")
+    assert done.returncode == 0, done.stderr
+    assert "'cpu_vendor': None" in done.stdout and "'gpus': ['NVIDIA H200']" in done.stdout
+    assert time.perf_counter() - started < 30
+
+    root = fake_roots.nvidia(tmp_path / "zero")
+    for relative in ("proc/cpuinfo", "proc/driver/nvidia/version"):
+        (root / relative).unlink()
+        (root / relative).symlink_to("/dev/zero")
+    plist = root / "System/Library/CoreServices/SystemVersion.plist"
+    plist.parent.mkdir(parents=True)
+    plist.symlink_to("/dev/zero")
+    done = _detect_in_a_child(root)
+    assert done.returncode == 0, done.stderr[-500:]
+    assert "'nvidia_driver': None" in done.stdout and "'cpu_vendor': None" in done.stdout
+
+    huge = tmp_path / "huge" / "proc/cpuinfo"
+    huge.parent.mkdir(parents=True)
+    with huge.open("w") as file:
+        file.write("vendor_id\t: GenuineIntel\nflags\t\t: avx2\n")
+        file.truncate(64 << 30)  # sparse: 64 GB that take no room
+    done = _detect_in_a_child(tmp_path / "huge")
+    assert done.returncode == 0, done.stderr[-500:]
+    assert "'cpu_vendor': 'GenuineIntel'" in done.stdout and "'cpu_flags': ['avx2']" in done.stdout

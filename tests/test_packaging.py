@@ -73,8 +73,9 @@ def test_two_runtime_wheels_side_by_side_are_found_with_the_fix(tmp_path) -> Non
     problem = duplicate_runtime_problem(found)
     assert problem is not None
     assert "onnxruntime 1.32.0 and onnxruntime-gpu 1.31.1 are installed side by side" in problem
-    assert problem.endswith(
-        "pip uninstall -y onnxruntime onnxruntime-gpu && pip install 'ortplug[cuda]'"
+    assert problem.endswith(  # the README's install, from the checkout the core came from
+        "pip uninstall -y onnxruntime onnxruntime-gpu && pip install "
+        f"'{ROOT}/core[cuda]' {ROOT}/plugins/cpu {ROOT}/plugins/cuda"
     )
 
 

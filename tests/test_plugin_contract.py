@@ -408,7 +408,7 @@ def test_an_uninstalled_shipped_provider_names_its_distribution(plugin_host: Plu
                 plugins=plugin_host,
             )
         message = str(caught.value)
-        assert "ortplug-cuda" in message and "pip install 'ortplug[cuda]'" in message
+        assert "ortplug-cuda" in message and "/core[cuda]' " in message  # the checkout's install
         assert "cpuexecutionprovider" not in message.lower()
 
 

@@ -41,6 +41,7 @@ from ortplug.integrations.ray import (
 )
 from ortplug.selection import ProviderSelection
 
+REPOSITORY = Path(__file__).resolve().parents[1]  # the core was installed from its folder
 DEMO = str(files("ortplug.data") / "demo.onnx")
 STATIC = str(files("ortplug.data") / "demo_static.onnx")  # the demo MLP with its batch fixed at 4
 SQUEEZENET = Path(onnx.__file__).parent / "backend/test/data/light/light_squeezenet.onnx"
@@ -550,7 +551,7 @@ def test_batch_command_without_ray_names_the_install_command(tmp_path) -> None:
     assert done.returncode == 1
     assert done.stderr.strip().splitlines() == [
         "ortplug batch: error: Ray Data is not installed (import failed: import of ray halted; "
-        "None in sys.modules); install it with: pip install 'ortplug[ray]'"
+        f"None in sys.modules); install it with: pip install '{REPOSITORY}/core[ray]'"
     ]
 
 
@@ -562,7 +563,7 @@ def test_parquet_input_needs_ray(tmp_path) -> None:
     assert done.returncode != 0
     assert done.stderr.strip().splitlines() == [
         f"ortplug batch: error: --input-dir {source}: Parquet input needs --ray "
-        "(pip install 'ortplug[ray]')"
+        f"(pip install '{REPOSITORY}/core[ray]')"
     ]
 
 

@@ -125,7 +125,7 @@ def test_reasons_name_the_deciding_fact(all_plugins) -> None:
     ("changes", "expected"),
     [
         ({"driver_cuda_version": "12.4"}, "update the driver"),
-        ({"driver_cuda_version": "12.4"}, "ortplug[cuda12]"),
+        ({"driver_cuda_version": "12.4"}, "core[cuda12]' "),
         ({"devices": [], "visible_devices": ""}, "CUDA_VISIBLE_DEVICES=''"),
         ({"driver_error": "cuInit failed with CUDA error 100"}, "cuInit failed"),
     ],

@@ -22,7 +22,7 @@ from ..errors import (
     OrtplugConfigWarning,
     VerificationWarning,
 )
-from ..host._runtime import INSTALL_HINT
+from ..host._runtime import install_hint
 from ..host.environment import global_thread_pools
 from ..host.ep_libraries import EpLibrary
 from ..plugins.manager import PluginHost, resolve_plugin_host
@@ -342,7 +342,7 @@ def _blocked_or_install(plugins: PluginHost) -> str:
     for plugin, setting in plugins.blocked_by().items():
         by_setting.setdefault(setting, []).append(plugin)
     if not by_setting:
-        return INSTALL_HINT
+        return install_hint()
     return "; ".join(
         f"{setting} blocked the installed plugin(s) {', '.join(sorted(names))} (change or unset it)"
         for setting, names in by_setting.items()

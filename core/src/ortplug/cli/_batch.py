@@ -21,6 +21,7 @@ import numpy as np
 
 from ..backend import OnnxBackend
 from ..checkpoint import LocalCheckpoint
+from ..host.install_command import pip_install
 from ._inputs import quiet_run_options
 from ._json import print_json
 from ._providers import resolve_chain
@@ -151,7 +152,7 @@ def batch(args: argparse.Namespace) -> int:
     if sorted(source.glob("*.parquet")):
         if not args.ray:
             raise UsageError(
-                f"--input-dir {source}: Parquet input needs --ray (pip install 'ortplug[ray]')"
+                f"--input-dir {source}: Parquet input needs --ray ({pip_install('ortplug[ray]')})"
             )
         if any(target.glob("*.parquet")):  # Ray adds files beside them: rows twice, counted so
             raise UsageError(

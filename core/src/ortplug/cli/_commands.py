@@ -19,8 +19,8 @@ from ..backend.report import Candidate
 from ..checkpoint import LocalCheckpoint, ResolvedCheckpoint
 from ..errors import OptionError
 from ..host._runtime import (
-    INSTALL_HINT,
     duplicate_runtime_problem,
+    install_hint,
     installed_runtimes,
     onnxruntime_or_none,
 )
@@ -231,7 +231,7 @@ def info(args: argparse.Namespace) -> int:
         "provider_kinds": plugin_host.provider_registry().kinds(),
     }
     if runtime is None:
-        data["install"] = INSTALL_HINT
+        data["install"] = install_hint()
     fit = _fit_lines()
     data["fit"] = fit
     with _model_path(args.model) as path:
@@ -244,7 +244,7 @@ def info(args: argparse.Namespace) -> int:
     if args.json:
         print_json(data)
         return 0
-    print(f"onnxruntime  {host.ort_version or 'not installed: ' + INSTALL_HINT}")
+    print(f"onnxruntime  {host.ort_version or 'not installed: ' + install_hint()}")
     print(f"wheels       {', '.join(data['runtime_distributions']) or 'none'}")
     for line in data["problems"]:
         print(f"PROBLEM      {line}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from .._printable import printable
 from ..backend import OnnxBackend
 from ..checkpoint import LocalCheckpoint
 from ..checkpoint._onnx_wire import summarize_file
@@ -26,10 +27,10 @@ def doctor(args: argparse.Namespace) -> int:
     if args.json:
         print_json({"ok": not failed, "checks": [c.to_dict() for c in checks]})
     else:
-        for check in checks:
-            print(f"{'ok  ' if check.ok else 'FAIL'}  {check.name:<28} {check.detail}")
+        for check in checks:  # names and details may quote hardware, probes, declarations
+            print(printable(f"{'ok  ' if check.ok else 'FAIL'}  {check.name:<28} {check.detail}"))
             if not check.ok:
-                print(f"      {'':<28} fix: {check.fix}")
+                print(printable(f"      {'':<28} fix: {check.fix}"))
         print(f"{len(failed)} problem(s) found" if failed else "no problems found")
     return 1 if failed else 0
 

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from ..cache.index import MAX_MB_ENV, max_mb
 from ..cache.root import CACHE_ENV, cache_problem, cache_root
 from ..errors import OptionError
-from ..host._runtime import INSTALL_HINT, duplicate_runtimes, installed_runtimes
+from ..host._runtime import duplicate_runtimes, install_hint, installed_runtimes
 from ..host.ep_libraries import ensure_library
 from ..plugins.types import DoctorCheck, ProviderOffer
 from ..selection.autotune import RECORD_FOLDER, stale_records
@@ -23,7 +23,7 @@ def _runtime_checks() -> list[DoctorCheck]:
     runtimes = installed_runtimes()
     if not runtimes:
         return [
-            DoctorCheck("onnxruntime", False, "no ONNX Runtime wheel is installed", INSTALL_HINT)
+            DoctorCheck("onnxruntime", False, "no ONNX Runtime wheel is installed", install_hint())
         ]
     duplicates = duplicate_runtimes(runtimes)
     if duplicates:

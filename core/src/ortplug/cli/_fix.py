@@ -1,9 +1,10 @@
 """``ortplug doctor --fix [--yes]``: the pip commands that make this environment fit the host.
 
-Dry-run by default: the exact commands (this interpreter's own pip, never ``--user``). With
-``--yes`` it runs them in order, stops at the first that fails (the environment is then as pip
-left it, pip's output above), checks the host again and prints what changed. It refuses an
-environment it cannot write or one its distributor manages (PEP 668), saying why.
+Dry-run by default: the exact commands (this interpreter's own pip, never ``--user``, never a
+``pip`` folder of the working directory). With ``--yes`` it runs them in order, stops at the
+first that fails (the environment is then as pip left it, pip's output above), checks the host
+again and prints what changed. It refuses an environment it cannot write or one its distributor
+manages (PEP 668), saying why. A plugin's declaration the catalog refused is a ``note``.
 """
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ import sysconfig
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from .._printable import printable
 from ..host.fit import FitPlan, check_host
+from ..plugins.catalog import refused_declarations
 from ._json import print_json
 from ._usage import UsageError
 
@@ -27,12 +30,18 @@ __all__ = ["externally_managed", "fix", "pip_command", "unwritable"]
 
 #: The findings the commands of ``--fix`` act on.
 _FIXED = ("missing", "runtime")
+#: Keeps the working directory off pip's ``sys.path`` (``python -m`` puts it first, so a
+#: ``pip/`` folder there would run instead): ``-P`` on 3.11+, else isolated mode, which also
+#: ignores ``PYTHON*`` variables and the user site but still finds this environment's pip.
+_SAFE_PATH = "-P" if sys.version_info >= (3, 11) else "-I"
 
 
 def pip_command(step: Sequence[str]) -> list[str]:
-    """A plan step as run: this interpreter's pip; an install never falls back to ``--user``."""
+    """A plan step as run: this interpreter's pip, never one of the working directory; an
+    install never falls back to ``--user``."""
     verb, *rest = step
-    return [sys.executable, "-m", "pip", verb, *(["--no-user"] if verb == "install" else []), *rest]
+    no_user = ["--no-user"] if verb == "install" else []
+    return [sys.executable, _SAFE_PATH, "-m", "pip", verb, *no_user, *rest]
 
 
 def externally_managed(stdlib: str | None = None, in_venv: bool | None = None) -> str | None:
@@ -86,20 +95,22 @@ def _changes(before: Mapping[str, str], after: Mapping[str, str]) -> list[str]:
 
 def _report(plan: FitPlan) -> list[str]:
     """The hardware, then each finding: ``ok``, ``fix`` (the commands below do it) or ``note``
-    (theirs to decide: an optional plugin, one installed for absent hardware, the driver)."""
+    (theirs to decide: an optional plugin, one installed for absent hardware, the driver);
+    printable, as they quote declarations."""
     lines = [f"hardware  {plan.hardware.describe()}"]
     for f in plan.findings:
         if f.kind in _FIXED:  # the commands listed after the findings do it
             lines.append(f"{'fix':<9} {f.detail}")
         else:
             lines.append(f"{'ok' if f.ok and f.kind == 'fits' else 'note':<9} {f.line()}")
-    return lines
+    return [printable(line) for line in lines]
 
 
 def _run(commands: Sequence[Sequence[str]], quiet_stdout: bool) -> None:
     """Run each command; the first that fails stops the run with an error naming it."""
     for command in commands:
-        print(f"$ {shlex.join(command)}", file=sys.stderr if quiet_stdout else sys.stdout, flush=True)
+        shown = printable(f"$ {shlex.join(command)}")
+        print(shown, file=sys.stderr if quiet_stdout else sys.stdout, flush=True)
         done = subprocess.run(command, stdout=sys.stderr if quiet_stdout else None, check=False)
         if done.returncode != 0:
             raise RuntimeError(
@@ -113,17 +124,24 @@ def fix(args: argparse.Namespace) -> int:
     if args.yes and not args.fix:
         raise UsageError("--yes: only with --fix (ortplug doctor --fix --yes)")
     plan = check_host()
+    refused = refused_declarations()
     commands = [pip_command(step) for step in plan.steps]
     refusal = _refusal() if commands else None
     if refusal and args.yes:
         raise RuntimeError(refusal)
-    data: dict[str, object] = {"plan": plan.to_dict(), "commands": [shlex.join(c) for c in commands]}
+    data: dict[str, object] = {
+        "plan": plan.to_dict(),
+        "commands": [shlex.join(c) for c in commands],
+        "refused_declarations": refused,
+    }
     if not args.json:
         print("\n".join(_report(plan)))
+        for line in refused:
+            print(printable(f"{'note':<9} {line}"))
         if not commands:
             print("nothing to do: this environment has what this host's hardware calls for")
         for command in commands if not args.yes else ():
-            print(shlex.join(command))
+            print(printable(shlex.join(command)))
         if refusal:
             print(f"note: --yes would refuse: {refusal}")
         elif commands and sys.prefix == sys.base_prefix:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from importlib.metadata import PackageNotFoundError, version
 
-from ..host._runtime import INSTALL_HINT, installed_runtimes
+from ..host._runtime import install_hint, installed_runtimes
 from ..plugins import _entry_points
 
 __all__ = ["version_text"]
@@ -22,7 +22,7 @@ def version_text() -> str:
         own = "(sources, not installed)"
     lines = [f"ortplug {own}"]
     runtimes = installed_runtimes()
-    lines += [f"runtime {d.name} {d.version}" for d in runtimes] or [f"runtime: {INSTALL_HINT}"]
+    lines += [f"runtime {d.name} {d.version}" for d in runtimes] or [f"runtime: {install_hint()}"]
     for entry in sorted(_entry_points.discover(_entry_points.PROJECT), key=lambda e: e.name):
         made_by = f"{entry.distribution} {entry.version or ''}" if entry.distribution else "?"
         lines.append(f"plugin {entry.name}: {made_by.strip()}")

@@ -14,10 +14,10 @@ from .. import _log
 from ..errors import RuntimeNotInstalledError
 
 __all__ = [
-    "INSTALL_HINT",
     "RuntimeDistribution",
     "duplicate_runtime_problem",
     "duplicate_runtimes",
+    "install_hint",
     "installed_runtimes",
     "onnxruntime_or_none",
     "preload_runtime_libraries",
@@ -27,10 +27,19 @@ __all__ = [
 _preloaded: set[str | None] = set()
 _preload_lock = threading.Lock()
 
-INSTALL_HINT = (
-    "install exactly one ONNX Runtime for this host, e.g. pip install 'ortplug[cpu]' "
-    "(CPU hosts); see the README's install matrix for GPU and Apple hosts"
-)
+
+def _pip_install(requirement: str) -> str:
+    from .install_command import pip_install  # deferred: it reads metadata, only for a hint
+
+    return pip_install(requirement)
+
+
+def install_hint() -> str:
+    """What to install when no ONNX Runtime is, spelled as it works here (a checkout's folders)."""
+    return (
+        f"install exactly one ONNX Runtime for this host, e.g. {_pip_install('ortplug[cpu]')} "
+        "(CPU hosts); see the README's install matrix for GPU and Apple hosts"
+    )
 
 
 def require_onnxruntime() -> ModuleType:
@@ -38,7 +47,7 @@ def require_onnxruntime() -> ModuleType:
     try:
         import onnxruntime
     except ImportError as exc:
-        raise RuntimeNotInstalledError(f"ONNX Runtime is not installed: {INSTALL_HINT}") from exc
+        raise RuntimeNotInstalledError(f"ONNX Runtime is not installed: {install_hint()}") from exc
     module: ModuleType = onnxruntime
     return module
 
@@ -91,7 +100,7 @@ def duplicate_runtimes(
     return (
         f"{listed} are installed side by side; they share the onnxruntime module and overwrite "
         "each other's files, which breaks GPU providers.",
-        f"pip uninstall -y {' '.join(names)} && pip install 'ortplug[{extra}]'",
+        f"pip uninstall -y {' '.join(names)} && {_pip_install(f'ortplug[{extra}]')}",
     )
 
 

@@ -7,15 +7,12 @@ every kind of host is a test; :func:`installed_state` is the one reading of the 
 
 from __future__ import annotations
 
-import json
 import os
-import re
 import shlex
-from collections.abc import Iterable, Mapping, Sequence
-from importlib.metadata import PackageNotFoundError, distribution, distributions, requires
+from collections.abc import Mapping, Sequence
+from importlib.metadata import distributions
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlparse
 
 import attrs
 
@@ -23,6 +20,7 @@ from ..plugins.catalog import CatalogEntry, Install, load_catalog
 from ..plugins.requirement import Requirement, normalize_name
 from ._runtime import RuntimeDistribution, installed_runtimes
 from .hardware import Hardware, detect_hardware, driver_for_cuda
+from .install_command import CORE, core_checkout, core_extras, install_targets
 
 __all__ = [
     "FitPlan",
@@ -33,8 +31,6 @@ __all__ = [
     "plan_fit",
     "shell_line",
 ]
-
-_CORE = "ortplug"
 
 
 @attrs.frozen
@@ -52,53 +48,10 @@ class Installed:
         return self.distributions.get(normalize_name(name))
 
 
-def _tree_of_core() -> Path | None:
-    """The checkout the installed core came from (PEP 610 ``direct_url.json``: ``.../core``)."""
-    try:
-        raw = distribution(_CORE).read_text("direct_url.json")
-        url = urlparse(json.loads(raw or "{}").get("url", ""))
-    except (PackageNotFoundError, ValueError, AttributeError):
-        return None
-    folder = Path(unquote(url.path))
-    if url.scheme != "file" or folder.name != "core" or not (folder.parent / "plugins").is_dir():
-        return None
-    return folder.parent
-
-
-def _core_extras() -> dict[str, frozenset[str]]:
-    """Each extra of the installed core -> the distributions it brings (its metadata)."""
-    brought: dict[str, set[str]] = {}
-    try:
-        lines = requires(_CORE) or []
-    except PackageNotFoundError:
-        return {}
-    for line in lines:
-        requirement, _, marker = line.partition(";")
-        extra = re.search(r"extra\s*==\s*[\"']([^\"']+)[\"']", marker)
-        name = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", requirement)
-        if extra and name:
-            brought.setdefault(extra.group(1), set()).add(normalize_name(name.group(1)))
-    return {extra: frozenset(names) for extra, names in brought.items()}
-
-
 def installed_state() -> Installed:
     """Read the environment's distributions (metadata only: nothing is imported)."""
     found = {normalize_name(d.metadata["Name"] or ""): d.version for d in distributions()}
-    return Installed(found, installed_runtimes(), _core_extras(), _tree_of_core())
-
-
-def _tree_folders(tree: Path) -> dict[str, Path]:
-    """Distribution name -> its folder in the checkout (``core``, ``plugins/*``, ``examples/*``)."""
-    folders = {}
-    for project in [tree / "core", *tree.glob("plugins/*"), *tree.glob("examples/*")]:
-        try:
-            text = (project / "pyproject.toml").read_text(encoding="utf-8")
-        except OSError:
-            continue
-        name = re.search(r'^name\s*=\s*"([^"]+)"', text, re.M)
-        if name:
-            folders[normalize_name(name.group(1))] = project
-    return folders
+    return Installed(found, installed_runtimes(), core_extras(), core_checkout())
 
 
 @attrs.frozen
@@ -155,6 +108,12 @@ class _Applied:
     install: Install
 
     @property
+    def declared(self) -> str:
+        """``declared by ortplug-acme`` for a kind ortplug's own catalog does not hold, else
+        empty: doctor names who asked for what it would install."""
+        return f"declared by {self.entry.declared_by}" if self.entry.declared_by else ""
+
+    @property
     def runtime(self) -> Requirement | None:
         return Requirement.parse(self.install.runtime) if self.install.runtime else None
 
@@ -162,7 +121,7 @@ class _Applied:
     def extras(self) -> tuple[str, ...]:
         """The core's extras the install names (``ortplug[cuda]``), else none."""
         requirement = Requirement.parse(self.install.install)
-        return requirement.extras if requirement.name == _CORE else ()
+        return requirement.extras if requirement.name == CORE else ()
 
     def lacking(self, installed: Installed) -> bool:
         """Whether its plugin, or the other requirement its install names, is not installed
@@ -170,7 +129,7 @@ class _Applied:
         if installed.version(self.entry.distribution) is None:
             return True
         requirement = Requirement.parse(self.install.install)
-        if requirement.name == _CORE:
+        if requirement.name == CORE:
             return False
         version = installed.version(requirement.name)
         return version is None or not requirement.satisfied_by(version)
@@ -185,26 +144,16 @@ def _install_step(
     chosen: Sequence[_Applied], wanted: Requirement | None, installed: Installed
 ) -> tuple[str, ...]:
     """One ``pip install`` for these entries: the core with the extras that bring the chosen
-    runtime, then what no such extra brings (plugins, other requirements); from a checkout, the
-    folder of every distribution it holds, which pip then takes for the extras' pins."""
-    folders = _tree_folders(installed.tree) if installed.tree else {}
-    with_extra = [a for a in chosen if a.extras and a.brings_runtime(wanted)]
-    extras = list(dict.fromkeys(e for a in with_extra for e in a.extras))
-    brought = {n for extra in extras for n in installed.extras.get(extra, ())}
-    brought |= {normalize_name(a.entry.distribution) for a in with_extra}
-    names = [n for extra in extras for n in sorted(installed.extras.get(extra, ()))]
+    runtime, then what no such extra brings (plugins, other requirements), as
+    :func:`~ortplug.host.install_command.install_targets` spells them here."""
+    requirements = [a.install.install for a in chosen if a.extras and a.brings_runtime(wanted)]
     for item in chosen:
         own = Requirement.parse(item.install.install).name == normalize_name(item.entry.distribution)
         if item.extras or (not own and installed.version(item.entry.distribution) is None):
-            names.append(item.entry.distribution)
+            requirements.append(item.entry.distribution)
         if not item.extras:
-            names.append(item.install.install)
-    targets = [f"{folders.get(_CORE, _CORE)}[{','.join(extras)}]"] if extras else []
-    for name in names:
-        key = Requirement.parse(name).name
-        target = str(folders[key]) if key in folders else None if key in brought else name
-        if target is not None and target not in targets and not (key == _CORE and extras):
-            targets.append(target)
+            requirements.append(item.install.install)
+    targets = install_targets(requirements, installed.tree, installed.extras)
     indexes = dict.fromkeys(a.install.index_url for a in chosen if a.install.index_url)
     index_args = [arg for url in indexes if url for arg in ("--extra-index-url", url)]
     return ("install", *index_args, *targets)
@@ -283,12 +232,14 @@ def _lacking(
         what = f"{item.seen} seen; "
         if item.entry.optional:
             command = shell_line(_install_step([item], wanted, installed))
-            detail = f"{what}optional: {item.entry.distribution}{note} ({item.entry.hardware})"
+            by = f", {item.declared}" if item.declared else ""
+            detail = f"{what}optional: {item.entry.distribution}{note} ({item.entry.hardware}{by})"
             findings.append(Finding("optional", item.entry.name, True, detail, command))
         else:
             plugin = item.entry.distribution
             needed = plugin if installed.version(plugin) is None else item.install.install
-            detail = f"{what}install {needed}{note}"
+            by = f" ({item.declared})" if item.declared else ""
+            detail = f"{what}install {needed}{note}{by}"
             findings.append(Finding("missing", item.entry.name, False, detail, " && ".join(plan)))
     return findings
 
@@ -320,7 +271,9 @@ def plan_fit(
     required = [a for a in applied if not a.entry.optional]
     deciding = next((a for a in required if a.runtime), None)
     wanted = deciding.runtime if deciding else None
-    runtime = _runtime_steps(wanted, deciding.entry.distribution if deciding else "", installed)
+    by = f", {deciding.declared}" if deciding and deciding.declared else ""
+    for_plugin = f"{deciding.entry.distribution}{by}" if deciding else ""
+    runtime = _runtime_steps(wanted, for_plugin, installed)
     steps = runtime[1] if runtime else []
     to_install = [a for a in required if a.lacking(installed)]
     if deciding is not None and runtime and not runtime[2] and deciding not in to_install:

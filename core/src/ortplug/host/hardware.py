@@ -3,7 +3,9 @@
 Only ``info``, ``doctor`` and ``doctor --fix`` call :func:`detect_hardware` (a build never
 does). Every file is read under a root (``/`` by default), so a test or a person can point it
 at a fake sysfs/proc tree with ``ORTPLUG_OVERRIDE_HARDWARE_ROOT``; platform and architecture
-follow ``ORTPLUG_OVERRIDE_PLATFORM`` / ``ORTPLUG_OVERRIDE_MACHINE`` as the host facts do.
+follow ``ORTPLUG_OVERRIDE_PLATFORM`` / ``ORTPLUG_OVERRIDE_MACHINE`` as the host facts do. Only
+plain files are read, at most :data:`READ_LIMIT` bytes of each, and every name is kept
+printable: such a root may hold anything.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import os
 import platform as _platform
 import plistlib
 import re
+import stat
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -19,10 +22,12 @@ from typing import Any
 
 import attrs
 
+from .._printable import printable
 from .capabilities import base_fact
 
 __all__ = [
     "HARDWARE_ROOT_ENV",
+    "READ_LIMIT",
     "Hardware",
     "PciDevice",
     "cuda_major_for_driver",
@@ -32,6 +37,12 @@ __all__ = [
 
 #: Where the files are read from instead of ``/`` (a fake sysfs/proc tree).
 HARDWARE_ROOT_ENV = "ORTPLUG_OVERRIDE_HARDWARE_ROOT"
+#: The most read of one file: far more than the lines used (``/proc/cpuinfo``'s first
+#: processor, one sysfs value), so a huge or endless file costs no more than this.
+READ_LIMIT = 1 << 20
+#: Opening a FIFO for reading waits for a writer unless non-blocking; a terminal never becomes
+#: this process's controlling one.
+_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
 
 #: NVIDIA's minimum Linux driver per CUDA major (CUDA Toolkit release notes, table 2: minor
 #: version compatibility): a driver runs every CUDA release of the newest major it reaches.
@@ -148,11 +159,23 @@ class Hardware:
         }
 
 
-def _read(path: Path) -> str | None:
+def _read_bytes(path: Path) -> bytes | None:
+    """A plain file's first :data:`READ_LIMIT` bytes; ``None`` when it is missing, unreadable
+    or no plain file (a FIFO would block, ``/dev/zero`` never ends)."""
     try:
-        return path.read_text(encoding="utf-8", errors="replace")
+        descriptor = os.open(path, _OPEN_FLAGS)
     except OSError:
         return None
+    with os.fdopen(descriptor, "rb") as file:
+        try:
+            return file.read(READ_LIMIT) if stat.S_ISREG(os.fstat(descriptor).st_mode) else None
+        except OSError:
+            return None
+
+
+def _read(path: Path) -> str | None:
+    data = _read_bytes(path)
+    return None if data is None else data.decode("utf-8", errors="replace")
 
 
 def _hex(text: str | None) -> int | None:
@@ -169,7 +192,7 @@ def _nvidia_names(root: Path) -> dict[str, str]:
     for entry in sorted(folder.iterdir()) if folder.is_dir() else ():
         match = re.search(r"^Model:\s*(.+)$", _read(entry / "information") or "", re.M)
         if match:
-            names[entry.name.lower()] = match.group(1).strip()
+            names[entry.name.lower()] = printable(match.group(1).strip())
     return names
 
 
@@ -190,7 +213,8 @@ def _render_nodes(root: Path) -> tuple[str, ...]:
     folder = root / "sys/class/drm"
     if not folder.is_dir():
         return ()
-    return tuple(sorted(p.name for p in folder.iterdir() if p.name.startswith("renderD")))
+    nodes = (printable(p.name) for p in folder.iterdir() if p.name.startswith("renderD"))
+    return tuple(sorted(nodes))
 
 
 def _nvidia_driver(root: Path) -> str | None:
@@ -199,18 +223,18 @@ def _nvidia_driver(root: Path) -> str | None:
 
 
 def _macos_version(root: Path) -> str | None:
+    data = _read_bytes(root / "System/Library/CoreServices/SystemVersion.plist")
     try:
-        with (root / "System/Library/CoreServices/SystemVersion.plist").open("rb") as file:
-            version = plistlib.load(file).get("ProductVersion")
-    except (OSError, plistlib.InvalidFileException, ValueError, AttributeError):
+        version = plistlib.loads(data).get("ProductVersion") if data is not None else None
+    except (plistlib.InvalidFileException, ValueError, AttributeError, RecursionError):
         return None
-    return str(version) if version else None
+    return printable(str(version)) if version else None
 
 
 def _vulkan(root: Path) -> tuple[str | None, tuple[str, ...]]:
     loader = next((name for name in _VULKAN_LOADERS if (root / name).exists()), None)
     folders = [root / folder for folder in _ICD_DIRS if (root / folder).is_dir()]
-    icds = sorted(p.name for folder in folders for p in folder.glob("*.json"))
+    icds = sorted(printable(p.name) for folder in folders for p in folder.glob("*.json"))
     return (f"/{loader}" if loader else None), tuple(dict.fromkeys(icds))
 
 
@@ -218,7 +242,8 @@ def _cpu(root: Path) -> tuple[str | None, frozenset[str]]:
     text = _read(root / "proc/cpuinfo") or ""
     vendor = re.search(r"^(?:vendor_id|CPU implementer)\s*:\s*(\S+)", text, re.M)
     flags = re.search(r"^(?:flags|Features)\s*:\s*(.*)$", text, re.M)
-    return (vendor.group(1) if vendor else None), frozenset(flags.group(1).split() if flags else ())
+    listed = flags.group(1).split() if flags else ()
+    return (printable(vendor.group(1)) if vendor else None), frozenset(map(printable, listed))
 
 
 def detect_hardware(

@@ -42,6 +42,7 @@ from ..checkpoint import (
 )
 from ..errors import MissingFileError, OptionError, OptionTypeError, OrtplugError
 from ..host.capabilities import HostCapabilities
+from ..host.install_command import pip_install
 from ..plugins.manager import get_plugin_host
 from ..providers.run_options import RunOptionsConfig
 from ..providers.session_options import SessionOptionsConfig
@@ -67,7 +68,6 @@ _GPU_PROVIDERS = frozenset({"CUDAExecutionProvider", "TensorrtExecutionProvider"
 #: the runs, bounded in rows for tiny inputs; a GPU gets more so each run fills it.
 _BATCH_BYTES = {False: 16 << 20, True: 128 << 20}
 _BATCH_ROWS = {False: 1 << 16, True: 1 << 18}
-_INSTALL = "pip install 'ortplug[ray]'"
 
 
 class RayNotInstalledError(OrtplugError, ImportError):
@@ -124,7 +124,8 @@ def require_ray() -> Any:
         import ray.data  # ray without the [data] extra lacks its dependencies
     except ImportError as exc:
         raise RayNotInstalledError(
-            f"Ray Data is not installed (import failed: {exc}); install it with: {_INSTALL}"
+            f"Ray Data is not installed (import failed: {exc}); install it with: "
+            f"{pip_install('ortplug[ray]')}"
         ) from exc
     return ray
 

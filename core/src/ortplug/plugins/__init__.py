@@ -2,11 +2,12 @@
 
 The hook marker and specs with their call contracts, the values hooks return
 and receive, typed option fields for provider configs, the plugin-EP adapter,
-probing helpers, the cache's keys and folders, the errors a plugin raises, and
-the declaration format (:mod:`ortplug.plugins.declaration`). Tests use
-:mod:`ortplug.testing` beside it. Every name is imported on first use (PEP 562):
-a plugin pays only for what it imports, and the core's own modules under this
-package (the entry-point scan of ``ortplug --version``) import none of it.
+probing helpers, the cache's keys and folders, the errors a plugin raises, the
+install line for the user (``pip_install``), and the declaration format
+(:mod:`ortplug.plugins.declaration`). Tests use :mod:`ortplug.testing` beside
+it. Every name is imported on first use (PEP 562): a plugin pays only for what
+it imports, and the core's own modules under this package (the entry-point scan
+of ``ortplug --version``) import none of it.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
     from ..host._runtime import preload_runtime_libraries
     from ..host.ep_libraries import EpLibrary, describe_device
     from ..host.ep_package import EpPackagePlugin, LibraryProvider
+    from ..host.install_command import pip_install
     from ..host.probing import (
         file_identity,
         run_probe_script,
@@ -115,6 +117,7 @@ __all__ = [
     "ort_options",
     "parse_provider",
     "path_field",
+    "pip_install",
     "plain_options",
     "preload_runtime_libraries",
     "reset_plugin_host",
@@ -178,6 +181,7 @@ _LAZY = {
     "int_field": ("..providers.options", "int_field"),
     "ort_options": ("..providers.options", "ort_options"),
     "path_field": ("..providers.options", "path_field"),
+    "pip_install": ("..host.install_command", "pip_install"),
     "plain_options": ("..providers.options", "plain_options"),
     "preload_runtime_libraries": ("..host._runtime", "preload_runtime_libraries"),
     "run_probe_script": ("..host.probing", "run_probe_script"),

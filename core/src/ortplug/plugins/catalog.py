@@ -2,10 +2,12 @@
 plain file reads (:mod:`ortplug.host.hardware`), and what to pip-install for it.
 
 It is written in the plugin declaration format (:mod:`.declaration`, whose catalog fields say
-what each means): the first-party plugins below, then every installed plugin's own declaration
-(a third party joins by shipping ``detect`` and ``install`` in its ``ortplug.json``), then the
-file ``$ORTPLUG_CATALOG`` names (an internal index, a pinned version set); a later kind of the
-same name replaces an earlier one. Only ``info`` and ``doctor`` import this module, never a build.
+what each means): the first-party plugins below, then the declaration of every installed plugin
+``ORTPLUG_PLUGINS`` / ``ORTPLUG_DISABLE_PLUGINS`` let in (a third party joins by shipping
+``detect`` and ``install`` in its ``ortplug.json``), then the file ``$ORTPLUG_CATALOG`` names (an
+internal index, a pinned version set); a later kind of the same name replaces an earlier one.
+Every entry but the built-in ones says who declared it, and doctor names them beside what they
+would install. Only ``info`` and ``doctor`` import this module, never a build.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ __all__ = [
     "Install",
     "condition_seen",
     "load_catalog",
+    "refused_declarations",
 ]
 
 #: A catalog file of one's own, in the declaration format.
@@ -167,6 +170,8 @@ class CatalogEntry:
     unless: tuple[str, ...] = ()
     optional: bool = False
     source: str = ""
+    #: The distribution (or ``ORTPLUG_CATALOG`` file) that declared it; empty: ortplug's own.
+    declared_by: str = ""
 
     def seen(self, hw: Hardware) -> str | None:
         """What on ``hw`` this entry is for, or ``None`` when the host has none of it."""
@@ -235,8 +240,9 @@ def _distribution(declaration: PluginDeclaration) -> str:
     return declaration.distribution
 
 
-def _entries(declarations: Iterable[PluginDeclaration]) -> list[CatalogEntry]:
-    """The kinds with a ``detect`` (those the catalog can propose) as entries."""
+def _entries(declarations: Iterable[PluginDeclaration], own: bool) -> list[CatalogEntry]:
+    """The kinds with a ``detect`` (those the catalog can propose) as entries; ``own``: the
+    built-in catalog's, which no one else declared."""
     return [
         CatalogEntry(
             name=kind.kind,
@@ -248,6 +254,7 @@ def _entries(declarations: Iterable[PluginDeclaration]) -> list[CatalogEntry]:
             unless=kind.unless,
             optional=kind.optional,
             source=declaration.source,
+            declared_by="" if own else declaration.source,
         )
         for declaration in declarations
         for kind in declaration.kinds
@@ -255,18 +262,38 @@ def _entries(declarations: Iterable[PluginDeclaration]) -> list[CatalogEntry]:
     ]
 
 
-def _installed_declarations() -> list[PluginDeclaration]:
-    """The declarations of the installed plugins, as the entry-point scan remembers them."""
+def _installed_declarations(
+    environ: Mapping[str, str],
+) -> tuple[list[PluginDeclaration], list[str]]:
+    """The declarations of the installed plugins the allow/deny lists let in, as the entry-point
+    scan remembers them, each with the distribution that ships it as its source; and why each
+    other one let in adds nothing (its declaration does not check)."""
     from ._entry_points import PROJECT, discover
+    from .manager import blocked_by
 
-    found = []
+    found, refused = [], []
     for row in discover(PROJECT):
-        if row.declaration is None:
+        if blocked_by(row.name, environ) is not None:
             continue
-        declaration = from_json(row.name, row.declaration, f"plugin {row.name!r}")
+        source = row.distribution or f"plugin {row.name!r}"
+        try:
+            if row.declaration_error is not None:
+                raise DeclarationError(row.declaration_error)
+            if row.declaration is None:
+                continue
+            declaration = from_json(row.name, row.declaration, source)
+        except DeclarationError as exc:
+            refused.append(f"{exc}; so {source} proposes nothing")
+            continue
         distribution = declaration.distribution or row.distribution or ""
         found.append(attrs.evolve(declaration, distribution=distribution))
-    return found
+    return found, refused
+
+
+def refused_declarations(environ: Mapping[str, str] | None = None) -> list[str]:
+    """One line for each installed plugin let in whose declaration does not check (a plain-http
+    ``index_url``...): the catalog leaves all of it out, and ``doctor --fix`` says so."""
+    return _installed_declarations(os.environ if environ is None else environ)[1]
 
 
 def _file_declarations(path: str) -> list[PluginDeclaration]:
@@ -291,12 +318,12 @@ def load_catalog(
     env = os.environ if environ is None else environ
     layers = [list(parse_declarations(BUILTIN_CATALOG, "built-in catalog").values())]
     if installed:
-        layers.append(_installed_declarations())
+        layers.append(_installed_declarations(env)[0])
     if env.get(CATALOG_ENV):
         layers.append(_file_declarations(env[CATALOG_ENV]))
     entries: list[CatalogEntry] = []
-    for layer in layers:
-        new = _entries(layer)
+    for number, layer in enumerate(layers):
+        new = _entries(layer, own=number == 0)
         by_name = {e.name: e for e in new}
         kept = [by_name.pop(e.name, e) for e in entries]
         entries = list(by_name.values()) + kept

@@ -27,7 +27,7 @@ The format (JSON; ``"ortplug"`` is the format version)::
             "install": "ortplug-acme",             # catalog: what to pip install
             "detect": [{"pci_vendor": "0xacme"}],  # catalog: how to see the hardware (below)
             "runtime": "onnxruntime>=1.22",        # catalog: the runtime wheel `install` brings
-            "index_url": "https://...",            # catalog: an extra index `install` needs
+            "index_url": "https://...",            # catalog: an extra index `install` needs (https)
             "cuda_min": 13,                        # catalog: the CUDA major `install` needs
             "alternatives": [{"cuda_min": 12, "install": "...", "runtime": "..."}],
             "unless": ["cuda"],                    # catalog: not wanted where these apply
@@ -78,6 +78,7 @@ import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import attrs
 
@@ -395,6 +396,19 @@ def _count(where: str, value: object) -> int:
     return value
 
 
+def _index_url(where: str, value: object) -> str:
+    """An extra index pip may take packages from: https only (over plain http anyone on the
+    way could serve their own)."""
+    url = _name(where, value)
+    parts = urlsplit(url)
+    if parts.scheme != "https" or not parts.netloc or not url.isprintable():
+        raise DeclarationError(
+            f"{where}: expected an https:// index URL (pip would take packages from a plain-http "
+            f"one unverified), got {url!r}"
+        )
+    return url
+
+
 def _requirement(where: str, value: object) -> str:
     from .requirement import Requirement  # deferred: only a declaration with catalog fields
 
@@ -419,7 +433,7 @@ _CONDITION: Mapping[str, _Field] = {
 _INSTALL: Mapping[str, _Field] = {
     "install": (_requirement, True),
     "runtime": (_requirement, False),
-    "index_url": (_name, False),
+    "index_url": (_index_url, False),
     "cuda_min": (_count, False),
 }
 _IDENTITY: Mapping[str, _Field] = {
@@ -447,7 +461,7 @@ _KIND: Mapping[str, _Field] = {
     "install": (_requirement, False),
     "detect": (_list_of(_table(dict, _CONDITION)), False),
     "runtime": (_requirement, False),
-    "index_url": (_name, False),
+    "index_url": (_index_url, False),
     "cuda_min": (_count, False),
     "alternatives": (_list_of(_table(dict, _INSTALL)), False),
     "unless": (_texts, False),

@@ -70,6 +70,7 @@ __all__ = [
     "ENV_DENY",
     "ENV_STRICT",
     "PluginHost",
+    "blocked_by",
     "get_plugin_host",
     "parse_provider",
     "reset_plugin_host",
@@ -100,6 +101,17 @@ def _env_names(environ: Mapping[str, str], variable: str) -> frozenset[str] | No
     if raw is None:
         return None
     return frozenset(name.strip() for name in raw.split(",") if name.strip())
+
+
+def blocked_by(name: str, environ: Mapping[str, str]) -> str | None:
+    """The setting that keeps entry point ``name`` out (``ORTPLUG_DISABLE_PLUGINS=cpu``, or an
+    ``ORTPLUG_PLUGINS`` that does not list it), ``None`` when it is let in."""
+    allow = _env_names(environ, ENV_ALLOW)
+    if name in (_env_names(environ, ENV_DENY) or ()):
+        return f"{ENV_DENY}={environ.get(ENV_DENY, '')}"
+    if allow is not None and name not in allow:
+        return f"{ENV_ALLOW}={environ.get(ENV_ALLOW, '')}"
+    return None
 
 
 def _describe(exc: BaseException) -> str:
@@ -252,16 +264,13 @@ class PluginHost:
         A declared plugin is remembered and imported when it is in play; one without a
         declaration is imported now. Returns how many were imported.
         """
-        allow = _env_names(self._environ, ENV_ALLOW)
-        deny = _env_names(self._environ, ENV_DENY) or frozenset()
         loaded = 0
         for entry_point in _entry_points.discover(hookspecs.PROJECT):
             name = entry_point.name
             if entry_point.distribution is not None and name not in self._distributions:
                 self._distributions[name] = (entry_point.distribution, entry_point.version or "")
-            if name in deny or (allow is not None and name not in allow):
-                variable = ENV_DENY if name in deny else ENV_ALLOW
-                setting = f"{variable}={self._environ.get(variable, '')}"
+            setting = blocked_by(name, self._environ)
+            if setting is not None:
                 self._env_blocked[name] = (setting, self._declaration(entry_point, quiet=True))
                 self._pm.set_blocked(name)
                 continue

@@ -188,9 +188,11 @@ class ProviderRegistry:
         shipped = _SHIPPED_BY_NAME.get(text)
         if shipped is not None:
             kind, distribution, extra = shipped
+            from ..host.install_command import pip_install  # deferred: reads metadata
+
             return (
                 f"provider {name!r} ({kind}) is not installed: it comes with {distribution}; "
-                f"install it with pip install '{extra}' (installed kinds: {known})"
+                f"install it with {pip_install(extra)} (installed kinds: {known})"
             )
         short_names = [n for n, spec in self._by_name.items() if n != spec.type.ort_name.lower()]
         hint = _close_matches(text, short_names)

@@ -20,6 +20,7 @@ from ortplug.plugins import (
     cache_dir,
     cache_key,
     hookimpl,
+    pip_install,
     plain_options,
 )
 
@@ -85,7 +86,7 @@ def _blocker(metadata: CheckpointMetadata, host: HostCapabilities) -> str | None
     if not host.has_provider(CoreMLProvider.ort_name):
         return (
             f"this ONNX Runtime build ({host.ort_version or 'not installed'}) has no "
-            "CoreMLExecutionProvider; pip install 'ortplug[coreml]'"
+            f"CoreMLExecutionProvider; {pip_install('ortplug[coreml]')}"
         )
     version = host.fact("coreml", "macos_version")
     if version and _version(version) < _MIN_MACOS:

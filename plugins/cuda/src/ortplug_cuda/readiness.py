@@ -5,16 +5,20 @@ from __future__ import annotations
 from typing import Any
 
 import attrs
-from ortplug.plugins import HostCapabilities
+from ortplug.plugins import HostCapabilities, pip_install
 
 from .config import CudaProvider
 from .probes import cuda_major
 
 __all__ = ["CudaReadiness", "assess_cuda"]
 
-_FIX_RUNTIME = (
-    "pip install 'ortplug[cuda]' (one ONNX Runtime GPU wheel with matching nvidia-* libraries)"
-)
+
+def _fix_runtime() -> str:
+    """The install that brings one ONNX Runtime GPU wheel with matching nvidia-* libraries."""
+    return (
+        f"{pip_install('ortplug[cuda]')} (one ONNX Runtime GPU wheel with matching nvidia-* "
+        "libraries)"
+    )
 
 
 @attrs.frozen
@@ -71,7 +75,7 @@ def assess_cuda(host: HostCapabilities) -> CudaReadiness:
             None,
             f"this ONNX Runtime build ({host.ort_version or 'not installed'}) has no "
             "CUDAExecutionProvider",
-            f"{_FIX_RUNTIME}; `ortplug info` also reports two onnxruntime wheels installed "
+            f"{_fix_runtime()}; `ortplug info` also reports two onnxruntime wheels installed "
             "side by side",
         )
     needed = host.fact("cuda", "ort_cuda_version")
@@ -79,7 +83,7 @@ def assess_cuda(host: HostCapabilities) -> CudaReadiness:
     needed_major, supported_major = cuda_major(needed), cuda_major(supported)
     if needed_major and supported_major and supported_major < needed_major:
         older_build = (
-            " or install the CUDA 12 build: pip install 'ortplug[cuda12]'"
+            f" or install the CUDA 12 build: {pip_install('ortplug[cuda12]')}"
             if supported_major == 12
             else ""
         )
@@ -92,7 +96,7 @@ def assess_cuda(host: HostCapabilities) -> CudaReadiness:
     library_error = host.fact("cuda", "library_error")
     if library_error:
         return CudaReadiness(
-            None, f"CUDA libraries for onnxruntime do not load ({library_error})", _FIX_RUNTIME
+            None, f"CUDA libraries for onnxruntime do not load ({library_error})", _fix_runtime()
         )
     device = max(devices, key=lambda d: d.get("memory_mib", 0))
     return CudaReadiness(dict(device), None)

@@ -21,6 +21,7 @@ from ortplug.plugins import (
     ResolvedCheckpoint,
     SessionOptionsConfig,
     hookimpl,
+    pip_install,
     preload_runtime_libraries,
 )
 
@@ -99,7 +100,9 @@ def _capability(text: str | None) -> tuple[int, int]:
 def _blocker(host: HostCapabilities) -> str | None:
     """Why TensorRT cannot run on this host at all, or ``None``."""
     if "cuda" not in host.facts:
-        return "no GPU facts: the TensorRT plugin reads the cuda probe; pip install ortplug-cuda"
+        return (
+            f"no GPU facts: the TensorRT plugin reads the cuda probe; {pip_install('ortplug-cuda')}"
+        )
     if host.fact("cuda", "driver_error"):
         return f"no usable NVIDIA driver: {host.fact('cuda', 'driver_error')}"
     if not host.fact("cuda", "devices"):
@@ -107,10 +110,10 @@ def _blocker(host: HostCapabilities) -> str | None:
     if not host.has_provider(TensorrtProvider.ort_name):
         return (
             f"this ONNX Runtime build ({host.ort_version or 'not installed'}) has no "
-            "TensorrtExecutionProvider; pip install 'ortplug[tensorrt]'"
+            f"TensorrtExecutionProvider; {pip_install('ortplug[tensorrt]')}"
         )
     if host.fact("tensorrt", "library_error"):
-        return f"{host.fact('tensorrt', 'library_error')}; pip install 'ortplug[tensorrt]'"
+        return f"{host.fact('tensorrt', 'library_error')}; {pip_install('ortplug[tensorrt]')}"
     return None
 
 

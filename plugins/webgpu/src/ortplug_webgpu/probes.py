@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ortplug.plugins import run_probe_script
+from ortplug.plugins import pip_install, run_probe_script
 
 from .shader_cache import ep_version, shader_cache_path
 
@@ -141,7 +141,7 @@ def _missing_package() -> str | None:
         ("onnxruntime_ep_webgpu", "onnxruntime-ep-webgpu"),
     ):
         if importlib.util.find_spec(module) is None:
-            return f"{distribution} is not installed; pip install 'ortplug[webgpu]'"
+            return f"{distribution} is not installed; {pip_install('ortplug[webgpu]')}"
     return None
 
 
