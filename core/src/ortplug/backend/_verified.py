@@ -388,17 +388,20 @@ class Verifier:
         differences of every output are cached as a verification's: no later build chooses it."""
         providers = list(session.get_providers())
         tolerance = self.tolerance_for(candidate, plan.precision)
-        checks: tuple[OutputCheck, ...] = ()
+        findings = self._findings(candidate, plan.precision)
+        measured = Measurement((), (f"on real inputs: {request}",))
         if isinstance(candidate_outputs, Exception):
             said = _one_line(candidate_outputs, ())
             failure = f"on real inputs: it raised on {request}, which the CPU reference ran: {said}"
         else:
-            checks = compare_outputs(reference_outputs, candidate_outputs)
+            agreed = findings.judge(f"on real inputs: {request}", reference_outputs, candidate_outputs)
+            measured = findings.measurement(list(reference_outputs))
             failure = f"on real inputs: {request} disagreed with the CPU reference"
             every = {output.name for output in session.get_outputs()} == set(reference_outputs)
-            if every and any(c.problem(tolerance) is not None for c in checks):
-                key = self._key(plan, candidate, providers)
-                self._save(key, checks, candidate, plan, providers)
+            if every and not agreed:
+                key = self._key(plan, candidate, providers, tolerance)
+                self._save(key, measured, candidate, plan, providers)
+        checks = measured.checks
         return Verdict(
             variant=candidate.variant,
             precision=plan.precision or candidate.metadata.precision,
@@ -409,6 +412,7 @@ class Verifier:
             cost_ms=0.0,
             cached=False,
             failure=failure,
+            covered=measured.covered,
         )
 
     def verdict(
