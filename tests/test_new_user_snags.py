@@ -1,0 +1,61 @@
+"""What a new user tripped on (issue 31, items 17-19): each snag as a test that failed before.
+
+Real ONNX Runtime sessions on small models built with ``onnx.helper``; the console script where
+the process itself matters (``exec`` replaces it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import stat
+import subprocess
+import sys
+from importlib.resources import files
+from pathlib import Path
+
+import models
+import numpy as np
+import onnx
+import onnxruntime as ort
+import ortplug
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+from ortplug import LocalCheckpoint, OnnxBackend
+from ortplug.cli.main import main
+from ortplug.errors import OptionError
+
+ORTPLUG = shutil.which("ortplug", path=os.path.dirname(sys.executable)) or "ortplug"
+DEMO = Path(str(files("ortplug.data") / "demo.onnx"))
+README = Path(__file__).resolve().parents[1] / "README.md"
+_RECORD = "session.record_ep_graph_assignment_info"
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([ORTPLUG, *args], capture_output=True, text=True, timeout=300)
+
+
+def _error_line(capsys: pytest.CaptureFixture[str], code: int, expected: int) -> str:
+    """The one stderr line of a command run in this process, checked for its exit code."""
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert (code, len(lines)) == (expected, 1), err
+    return lines[0]
+
+
+# -- 17: --providers cpu,cpu ---------------------------------------------------------------------
+
+
+def test_a_provider_listed_twice_is_refused_on_the_command_line_and_in_python(capsys) -> None:
+    line = _error_line(capsys, main(["run", "--providers", "cpu,cpu"]), 2)
+    assert line == (
+        "ortplug run: error: --providers: 'cpu' is listed twice (as 'cpu' and 'cpu'); "
+        "a chain names each provider once"
+    )
+    checkpoint = LocalCheckpoint(DEMO).resolve()
+    with pytest.raises(OptionError, match=r"^providers: 'cpu' is listed twice \(as 'cpu' and "
+                       r"'CPUExecutionProvider'\); a chain names each provider once$"):  # fmt: skip
+        OnnxBackend.from_checkpoint(checkpoint, ["cpu", "CPUExecutionProvider"])
+
