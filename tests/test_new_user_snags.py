@@ -59,3 +59,31 @@ def test_a_provider_listed_twice_is_refused_on_the_command_line_and_in_python(ca
                        r"'CPUExecutionProvider'\); a chain names each provider once$"):  # fmt: skip
         OnnxBackend.from_checkpoint(checkpoint, ["cpu", "CPUExecutionProvider"])
 
+
+# -- 17: local ortplug batch names the row -------------------------------------------------------
+
+
+def _lookup_model(tmp_path: Path) -> Path:
+    """y = table[i]: a row whose index is outside the table fails in ONNX Runtime, alone."""
+    table = numpy_helper.from_array(np.arange(10, dtype=np.float32), "table")
+    graph = helper.make_graph(
+        [helper.make_node("Gather", ["table", "i"], ["y"])],
+        "lookup",
+        [helper.make_tensor_value_info("i", TensorProto.INT64, ["batch"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch"])],
+        initializer=[table],
+    )
+    return models.write(tmp_path, "lookup.onnx", models._model(graph))
+
+
+def test_a_local_batch_error_names_the_row_of_the_input(tmp_path, capsys) -> None:
+    model = _lookup_model(tmp_path)
+    (tmp_path / "in").mkdir()
+    indices = np.arange(100, dtype=np.int64) % 10
+    indices[37] = 20
+    np.save(tmp_path / "in" / "i.npy", indices)
+    args = ["batch", str(model), "--input-dir", str(tmp_path / "in"), "--batch-size", "16"]
+    line = _error_line(capsys, main([*args, "--output-dir", str(tmp_path / "out")]), 1)
+    assert line.startswith("ortplug batch: error: row 37: RuntimeError: "), line
+    assert "idx=20" in line and "actor" not in line and "batch 2" not in line
+
