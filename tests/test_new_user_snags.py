@@ -87,3 +87,25 @@ def test_a_local_batch_error_names_the_row_of_the_input(tmp_path, capsys) -> Non
     assert line.startswith("ortplug batch: error: row 37: RuntimeError: "), line
     assert "idx=20" in line and "actor" not in line and "batch 2" not in line
 
+
+# -- 17: ortplug exec of an executable without #! ------------------------------------------------
+
+
+def test_exec_runs_an_executable_without_a_shebang_as_a_shell_does(tmp_path) -> None:
+    script = tmp_path / "greet"
+    script.write_text('echo "hello $1"\n')
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    done = _cli("exec", "--", str(script), "world")
+    assert (done.returncode, done.stdout, done.stderr) == (0, "hello world\n", "")
+
+
+def test_exec_report_of_a_program_that_is_not_python_says_so(tmp_path) -> None:
+    true = shutil.which("true")
+    assert true is not None
+    done = _cli("exec", "--report", "--", true)
+    assert done.returncode == 0
+    assert done.stderr == (
+        f"ortplug exec: --report: {true} is not a Python program: it is not patched and builds no "
+        "ONNX Runtime session of ortplug's; Python programs it starts are, and report theirs\n"
+    )
+
