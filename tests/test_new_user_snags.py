@@ -109,3 +109,20 @@ def test_exec_report_of_a_program_that_is_not_python_says_so(tmp_path) -> None:
         "ONNX Runtime session of ortplug's; Python programs it starts are, and report theirs\n"
     )
 
+
+# -- 17: nested ortplug.patch() ------------------------------------------------------------------
+
+
+def test_leaving_a_nested_patch_puts_the_outer_one_back(tmp_path) -> None:
+    model = str(models.write(tmp_path, "add.onnx", models.add_model()))
+    own = ort.InferenceSession
+    with ortplug.patch() as outer:
+        with ortplug.patch(takeover="all") as inner:
+            assert inner.active and not outer.active
+        assert outer.active and not inner.active
+        assert ort.InferenceSession is not own
+        session = ort.InferenceSession(model)
+        assert session.backend is not None  # ortplug's choice: the outer patch is in force
+        assert [record.model for record in outer.sessions] == [model] and not inner.sessions
+    assert ort.InferenceSession is own and not outer.active
+
