@@ -126,3 +126,25 @@ def test_leaving_a_nested_patch_puts_the_outer_one_back(tmp_path) -> None:
         assert [record.model for record in outer.sessions] == [model] and not inner.sessions
     assert ort.InferenceSession is own and not outer.active
 
+
+# -- 17: the caller's SessionOptions -------------------------------------------------------------
+
+
+def _has_entry(options: ort.SessionOptions, key: str) -> bool:
+    try:
+        options.get_session_config_entry(key)
+    except RuntimeError:  # ONNX Runtime's answer for a key it does not hold
+        return False
+    return True
+
+
+def test_the_drop_in_leaves_the_callers_session_options_as_given(tmp_path) -> None:
+    model = str(models.write(tmp_path, "add.onnx", models.add_model()))
+    options = ort.SessionOptions()
+    with ortplug.patch():
+        session = ort.InferenceSession(model, options, providers=[{"kind": "cpu", "threads": 2}])
+    assert session.backend is not None
+    assert session.get_session_options().intra_op_num_threads == 2  # the session's own copy
+    assert options.intra_op_num_threads == 0  # the caller's, as given
+    assert not _has_entry(options, _RECORD)
+

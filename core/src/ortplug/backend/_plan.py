@@ -283,7 +283,8 @@ def plan_session(
     chain = [plugins.prepare_provider(config, checkpoint, host) for config in selection.chain]
     options = options.with_defaults(selection.session_defaults)
     options = plugins.adjust_session_options(options, chain, metadata, host)
-    options = options.with_config_entries({_RECORD_ASSIGNMENT: "1"})  # cheap; the user's value wins
+    if options.ort_base is None:  # a caller's own SessionOptions records only if it asks
+        options = options.with_config_entries({_RECORD_ASSIGNMENT: "1"})  # the user's value wins
     _check_options_fit(options, checkpoint)
     registry = plugins.provider_registry()
     return SessionPlan(
