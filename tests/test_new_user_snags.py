@@ -148,3 +148,16 @@ def test_the_drop_in_leaves_the_callers_session_options_as_given(tmp_path) -> No
     assert options.intra_op_num_threads == 0  # the caller's, as given
     assert not _has_entry(options, _RECORD)
 
+
+# -- 17: two Ray columns for one model input -----------------------------------------------------
+
+
+def test_two_ray_columns_for_one_model_input_are_refused() -> None:
+    from ortplug.integrations.ray import BackendConfig
+
+    with pytest.raises(OptionError) as caught:
+        BackendConfig(model=DEMO, input_columns={"a": "x", "b": "x", "c": "y"})
+    assert str(caught.value) == (
+        "input_columns: expected one column per model input, got 'a' and 'b' both for input 'x'"
+    )
+

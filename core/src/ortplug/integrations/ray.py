@@ -243,6 +243,18 @@ def _columns(names: Iterable[str] | None) -> tuple[str, ...] | None:
     return None if names is None else tuple(names)
 
 
+def _one_column_per_input(_: object, __: attrs.Attribute[Any], columns: dict[str, str]) -> None:
+    """``input_columns`` maps each model input from one column (two would feed it twice)."""
+    seen: dict[str, str] = {}
+    for column, name in columns.items():
+        if name in seen:
+            raise OptionError(
+                f"input_columns: expected one column per model input, got {seen[name]!r} and "
+                f"{column!r} both for input {name!r}"
+            )
+        seen[name] = column
+
+
 def _portable(checkpoint: CheckpointLike) -> PortableCheckpoint:
     """:meth:`PortableCheckpoint.of` as a function (mypy's attrs plugin takes no classmethod)."""
     return PortableCheckpoint.of(checkpoint)
@@ -268,7 +280,9 @@ class BackendConfig:
     )
     session_options: dict[str, Any] = attrs.field(factory=dict, converter=_options_dict, hash=False)
     policy: Any = attrs.field(default=None, eq=False)
-    input_columns: dict[str, str] = attrs.field(factory=dict, converter=_plain, hash=False)
+    input_columns: dict[str, str] = attrs.field(
+        factory=dict, converter=_plain, validator=_one_column_per_input, hash=False
+    )
     output_columns: dict[str, str] = attrs.field(factory=dict, converter=_plain, hash=False)
     keep_columns: tuple[str, ...] | None = attrs.field(default=None, converter=_columns)
     id_column: str | None = None
