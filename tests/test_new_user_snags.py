@@ -161,3 +161,19 @@ def test_two_ray_columns_for_one_model_input_are_refused() -> None:
         "input_columns: expected one column per model input, got 'a' and 'b' both for input 'x'"
     )
 
+
+# -- 18: the built-in plugin ---------------------------------------------------------------------
+
+
+def test_the_core_plugin_is_shown_as_built_in_not_by_its_module(capsys) -> None:
+    assert main(["plugins", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [row["name"] for row in rows if row["distribution"] is None] == ["ortplug"]
+    assert main(["plugins"]) == 0
+    out = capsys.readouterr().out
+    assert "_builtin" not in out
+    assert re.search(r"^ortplug +\(built in\) +active ", out, re.MULTILINE), out
+    assert main(["info"]) == 0
+    out = capsys.readouterr().out
+    assert "_builtin" not in out and "plugin       ortplug (built in): active\n" in out
+

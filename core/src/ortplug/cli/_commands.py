@@ -246,9 +246,9 @@ def info(args: argparse.Namespace) -> int:
         for name, value in facts.items():
             print(f"fact         {probe}.{name} = {value}")
     for plugin in plugin_host.plugin_infos():
-        version = f" {plugin.distribution} {plugin.version}" if plugin.distribution else ""
+        made_by = f"{plugin.distribution} {plugin.version}" if plugin.distribution else "(built in)"
         error = f" ({plugin.error})" if plugin.error else ""
-        print(f"plugin       {plugin.name}{version}: {plugin.status}{error}")
+        print(f"plugin       {plugin.name} {made_by}: {plugin.status}{error}")
     print(f"hardware     {fit['hardware_line']}")
     for line in fit["lines"]:
         print(f"fit          {line}")
