@@ -177,3 +177,24 @@ def test_the_core_plugin_is_shown_as_built_in_not_by_its_module(capsys) -> None:
     out = capsys.readouterr().out
     assert "_builtin" not in out and "plugin       ortplug (built in): active\n" in out
 
+
+# -- 18: bench -----------------------------------------------------------------------------------
+
+
+def test_bench_says_the_rounds_it_ran(capsys) -> None:
+    from ortplug.cli._bench import _print
+
+    rows = [{"label": "policy (cpu) / default threads", "median_ms": 0.01, "ratio": 1.0}]
+    same = {"baseline": rows[0]["label"], "best": rows[0]["label"], "rows": rows, "skipped": {}}
+    for rounds, needed in ((5, 4), (3, 2), (7, 5)):
+        _print({**same, "rounds": rounds}, as_json=False)
+        assert f"(by 3% at the median, in {needed} of {rounds} rounds)" in capsys.readouterr().out
+
+
+def test_bench_threads_keep_the_policys_default_in_the_comparison(capsys) -> None:
+    assert main(["bench", str(DEMO), "--threads", "1,2", "--rounds", "1", "--calls", "1",
+                 "--json"]) == 0  # fmt: skip
+    result = json.loads(capsys.readouterr().out)
+    assert [row["threads"] for row in result["rows"]] == [None, 1, 2]
+    assert result["baseline"] == "policy (cpu) / default threads"
+
