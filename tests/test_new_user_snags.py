@@ -198,3 +198,29 @@ def test_bench_threads_keep_the_policys_default_in_the_comparison(capsys) -> Non
     assert [row["threads"] for row in result["rows"]] == [None, 1, 2]
     assert result["baseline"] == "policy (cpu) / default threads"
 
+
+# -- 18: inspect's long symbolic shape -----------------------------------------------------------
+
+
+def test_inspect_shortens_a_long_symbolic_dimension_and_names_what_it_is_of(tmp_path, capsys):
+    expression = " + ".join(f"floor((height - {i})/2) * floor((width + {i})/3)" for i in range(9))
+    graph = helper.make_graph(
+        [helper.make_node("Identity", ["x"], ["y"])],
+        "long",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", "height", "width"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", expression, "width"])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    path = tmp_path / "long.onnx"
+    onnx.save(model, path)
+    assert main(["inspect", str(path)]) == 0
+    (line,) = [x for x in capsys.readouterr().out.splitlines() if x.startswith("output ")]
+    assert line == (
+        "output     y: tensor(float) [batch, floor((height - 0)/2) * floor((width + 0)/3) + "
+        "flo… (a 420-character expression of height, width), width]"
+    )
+    assert main(["inspect", str(path), "--json"]) == 0
+    (output,) = json.loads(capsys.readouterr().out)["outputs"]
+    assert output["shape"] == ["batch", expression, "width"]  # whole, for programs
+
