@@ -224,3 +224,44 @@ def test_inspect_shortens_a_long_symbolic_dimension_and_names_what_it_is_of(tmp_
     (output,) = json.loads(capsys.readouterr().out)["outputs"]
     assert output["shape"] == ["batch", expression, "width"]  # whole, for programs
 
+
+# -- 18: ortplug --version -----------------------------------------------------------------------
+
+
+def test_version_reads_only_the_metadata_it_prints() -> None:
+    from importlib.metadata import version
+
+    from ortplug.host._runtime import installed_runtimes
+    from ortplug.plugins import _entry_points
+
+    code = (
+        "import sys\n"
+        "from ortplug.cli.main import main\n"
+        "main(['--version'])\n"
+        "print(sorted(m for m in sys.modules if m.startswith(('importlib.metadata', 'attr'))))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    *printed, imported = done.stdout.splitlines()
+    assert imported == "[]"  # neither every distribution's metadata nor the plugin host's classes
+    plugins = sorted(_entry_points.discover(_entry_points.PROJECT), key=lambda e: e.name)
+    assert printed == [
+        f"ortplug {version('ortplug')}",
+        *(f"runtime {d.name} {d.version}" for d in installed_runtimes()),
+        *(f"plugin {e.name}: {e.distribution} {e.version}" for e in plugins),
+    ]
+
+
+# -- 18: run --help names the demo model ---------------------------------------------------------
+
+
+def test_run_help_says_where_the_demo_model_is(capsys) -> None:
+    from ortplug.cli._parser import build_parser
+
+    assert main(["run", "--help"]) == 0
+    kept = capsys.readouterr().out
+    assert f"\nthe demo model (the default): {DEMO}\n" in kept
+    with pytest.raises(SystemExit):  # argparse's page, as under another Python, says it too
+        build_parser().parse_args(["run", "--help"])
+    assert capsys.readouterr().out == kept
+
