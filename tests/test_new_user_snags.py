@@ -265,3 +265,24 @@ def test_run_help_says_where_the_demo_model_is(capsys) -> None:
         build_parser().parse_args(["run", "--help"])
     assert capsys.readouterr().out == kept
 
+
+# -- 19: the README ------------------------------------------------------------------------------
+
+
+def _number_shapes(line: str) -> str:
+    """``line`` with each number's digits before the point as N (after it: as many d)."""
+    return re.sub(r"\d+(?:\.(\d+))?", lambda m: "N" + ("." + "d" * len(m[1]) if m[1] else ""), line)
+
+
+def test_the_readmes_latency_line_is_written_as_ortplug_run_prints_it(capsys) -> None:
+    (shown,) = [x for x in README.read_text().splitlines() if x.startswith("latency   median")]
+    assert main(["run"]) == 0
+    (printed,) = [x for x in capsys.readouterr().out.splitlines() if x.startswith("latency ")]
+    assert _number_shapes(printed) == _number_shapes(shown)
+
+
+def test_the_readme_says_how_long_the_test_suite_takes() -> None:
+    text = README.read_text()
+    block = text[text.index("```bash\n# type-check and run the test suite") :]
+    block = block[: block.index("```", 3)]
+    assert "bash .ci/run" in block and re.search(r"about \d+.\d+ minutes on 2 CPUs", block)
