@@ -112,8 +112,8 @@ def _say_if_not_python(name: str, env: dict[str, str]) -> None:
     """``--report`` is said at the exit of a Python program: of another, say now that it says
     nothing (a Python interpreter, or a script whose ``#!`` runs one, is Python)."""
     path = _program_path(name, env)
-    if path is None:
-        return  # exec says that it is not found
+    if path is None or not os.path.isfile(path) or not os.access(path, os.X_OK):
+        return  # exec says why it cannot run it
     if os.path.basename(path).rstrip("0123456789.") in ("python", "pypy"):
         return
     try:
