@@ -122,13 +122,16 @@ def test_bench_compares_candidates_against_the_measured_default(tmp_path) -> Non
                 ORTPLUG_PLUGINS="cpu,cuda")  # fmt: skip  # the policy's default is the CPU on any host
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
-    assert [(row["chain"], row["threads"]) for row in result["rows"]] == [
-        (["cpu"], None),  # --save measures the policy's default: the speedup it claims is over it
-        (["cpu"], 1),
-        (["cpu"], 2),
+    assert [(row["label"], row["threads"]) for row in result["rows"]] == [
+        ("policy (cpu) / default threads", None),  # --save measures the policy's default: the
+        ("cpu / default threads", None),  # speedup it claims is over it; each chain has its own
+        ("cpu / 1 threads", 1),
+        ("cpu / 2 threads", 2),
     ]
     assert result["rows"][0]["ratio"] == 1.0
-    assert set(result["skipped"]) == {"cuda,cpu / 1 threads", "cuda,cpu / 2 threads"}
+    assert set(result["skipped"]) == {
+        "cuda,cpu / default threads", "cuda,cpu / 1 threads", "cuda,cpu / 2 threads"
+    }
     assert "ProviderNotRealizedError" in result["skipped"]["cuda,cpu / 1 threads"]
     records = list((cache / "autotune").glob("*.json"))
     if result["best"] == result["baseline"]:

@@ -26,6 +26,7 @@ from ..host._runtime import install_hint
 from ..host.environment import global_thread_pools
 from ..host.ep_libraries import EpLibrary
 from ..plugins.manager import PluginHost, resolve_plugin_host
+from ..plugins.registry import check_distinct
 from ..plugins.types import ProviderDecline
 from ..providers.configs import ProviderConfig, is_accelerator
 from ..providers.session_options import SessionOptionsConfig
@@ -149,10 +150,23 @@ def _explicit_chain(providers: object, plugins: PluginHost) -> list[ProviderConf
             f"choose, got {type(providers).__name__} {providers!r}"
         )
     registry = plugins.provider_registry()
-    chain = [registry.parse(item) for item in providers]
+    items = list(providers)
+    chain = [registry.parse(item) for item in items]
     if not chain:
         raise OptionError("providers: expected at least one provider, got an empty list")
+    try:
+        check_distinct([(_given_name(item, config), config) for item, config in zip(items, chain)])
+    except OptionError as exc:
+        raise OptionError(f"providers: {exc}") from None
     return chain
+
+
+def _given_name(item: object, config: ProviderConfig) -> str:
+    """How a provider of an explicit chain was named: the string, the dict's kind, else its kind."""
+    if isinstance(item, str):
+        return item
+    kind = item.get("kind") if isinstance(item, Mapping) else None
+    return kind if isinstance(kind, str) else config.kind
 
 
 def _checked_options(session_options: object) -> SessionOptionsConfig:
@@ -269,7 +283,8 @@ def plan_session(
     chain = [plugins.prepare_provider(config, checkpoint, host) for config in selection.chain]
     options = options.with_defaults(selection.session_defaults)
     options = plugins.adjust_session_options(options, chain, metadata, host)
-    options = options.with_config_entries({_RECORD_ASSIGNMENT: "1"})  # cheap; the user's value wins
+    if options.ort_base is None:  # a caller's own SessionOptions records only if it asks
+        options = options.with_config_entries({_RECORD_ASSIGNMENT: "1"})  # the user's value wins
     _check_options_fit(options, checkpoint)
     registry = plugins.provider_registry()
     return SessionPlan(

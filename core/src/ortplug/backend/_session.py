@@ -46,7 +46,7 @@ from ..host._ort_log import captured, hook_onnxruntime, owned_session_severity
 from ..host._runtime import require_onnxruntime
 from ..host.ep_libraries import EpLibrary, devices_for, ensure_library
 from ..providers.configs import CPU_EP, ProviderConfig
-from ..providers.session_options import SessionOptionsConfig
+from ..providers.session_options import SessionOptionsConfig, settings_kept
 from ._plan import SessionPlan
 
 __all__ = [
@@ -177,7 +177,25 @@ def _try_create(
     by_devices: bool,
     device_policy: str | None,
 ) -> tuple[Any, Exception | None, list[str]]:
-    """One attempt with ``(ort_name, options)`` pairs: ``(session, None, msgs)`` or ``(None, error, msgs)``."""
+    """One attempt with ``(ort_name, options)`` pairs: ``(session, None, msgs)`` or ``(None, error, msgs)``.
+
+    A caller's own ``SessionOptions`` (the drop-in's ``ort_base``) gets its settings back after.
+    """
+    with settings_kept(options.ort_base):
+        return _attempt(
+            ort, checkpoint, options, chain, by_devices=by_devices, device_policy=device_policy
+        )
+
+
+def _attempt(
+    ort: ModuleType,
+    checkpoint: ResolvedCheckpoint,
+    options: SessionOptionsConfig,
+    chain: Sequence[tuple[str, dict[str, str]]],
+    *,
+    by_devices: bool,
+    device_policy: str | None,
+) -> tuple[Any, Exception | None, list[str]]:
     source = checkpoint.source
     ort_options = options.to_ort(ort)
     severity = owned_session_severity()

@@ -87,7 +87,7 @@ def _run_local(
         parts: dict[str, list[np.ndarray]] = {name: [] for name in predictor.outputs}
         for start in range(0, max(rows, 1), batch_size):  # no rows: one empty run, typed outputs
             stop = start + batch_size
-            outputs = predictor({name: array[start:stop] for name, array in arrays.items()})
+            outputs = predictor.rows_from({n: a[start:stop] for n, a in arrays.items()}, start)
             for name, values in parts.items():
                 values.append(outputs[name])
     finally:

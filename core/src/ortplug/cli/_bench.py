@@ -65,8 +65,10 @@ def _chains(
 
 
 def _threads(given: list[int] | None) -> list[int | None]:
+    """The thread counts to try: the policy's default (``None``) first, then those given, or
+    1, half and all of the usable CPUs."""
     if given:
-        return list(given)
+        return [None, *dict.fromkeys(given)]
     usable = get_plugin_host().host_capabilities().fact("cpu", "usable_cpus", 1)
     usable = check_threads(f"{fact_label('cpu', 'usable_cpus')} (the default --threads)", usable)
     return [None, *sorted({1, max(1, usable // 2), usable})]
@@ -95,6 +97,11 @@ class _Progress:
 _MARGIN = 0.97
 
 
+def _rounds_to_win(rounds: int) -> int:
+    """In how many of ``rounds`` a candidate must be faster to replace the baseline: two thirds."""
+    return -(-2 * rounds // 3)
+
+
 def _winner(samples: dict[_Candidate, list[float]], baseline: _Candidate) -> _Candidate:
     """The fastest candidate that clearly beat the baseline; else the baseline.
 
@@ -106,7 +113,7 @@ def _winner(samples: dict[_Candidate, list[float]], baseline: _Candidate) -> _Ca
     def clearly_faster(candidate: _Candidate) -> bool:
         ratios = [mine / theirs for mine, theirs in zip(samples[candidate], samples[baseline])]
         faster = sum(ratio < 1 for ratio in ratios)
-        return statistics.median(ratios) <= _MARGIN and 3 * faster >= 2 * len(ratios)
+        return statistics.median(ratios) <= _MARGIN and faster >= _rounds_to_win(len(ratios))
 
     contenders = [c for c in samples if c == baseline or clearly_faster(c)]
     return min(contenders, key=lambda c: statistics.median(samples[c]))
@@ -232,6 +239,7 @@ def bench(args: argparse.Namespace) -> int:
         "model": str(args.model),
         "baseline": baseline.label,
         "best": best.label,
+        "rounds": args.rounds,
         "rows": rows,
         "skipped": skipped,
     }
@@ -278,8 +286,10 @@ def _print(result: dict[str, Any], as_json: bool) -> None:
         print(f"{row['label']:<48}{row['median_ms']:>12.4f}{row['ratio']:>13.3f}x")
     for label, error in result["skipped"].items():
         print(f"{label:<48} skipped: {error}")
+    rounds = result["rounds"]
     verdict = (
-        " — no candidate beat it clearly (by 3% at the median, in 2 of 3 rounds)"
+        f" — no candidate beat it clearly (by {1 - _MARGIN:.0%} at the median, in "
+        f"{_rounds_to_win(rounds)} of {rounds} rounds)"
         if result["best"] == result["baseline"]
         else ""
     )

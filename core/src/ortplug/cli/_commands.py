@@ -205,10 +205,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"generated {name}: {how} (seed 0; pass real data with --input {name}=FILE.npy)")
     for name, out in report["outputs"].items():
         print(f"output    {name}: {_describe(out)}")
-    lat = report["latency_ms"]
+    lat = report["latency_ms"]  # fixed decimals: the README shows this line
     print(
-        f"latency   median {lat['median']} ms, min {lat['min']} ms over {lat['runs']} runs "
-        f"(build {lat['build']} ms, first run {lat['first_run']} ms)"
+        f"latency   median {lat['median']:.4f} ms, min {lat['min']:.4f} ms over {lat['runs']} "
+        f"runs (build {lat['build']:.1f} ms, first run {lat['first_run']:.2f} ms)"
     )
     return 0
 
@@ -254,9 +254,9 @@ def info(args: argparse.Namespace) -> int:
         for name, value in facts.items():
             print(f"fact         {probe}.{name} = {value}")
     for plugin in plugin_host.plugin_infos():
-        version = f" {plugin.distribution} {plugin.version}" if plugin.distribution else ""
+        made_by = f"{plugin.distribution} {plugin.version}" if plugin.distribution else "(built in)"
         error = f" ({plugin.error})" if plugin.error else ""
-        print(f"plugin       {plugin.name}{version}: {plugin.status}{error}")
+        print(f"plugin       {plugin.name} {made_by}: {plugin.status}{error}")
     print(f"hardware     {fit['hardware_line']}")
     for line in fit["lines"]:
         print(f"fit          {line}")

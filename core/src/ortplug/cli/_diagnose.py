@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import re
+from collections.abc import Sequence
 from typing import Any
 
 from .._printable import printable
@@ -35,10 +37,24 @@ def doctor(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
-def _shape(shape: Any) -> str:
+#: A symbolic dimension longer than this is shown cut (``--json`` has it whole).
+_LONG_DIM = 50
+
+
+def _shape(shape: Any, symbols: Sequence[str] = ()) -> str:
     if shape is None:
         return "[any]"
-    return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
+    return "[" + ", ".join(_dim(d, symbols) for d in shape) + "]"
+
+
+def _dim(dim: Any, symbols: Sequence[str]) -> str:
+    """A dimension as shown: a long expression cut, with the input dimensions it is of."""
+    text = "?" if dim is None else str(dim)
+    if len(text) <= _LONG_DIM:
+        return text
+    used = [s for s in symbols if re.search(rf"(?<![\w.]){re.escape(s)}(?![\w.])", text)]
+    of = f" of {', '.join(used)}" if used else ""
+    return f"{text[:_LONG_DIM]}… (a {len(text)}-character expression{of})"
 
 
 def inspect(args: argparse.Namespace) -> int:
@@ -78,9 +94,11 @@ def inspect(args: argparse.Namespace) -> int:
           + ", ".join(f"{d} {v}" for d, v in data["opsets"].items()))  # fmt: skip
     print(f"metadata   {meta.model_family}, {meta.precision}, "
           f"{'static' if meta.static_shapes else 'dynamic'} shapes")  # fmt: skip
+    named = (d for i in data["inputs"] for d in i["shape"] if isinstance(d, str))
+    symbols = list(dict.fromkeys(d for d in named if len(d) <= _LONG_DIM))  # the inputs' own
     for kind in ("input", "output"):
         for item in data[kind + "s"]:
-            print(f"{kind:<10} {item['name']}: {item['type']} {_shape(item['shape'])}")
+            print(f"{kind:<10} {item['name']}: {item['type']} {_shape(item['shape'], symbols)}")
     for variant in checkpoint.metadata.variants:
         made_for = f", for {variant.ep}" if variant.ep else ""
         print(f"variant    {variant.name}: {variant.file} ({variant.precision}, "

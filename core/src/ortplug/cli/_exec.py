@@ -65,6 +65,8 @@ def exec_program(args: argparse.Namespace | SimpleNamespace) -> int:
         env["ORTPLUG_EXEC_REPORT"] = str(os.getpid())
     else:
         env.pop("ORTPLUG_EXEC_REPORT", None)
+    if args.report:
+        _say_if_not_python(command[0], env)
     sys.stdout.flush()
     sys.stderr.flush()
     try:
@@ -72,11 +74,56 @@ def exec_program(args: argparse.Namespace | SimpleNamespace) -> int:
             import subprocess
 
             return subprocess.call(command, env=env)
-        os.execvpe(command[0], command, env)
+        _replace_with(command, env)
     except FileNotFoundError as exc:
         print(f"ortplug exec: error: command not found: {command[0]} ({exc})", file=sys.stderr)
         return 127  # what a shell answers for a command it cannot find
-    except PermissionError as exc:
+    except OSError as exc:
         print(f"ortplug exec: error: cannot run {command[0]}: {exc}", file=sys.stderr)
         return 126
-    raise AssertionError("unreachable: execvpe returns only by raising")  # pragma: no cover
+    raise AssertionError("unreachable: exec returns only by raising")  # pragma: no cover
+
+
+def _replace_with(command: list[str], env: dict[str, str]) -> None:
+    """``execvp`` as a shell runs a command: a file the system cannot execute (a script
+    without ``#!``) is run by ``/bin/sh``."""
+    import errno
+
+    try:
+        os.execvpe(command[0], command, env)
+    except OSError as exc:
+        path = _program_path(command[0], env)
+        if exc.errno != errno.ENOEXEC or path is None:
+            raise
+    os.execve("/bin/sh", ["/bin/sh", path, *command[1:]], env)
+
+
+def _program_path(name: str, env: dict[str, str]) -> str | None:
+    """The file ``exec`` runs for ``name``: itself when it holds a ``/``, else the first
+    executable of that name on the program's ``PATH`` (``None``: there is none)."""
+    import shutil
+
+    if os.sep in name:
+        return name
+    return shutil.which(name, path=env.get("PATH", os.defpath))
+
+
+def _say_if_not_python(name: str, env: dict[str, str]) -> None:
+    """``--report`` is said at the exit of a Python program: of another, say now that it says
+    nothing (a Python interpreter, or a script whose ``#!`` runs one, is Python)."""
+    path = _program_path(name, env)
+    if path is None or not os.path.isfile(path) or not os.access(path, os.X_OK):
+        return  # exec says why it cannot run it
+    if os.path.basename(path).rstrip("0123456789.") in ("python", "pypy"):
+        return
+    try:
+        with open(path, "rb") as program:
+            head = program.read(512).split(b"\n")[:2]  # pip's long-path form: exec on line 2
+    except OSError:
+        return  # exec says why it cannot run it
+    if head[0].startswith(b"#!") and any(b"python" in line for line in head):
+        return
+    sys.stderr.write(
+        f"ortplug exec: --report: {name} is not a Python program: it is not patched and builds "
+        "no ONNX Runtime session of ortplug's; Python programs it starts are, and report theirs\n"
+    )

@@ -44,7 +44,7 @@ PAGES: dict[str, str] = {
         '\n'
         'positional arguments:\n'
         '  model                 an .onnx file or an ORT model package (default: the\n'
-        '                        demo model)\n'
+        '                        demo model, named below)\n'
         '\n'
         'options:\n'
         '  -h, --help            show this help message and exit\n'
@@ -60,6 +60,8 @@ PAGES: dict[str, str] = {
         '  --verify              check every accelerator and variant against the CPU\n'
         '                        reference before trusting it\n'
         '  --json                machine-readable output\n'
+        '\n'
+        "the demo model (the default): <the demo model's path>\n"
         '\n'
         '--providers takes a chain, tried in order, strictly enforced:\n'
         '  cuda,cpu                      kinds (or ONNX Runtime names)\n'

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
+from ._demo import DEMO_MARK, DEMO_MODEL, with_demo_path
 from ._providers import GRAMMAR_HELP, provider_chain
 from ._usage import (
     input_arg,
@@ -57,6 +58,9 @@ class _Parser(argparse.ArgumentParser):
     ) -> tuple[argparse.Namespace, list[str]]:
         self._arguments = list(sys.argv[1:] if args is None else args)  # for error()
         return super().parse_known_args(args, namespace)
+
+    def format_help(self) -> str:
+        return with_demo_path(super().format_help())
 
     def error(self, message: str) -> NoReturn:
         message = self._flag_like_value(message)
@@ -136,13 +140,14 @@ def _add_verify(parser: argparse.ArgumentParser) -> None:
 
 
 def _with_grammar(
-    sub: argparse._SubParsersAction[_CommandParser], name: str, help: str
+    sub: argparse._SubParsersAction[_CommandParser], name: str, help: str, before: str = ""
 ) -> argparse.ArgumentParser:
-    """A command that takes ``--providers``: its --help ends with the chain grammar."""
+    """A command that takes ``--providers``: its --help ends with the chain grammar (after
+    ``before``)."""
     return sub.add_parser(
         name,
         help=help,
-        epilog=GRAMMAR_HELP,
+        epilog=before + GRAMMAR_HELP,
         formatter_class=_formatter(argparse.RawDescriptionHelpFormatter),
     )
 
@@ -195,12 +200,17 @@ def _parser_and_commands() -> tuple[argparse.ArgumentParser, dict[str, argparse.
         dest="command", metavar="COMMAND", required=True, parser_class=_CommandParser
     )
 
-    run = _with_grammar(sub, "run", "run a model (by default the small demo model shipped here)")
+    run = _with_grammar(
+        sub,
+        "run",
+        "run a model (by default the small demo model shipped here)",
+        f"the demo model (the default): {DEMO_MARK}\n\n",
+    )
     run.add_argument(
         "model",
         nargs="?",
         type=model_source,
-        help=f"{_MODEL_HELP} (default: the demo model)",
+        help=f"{_MODEL_HELP} (default: the demo model, named below)",
     )
     _add_input(run)
     run.add_argument(
@@ -353,11 +363,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def help_pages() -> dict[str, str]:
-    """``--help`` of ``ortplug`` (key ``""``) and of each command (key: its name)."""
+    """``--help`` of ``ortplug`` (key ``""``) and of each command (key: its name), as kept: with
+    :data:`DEMO_MARK` where argparse prints the demo model's path."""
     parser, commands = _parser_and_commands()
-    return {"": parser.format_help()} | {
+    pages = {"": parser.format_help()} | {
         name: command.format_help() for name, command in commands.items()
     }
+    return {name: page.replace(DEMO_MODEL, DEMO_MARK) for name, page in pages.items()}
 
 
 def _write_help_pages() -> Path:

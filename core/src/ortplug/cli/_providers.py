@@ -125,21 +125,25 @@ def _from_json(text: str) -> tuple[ProviderEntry, ...]:
 def resolve_chain(
     entries: Sequence[ProviderEntry], flag: str = "--providers"
 ) -> list[ProviderConfig]:
-    """Configs from the plugins' registry; an unknown kind or a bad option is a usage error."""
+    """Configs from the plugins' registry; an unknown kind, a bad option or a kind listed twice
+    is a usage error."""
     from ..plugins.manager import get_plugin_host
+
+    from ..plugins.registry import check_distinct
 
     registry = get_plugin_host().provider_registry()
     configs = []
-    for entry in entries:
-        try:
+    try:
+        for entry in entries:
             spec = registry.lookup(entry.kind)
             kind = spec.type.kind
             options = entry.options
             if entry.from_text:
                 options = _typed_options(kind, spec.type.config_cls, options)
             configs.append(registry.parse({**options, "kind": kind}))
-        except OptionError as exc:
-            raise UsageError(f"{flag}: {exc}") from exc
+        check_distinct([(entry.kind, config) for entry, config in zip(entries, configs)])
+    except OptionError as exc:
+        raise UsageError(f"{flag}: {exc}") from exc
     return configs
 
 

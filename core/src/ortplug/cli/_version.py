@@ -1,29 +1,119 @@
 """``ortplug --version``: ortplug's, ONNX Runtime's and each plugin's versions.
 
-Read from the installed distributions' metadata: no plugin and no runtime is imported, so the
-answer comes even when one of them is broken.
+Read straight from the distribution folders on ``sys.path`` (``*.dist-info``, ``*.egg-info``),
+each name once, the first found, as :mod:`importlib.metadata` finds them: the metadata of
+ortplug, of the ONNX Runtime wheels (an ``onnxruntime*`` distribution whose ``RECORD`` ships
+``onnxruntime/__init__.py``, as :func:`~ortplug.host._runtime.installed_runtimes` counts them) and
+of those whose ``entry_points.txt`` has an ``[ortplug]`` section, nothing else. Neither
+:mod:`importlib.metadata` (~50 ms to import, and it parses every distribution's metadata) nor
+``re``, ``typing``, a plugin or the runtime is imported: the answer takes what ``--help`` takes
+and comes even when a plugin or the runtime is broken.
 """
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version
-
-from ..host._runtime import install_hint, installed_runtimes
-from ..plugins import _entry_points
+import os
+import sys
 
 __all__ = ["version_text"]
+
+#: The entry-point group of plugins (``_entry_points.PROJECT``, whose module imports attrs).
+_GROUP = "ortplug"
+_RUNTIME_FILE = "onnxruntime/__init__.py"
+
+
+def _key(name: str) -> str:
+    """A distribution's name normalized (PEP 503: runs of ``-_.`` as one ``-``, lower case)."""
+    return "-".join(filter(None, name.lower().replace("_", "-").replace(".", "-").split("-")))
+
+
+def _distributions() -> dict[str, str]:
+    """The metadata folder (or ``.egg-info`` file) of each distribution on ``sys.path`` by
+    normalized name, the first found of a name."""
+    found: dict[str, str] = {}
+    for entry in sys.path:
+        folder = entry or "."
+        try:
+            names = os.listdir(folder)
+        except OSError:
+            continue
+        for name in names:
+            stem, dot, suffix = name.rpartition(".")
+            if dot and suffix in ("dist-info", "egg-info"):
+                found.setdefault(_key(stem.partition("-")[0]), os.path.join(folder, name))
+    return found
+
+
+def _read(folder: str, name: str) -> str:
+    """A file of a metadata folder ("" when there is none)."""
+    try:
+        with open(os.path.join(folder, name), encoding="utf-8", errors="replace") as file:
+            return file.read()
+    except OSError:
+        return ""
+
+
+def _name_and_version(path: str) -> tuple[str, str]:
+    """``Name`` and ``Version`` from a distribution's metadata headers (up to the first blank
+    line: the long description after them is not read)."""
+    found = {"name": "", "version": ""}
+    if os.path.isdir(path):
+        path = os.path.join(path, "METADATA" if path.endswith(".dist-info") else "PKG-INFO")
+    try:
+        with open(path, encoding="utf-8", errors="replace") as file:
+            for line in file:
+                if not line.strip():
+                    break
+                header, _, value = line.partition(":")
+                if header.lower() in found and not found[header.lower()]:
+                    found[header.lower()] = value.strip()
+    except OSError:
+        pass
+    return found["name"], found["version"]
+
+
+def _ships(folder: str, file: str) -> bool:
+    """Whether a distribution's ``RECORD`` lists ``file``."""
+    return any(line.split(",", 1)[0] == file for line in _read(folder, "RECORD").splitlines())
+
+
+def _entry_points(folder: str, group: str) -> list[str]:
+    """The names of a distribution's entry points in ``group``."""
+    section, names = None, []
+    for raw in _read(folder, "entry_points.txt").splitlines():
+        line = raw.strip()
+        if line.startswith("[") and line.endswith("]"):
+            section = line[1:-1].strip()
+        elif section == group and "=" in line and not line.startswith(("#", ";")):
+            names.append(line.partition("=")[0].strip())
+    return names
 
 
 def version_text() -> str:
     """One line for ortplug, one per ONNX Runtime wheel and one per plugin entry point."""
-    try:
-        own = version("ortplug")
-    except PackageNotFoundError:  # sources on sys.path, no distribution installed
-        own = "(sources, not installed)"
-    lines = [f"ortplug {own}"]
-    runtimes = installed_runtimes()
-    lines += [f"runtime {d.name} {d.version}" for d in runtimes] or [f"runtime: {install_hint()}"]
-    for entry in sorted(_entry_points.discover(_entry_points.PROJECT), key=lambda e: e.name):
-        made_by = f"{entry.distribution} {entry.version or ''}" if entry.distribution else "?"
-        lines.append(f"plugin {entry.name}: {made_by.strip()}")
+    distributions = _distributions()
+    own = distributions.get("ortplug")
+    # without a distribution: ortplug's sources on sys.path
+    lines = [f"ortplug {_name_and_version(own)[1] if own else '(sources, not installed)'}"]
+    runtimes = sorted(
+        (
+            _name_and_version(folder)
+            for key, folder in distributions.items()
+            if key.startswith("onnxruntime") and _ships(folder, _RUNTIME_FILE)
+        ),
+        key=lambda named: named[0].lower(),
+    )
+    lines += [f"runtime {name} {version}" for name, version in runtimes]
+    if not runtimes:
+        from ..host._runtime import install_hint
+
+        lines.append(f"runtime: {install_hint()}")
+    plugins = sorted(
+        (entry, folder)
+        for folder in distributions.values()
+        for entry in _entry_points(folder, _GROUP)
+    )
+    for entry, folder in plugins:
+        made_by = " ".join(filter(None, _name_and_version(folder))) or "?"
+        lines.append(f"plugin {entry}: {made_by}")
     return "\n".join(lines) + "\n"

@@ -13,6 +13,7 @@ import os
 import sys
 import warnings
 
+from ._demo import with_demo_path
 from ._help_pages import PAGES, PYTHON
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (--help needs none)
@@ -115,7 +116,8 @@ def _help_page(arguments: Sequence[str]) -> str | None:
     *command, flag = arguments
     if flag not in ("-h", "--help") or len(command) > 1 or command == [""]:
         return None
-    return PAGES.get(command[0] if command else "")
+    page = PAGES.get(command[0] if command else "")
+    return None if page is None else with_demo_path(page)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

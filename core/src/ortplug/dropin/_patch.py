@@ -31,12 +31,13 @@ _LOCK = _thread.RLock()
 
 class Patch:
     """The patch in force: its takeover rule and the sessions built under it (a context manager:
-    leaving the block unpatches)."""
+    leaving the block puts back the patch it replaced, or none)."""
 
-    def __init__(self, takeover: str) -> None:
+    def __init__(self, takeover: str, replaced: Patch | None = None) -> None:
         self.takeover = takeover
         self._sessions: list[SessionRecord] = []
         self._class: Any = None  # the drop-in subclass installed (once ONNX Runtime is imported)
+        self._replaced = replaced  # the patch in force before this one
 
     @property
     def sessions(self) -> tuple[SessionRecord, ...]:
@@ -75,13 +76,15 @@ class Patch:
         _swap(self._class, _OrtSession)
         self._class.takeover = "none"  # a reference kept past the patch takes over no list
         self._class._recorder = None  # and records into no patch
+        self._class = None
 
     def __enter__(self) -> Patch:
         return self
 
     def __exit__(self, *_: object) -> None:
-        if self.active:
-            unpatch()
+        with _LOCK:
+            if self.active:
+                _put_in_force(self._replaced)
 
     def __repr__(self) -> str:
         state = "active" if self.active else "removed"
@@ -109,31 +112,38 @@ def patch(takeover: str = "cpu") -> Patch:
     or without options, which give way to ortplug's), which libraries hard-code for
     the author's machine; ``"all"``.
     Any other list keeps ONNX Runtime's behaviour. Calling it again replaces the
-    patch in force; use it as ``with ortplug.patch(): ...`` to undo it on leaving.
+    patch in force; use it as ``with ortplug.patch(): ...`` to undo it on leaving (the
+    patch it replaced, if any, is in force again).
     """
     if takeover not in TAKEOVER_RULES:
         from ..errors import OptionError
 
         raise OptionError(f"takeover: expected one of {', '.join(TAKEOVER_RULES)}, got {takeover!r}")
-    global _ACTIVE
     with _LOCK:
-        if _ACTIVE is not None:
-            _ACTIVE._remove()
-        _ACTIVE = current = Patch(takeover)
-        if "onnxruntime" in sys.modules:
-            current._install()
-        else:
-            _after_import("onnxruntime", _install_active)
+        current = Patch(takeover, _ACTIVE)
+        _put_in_force(current)
     return current
 
 
 def unpatch() -> None:
     """Put ONNX Runtime's own class back; sessions already built stay as they are."""
-    global _ACTIVE
     with _LOCK:
-        if _ACTIVE is not None:
-            _ACTIVE._remove()
-        _ACTIVE = None
+        _put_in_force(None)
+
+
+def _put_in_force(current: Patch | None) -> None:
+    """Make ``current`` the patch in force (``None``: none), in place of the one that is (lock
+    held); installed now if ONNX Runtime is imported, else right after its import."""
+    global _ACTIVE
+    if _ACTIVE is not None:
+        _ACTIVE._remove()
+    _ACTIVE = current
+    if current is None:
+        return
+    if "onnxruntime" in sys.modules:
+        current._install()
+    else:
+        _after_import("onnxruntime", _install_active)
 
 
 def _install_active() -> None:

@@ -261,11 +261,13 @@ class InferenceSession(_OrtSession):  # type: ignore[misc]
         from ..backend._plan import _RECORD_ASSIGNMENT
         from ..providers.session_options import SessionOptionsConfig
 
-        if config is None and sess_options is not None:
-            config = SessionOptionsConfig.from_ort(sess_options)
         # Node placement is recorded only when the caller asks, as ONNX Runtime's class does
         # (get_provider_graph_assignment_info fails otherwise); the report then counts no nodes.
-        config = (config or SessionOptionsConfig()).with_config_entries({_RECORD_ASSIGNMENT: "0"})
+        # A caller's SessionOptions is left as given: ortplug adds no entry to it.
+        if config is None and sess_options is not None:
+            config = SessionOptionsConfig.from_ort(sess_options)
+        else:
+            config = (config or SessionOptionsConfig()).with_config_entries({_RECORD_ASSIGNMENT: "0"})
 
         source: str | bytes
         if isinstance(model, (str, os.PathLike)):

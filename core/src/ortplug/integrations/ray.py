@@ -244,6 +244,18 @@ def _columns(names: Iterable[str] | None) -> tuple[str, ...] | None:
     return None if names is None else tuple(names)
 
 
+def _one_column_per_input(_: object, __: attrs.Attribute[Any], columns: dict[str, str]) -> None:
+    """``input_columns`` maps each model input from one column (two would feed it twice)."""
+    seen: dict[str, str] = {}
+    for column, name in columns.items():
+        if name in seen:
+            raise OptionError(
+                f"input_columns: expected one column per model input, got {seen[name]!r} and "
+                f"{column!r} both for input {name!r}"
+            )
+        seen[name] = column
+
+
 def _portable(checkpoint: CheckpointLike) -> PortableCheckpoint:
     """:meth:`PortableCheckpoint.of` as a function (mypy's attrs plugin takes no classmethod)."""
     return PortableCheckpoint.of(checkpoint)
@@ -269,7 +281,9 @@ class BackendConfig:
     )
     session_options: dict[str, Any] = attrs.field(factory=dict, converter=_options_dict, hash=False)
     policy: Any = attrs.field(default=None, eq=False)
-    input_columns: dict[str, str] = attrs.field(factory=dict, converter=_plain, hash=False)
+    input_columns: dict[str, str] = attrs.field(
+        factory=dict, converter=_plain, validator=_one_column_per_input, hash=False
+    )
     output_columns: dict[str, str] = attrs.field(factory=dict, converter=_plain, hash=False)
     keep_columns: tuple[str, ...] | None = attrs.field(default=None, converter=_columns)
     id_column: str | None = None
@@ -395,15 +409,18 @@ def _row_array(value: Any) -> np.ndarray:
 
 
 class _Rows:
-    """How one Ray batch's rows are named in errors: by the id column, else by position."""
+    """How one batch's rows are named in errors: by the id column, else by position (counted
+    from ``first``: the batch's first row in the whole input, where one process runs it all)."""
 
-    def __init__(self, where: str, ids: np.ndarray | None) -> None:
+    def __init__(self, where: str, ids: np.ndarray | None, first: int = 0) -> None:
         self.where = where
         self.ids = ids
+        self.first = first
 
     def text(self, start: int, stop: int) -> str:
         """``rows 3..7 (ids 103..107)``-like, for rows ``start`` to ``stop - 1`` of the batch."""
-        span = f"row {start}" if stop - start == 1 else f"rows {start}..{stop - 1}"
+        low, high = self.first + start, self.first + stop - 1
+        span = f"row {low}" if low == high else f"rows {low}..{high}"
         if self.ids is None:
             return span
         ids = self.ids[start:stop].tolist()
@@ -422,7 +439,8 @@ class _Rows:
     def error(self, start: int, stop: int, reason: str) -> BatchError:
         """A ``BatchError`` for rows ``start`` to ``stop - 1``, carrying their ids."""
         ids = self.ids[start:stop].tolist() if self.ids is not None else ()
-        return BatchError(f"{self.where}, {self.text(start, stop)}: {reason}", ids)
+        where = f"{self.where}, " if self.where else ""
+        return BatchError(f"{where}{self.text(start, stop)}: {reason}", ids)
 
 
 def _reason(exc: BaseException) -> str:
@@ -510,17 +528,27 @@ class OnnxPredictor:
         """Map columns to inputs, run, and return the batch (its kept columns) plus the outputs."""
         index = self.batches
         self.batches += 1
-        where = f"batch {index} ({self.where})"
+        return self._predict(batch, f"batch {index} ({self.where})", 0)
+
+    def rows_from(self, batch: Mapping[str, np.ndarray], first_row: int) -> dict[str, np.ndarray]:
+        """As a call, for one process running a whole input in batches (``ortplug batch``
+        without Ray): errors name rows by their place in the input, from ``first_row``."""
+        return self._predict(batch, "", first_row)
+
+    def _predict(
+        self, batch: Mapping[str, np.ndarray], where: str, first_row: int
+    ) -> dict[str, np.ndarray]:
+        prefix = f"{where}: " if where else ""
         id_column = self.config.id_column
         keep = self.config.keep_columns
         wanted = [*self.inputs, *([id_column] if id_column else []), *(keep or ())]
         missing = [column for column in wanted if column not in batch]
         if missing:
-            raise BatchError(f"{where}: column(s) {missing} missing; the batch has {sorted(batch)}")
+            raise BatchError(f"{prefix}column(s) {missing} missing; the batch has {sorted(batch)}")
         clash = _column_clash(self.config, self.outputs, batch)
         if clash:
-            raise BatchError(f"{where}: {clash}")
-        rows = _Rows(where, np.asarray(batch[id_column]) if id_column else None)
+            raise BatchError(f"{prefix}{clash}")
+        rows = _Rows(where, np.asarray(batch[id_column]) if id_column else None, first_row)
         count = len(next(iter(batch.values()))) if batch else 0
         feed = {
             name: self._column(column, batch[column], name, rows)
@@ -653,7 +681,40 @@ class OnnxPredictor:
         try:
             return self.backend.run(dict(feed), list(self.outputs), run_options=self.run_options)
         except Exception as exc:
-            raise rows.error(start, stop, _reason(exc)) from exc
+            low, high, error = self._failing_rows(feed, exc)
+            raise rows.error(start + low, start + high, _reason(error)) from exc
+
+    def _failing_rows(
+        self, feed: Mapping[str, np.ndarray], error: Exception
+    ) -> tuple[int, int, Exception]:
+        """Which of the rows that failed together fail: where only one half of them fails
+        alone, that half, down to one row; else all of them (the fault is no one row's). Only
+        a dynamic batch can run a part of its rows; a static one keeps them all."""
+        count = len(next(iter(feed.values()))) if feed else 0
+        low, high = 0, count
+        if self.static_batch is not None or any(
+            np.ndim(array) == 0 or len(array) != count for array in feed.values()
+        ):
+            return low, high, error
+        while high - low > 1:
+            middle = (low + high) // 2
+            failing = []
+            for part in ((low, middle), (middle, high)):
+                failure = self._failure({n: a[part[0] : part[1]] for n, a in feed.items()})
+                if failure is not None:
+                    failing.append((part, failure))
+            if len(failing) != 1:
+                break
+            (low, high), error = failing[0]
+        return low, high, error
+
+    def _failure(self, feed: Mapping[str, np.ndarray]) -> Exception | None:
+        """What running ``feed`` raises (``None``: it runs)."""
+        try:
+            self.backend.run(dict(feed), list(self.outputs), run_options=self.run_options)
+        except Exception as exc:
+            return exc
+        return None
 
     def __del__(self) -> None:
         backend = getattr(self, "backend", None)

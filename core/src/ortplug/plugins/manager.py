@@ -83,8 +83,9 @@ ENV_ALLOW = "ORTPLUG_PLUGINS"
 ENV_DENY = "ORTPLUG_DISABLE_PLUGINS"
 ENV_STRICT = "ORTPLUG_STRICT_PLUGINS"
 
-#: Plugins of the core itself, registered before entry points like any other plugin.
-_BUILTIN_PLUGINS = ("ortplug.plugins._builtin",)
+#: Plugins of the core itself by name (what ``ortplug plugins`` shows) and module, registered
+#: before entry points like any other plugin.
+_BUILTIN_PLUGINS = {"ortplug": "ortplug.plugins._builtin"}
 #: The kind whose plugin adjusts every session's options: ONNX Runtime runs its CPU provider in all.
 _CPU_KIND = "cpu"
 #: What ``ortplug plugins`` says of a plugin without a declaration (with its import time).
@@ -227,8 +228,8 @@ class PluginHost:
         self._hosts: dict[frozenset[str] | None, HostCapabilities] = {}
         self._composed: list[HostCapabilities] = []  # every host this one detected (kept alive)
         if builtins:
-            for module_name in _BUILTIN_PLUGINS:
-                self.register(importlib.import_module(module_name), name=module_name)
+            for name, module_name in _BUILTIN_PLUGINS.items():
+                self.register(importlib.import_module(module_name), name=name)
         if load_entry_points:
             self.load_entry_points()
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -12,7 +12,13 @@ from ..errors import OptionError, PluginConflictError
 from ..host.ep_libraries import EpLibrary
 from ..providers.configs import ProviderConfig, is_provider_config
 
-__all__ = ["SHIPPED_DISTRIBUTIONS", "ProviderRegistry", "ProviderSpec", "ProviderType"]
+__all__ = [
+    "SHIPPED_DISTRIBUTIONS",
+    "ProviderRegistry",
+    "ProviderSpec",
+    "ProviderType",
+    "check_distinct",
+]
 
 _KIND_PATTERN = re.compile(r"^[a-z][a-z0-9_]*$")
 
@@ -234,6 +240,19 @@ class ProviderRegistry:
         except (TypeError, ValueError) as exc:
             raise OptionError(f"provider {spec.type.kind!r}: {exc}") from exc
         return config
+
+
+def check_distinct(chain: Sequence[tuple[str, ProviderConfig]]) -> None:
+    """Refuse a chain that lists a provider twice (``cpu,cpu``; ``cpu`` and its ONNX Runtime
+    name): ONNX Runtime would get it twice. ``chain`` pairs each config with its name as given."""
+    first: dict[str, str] = {}
+    for given, config in chain:
+        if config.kind in first:
+            raise OptionError(
+                f"{config.kind!r} is listed twice (as {first[config.kind]!r} and {given!r}); "
+                "a chain names each provider once"
+            )
+        first[config.kind] = given
 
 
 def _close_matches(word: str, candidates: list[str]) -> list[str]:

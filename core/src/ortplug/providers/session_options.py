@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from types import MappingProxyType, ModuleType
 from typing import Any
@@ -19,6 +20,7 @@ __all__ = [
     "GRAPH_OPTIMIZATION_LEVELS",
     "FreeDimensionOverride",
     "SessionOptionsConfig",
+    "settings_kept",
 ]
 
 #: Short names accepted for ``graph_optimization_level`` and the ORT enum member each means.
@@ -242,6 +244,20 @@ class SessionOptionsConfig:
             if self.ort_base is None or not _has_entry(options, key):
                 options.add_session_config_entry(key, value)
         return options
+
+
+@contextlib.contextmanager
+def settings_kept(options: Any) -> Iterator[None]:
+    """The settings of ``options`` (an ``onnxruntime.SessionOptions`` or ``None``) put back as
+    they were after the block: ``to_ort`` sets fields on an ``ort_base``, the caller's own object,
+    and a session copies them when it is built."""
+    names = [ort_name for _, ort_name in (*_ENUM_SETTINGS, *_PLAIN_SETTINGS)]
+    saved = {} if options is None else {name: getattr(options, name) for name in names}
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            setattr(options, name, value)
 
 
 def _has_entry(options: Any, key: str) -> bool:
