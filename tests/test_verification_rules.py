@@ -20,12 +20,12 @@ from ortplug import (
     Tolerance,
     VerificationError,
 )
-from ortplug.checkpoint import Variant, select_variant
+from ortplug.checkpoint import select_variant
 from ortplug.testing import demo_model, make_plugin_host
 from ortplug.testing.misbehaving import MisbehavingPlugin, MisbehavingProvider
 from ortplug.verification.comparison import OutputRule, compare_outputs, parse_output_rules
 from ortplug.verification.precision_variants import write_variants
-from variant_models import mlp_model
+from variant_models import mlp_model, with_variant
 
 
 def _model(nodes, inputs, outputs, initializers=()) -> bytes:
@@ -255,20 +255,9 @@ def test_a_metadata_rule_lets_a_user_accept_a_lossy_output(tmp_path: Path) -> No
 # -- variant files ---------------------------------------------------------------------------------
 
 
-def _with_variant(folder: Path, reference: bytes, variant: bytes, precision: str) -> Path:
-    path = folder / "m.onnx"
-    path.write_bytes(reference)
-    (folder / "m.v.onnx").write_bytes(variant)
-    metadata = CheckpointMetadata.from_model(path)
-    entry = Variant(name="v", file="m.v.onnx", precision=precision)
-    listed = {**metadata.to_dict(), "variants": [entry.to_dict()]}
-    (folder / "m.metadata.json").write_text(CheckpointMetadata.from_dict(listed).to_json())
-    return path
-
-
 def test_an_identical_variant_passes_every_probe(tmp_path: Path) -> None:
-    path = _with_variant(tmp_path, _embedding(), _embedding(), "fp32")
-    variant = select_variant(LocalCheckpoint(path).resolve(), "v")
+    path = with_variant(tmp_path, _embedding(), _embedding(), "fp32")
+    variant = select_variant(LocalCheckpoint(path).resolve(), "fp32")
     with OnnxBackend.from_checkpoint(variant, providers=["cpu"], verify=True) as backend:
         verdict = backend.report.verification
         assert verdict is not None and verdict.passed and len(verdict.covered) == 7

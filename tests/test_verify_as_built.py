@@ -17,16 +17,16 @@ import onnxruntime_extensions
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 from ortplug import (
-    CheckpointMetadata,
     InMemoryCheckpoint,
     LocalCheckpoint,
     OnnxBackend,
     SessionOptionsConfig,
     VerificationError,
 )
-from ortplug.checkpoint import Variant, select_variant
+from ortplug.checkpoint import select_variant
 from ortplug.testing import make_plugin_host
 from ortplug.testing.misbehaving import MisbehavingPlugin, MisbehavingProvider
+from variant_models import with_variant
 
 
 def _model(
@@ -47,19 +47,6 @@ def _split_to_sequence() -> onnx.ModelProto:
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 8])],
         [helper.make_tensor_sequence_value_info("s", TensorProto.FLOAT, [8])],
     )
-
-
-def _with_variant(folder: Path, reference: onnx.ModelProto, variant: onnx.ModelProto) -> Path:
-    """``folder/m.onnx`` with an int8-labelled variant ``m.int8.onnx`` listed in its manifest."""
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / "m.onnx"
-    path.write_bytes(reference.SerializeToString())
-    (folder / "m.int8.onnx").write_bytes(variant.SerializeToString())
-    metadata = CheckpointMetadata.from_model(path)
-    entry = Variant(name="int8", file="m.int8.onnx", precision="int8")
-    listed = {**metadata.to_dict(), "variants": [entry.to_dict()]}
-    (folder / "m.metadata.json").write_text(CheckpointMetadata.from_dict(listed).to_json())
-    return path
 
 
 # -- item 4: the bytes verified are the bytes fingerprinted --------------------------------------
@@ -94,7 +81,7 @@ def test_a_file_replaced_while_it_is_verified_does_not_inherit_the_pass(
     tmp_path: Path, replaced: str
 ) -> None:
     weights = np.linspace(0.5, 1.5, 64, dtype=np.float32).reshape(1, 64)
-    path = _with_variant(tmp_path, _scaled(weights), _scaled(weights))
+    path = with_variant(tmp_path, _scaled(weights), _scaled(weights))
     onnx.save_model(  # the variant's weights in an external-data file
         _scaled(weights),
         tmp_path / "m.int8.onnx",
@@ -139,7 +126,7 @@ def test_a_reused_binding_returns_each_runs_sequence_items_only() -> None:
 
 
 def test_an_identical_variant_of_a_sequence_output_model_verifies(tmp_path: Path) -> None:
-    path = _with_variant(tmp_path, _split_to_sequence(), _split_to_sequence())
+    path = with_variant(tmp_path, _split_to_sequence(), _split_to_sequence())
     checkpoint = select_variant(LocalCheckpoint(path).resolve(), "int8")
     backend = OnnxBackend.from_checkpoint(checkpoint, providers=["cpu"], verify=True)
     verdict = backend.report.verification
@@ -184,7 +171,7 @@ def _neg_pos(name: str = "g") -> onnx.ModelProto:
 
 
 def test_a_custom_op_variant_verifies_on_an_explicit_chain(tmp_path: Path) -> None:
-    path = _with_variant(tmp_path, _neg_pos(), _neg_pos())
+    path = with_variant(tmp_path, _neg_pos(), _neg_pos())
     checkpoint = select_variant(LocalCheckpoint(path).resolve(), "int8")
     backend = OnnxBackend.from_checkpoint(
         checkpoint, providers=["cpu"], verify=True, session_options=CUSTOM_OPS
@@ -207,7 +194,7 @@ def test_a_custom_op_model_verifies_its_accelerator_without_timing() -> None:
 
 
 def test_the_reference_does_not_write_over_the_candidates_optimized_model(tmp_path: Path) -> None:
-    path = _with_variant(tmp_path, _neg_pos("reference"), _neg_pos("variant"))
+    path = with_variant(tmp_path, _neg_pos("reference"), _neg_pos("variant"))
     written = tmp_path / "optimized.onnx"
     options = SessionOptionsConfig(
         custom_op_libraries=CUSTOM_OPS.custom_op_libraries, optimized_model_path=str(written)

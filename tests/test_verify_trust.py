@@ -16,18 +16,17 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 from ortplug import (
-    CheckpointMetadata,
     LocalCheckpoint,
     OnnxBackend,
     Tolerance,
     VerificationError,
     VerificationWarning,
 )
-from ortplug.checkpoint import Variant, select_variant
+from ortplug.checkpoint import select_variant
 from ortplug.errors import CheckpointError, MissingFileError, OrtplugCacheWarning
 from ortplug.testing import make_plugin_host
 from ortplug.verification.verdicts import compare_outputs
-from variant_models import broken_int8, mlp_with_variants
+from variant_models import broken_int8, mlp_with_variants, with_variant
 
 VNNI = {"ORTPLUG_OVERRIDE_CPU_ISA_FLAGS": '["avx2", "avx512_vnni"]'}
 
@@ -38,19 +37,6 @@ def _model(nodes, inputs, outputs, initializers=(), opset: int = 17) -> onnx.Mod
     model.ir_version = 8
     onnx.checker.check_model(model)
     return model
-
-
-def _with_variant(folder: Path, reference: onnx.ModelProto, variant: onnx.ModelProto) -> Path:
-    """``folder/m.onnx`` with an int8-labelled variant ``m.int8.onnx`` listed in its manifest."""
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / "m.onnx"
-    path.write_bytes(reference.SerializeToString())
-    (folder / "m.int8.onnx").write_bytes(variant.SerializeToString())
-    metadata = CheckpointMetadata.from_model(path)
-    entry = Variant(name="int8", file="m.int8.onnx", precision="int8")
-    listed = {**metadata.to_dict(), "variants": [entry.to_dict()]}
-    (folder / "m.metadata.json").write_text(CheckpointMetadata.from_dict(listed).to_json())
-    return path
 
 
 def _verify_variant(path: Path) -> OnnxBackend:
@@ -87,7 +73,7 @@ def test_a_cached_pass_does_not_survive_a_change_to_external_weights(tmp_path: P
     reference, variant = (
         onnx.load(folder / name, load_external_data=False) for name in ("m.onnx", "m.int8.onnx")
     )
-    path = _with_variant(folder, reference, variant)  # the .onnx files still name the data files
+    path = with_variant(folder, reference, variant)  # the .onnx files still name the data files
     first = _verify_variant(path).report.verification
     assert first is not None and first.passed and not first.cached
     again = _verify_variant(path).report.verification
@@ -135,7 +121,7 @@ def test_a_sequence_output_is_compared_element_by_element(tmp_path: Path) -> Non
     weights = np.ones(2000, np.float32)
     wrong = weights.copy()
     wrong[500:1500] = 7.0  # 1000 of 2000 elements differ, none among the first or last three
-    path = _with_variant(tmp_path, _sequence_of(weights), _sequence_of(wrong))
+    path = with_variant(tmp_path, _sequence_of(weights), _sequence_of(wrong))
     with pytest.raises(VerificationError, match=r"output 's': at \[0\]\[\d+\]: .* exceeds"):
         _verify_variant(path)
 
@@ -174,7 +160,7 @@ def _labels(offset: int) -> onnx.ModelProto:
 
 
 def test_integer_labels_must_match_exactly(tmp_path: Path) -> None:
-    path = _with_variant(tmp_path, _labels(0), _labels(1))  # every label one off: 0.1% of the range
+    path = with_variant(tmp_path, _labels(0), _labels(1))  # every label one off: 0.1% of the range
     with pytest.raises(
         VerificationError,
         match=r"output 'label': at \[0\]: \d+, reference \d+ \(64 of 64 elements differ; integer "
@@ -257,7 +243,7 @@ def test_a_forged_verdict_is_refused_and_measured_again(broken, forge, reason) -
 
 
 def test_an_integer_output_that_differs_cannot_pass_from_the_cache(tmp_path: Path) -> None:
-    path = _with_variant(tmp_path, _labels(0), _labels(1))
+    path = with_variant(tmp_path, _labels(0), _labels(1))
     with pytest.raises(VerificationError):
         _verify_variant(path)
     (record,) = Path(os.environ["ORTPLUG_CACHE_DIR"], "verify").glob("*.json")

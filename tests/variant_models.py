@@ -14,10 +14,18 @@ from pathlib import Path
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
-from ortplug import LocalCheckpoint, ResolvedCheckpoint
+from ortplug import CheckpointMetadata, LocalCheckpoint, ResolvedCheckpoint
+from ortplug.checkpoint import Variant
 from ortplug.verification.precision_variants import calibration_feeds, make_int8, write_variants
 
-__all__ = ["INT8_ACCEPTED", "broken_int8", "mlp_model", "mlp_with_variants", "set_tolerance"]
+__all__ = [
+    "INT8_ACCEPTED",
+    "broken_int8",
+    "mlp_model",
+    "mlp_with_variants",
+    "set_tolerance",
+    "with_variant",
+]
 
 
 def mlp_model(din: int = 64, hidden: int = 128, layers: int = 2, classes: int = 10) -> bytes:
@@ -89,3 +97,23 @@ def set_tolerance(folder: Path, variant: str, tolerance: dict[str, float]) -> No
         if entry["name"] == variant:
             entry["tolerance"] = tolerance
     path.write_text(json.dumps(manifest, indent=2))
+
+
+def with_variant(
+    folder: Path,
+    reference: bytes | onnx.ModelProto,
+    variant: bytes | onnx.ModelProto,
+    precision: str = "int8",
+) -> Path:
+    """``folder/m.onnx`` with a variant ``m.<precision>.onnx`` (named as its precision) listed in
+    its manifest, whatever the variant computes."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "m.onnx"
+    file = f"m.{precision}.onnx"
+    for target, model in ((path, reference), (folder / file, variant)):
+        target.write_bytes(model if isinstance(model, bytes) else model.SerializeToString())
+    metadata = CheckpointMetadata.from_model(path)
+    entry = Variant(name=precision, file=file, precision=precision)
+    listed = {**metadata.to_dict(), "variants": [entry.to_dict()]}
+    (folder / "m.metadata.json").write_text(CheckpointMetadata.from_dict(listed).to_json())
+    return path

@@ -52,6 +52,7 @@ __all__ = [
     "ENV_CHECKS",
     "ENV_SPOT_CHECK",
     "TrafficSettings",
+    "did_not_come_up",
     "hand_over",
     "traffic_settings",
 ]
@@ -302,17 +303,8 @@ class _Handover:
             switch.switched = self.switch_to(
                 backend, target, self.proven.plan, self.proven.build, switch
             )
-        except Exception as exc:  # the CPU keeps serving; the cause reaches the user as a warning
-            switch.error = exc
-            switch.status = f"the CPU reference serves: {self.text} did not come up"
-            if switch.exiting:
-                return
-            warnings.warn(
-                f"startup fallback: {list(switch.requested)} did not come up, the CPU keeps "
-                f"serving: {type(exc).__name__}: {exc}",
-                ProviderFallbackWarning,
-                stacklevel=1,
-            )
+        except Exception as exc:
+            did_not_come_up(switch, self.text, exc)
             return
         if not switch.switched:
             return
@@ -407,3 +399,18 @@ class _SpotCheck:
             backend._watch_with(None)
             return False
         return True
+
+
+def did_not_come_up(switch: StartupSwitch, what: str, exc: Exception) -> None:
+    """The candidate ``what`` did not come up: the CPU keeps serving, and the cause reaches the
+    user as one warning (none while the interpreter exits)."""
+    switch.error = exc
+    switch.status = f"the CPU reference serves: {what} did not come up"
+    if switch.exiting:
+        return
+    warnings.warn(
+        f"startup fallback: {list(switch.requested)} did not come up, the CPU keeps serving: "
+        f"{type(exc).__name__}: {exc}",
+        ProviderFallbackWarning,
+        stacklevel=1,
+    )

@@ -16,19 +16,18 @@ from __future__ import annotations
 import atexit
 import threading
 import time
-import warnings
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from .. import _log
-from ..errors import InputsNotAcceptedError, OrtplugError, ProviderFallbackWarning
+from ..errors import InputsNotAcceptedError, OrtplugError
 from ..host._runtime import require_onnxruntime
 from ..providers.configs import CPU_EP
 from ..verification.sample_inputs import carried_samples, session_inputs
 from ._placement import enforce_share
 from ._plan import SessionPlan, StalePlanError
-from ._real_traffic import TrafficSettings, hand_over
+from ._real_traffic import TrafficSettings, did_not_come_up, hand_over
 from ._session import SessionBuild, cancel_builds, create_planned
 
 if TYPE_CHECKING:
@@ -162,17 +161,8 @@ def _bring_up(
             switch.status = f"{list(backend.providers)} serves, unverified (verify=False)"
         if switch.switched and proving.min_share is not None:
             enforce_share(backend.report, proving.min_share, strict=False)
-    except Exception as exc:  # the CPU keeps serving; the cause reaches the user as a warning
-        switch.error = exc
-        switch.status = f"the CPU reference serves: {list(switch.requested)} did not come up"
-        if switch.exiting:
-            return
-        warnings.warn(
-            f"startup fallback: {list(switch.requested)} did not come up, the CPU keeps serving: "
-            f"{type(exc).__name__}: {exc}",
-            ProviderFallbackWarning,
-            stacklevel=1,
-        )
+    except Exception as exc:
+        did_not_come_up(switch, str(list(switch.requested)), exc)
     finally:
         switch.seconds = time.perf_counter() - started
         if not shadowing:

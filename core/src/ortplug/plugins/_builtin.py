@@ -32,6 +32,12 @@ def ortplug_metadata_keys() -> list[MetadataKey]:
             int,
             "the audio sample rate (Hz) the model takes: generated audio inputs are seconds of it",
         ),
+        MetadataKey(
+            "output_checks",
+            dict,
+            "per output, how verification judges it: {metric: allclose|topk|cosine|exact, "
+            "rtol, atol, k, min_cosine}",
+        ),
     ]
 
 

@@ -292,7 +292,8 @@ def _non_finite(where: str, reference: np.ndarray, output: np.ndarray) -> str | 
 
 
 def _bound(reference: np.ndarray, tolerance: Tolerance) -> np.ndarray:
-    return tolerance.atol + tolerance.rtol * np.abs(reference)
+    """What each element may differ by: ``atol + rtol * |reference|``."""
+    return np.asarray(tolerance.atol + tolerance.rtol * np.abs(reference), dtype=np.float64)
 
 
 def _allclose(
