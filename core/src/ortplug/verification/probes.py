@@ -7,8 +7,9 @@ From the first feed the CPU reference ran (:func:`~ortplug.verification.sample_i
   dynamic: the first feed's rows cycled, generated values drawn afresh for the rows added;
 * the model's next representative size (:func:`~ortplug.verification.sample_inputs.candidate_feeds`'
   next rung: a second sequence length, image size or audio length);
-* generated float inputs at other magnitudes (:data:`MAGNITUDES`; not for int8 candidates, which
-  are quantized for the value range they were calibrated on);
+* generated float inputs at other magnitudes (:data:`MAGNITUDES`; only for candidates computing
+  at fp32: a reduced-precision one's absolute error grows with the values, and an int8 one is
+  quantized for the range it was calibrated on);
 * generated integer inputs spread over their valid range: up to the size of the table they index
   (read from the graph, :attr:`~ortplug.checkpoint.ModelSummary.index_bounds`), else up to
   :data:`IDS_WITHOUT_TABLE`.
@@ -43,7 +44,7 @@ __all__ = [
 BATCH_SIZES = (1, 2, 8)
 #: Scales of generated float inputs checked besides 1 (standard normal values).
 MAGNITUDES = (0.01, 8.0)
-#: The group of the magnitude probes (int8 candidates skip it).
+#: The group of the magnitude probes (candidates computing below fp32 skip it).
 MAGNITUDE = "magnitude"
 #: Integer ids of an input that indexes no table of the graph are spread up to this.
 IDS_WITHOUT_TABLE = 1000
