@@ -184,7 +184,7 @@ def test_ortplug_verify_input_is_verified_on_and_shown(built: Path) -> None:
     given = _cli("verify", model, "--providers", "cpu", "--input", wide, "--json")
     report = json.loads(given.stdout)
     assert given.returncode == 1 and report["inputs"] == "given"
-    (reference, int8, fp16) = report["choices"]
+    (_, int8, fp16) = report["choices"]
     assert (int8["variant"], int8["status"], fp16["status"]) == ("int8", "fail", "pass")
     assert int8["verdict"]["inputs"] == "given" and int8["verdict"]["covered"] == [
         "the first feed (x (3, 64))"
