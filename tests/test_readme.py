@@ -28,7 +28,8 @@ the source), one per line, each ``<!-- readme-test: ... -->``:
 * ``paths`` — each line starts with a path of this repository.
 
 The files the examples name are made first: ``model.onnx`` (the shipped demo model, with its
-metadata as ``model.meta.json``) and ``features/`` (Parquet with the columns the Ray example
+metadata as ``model.meta.json``), ``x.npy`` (4 rows of its input, the user's own data the
+verification examples hand in) and ``features/`` (Parquet with the columns the Ray example
 reads).
 """
 
@@ -134,12 +135,16 @@ def _directive(block: Block, kind: str) -> str | None:
 @pytest.fixture(scope="module")
 def scratch(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The folder the blocks run in, with the files they name."""
+    import numpy as np
+
     folder = tmp_path_factory.mktemp("readme")
     (folder / ".ci").symlink_to(ROOT / ".ci")  # what the CI block names
     demo = Path(str(files("ortplug.data") / "demo.onnx"))
     shutil.copy(demo, folder / "model.onnx")
     metadata = ortplug.CheckpointMetadata.from_model(demo)
     (folder / "model.meta.json").write_text(metadata.to_json())
+    rows = np.random.default_rng(1).standard_normal((4, 8)).astype(np.float32)
+    np.save(folder / "x.npy", rows)  # the demo model's input x [batch, 8]
     _features(folder / "features")
     return folder
 

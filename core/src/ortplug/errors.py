@@ -7,6 +7,7 @@ and keeps the builtin base code catches today, so ``except ValueError`` and
     OrtplugError
     ├── OptionError (ValueError)             an argument, option or metadata value is invalid
     │   ├── InputValidationError             the inputs given to run() do not fit the model
+    │   ├── GivenInputsError                 the inputs given to verification do not fit it
     │   ├── CheckpointError                  a model or metadata file cannot be read
     │   ├── ModelLoadError                   ONNX Runtime refused to load the model
     │   ├── PluginConflictError              two plugins claim one provider kind, alias or probe
@@ -37,6 +38,7 @@ __all__ = [
     "BuildTimeoutError",
     "CacheError",
     "CheckpointError",
+    "GivenInputsError",
     "InputValidationError",
     "InputsNotAcceptedError",
     "MissingFileError",
@@ -105,6 +107,15 @@ class InputValidationError(OptionError):
     def __init__(self, problems: Sequence[str]) -> None:
         self.problems = tuple(problems)
         super().__init__("invalid model inputs:\n  - " + "\n  - ".join(self.problems))
+
+
+class GivenInputsError(OptionError):
+    """Inputs given to verification (``verify_inputs``, ``ortplug verify --input``) do not fit the
+    model; ``problem`` names the input, what was expected and what was given."""
+
+    def __init__(self, problem: str) -> None:
+        self.problem = problem
+        super().__init__(f"verify_inputs: {problem}")
 
 
 def _declines_text(declines: Mapping[str, str]) -> str:

@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import attrs
+import numpy as np
 
 from ..checkpoint import ResolvedCheckpoint, Tolerance
 from ..errors import (
@@ -149,16 +150,19 @@ def build_proven(
     measure: bool,
     min_share: float | None = None,
     reference: SessionBuild | None = None,
+    given: Mapping[str, np.ndarray] | None = None,
 ) -> Proven:
     """Build, verify and (on a first build) time the policy's choices; the one that serves.
 
     ``reference`` is a CPU session on the reference weights already built (the one a
-    startup fallback serves), taken as the reference instead of building another.
+    startup fallback serves), taken as the reference instead of building another; ``given``
+    the inputs to verify on first (``verify_inputs``).
     Raises :class:`VerificationError` for an explicit chain that fails, or when no
     choice passes.
     """
     tolerance = verify if isinstance(verify, Tolerance) else None
-    verifier = Verifier(checkpoint, resolve_plugin_host(plan.plugins), tolerance, session_options)
+    plugins = resolve_plugin_host(plan.plugins)
+    verifier = Verifier(checkpoint, plugins, tolerance, session_options, given)
     entries = _plans(checkpoint, plan, session_options)
     ref = next((i for i, e in enumerate(entries) if e.reference), None)
     timed = (

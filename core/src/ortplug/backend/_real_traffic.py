@@ -157,7 +157,8 @@ def hand_over(
     if switch.exiting:  # nothing new starts while the interpreter exits
         return False
     tolerance = proving.verify if isinstance(proving.verify, Tolerance) else None
-    verifier = Verifier(origin, resolve_plugin_host(proven.plan.plugins), tolerance)
+    plugins = resolve_plugin_host(proven.plan.plugins)
+    verifier = Verifier(origin, plugins, tolerance, given=proving.given)  # verdicts' cache key
     handover = _Handover(weakref.ref(backend), origin, proven, proving, verifier, switch, switch_to)
     if proving.traffic.checks and proven.verdict is not None:
         handover.shadow(backend)

@@ -31,6 +31,10 @@ from ._real_traffic import TrafficSettings, did_not_come_up, hand_over
 from ._session import SessionBuild, cancel_builds, create_planned
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    import numpy as np
+
     from ..checkpoint import ResolvedCheckpoint, Tolerance
     from ..providers.session_options import SessionOptionsConfig
     from ._traffic_check import TrafficCheck
@@ -99,6 +103,7 @@ class Proving:
     measure: bool | None
     min_share: float | None
     traffic: TrafficSettings  # the checks on real requests before and after a switch
+    given: Mapping[str, np.ndarray] | None = None  # the inputs to verify on first
 
 
 def start_on_cpu(
@@ -188,6 +193,7 @@ def _prove(
         measure=measuring_wanted(proving.measure),
         min_share=proving.min_share,
         reference=proving.reference,
+        given=proving.given,
     )
     if proven.build is proving.reference:  # the CPU won, or nothing else passed
         backend._take_proven(resolved, proven)

@@ -1,8 +1,9 @@
 """Verification, the pipeline's second stage: one candidate session against the CPU reference.
 
-A candidate is checked on the paths ortplug itself runs, on inputs the CPU reference accepts:
-a plain run of the first feed, then the probe feeds (:mod:`ortplug.verification.probes`:
-batches, another size, other magnitudes, ids over their range), the first feed again after
+A candidate is checked on the paths ortplug itself runs, on inputs the CPU reference accepts
+(the caller's ``verify_inputs`` first, :mod:`ortplug.verification.given_inputs`; then the
+checkpoint's samples; the inputs neither has are generated): a plain run of the first feed,
+then the probe feeds (:mod:`ortplug.verification.probes`: batches, another size, other magnitudes, ids over their range), the first feed again after
 :data:`~ortplug.verification.probes.REPEATED_RUNS` runs, a subset of the outputs, a
 ``run_async`` run, and one IO binding run twice with its inputs updated in place and bound
 again between the runs (a provider that hands back the first run's outputs fails as stale).
@@ -35,12 +36,14 @@ import numpy as np
 from .. import _log
 from ..checkpoint import ResolvedCheckpoint, Tolerance
 from ..checkpoint.metadata import parse_dim_ranges
+from ..errors import GivenInputsError, InputsNotAcceptedError
 from ..host._runtime import require_onnxruntime
 from ..plugins.manager import PluginHost
 from ..providers.configs import CPU_EP
 from ..providers.session_options import SessionOptionsConfig
 from ..selection.autotune import host_signature
 from ..verification.comparison import OutputCheck, OutputRule, compare_outputs, parse_output_rules
+from ..verification.given_inputs import given_problem, refused_problem
 from ..verification.probes import MAGNITUDE, REPEATED_RUNS, VERIFY_BUDGET_S, probe_feeds
 from ..verification.sample_inputs import (
     GENERATION,
@@ -242,13 +245,18 @@ class Verifier:
         plugins: PluginHost,
         tolerance: Tolerance | None,
         session_options: SessionOptionsConfig | None = None,
+        given: Mapping[str, np.ndarray] | None = None,
     ) -> None:
         self.reference = checkpoint.reference or checkpoint
         self._plugins = plugins
         self._tolerance = tolerance
         #: The caller's session options: the reference is built as the caller's session would be.
         self._options = _for_reference(session_options)
-        self._samples = carried_samples(self.reference)
+        #: The inputs the caller gave (``verify_inputs``): used before the checkpoint's samples.
+        self._given = dict(given or {})
+        carried = carried_samples(self.reference)
+        self._carried = [name for name in carried if name not in self._given]
+        self._samples = {**carried, **self._given}
         self._rules = parse_output_rules(self.reference.metadata.extra)
         self._expected: AcceptedInputs | None = None
         self._reference_session: Any = None
@@ -258,11 +266,14 @@ class Verifier:
 
     @property
     def inputs_origin(self) -> str:
-        """``carried`` (the checkpoint's samples), ``generated``, or ``carried and generated``."""
-        if not self._samples:
-            return "generated"
+        """Where the inputs come from: ``given`` (``verify_inputs``), ``carried`` (the
+        checkpoint's samples), ``generated``, or several (``given and generated``)."""
         missing = set(self.reference.metadata.input_names) - set(self._samples)
-        return "carried and generated" if missing else "carried"
+        origins = ["given"] * bool(self._given) + ["carried"] * bool(self._carried)
+        if missing or not self._samples:
+            origins.append("generated")
+        *first, last = origins
+        return f"{', '.join(first)} and {last}" if first else last
 
     def _reference_run(self) -> AcceptedInputs:
         """The inputs and the CPU provider's outputs on the reference weights (computed once)."""
@@ -276,9 +287,7 @@ class Verifier:
         reference: the first inputs it runs (:func:`~ortplug.verification.sample_inputs.session_inputs`)
         and its outputs on them are what candidates are compared against."""
         self._reference_session = session
-        self._expected = expected = session_inputs(
-            session, self.reference.metadata.extra, self._samples
-        )
+        self._expected = expected = self._first_inputs(session)
         changed = _changed(expected.feed)
         if changed is not None:
             try:
@@ -287,6 +296,21 @@ class Verifier:
             except Exception:  # the reference refuses them (a mask, an index): no bound check
                 self._second = None
         return expected
+
+    def _first_inputs(self, session: Any) -> AcceptedInputs:
+        """The first inputs the reference ``session`` runs; given ones that do not fit it raise
+        :class:`~ortplug.errors.GivenInputsError` (they are the caller's data: never skipped)."""
+        extra = self.reference.metadata.extra
+        if not self._given:
+            return session_inputs(session, extra, self._samples)
+        problem = given_problem(InputChecker.from_session(session).inputs, self._given)
+        if problem is not None:
+            raise GivenInputsError(problem)
+        try:
+            return session_inputs(session, extra, self._samples)
+        except InputsNotAcceptedError as exc:
+            said = " ".join(f"{type(exc.cause).__name__}: {exc.cause}".split())[:300]
+            raise GivenInputsError(refused_problem(self._given, said)) from exc.cause
 
     def _probe_runs(self) -> list[_Probe]:
         """The probe feeds the reference runs, with its outputs (computed once)."""

@@ -176,6 +176,7 @@ class OnnxBackend:
         measure: bool | None = None,
         real_traffic_checks: int | None = None,
         spot_check: float | None = None,
+        verify_inputs: Mapping[str, np.ndarray] | None = None,
     ) -> Self:
         """Build a backend by loading a checkpoint into a new ONNX Runtime session.
 
@@ -194,7 +195,11 @@ class OnnxBackend:
         plain run and a reused IO binding fed two different inputs, on inputs the model
         accepts, at the candidate's precision's default tolerance (a
         :class:`~ortplug.checkpoint.Tolerance` sets it); verdicts are cached per model,
-        chain, host and runtime. A candidate that fails to build, raises on those inputs,
+        chain, host and runtime. ``verify_inputs`` (input name -> numpy array: real data)
+        are verified on first, ahead of the checkpoint's ``samples/`` for the same input; only
+        the inputs not given are generated, and the verdict's ``inputs`` says ``given``. Arrays
+        the CPU reference does not take raise :class:`~ortplug.errors.GivenInputsError`.
+        A candidate that fails to build, raises on those inputs,
         takes no node of the graph (or fewer than ``min_accelerator_share``), returns
         outputs beyond the tolerance or stale ones is rejected with one line: a policy's
         choice gives way to its next one with a :class:`~ortplug.errors.VerificationWarning`,
@@ -232,6 +237,15 @@ class OnnxBackend:
                 "real_traffic_checks, spot_check: used only with startup_fallback=True and "
                 f"verification on, got startup_fallback={startup_fallback!r}, verify={verify!r}"
             )
+        given = None
+        if verify_inputs is not None:
+            from ..verification.given_inputs import given_inputs
+
+            given = given_inputs(verify_inputs, resolved.metadata.input_names)
+            if verify is False:
+                raise OptionError(
+                    f"verify_inputs: used only with verification on, got verify={verify!r}"
+                )
         plan = plan_session(resolved, providers, session_options, policy, plugins)
         if verify is False:
             plan = plan_on_reference(resolved, plan, session_options)
@@ -245,7 +259,8 @@ class OnnxBackend:
             backend = cls._from_build(resolved, cpu_plan, cpu_build)
             backend._origin = resolved
             share = min_accelerator_share
-            proving = Proving(cpu_build, cpu_plan, session_options, verify, measure, share, traffic)
+            proving = Proving(cpu_build, cpu_plan, session_options, verify, measure, share, traffic,
+                              given)  # fmt: skip
             start_on_cpu(backend, resolved, plan, proving)
             return backend
         alone = plan.cpu_reference and resolved.variant is None and not plan.fallbacks
@@ -268,6 +283,7 @@ class OnnxBackend:
                 verify,
                 measure=measuring_wanted(measure),
                 min_share=min_accelerator_share,
+                given=given,
             )
             plan = proven.plan
             backend = cls._from_build(plan.variant or resolved, plan, proven.build)

@@ -161,7 +161,7 @@ def _ready(
             skipped[candidate.label] = _short(exc)
             continue
         if feed is None:
-            given = load_inputs(args.input, backend.input_specs)
+            given = load_inputs(args.input, backend.input_names)
             chosen = reference_feed(checkpoint, backend, given)
             feed, generated = dict(chosen.feed), dict(chosen.generated)
         try:

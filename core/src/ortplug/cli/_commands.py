@@ -26,7 +26,7 @@ from ..host._runtime import (
 )
 from ..plugins.manager import get_plugin_host
 from ..selection import DefaultProviderPolicy
-from ._inputs import first_run_error, load_inputs, quiet_run_options, reference_feed
+from ._inputs import first_run_error, given_usage, load_inputs, quiet_run_options, reference_feed
 from ._json import print_json
 from ._providers import resolve_chain
 from ._served import served_candidates
@@ -132,13 +132,16 @@ def run(args: argparse.Namespace) -> int:
     providers = resolve_chain(args.providers) if args.providers else None
     with _model_path(args.model) as path:
         checkpoint = LocalCheckpoint(path).resolve()
+        given = load_inputs(args.input, checkpoint.metadata.input_names)
         started = time.perf_counter()
-        backend = OnnxBackend.from_checkpoint(
-            checkpoint,
-            providers=providers,
-            startup_fallback=args.startup_fallback,
-            verify=True if args.verify else None,
-        )
+        with given_usage():  # verified on first, as the run's feed
+            backend = OnnxBackend.from_checkpoint(
+                checkpoint,
+                providers=providers,
+                startup_fallback=args.startup_fallback,
+                verify=True if args.verify else None,
+                verify_inputs=given or None,
+            )
         build_ms = (time.perf_counter() - started) * 1e3
     chain = [{"kind": kind, "reason": reason} for kind, reason in backend.chain_reasons]
     options = backend.session_options
@@ -147,7 +150,6 @@ def run(args: argparse.Namespace) -> int:
     }
     verdict = backend.report.verification
     with backend:
-        given = load_inputs(args.input, backend.input_specs)
         chosen = reference_feed(checkpoint, backend, given)
         feed, generated = dict(chosen.feed), dict(chosen.generated)
         started = time.perf_counter()
@@ -265,7 +267,11 @@ def info(args: argparse.Namespace) -> int:
         print(f"chain        {row['kind']:<10} {row['reason']}")
     for row in data["declined"]:
         print(f"declined     {row['kind']:<10} {row['reason']}")
-    _print_candidates(candidates, "candidate    ")
+    for candidate in candidates:
+        print(f"candidate    {candidate.describe()}")
+        if candidate.verdict is not None:  # what its verdict, measured now or cached, ran on
+            cached = " (a cached verdict)" if candidate.verdict.cached else ""
+            print(f"  covered    {candidate.verdict.coverage()}{cached}")
     return 0
 
 

@@ -148,7 +148,7 @@ PAGES: dict[str, str] = {
     ),
     'verify': (
         'usage: ortplug verify [-h] [--providers CHAIN] [--variant VARIANT]\n'
-        '                      [--tolerance RTOL,ATOL] [--json]\n'
+        '                      [--tolerance RTOL,ATOL] [--input NAME=FILE.npy] [--json]\n'
         '                      model\n'
         '\n'
         'positional arguments:\n'
@@ -162,6 +162,10 @@ PAGES: dict[str, str] = {
         '  --tolerance RTOL,ATOL\n'
         '                        one tolerance for every output (default: each\n'
         "                        precision's, or the manifest's)\n"
+        '  --input NAME=FILE.npy\n'
+        '                        an input array to verify on first (numpy.save; real\n'
+        "                        data), before the checkpoint's samples/; inputs not\n"
+        '                        given are generated\n'
         '  --json                machine-readable output\n'
         '\n'
         '--providers takes a chain, tried in order, strictly enforced:\n'

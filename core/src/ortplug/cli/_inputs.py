@@ -1,4 +1,5 @@
-"""Inputs for ``run`` and ``bench``: ``--input NAME=FILE.npy`` arrays, and generated ones for the rest.
+"""Inputs for ``run``, ``bench`` and ``verify``: ``--input NAME=FILE.npy`` arrays, and generated
+ones for the rest.
 
 Runs that may fail use :func:`quiet_run_options`: ONNX Runtime's own log of the failure
 stays off stderr, where the CLI prints the error as one line (``ORTPLUG_DEBUG=1`` keeps it).
@@ -9,16 +10,17 @@ warning when only a degenerate size runs (what is timed on it says little).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 import numpy as np
 
-from ..backend import InputSpec, OnnxBackend
+from ..backend import OnnxBackend
 from ..checkpoint import ResolvedCheckpoint
-from ..errors import InputsNotAcceptedError, InputValidationError
+from ..errors import GivenInputsError, InputsNotAcceptedError, InputValidationError
 from ..providers.configs import CPU_EP
 from ..providers.run_options import RunOptionsConfig
 from ..verification.sample_inputs import (
@@ -32,15 +34,16 @@ from ._usage import InputArg, UsageError
 
 __all__ = [
     "first_run_error",
+    "given_usage",
     "load_inputs",
     "quiet_run_options",
     "reference_feed",
 ]
 
 
-def load_inputs(args: Sequence[InputArg], specs: Sequence[InputSpec]) -> dict[str, np.ndarray]:
-    """Load each ``--input``; a name the model lacks, a repeat or an unreadable array is a usage error."""
-    names = [spec.name for spec in specs]
+def load_inputs(args: Sequence[InputArg], names: Sequence[str]) -> dict[str, np.ndarray]:
+    """Load each ``--input``; a name the model lacks (``names``: its inputs), a repeat or an
+    unreadable array is a usage error."""
     feed: dict[str, np.ndarray] = {}
     for arg in args:
         if arg.name not in names:
@@ -58,6 +61,15 @@ def load_inputs(args: Sequence[InputArg], specs: Sequence[InputSpec]) -> dict[st
                 f"--input {arg.name}: expected a numeric array, got {str(arg.path)!r} ({first})"
             ) from exc
     return feed
+
+
+@contextlib.contextmanager
+def given_usage() -> Iterator[None]:
+    """``--input`` arrays that verification finds do not fit the model: a usage error."""
+    try:
+        yield
+    except GivenInputsError as exc:
+        raise UsageError(f"--input: {exc.problem}") from exc
 
 
 def first_run_error(

@@ -171,6 +171,15 @@ def _add_verification_commands(sub: argparse._SubParsersAction[_CommandParser]) 
         metavar="RTOL,ATOL",
         help="one tolerance for every output (default: each precision's, or the manifest's)",
     )
+    verify.add_argument(
+        "--input",
+        action="append",
+        default=[],
+        type=input_arg,
+        metavar="NAME=FILE.npy",
+        help="an input array to verify on first (numpy.save; real data), before the "
+        "checkpoint's samples/; inputs not given are generated",
+    )
     _add_json(verify)
 
     variants = sub.add_parser(

@@ -22,6 +22,7 @@ from ..providers.configs import CPU_EP
 from ..verification.precision_variants import CALIBRATION_BATCHES, write_variants
 from ._json import print_json
 from ._providers import resolve_chain
+from ._inputs import given_usage, load_inputs
 from ._served import served_candidates
 from ._usage import UsageError
 
@@ -76,6 +77,7 @@ def _row(verifier: Verifier, candidate: ResolvedCheckpoint, plan: SessionPlan) -
         "providers": providers,
         "verdict": verdict.to_dict(),
         "line": verdict.describe(),
+        "coverage": verdict.coverage(),
     }
 
 
@@ -93,17 +95,19 @@ def verify(args: argparse.Namespace) -> int:
     if args.variant and not args.providers:
         raise UsageError("--variant: expected with --providers (the policy picks variants itself)")
     tolerance = Tolerance(*args.tolerance) if args.tolerance else None
-    verifier = Verifier(checkpoint, get_plugin_host(), tolerance)
+    given = load_inputs(args.input, checkpoint.metadata.input_names)
+    verifier = Verifier(checkpoint, get_plugin_host(), tolerance, given=given)
     if args.providers:
         choices = _explicit_choices(checkpoint, resolve_chain(args.providers), args.variant)
     else:
         choices = _policy_choices(checkpoint)
-    rows = [_row(verifier, candidate, plan) for candidate, plan in choices]
+    with given_usage():
+        rows = [_row(verifier, candidate, plan) for candidate, plan in choices]
     usable = [i for i, row in enumerate(rows) if row["status"] in ("pass", "reference")]
     first = usable[0] if usable and not args.providers else None
     # what ortplug run serves: a first build times the verified choices, so verification's
     # first pass may lose to the CPU reference (the build records it: the next run serves it too)
-    candidates = () if first is None else served_candidates(checkpoint)
+    candidates = () if first is None else served_candidates(checkpoint, given)
     served = next((c for c in candidates if c.chosen), None)
     chosen = None if served is None else next(
         (i for i, row in enumerate(rows) if _same(row, served)), None
@@ -131,6 +135,8 @@ def verify(args: argparse.Namespace) -> int:
             f"{row['status'].upper():<9} {weights} ({row['precision']}) on [{', '.join(row['chain'])}]{mark}"
         )
         print(f"          {_detail(row)}")
+        if row["status"] == "fail" and row["verdict"]["covered"]:  # a pass's line says it
+            print(f"          checked on {row['coverage']}")
     if not args.providers:
         print(f"chosen: {_chosen_line(rows, first, served, candidates, chosen)}")
     return 1 if failed else 0
