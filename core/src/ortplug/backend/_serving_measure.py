@@ -143,7 +143,7 @@ def rows_problem(
 ) -> str | None:
     """Why requests may not share runs of ``session`` (``None``: a batched run's rows equal the
     same requests run one by one, so rows do not mix)."""
-    requests = _distinct_rows(feed, _ROW_CHECK)
+    requests = _distinct_rows(feed, min(_ROW_CHECK, batching.static or _ROW_CHECK))
     alone = []
     for request in requests:
         padded = stack_rows([request], batching.static)
