@@ -29,6 +29,7 @@ from ortplug import (
     ProviderFallbackWarning,
     RunTerminatedError,
     ServingConfig,
+    SessionOptionsConfig,
 )
 from ortplug.backend import HINT_ENTRY, recorded_serving
 from ortplug.testing import make_plugin_host
@@ -458,6 +459,32 @@ def test_the_dropin_serves_through_the_queue_when_its_session_options_ask(tmp_pa
 
 
 # -- several devices ------------------------------------------------------------------------------
+
+
+def test_cumulative_plans_one_device_per_gpu_the_host_facts_list() -> None:
+    from hosts import L4, linux_gpu
+    from ortplug.backend._plan import SessionPlan
+    from ortplug.backend._serving_devices import device_plans
+    from ortplug_cpu import CpuProvider
+    from ortplug_cuda.plugin import ortplug_offer_providers
+
+    bigger = {**L4, "index": 1, "memory_mib": 2 * L4["memory_mib"]}
+    host = linux_gpu(devices=[L4, bigger], device_count=2)
+    checkpoint = _checkpoint(_rows_model())
+    offer = next(iter(ortplug_offer_providers(checkpoint.metadata, host)))
+
+    def plan(*chain: Any) -> SessionPlan:
+        return SessionPlan(chain, ("",) * len(chain), SessionOptionsConfig(), False, host,
+                           (None,) * len(chain))  # fmt: skip
+
+    cuda, cpu = plan(offer.config, CpuProvider()), plan(CpuProvider())
+    devices = device_plans(cuda, [cpu], checkpoint, every=True)
+    assert [d.label for d in devices] == ["cuda:1", "cuda:0", "cpu"]  # the plugin's pick first
+    assert [d.plan.chain[0].to_ort()[1]["device_id"] for d in devices[:2]] == ["1", "0"]
+    assert devices[1].plan.chain[1:] == cuda.chain[1:] and devices[1].plan.host is host
+    assert [d.label for d in device_plans(cuda, [cpu], checkpoint, every=False)] == ["cuda:1"]
+    alone = type(offer.config)(device_id=0)
+    assert alone.each_device(linux_gpu()) == (alone,)  # one GPU: itself
 
 
 def _slow_second_device() -> Any:

@@ -5,8 +5,8 @@ on every verified choice that runs on another device (two choices on one device,
 precision variant beside the reference weights, count once: the faster one), and a provider
 config that can run on each of several devices of this host gives one device per copy: a
 config with an ``each_device(host)`` method returns itself on each device its plugin's probe
-lists (the CUDA plugin's config does, one copy per GPU). A copy that the build did not verify
-is verified before it serves.
+lists (the CUDA plugin's config does, one copy per GPU). Every device but the served one is
+verified before it serves (:mod:`._serving_start`; cached verdicts make that a build).
 
 A stream is a worker thread and the session it runs. Streams on the CPU provider with one
 intra-op thread share one session (ONNX Runtime's CPU runs are safe to call concurrently);
@@ -39,13 +39,12 @@ _SPINNING = "session.intra_op.allow_spinning"
 
 @attrs.frozen
 class DevicePlan:
-    """One device to serve on: its label (``cpu``, ``cuda:1``), the plan and weights its sessions
-    are built from, and whether the build verified it (a copy on another device is not yet)."""
+    """One device to serve on: its label (``cpu``, ``cuda:1``), and the plan and weights its
+    sessions are built from."""
 
     label: str
     plan: SessionPlan
     weights: ResolvedCheckpoint
-    verified: bool
 
     @property
     def on_cpu(self) -> bool:
@@ -94,7 +93,7 @@ def device_plans(
                 continue
             seen.add(label)
             weights = copy.variant or origin
-            devices.append(DevicePlan(label, copy, weights, verified=copy is plan))
+            devices.append(DevicePlan(label, copy, weights))
     return devices
 
 
