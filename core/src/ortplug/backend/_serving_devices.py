@@ -110,9 +110,11 @@ def _shares_session(plan: SessionPlan) -> bool:
     lead = plan.chain[0]
     if lead.to_ort()[0] == CPU_EP:
         return True
+    if plan.plugins is None:
+        return False
     try:
-        registry = plan.plugins.provider_registry() if plan.plugins is not None else None
-        declared = getattr(registry.lookup(lead.kind).type, "concurrent_runs", False)
+        declared = getattr(plan.plugins.provider_registry().lookup(lead.kind).type,
+                           "concurrent_runs", False)  # fmt: skip
     except Exception:  # no such declaration: one session per stream
         return False
     return declared is True
