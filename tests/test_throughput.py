@@ -430,6 +430,11 @@ def test_a_bad_serving_config_names_the_field() -> None:
         ServingConfig(max_batch=0)
     with pytest.raises(OptionError, match=r"max_delay_ms: expected milliseconds from 0 to 1000"):
         ServingConfig(max_delay_ms=-1)
+    too_many = ServingConfig(streams=64, threads_per_stream=64)
+    with pytest.raises(OptionError, match=r"within the \d+ CPUs this process may use, got 64 x 64"):
+        OnnxBackend.from_checkpoint(
+            _checkpoint(_rows_model()), performance_hint="throughput", serving=too_many
+        )
 
 
 # -- the drop-in ----------------------------------------------------------------------------------

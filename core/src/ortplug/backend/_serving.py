@@ -219,10 +219,14 @@ class Server:
 
     def _first(self, device: Device) -> _Request | None:
         """Pop the oldest request ``device`` may run (cancelled ones are dropped)."""
-        for request in list(self._queue):
+        queue = self._queue
+        index = 0
+        while index < len(queue):
+            request = queue[index]
             if device in request.avoid:
+                index += 1
                 continue
-            self._queue.remove(request)
+            del queue[index]
             if request.future.running() or request.future.set_running_or_notify_cancel():
                 return request
         return None
@@ -257,13 +261,14 @@ class Server:
         """Move queued requests of ``batch``'s group that fit in ``room`` rows into it."""
         group = batch[0].group
         added = 0
-        for request in list(self._queue):
+        kept: deque[_Request] = deque()
+        for request in self._queue:
             if request.group != group or device in request.avoid or request.rows > room - added:
-                continue
-            self._queue.remove(request)
-            if request.future.running() or request.future.set_running_or_notify_cancel():
+                kept.append(request)
+            elif request.future.running() or request.future.set_running_or_notify_cancel():
                 batch.append(request)
                 added += request.rows
+        self._queue = kept
         return added
 
     def _serve(self, device: Device, stream: Stream, batch: list[_Request]) -> None:

@@ -22,7 +22,7 @@ from typing import Any
 import attrs
 
 from ..checkpoint import ResolvedCheckpoint, Tolerance
-from ..errors import CacheError, OrtplugCacheWarning, OrtplugError
+from ..errors import CacheError, OptionError, OrtplugCacheWarning, OrtplugError
 from ..plugins.manager import resolve_plugin_host
 from ..providers.session_options import SessionOptionsConfig
 from ..verification.sample_inputs import carried_samples, session_inputs
@@ -48,6 +48,16 @@ __all__ = ["MIN_SHARE", "start_serving"]
 
 #: A device serving under this share of the fastest device's requests per second is not used.
 MIN_SHARE = 0.05
+
+
+def _check_fits(given: ServingConfig, cpus: int) -> None:
+    """Streams x threads given may not exceed the CPUs this process may use."""
+    streams, threads = given.streams, given.threads_per_stream
+    if streams is not None and threads is not None and streams * threads > cpus:
+        raise OptionError(
+            f"serving: expected streams x threads_per_stream within the {cpus} CPUs this "
+            f"process may use, got {streams} x {threads} = {streams * threads}"
+        )
 
 
 @attrs.frozen
@@ -144,6 +154,7 @@ def start_serving(
     ``first`` the policy's first choice (``None``: only the served device is used);
     ``infos`` the model's inputs and outputs (:class:`~.introspection.ValueInfo`).
     """
+    _check_fits(given, usable_cpus(served))
     cumulative = hint == "cumulative_throughput"
     plans = [] if first is None or not cumulative else _others(origin, first, session_options)
     devices = device_plans(served, [p for p in plans if p is not served], origin, every=cumulative)
