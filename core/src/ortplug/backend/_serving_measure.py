@@ -1,15 +1,16 @@
 """Measuring how to serve many callers: layouts tried on the model, on this host, side by side.
 
 Each trial serves :data:`CALLERS` callers that send the model's generated inputs over and over
-for :data:`TRIAL_S` seconds through a real :class:`~._serving.Server` and counts the requests
-served. Trials run in two rounds, stopping once :data:`BUDGET_S` seconds of trials have passed
-(at least the first, so about 2 seconds for a tiny model, plus the sessions' builds):
+through a real :class:`~._serving.Server` and counts the requests served, for :data:`TRIAL_S`
+seconds and at least :data:`MIN_REQUESTS` requests (at most :data:`MAX_TRIAL_S` seconds). No
+trial starts once :data:`BUDGET_S` seconds of trials have passed, except the first two: about
+1.5 seconds for a tiny model, plus the sessions' builds. In order:
 
-1. every stream layout (on the CPU: one stream with the session's own threads, and the CPUs
-   split into streams of 1, 2, 4... threads; on an accelerator: 1 and 2 streams), each without
-   batching and with batches of up to :data:`FIRST_BATCH` rows;
-2. on the fastest layout, when batching won: batches of up to :data:`SECOND_BATCH` rows, and a
-   queueing delay of :data:`DELAY_MS` ms.
+1. each stream layout without batching (on the CPU: one stream with the session's own threads,
+   the CPUs split into single-thread streams, then into streams of 2, 4... threads; on an
+   accelerator: 1 and 2 streams);
+2. on the fastest layout: batches of up to :data:`FIRST_BATCH` rows, then (when that won)
+   :data:`SECOND_BATCH` rows, then a queueing delay of :data:`DELAY_MS` ms.
 
 Batches are only tried once a batched run's rows were found equal to the same requests run one
 by one (:func:`rows_problem`), and on an accelerator only up to the rows verification ran
@@ -23,6 +24,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import attrs
 import numpy as np
 
 from ..verification.probes import BATCH_SIZES
@@ -35,8 +37,11 @@ __all__ = [
     "CALLERS",
     "DELAY_MS",
     "FIRST_BATCH",
+    "MAX_TRIAL_S",
+    "MIN_REQUESTS",
     "SECOND_BATCH",
     "TRIAL_S",
+    "WIN_MARGIN",
     "batch_limit",
     "best_of",
     "candidate_layouts",
@@ -45,15 +50,20 @@ __all__ = [
     "rows_problem",
 ]
 
-#: Seconds of trials after which no new trial starts.
+#: Seconds of trials after which no new trial starts (the first two always run).
 BUDGET_S = 2.0
-#: Seconds each trial serves its callers.
+#: Seconds each trial serves its callers at least, and at most (a slow model's trial ends there).
 TRIAL_S = 0.15
+MAX_TRIAL_S = 1.0
+#: Requests a trial serves at least (within ``MAX_TRIAL_S``): a few per caller.
+MIN_REQUESTS = 32
 #: Concurrent callers of each trial.
 CALLERS = 8
 FIRST_BATCH = 8
 SECOND_BATCH = 32
 DELAY_MS = 2.0
+#: A trial replaces the best one only when it serves this many times its requests per second.
+WIN_MARGIN = 1.05
 #: Requests of the row check: run together, then one by one.
 _ROW_CHECK = 4
 
@@ -87,10 +97,9 @@ def candidate_layouts(
         pairs = _splits(cpus)
     else:
         pairs = [(1, None), (2, None)]
-    batches = [given.max_batch] if given.max_batch is not None else [1, FIRST_BATCH]
-    batches = sorted({min(b, batch_limit) for b in batches})
+    batch = min(given.max_batch or 1, batch_limit)
     delay = given.max_delay_ms if given.max_delay_ms is not None else 0.0
-    return [Layout(s, t, b, delay) for s, t in pairs for b in batches]
+    return [Layout(s, t, batch, delay) for s, t in pairs]
 
 
 def default_layout(given: ServingConfig, *, cpu: bool, cpus: int, batch_limit: int) -> Layout:
@@ -196,6 +205,9 @@ def _serve_for(
         for caller in callers:
             caller.start()
         stop.wait(seconds)
+        while sum(counts) < MIN_REQUESTS and time.perf_counter() - started < MAX_TRIAL_S:
+            if errors or stop.wait(0.01):
+                break
         stop.set()
         for caller in callers:
             caller.join()
@@ -222,23 +234,33 @@ def measure(
     deadline = time.perf_counter() + BUDGET_S
     trials: list[Trial] = []
 
-    def trial(layout: Layout) -> None:
-        if trials and time.perf_counter() > deadline:
-            return
+    def trial(layout: Layout) -> bool:
+        """Whether ``layout`` ran and served the most requests so far."""
+        if len(trials) >= 2 and time.perf_counter() > deadline:
+            return False
         rate = _serve_for(streams_for(layout), layout, batching, feed, names, TRIAL_S)
         trials.append(Trial(layout, rate))
+        return best_of(trials).layout is layout
 
     for layout in candidates:
         trial(layout)
     best = best_of(trials).layout
-    if best.max_batch > 1 and free.max_batch is None and SECOND_BATCH <= batch_limit:
-        trial(Layout(best.streams, best.threads, SECOND_BATCH, best.max_delay_ms))
-        best = best_of(trials).layout
+    if free.max_batch is None and batch_limit > 1 and best.max_batch == 1:
+        if trial(attrs.evolve(best, max_batch=min(FIRST_BATCH, batch_limit))):
+            best = best_of(trials).layout
+            if SECOND_BATCH <= batch_limit:
+                trial(attrs.evolve(best, max_batch=SECOND_BATCH))
+    best = best_of(trials).layout
     if best.max_batch > 1 and free.max_delay_ms is None:
-        trial(Layout(best.streams, best.threads, best.max_batch, DELAY_MS))
+        trial(attrs.evolve(best, max_delay_ms=DELAY_MS))
     return trials
 
 
 def best_of(trials: Sequence[Trial]) -> Trial:
-    """The trial that served the most requests per second."""
-    return max(trials, key=lambda t: t.requests_per_s)
+    """The trial that served the most requests per second; a later (less plain) one must serve
+    :data:`WIN_MARGIN` times the earlier best's to take its place."""
+    best = trials[0]
+    for trial in trials[1:]:
+        if trial.requests_per_s > WIN_MARGIN * best.requests_per_s:
+            best = trial
+    return best
