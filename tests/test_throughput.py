@@ -301,10 +301,12 @@ def test_close_while_requests_queue_fails_them_clearly_and_ends_every_thread() -
     checkpoint = _checkpoint(models.slow_loop_model())
     given = ServingConfig(streams=1, threads_per_stream=1, max_batch=1, max_delay_ms=0)
     backend = OnnxBackend.from_checkpoint(checkpoint, performance_hint="throughput", serving=given)
-    assert _serving_threads()
+    server = backend._server
+    assert _serving_threads() and server is not None
     events = _queued_behind_a_run_that_never_ends(backend)
     backend.close()
     assert not _serving_threads()
+    assert all(not device.streams for device in server.devices)  # no session kept by the queue
     for event in events:
         assert event.wait(60)
         assert isinstance(event.error, BackendClosedError), event.error  # type: ignore[attr-defined]

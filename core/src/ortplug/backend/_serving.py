@@ -189,6 +189,8 @@ class Server:
         for thread in self._threads:
             if thread is not current:
                 thread.join(max(0.0, deadline - time.monotonic()))
+        for device in self.devices:  # the sessions go now, even while the backend is referenced
+            device.streams = []
         _LIVE.discard(self)
 
     @property
