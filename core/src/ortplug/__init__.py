@@ -15,7 +15,15 @@ if TYPE_CHECKING:
     from typing import Any
 
     from .host._runtime import RuntimeDistribution, installed_runtimes, preload_runtime_libraries
-    from .backend import Binding, InferenceBackend, MemoryInfo, ModelInfo, OnnxBackend, ValueInfo
+    from .backend import (
+        Binding,
+        InferenceBackend,
+        MemoryInfo,
+        ModelInfo,
+        OnnxBackend,
+        ServingConfig,
+        ValueInfo,
+    )
     from .checkpoint import (
         CheckpointMetadata,
         InMemoryCheckpoint,
@@ -109,6 +117,7 @@ __all__ = [
     "RuntimeNotInstalledError",
     "SelectingPolicy",
     "SelectionRequest",
+    "ServingConfig",
     "SessionOptionsConfig",
     "Tolerance",
     "ValueInfo",
@@ -176,6 +185,7 @@ _LAZY = {
     "RuntimeNotInstalledError": ".errors",
     "SelectingPolicy": ".selection",
     "SelectionRequest": ".selection",
+    "ServingConfig": ".backend",
     "SessionOptionsConfig": ".providers.session_options",
     "Tolerance": ".checkpoint",
     "ValueInfo": ".backend",

@@ -6,7 +6,9 @@ needed to build and run a backend).
 ``OnnxBackend.from_checkpoint`` is one pipeline, a module per stage: candidates
 (``_plan``: the policy's choices, planned), verify (``_verified``), measure
 (``_measure``), serve (``_proven`` runs the stages and picks; ``_session`` builds,
-``_startup`` runs the pipeline in the background behind a CPU session).
+``_startup`` runs the pipeline in the background behind a CPU session). A throughput hint
+adds a serving stage (``_serving_start``): devices, batching and streams, measured
+(``_serving_measure``) and recorded (``_serving_record``), served by ``_serving``.
 """
 
 from __future__ import annotations
@@ -19,20 +21,46 @@ from .onnx_backend import OnnxBackend
 from .protocol import InferenceBackend
 
 if TYPE_CHECKING:
+    from ._serving_plan import (
+        HINT_ENTRY,
+        HINTS,
+        DeviceServing,
+        Layout,
+        ServingConfig,
+        ServingReport,
+        Trial,
+    )
+    from ._serving_record import recorded_serving
     from .binding import Binding
     from .introspection import MemoryInfo, ModelInfo, ValueInfo
 
 __all__ = [
+    "HINTS",
+    "HINT_ENTRY",
     "Binding",
+    "DeviceServing",
     "InferenceBackend",
     "InputSpec",
+    "Layout",
     "MemoryInfo",
     "ModelInfo",
     "OnnxBackend",
+    "ServingConfig",
+    "ServingReport",
+    "Trial",
     "ValueInfo",
+    "recorded_serving",
 ]
 
 _LAZY = {
+    "HINTS": "._serving_plan",
+    "HINT_ENTRY": "._serving_plan",
+    "DeviceServing": "._serving_plan",
+    "Layout": "._serving_plan",
+    "ServingConfig": "._serving_plan",
+    "ServingReport": "._serving_plan",
+    "Trial": "._serving_plan",
+    "recorded_serving": "._serving_record",
     "Binding": ".binding",
     "MemoryInfo": ".introspection",
     "ModelInfo": ".introspection",

@@ -48,6 +48,8 @@ if TYPE_CHECKING:
     from ..selection import ProviderPolicy
     from ..verification.verdicts import Verdict
     from ._proven import Proven
+    from ._serving import Server
+    from ._serving_plan import ServingConfig, ServingReport
     from ._startup import StartupSwitch
     from ._traffic_check import TrafficCheck
     from .binding import Binding
@@ -60,10 +62,39 @@ __all__ = ["OnnxBackend"]
 RunCallback = Callable[[Mapping[str, Any] | None, BaseException | None], None]
 
 
+_CLOSED = "this OnnxBackend is closed; build a new one with OnnxBackend.from_checkpoint(...)"
+
+
 def _closed_run(*_: object) -> NoReturn:
-    raise BackendClosedError(
-        "this OnnxBackend is closed; build a new one with OnnxBackend.from_checkpoint(...)"
-    )
+    raise BackendClosedError(_CLOSED)
+
+
+def _hint(
+    given: str | None,
+    serving: object,
+    options: SessionOptionsConfig | None,
+    startup_fallback: bool,
+) -> str:
+    """The performance hint asked for (checked against the arguments it cannot go with)."""
+    entries = options.config_entries if options is not None else None
+    if given is None and serving is None and not entries:
+        return "latency"  # today's path: nothing of the serving modules is imported
+    from ._serving_plan import ServingConfig, performance_hint
+
+    hint = performance_hint(given, entries)
+    if serving is not None and not isinstance(serving, ServingConfig):
+        raise OptionTypeError(f"serving: expected a ServingConfig, got {type(serving).__name__}")
+    if serving is not None and hint == "latency":
+        raise OptionError(
+            "serving: used only with performance_hint='throughput' or 'cumulative_throughput', "
+            "got performance_hint='latency'"
+        )
+    if startup_fallback and hint != "latency":
+        raise OptionError(
+            f"performance_hint={hint!r}: expected startup_fallback=False (a throughput build "
+            "measures its streams on the session that serves), got startup_fallback=True"
+        )
+    return hint
 
 
 class _IntoCache(threading.local):
@@ -116,6 +147,9 @@ class OnnxBackend:
         self._fallback_lock = threading.Lock()
         # held by register_custom_op_library's rebuild and a startup switch: never both at once
         self._rebuild_lock = threading.Lock()
+        #: The request queue and streams of a throughput hint (``None``: the latency hint).
+        self._server: Server | None = None
+        self._serving: ServingReport | None = None
 
     def _adopt(self, session: Any) -> None:
         """Take ``session`` as this backend's (at construction and after a rebuild)."""
@@ -177,6 +211,8 @@ class OnnxBackend:
         real_traffic_checks: int | None = None,
         spot_check: float | None = None,
         verify_inputs: Mapping[str, np.ndarray] | None = None,
+        performance_hint: str | None = None,
+        serving: ServingConfig | None = None,
     ) -> Self:
         """Build a backend by loading a checkpoint into a new ONNX Runtime session.
 
@@ -228,9 +264,24 @@ class OnnxBackend:
         a disagreement moves the calls that follow to the next verified choice.
         :meth:`wait_ready` waits until that settled; a candidate that fails leaves the CPU
         serving, with a warning carrying the cause (and :attr:`startup_error`).
+
+        ``performance_hint`` (default ``None``: the session config entry
+        ``ortplug.performance_hint`` of ``session_options``, else ``"latency"``): ``"latency"``
+        runs each call on the caller's thread, as fast as one caller can be served.
+        ``"throughput"`` serves many callers: execution streams (intra-op threads split so
+        streams x threads never exceed the CPUs this process may use) and a request queue that
+        batches concurrent requests along the batch dimension, each caller getting its own
+        rows back; :meth:`run`, :meth:`run_into`, :meth:`run_async` and :meth:`arun` go through
+        it, :meth:`bind` keeps its own session. ``"cumulative_throughput"`` does the same on
+        every verified device at once (a GPU and the CPU, two GPUs), dropping a device that
+        fails at run time. Streams, threads per stream, batch size and queueing delay are
+        measured on the model here at its first throughput build (a couple of seconds),
+        recorded, and shown in :attr:`serving` and ``report``; ``serving``
+        (a :class:`~ortplug.backend.ServingConfig`) fixes any of them instead.
         """
         resolved = resolve_checkpoint(checkpoint)
         verify = check_verify(verify)
+        hint = _hint(performance_hint, serving, session_options, startup_fallback)
         checked_traffic = real_traffic_checks is not None or spot_check is not None
         if checked_traffic and (not startup_fallback or verify is False):
             raise OptionError(
@@ -249,6 +300,7 @@ class OnnxBackend:
         plan = plan_session(resolved, providers, session_options, policy, plugins)
         if verify is False:
             plan = plan_on_reference(resolved, plan, session_options)
+        first = plan
         if startup_fallback and not plan.cpu_reference:
             from ._real_traffic import traffic_settings
             from ._startup import Proving, start_on_cpu  # only for this path: ~3 ms of imports
@@ -290,7 +342,45 @@ class OnnxBackend:
             backend._take_proven(resolved, proven)
         if min_accelerator_share is not None:
             enforce_share(backend.report, min_accelerator_share, strict=plan.strict)
+        if hint != "latency":
+            backend._serve(resolved, hint, serving, None if verify is False else first,
+                           session_options, verify, measure)  # fmt: skip
         return backend
+
+    def _serve(
+        self,
+        resolved: ResolvedCheckpoint,
+        hint: str,
+        given: ServingConfig | None,
+        first: SessionPlan | None,
+        session_options: SessionOptionsConfig | None,
+        verify: bool | Tolerance | None,
+        measure: bool | None,
+    ) -> None:
+        """Serve many callers from now on (the throughput hints): the server takes every run."""
+        from ._proven import measuring_wanted
+        from ._serving_plan import ServingConfig
+        from ._serving_start import start_serving
+
+        plan = self._plan
+        if plan is None:
+            raise AssertionError("a backend built from a checkpoint has a plan")  # pragma: no cover
+        server, report = start_serving(
+            hint=hint,
+            given=given or ServingConfig(),
+            origin=resolved,
+            served=plan,
+            session=self._live(),
+            first=first,
+            infos=(self.inputs, self.outputs),
+            session_options=session_options,
+            verify=verify,
+            measure_wanted=measuring_wanted(measure),
+        )
+        self._server, self._serving = server, report
+        self._fallbacks = ()  # the server answers a failing run itself
+        self._run = server.run
+        weakref.finalize(self, server.close, "the backend was garbage-collected")
 
     def _take_proven(self, resolved: ResolvedCheckpoint, proven: Proven) -> None:
         """Keep what the pipeline found: the verdict, the candidates and the verified fallbacks."""
@@ -516,7 +606,19 @@ class OnnxBackend:
             candidates=self._candidates,
             precision=plan.precision if plan else None,
             startup=self.startup_status,
+            serving=self._serving,
         )
+
+    @property
+    def performance_hint(self) -> str:
+        """``"latency"``, ``"throughput"`` or ``"cumulative_throughput"``: how calls are served."""
+        return "latency" if self._serving is None else self._serving.hint
+
+    @property
+    def serving(self) -> ServingReport | None:
+        """How a throughput hint serves many callers: each device's streams, threads, batch size,
+        queueing delay and measured requests per second (``None``: the latency hint)."""
+        return self._serving
 
     @property
     def closed(self) -> bool:
@@ -681,8 +783,10 @@ class OnnxBackend:
         Dtype, layout and the shape these inputs imply are checked before ONNX
         Runtime runs (again only when input shapes or the arrays change).
         Returns ``outputs`` itself. Reusing the same arrays call after call
-        allocates nothing per call.
+        allocates nothing per call (under a throughput hint the outputs are copied in).
         """
+        if self._server is not None:
+            return self._served_into(inputs, outputs, run_options)
         session = self._live()
         feed = inputs if type(inputs) is dict else self._feed(inputs)
         cache = self._into
@@ -704,6 +808,26 @@ class OnnxBackend:
         except Exception as exc:
             cache.signature = None
             self._raise_explained(feed, exc)
+        return outputs
+
+    def _served_into(
+        self,
+        inputs: Mapping[str, Any] | Sequence[Any],
+        outputs: Mapping[str, np.ndarray],
+        run_options: RunOptionsConfig | None,
+    ) -> Mapping[str, np.ndarray]:
+        """``run_into`` through the throughput hint's server: run, then copy into the arrays."""
+        feed = inputs if type(inputs) is dict else self._feed(inputs)
+        targets = check_into_outputs(outputs, self.outputs, self.inputs, feed)
+        results = self.run(feed, list(targets), run_options=run_options)
+        for name, array in targets.items():
+            result = np.asarray(results[name])
+            if result.shape != array.shape:
+                raise OptionError(
+                    f"run_into: output {name!r}: the run computed shape {result.shape}, "
+                    f"got an array of shape {array.shape}"
+                )
+            np.copyto(array, result)
         return outputs
 
     def _bind_into(
@@ -755,6 +879,9 @@ class OnnxBackend:
         """
         if not callable(callback):
             raise OptionTypeError(f"callback: expected a callable, got {type(callback).__name__}")
+        if self._server is not None:
+            self._served_async(inputs, callback, outputs, run_options)
+            return
         session = self._live()
         feed = self._feed(inputs)
         names = self._output_names if outputs is None else self._selected(outputs)
@@ -779,6 +906,70 @@ class OnnxBackend:
             _async_runs.finished()
             self._raise_explained(feed, exc)
 
+    def _submitted(
+        self,
+        inputs: Mapping[str, Any] | Sequence[Any],
+        outputs: Sequence[str] | str | None,
+        run_options: RunOptionsConfig | None,
+    ) -> tuple[dict[str, Any], list[str], Any, Any]:
+        """A request queued on the throughput hint's server: its feed, output names, own run
+        options (``None``: the stream's) and future."""
+        server = self._server
+        if server is None:
+            _closed_run()
+        feed = self._feed(inputs)
+        names = self._output_names if outputs is None else self._selected(outputs)
+        options = None if run_options is None else self._own_run_options(run_options)
+        try:
+            return feed, names, options, server.submit(feed, names, options)
+        except Exception as exc:
+            self._forget(options)
+            self._raise_explained(feed, exc)
+
+    def _forget(self, options: Any) -> None:
+        if options is not None:
+            with self._inflight_lock:
+                self._inflight.discard(options)
+
+    def _served_async(
+        self,
+        inputs: Mapping[str, Any] | Sequence[Any],
+        callback: RunCallback,
+        outputs: Sequence[str] | str | None,
+        run_options: RunOptionsConfig | None,
+    ) -> None:
+        """``run_async`` through the server: the callback runs on a stream's worker thread."""
+        from ._serving import callback_on
+
+        feed, names, options, future = self._submitted(inputs, outputs, run_options)
+
+        def done(results: list[Any] | None, error: BaseException | None) -> None:
+            self._forget(options)
+            if error is not None:
+                callback(None, self._explained(feed, error))
+            else:
+                callback(dict(zip(names, results or ())), None)
+
+        callback_on(future, done)
+
+    async def _served_arun(
+        self,
+        inputs: Mapping[str, Any] | Sequence[Any],
+        outputs: Sequence[str] | str | None,
+        run_options: RunOptionsConfig | None,
+    ) -> Mapping[str, Any]:
+        """``arun`` through the server; a cancelled (or timed-out) await cancels a queued request."""
+        import asyncio
+
+        feed, names, options, future = self._submitted(inputs, outputs, run_options)
+        try:
+            results = await asyncio.wrap_future(future)
+        except Exception as exc:
+            raise self._explained(feed, exc) from exc
+        finally:
+            self._forget(options)
+        return dict(zip(names, results))
+
     async def arun(
         self,
         inputs: Mapping[str, Any] | Sequence[Any],
@@ -787,6 +978,8 @@ class OnnxBackend:
         run_options: RunOptionsConfig | None = None,
     ) -> Mapping[str, Any]:
         """``await backend.arun(inputs)``: :meth:`run_async` for asyncio; the loop stays free."""
+        if self._server is not None:
+            return await self._served_arun(inputs, outputs, run_options)
         import asyncio  # deferred: ~20 ms that synchronous users never need
 
         loop = asyncio.get_running_loop()
@@ -819,7 +1012,11 @@ class OnnxBackend:
         self._set_terminate(False)
 
     def _set_terminate(self, terminate: bool) -> None:
-        """Set the flag on every run options in use: shared, in-flight runs', bindings' (none once closed)."""
+        """Set the flag on every run options in use: shared, in-flight runs', bindings' (none once
+        closed), and the throughput hint's streams (its queued requests fail)."""
+        server = self._server
+        if server is not None:
+            server.terminate(terminate)
         with self._inflight_lock:
             self._terminated = terminate
             shared = () if self._run_options is None else (self._run_options,)
@@ -862,6 +1059,12 @@ class OnnxBackend:
         if not os.path.isfile(library):
             raise MissingFileError(f"register_custom_op_library: file not found: {library}")
         self._live()
+        if self._server is not None:
+            raise OptionError(
+                f"register_custom_op_library: expected a backend with the latency hint, got "
+                f"performance_hint={self.performance_hint!r}; build it with the library in "
+                "SessionOptionsConfig(custom_op_libraries=[...])"
+            )
         with self._rebuild_lock:  # a startup switch waits, then builds with the library too
             if self._rebuild is None or self._options is None:
                 raise RuntimeError(
@@ -881,6 +1084,8 @@ class OnnxBackend:
     def _raise_explained(self, inputs: object, exc: Exception) -> NoReturn:
         if self._session is None:
             _closed_run()
+        if isinstance(exc, (BackendClosedError, RunTerminatedError)):  # said already
+            raise exc
         if self._terminated or "terminate flag" in str(exc).lower():
             raise RunTerminatedError(
                 "the run was stopped by OnnxBackend.terminate(); call reset_terminate() to run again"
@@ -894,8 +1099,14 @@ class OnnxBackend:
         ) from exc
 
     def _explain_async(self, feed: object, error: str) -> BaseException:
+        return self._explained(feed, RuntimeError(error))
+
+    def _explained(self, feed: object, error: BaseException) -> BaseException:
+        """The error a caller gets for ``error`` of a run of ``feed`` (as :meth:`run` raises it)."""
+        if not isinstance(error, Exception):
+            return error
         try:
-            self._raise_explained(feed, RuntimeError(error))
+            self._raise_explained(feed, error)
         except Exception as explained:
             return explained
         raise AssertionError("unreachable")  # pragma: no cover
@@ -909,7 +1120,13 @@ class OnnxBackend:
 
     def close(self) -> None:
         """Release the session and everything native made from it, even while this object and its
-        bindings stay referenced; later runs raise :class:`BackendClosedError`. Idempotent."""
+        bindings stay referenced; later runs raise :class:`BackendClosedError`. Idempotent.
+
+        Under a throughput hint, queued requests fail with :class:`BackendClosedError`, runs in
+        progress are stopped, and the streams' threads have ended when it returns."""
+        server, self._server = self._server, None
+        if server is not None:
+            server.close(_CLOSED)
         self._close_bindings()
         with self._inflight_lock:
             self._inflight.clear()

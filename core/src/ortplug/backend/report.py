@@ -12,6 +12,7 @@ from ._placement import accelerator_share
 
 if TYPE_CHECKING:
     from ..verification.verdicts import Verdict
+    from ._serving_plan import ServingReport
 
 __all__ = ["Candidate", "ProviderReport"]
 
@@ -69,6 +70,7 @@ class ProviderReport:
     computes at, a mode the policy chose (``None``: the weights' own); ``candidates`` every
     candidate the build weighed (empty for a wrapped session or a chain built without a choice).
     ``startup`` says what a startup fallback is doing or did (``None``: built without one).
+    ``serving`` says how a throughput hint serves many callers (``None``: the latency hint).
     """
 
     requested: tuple[str, ...]
@@ -83,6 +85,7 @@ class ProviderReport:
     candidates: tuple[Candidate, ...] = ()
     precision: str | None = None
     startup: str | None = None
+    serving: ServingReport | None = None
 
     @property
     def accelerator_share(self) -> float | None:
@@ -105,6 +108,7 @@ class ProviderReport:
             "candidates": [c.to_dict() for c in self.candidates],
             "precision": self.precision,
             "startup": self.startup,
+            "serving": None if self.serving is None else self.serving.to_dict(),
         }
 
     def lines(self) -> list[str]:
@@ -125,5 +129,7 @@ class ProviderReport:
         out += [f"candidate  {candidate.describe()}" for candidate in self.candidates]
         if self.startup is not None:
             out.append(f"startup    {self.startup}")
+        if self.serving is not None:
+            out += self.serving.lines()
         out += [f"onnxrt     {message}" for message in self.messages]
         return out

@@ -64,6 +64,7 @@ _IN_USE_S = 600.0
 #: The core's own record files: folder -> kind.
 _RECORD_FOLDERS = {
     "autotune": "autotune record",
+    "serving": "serving record",
     "probes": "probe facts",
     "entry-points": "plugin scan",
     "verify": "verification verdict",

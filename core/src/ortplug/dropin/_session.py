@@ -14,6 +14,11 @@ Runtime's own, so a run costs what it costs there and nothing keeps its inputs.
   raises its own errors;
 * ortplug's forms (``"cuda"``, ``{"kind": "cuda", ...}``, config objects): that
   path too, strictly (a requested accelerator that is not realized raises).
+
+A ``SessionOptions`` whose config entry ``ortplug.performance_hint`` is ``throughput`` or
+``cumulative_throughput`` serves many callers through ortplug's request queue (see
+``OnnxBackend.from_checkpoint``): this object's ``run`` then goes through it; its IO bindings
+keep the session.
 """
 
 from __future__ import annotations
@@ -46,6 +51,9 @@ except ImportError:  # pragma: no cover - ortplug's error names the command to i
 # The program's logger settings are remembered from here on (under ``ortplug exec``: from its
 # ``import onnxruntime``), so that ortplug's own captures put them back as they were.
 hook_onnxruntime(_ort)
+
+#: The session config entry that asks for a performance hint (``ortplug.backend.HINT_ENTRY``).
+_HINT_ENTRY = "ortplug.performance_hint"
 
 #: ONNX Runtime's own classes, as they were before any patch.
 _OrtSession: Any = _ort.capi.onnxruntime_inference_collection.InferenceSession
@@ -115,6 +123,17 @@ def _left_to_ort(sess_options: object, kwargs: Mapping[str, object]) -> str | No
     return None
 
 
+def _hint_entry(sess_options: object) -> str | None:
+    """The performance hint a caller's ``SessionOptions`` carries as a config entry, if any."""
+    get = getattr(sess_options, "get_session_config_entry", None)
+    if not callable(get):
+        return None
+    try:
+        return str(get(_HINT_ENTRY))
+    except Exception:  # ONNX Runtime raises for an entry it does not hold
+        return None
+
+
 def _checkpoint(model: str | bytes) -> Any:
     from ..checkpoint import InMemoryCheckpoint, LocalCheckpoint
 
@@ -138,6 +157,26 @@ def _below_ortplug(traceback: TracebackType | None) -> TracebackType | None:
     ):
         traceback = traceback.tb_next
     return traceback
+
+
+class _ServedRun:
+    """The drop-in's ``run`` under a throughput hint: ``run(output_names, input_feed,
+    run_options=None)``, through the backend's request queue, errors as ONNX Runtime raises them."""
+
+    def __init__(self, backend: OnnxBackend) -> None:
+        self._backend = backend
+
+    def __call__(
+        self,
+        output_names: Sequence[str] | None,
+        input_feed: Mapping[str, Any],
+        run_options: Any = None,
+    ) -> list[Any]:
+        server = self._backend._server
+        if server is None:  # closed
+            return list(self._backend._live().run(output_names, input_feed, run_options))
+        names = list(output_names) if output_names else self._backend.output_names
+        return server.submit(dict(input_feed), names, run_options).result()
 
 
 class InferenceSession(_OrtSession):  # type: ignore[misc]
@@ -276,9 +315,10 @@ class InferenceSession(_OrtSession):  # type: ignore[misc]
             source = model
         else:
             raise TypeError(f"Unable to load from type '{type(model)}'")  # ONNX Runtime's words
+        hint = None if config.ort_base is None else _hint_entry(config.ort_base)
         with left_to_ort():  # the program's session logs as ONNX Runtime's class would
             backend = OnnxBackend.from_checkpoint(
-                _checkpoint(source), chain, session_options=config
+                _checkpoint(source), chain, session_options=config, performance_hint=hint
             )
         _Session.__init__(self, enable_fallback=int(kwargs.get("enable_fallback", 1)) == 1)
         self._model_path = source if isinstance(source, str) else None
@@ -288,6 +328,10 @@ class InferenceSession(_OrtSession):  # type: ignore[misc]
         self._fallback_providers = [_CPU]
         self._bind_session(backend._live()._sess)
         self._backend = backend
+        if backend.performance_hint != "latency":
+            self.run = _ServedRun(backend)  # ONNX Runtime's run otherwise: nothing in between
+        else:
+            self.__dict__.pop("run", None)  # set_providers may have built a throughput one
 
     def _reasons(self) -> str:
         backend = self._backend

@@ -5,7 +5,14 @@ from __future__ import annotations
 from typing import ClassVar
 
 import attrs
-from ortplug.plugins import bool_field, choice_field, int_field, ort_options, path_field
+from ortplug.plugins import (
+    HostCapabilities,
+    bool_field,
+    choice_field,
+    int_field,
+    ort_options,
+    path_field,
+)
 
 __all__ = ["CONV_ALGO_SEARCH", "CudaProvider"]
 
@@ -51,6 +58,14 @@ class CudaProvider:
     user_compute_stream: int | None = int_field(minimum=1)
     preload_dlls: bool = bool_field(True)
     dll_directory: str | None = path_field()
+
+    def each_device(self, host: HostCapabilities) -> tuple[CudaProvider, ...]:
+        """This provider on each GPU the host's ``cuda`` probe lists, its own device first
+        (``performance_hint="cumulative_throughput"`` serves on every one of them)."""
+        devices = host.fact("cuda", "devices") or []
+        ids = [d.get("index") for d in devices if isinstance(d, dict)]
+        others = sorted({i for i in ids if type(i) is int and i >= 0 and i != self.device_id})
+        return (self, *(attrs.evolve(self, device_id=i) for i in others))
 
     def to_ort(self) -> tuple[str, dict[str, str]]:
         """ONNX Runtime's provider name and options (names from ``cuda_execution_provider_info``)."""

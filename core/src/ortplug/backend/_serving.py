@@ -1,0 +1,380 @@
+"""Serving many callers: one request queue, batched runs, execution streams on one or more devices.
+
+Every request of a backend built with a throughput hint is put on one queue. Each execution
+stream (a session, or a share of one, with its own worker thread) takes the oldest request it
+may run, then the queued requests of the same group (:func:`~._batch_rows.group_of`) up to its
+device's ``max_batch`` rows, waiting at most ``max_delay_s`` after the first was queued for more
+to come; it runs them as one and splits the outputs back to each caller. A batch that fails is
+run again request by request, so only the bad request's caller gets the error.
+
+With several devices (``cumulative_throughput``) the streams of every device take from the same
+queue, so each takes work in proportion to how fast it runs it. A request that fails alone on
+one device is queued again for the others; when it then runs elsewhere, the device it failed on
+is dropped (its streams stop) with a :class:`~ortplug.errors.ProviderFallbackWarning`, and the
+requests that had no device left get the error they failed with.
+
+``close()`` fails the queued requests with :class:`~ortplug.errors.BackendClosedError`, stops
+the runs in progress (ONNX Runtime's terminate flag) and joins every worker thread;
+``terminate(True)`` fails the queued requests with :class:`~ortplug.errors.RunTerminatedError`
+and stops the runs in progress until ``terminate(False)``.
+"""
+
+from __future__ import annotations
+
+import atexit
+import threading
+import time
+import warnings
+import weakref
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future, InvalidStateError
+from typing import Any
+
+import attrs
+
+from ..errors import BackendClosedError, ProviderFallbackWarning, RunTerminatedError
+from ._batch_rows import Batching, NotRowwise, group_of, split_rows, stack_rows
+
+__all__ = ["EXIT_WAIT_S", "Device", "Server", "Stream", "callback_on"]
+
+#: How long ``close()`` (and the interpreter's exit) waits for a worker still in a run.
+EXIT_WAIT_S = 30.0
+
+_LIVE: weakref.WeakSet[Server] = weakref.WeakSet()
+_TERMINATED = "the run was stopped by OnnxBackend.terminate(); call reset_terminate() to run again"
+
+
+def _close_live() -> None:
+    for server in list(_LIVE):
+        server.close("the interpreter is exiting")
+
+
+atexit.register(_close_live)
+
+
+@attrs.define(eq=False)
+class Stream:
+    """One execution stream: the session its worker runs, and the run options its runs take
+    (what ``terminate()`` reaches)."""
+
+    session: Any
+    options: Any
+
+
+@attrs.define(eq=False)
+class Device:
+    """One device's streams and batch limits; ``dropped`` says why it serves no more."""
+
+    label: str
+    streams: list[Stream]
+    max_batch: int
+    max_delay_s: float
+    dropped: str | None = None
+    #: Requests it served, and runs it made (for the report).
+    requests: int = 0
+    runs: int = 0
+
+
+class _Request:
+    """One caller's request: its feed, the outputs asked, its group and rows, its future."""
+
+    __slots__ = ("avoid", "failure", "feed", "future", "group", "names", "options", "queued", "rows")
+
+    def __init__(
+        self, feed: Mapping[str, Any], names: Sequence[str], options: Any, batching: Batching | None
+    ) -> None:
+        self.feed = feed
+        self.names = names
+        self.options = options  # the caller's own run options: it runs alone, with them
+        found = group_of(batching, feed, names) if options is None else None
+        self.group, self.rows = found if found is not None else (None, 0)
+        self.future: Future[list[Any]] = Future()
+        self.queued = time.monotonic()
+        self.avoid: set[Device] = set()  # devices it failed on alone
+        self.failure: tuple[Device, BaseException] | None = None
+
+
+def _settle(request: _Request, outputs: list[Any] | None, error: BaseException | None) -> None:
+    """Give the caller its outputs or error (once; a caller that cancelled gets nothing)."""
+    try:
+        if error is not None:
+            request.future.set_exception(error)
+        else:
+            request.future.set_result(outputs or [])
+    except InvalidStateError:
+        pass
+
+
+class Server:
+    """The request queue and the worker threads of a backend's streams (module docstring)."""
+
+    def __init__(self, devices: Sequence[Device], batching: Batching | None) -> None:
+        self.devices = tuple(devices)
+        self._batching = batching
+        #: Why requests stopped sharing runs after the model's outputs could not be split.
+        self.unbatched: str | None = None
+        self._queue: deque[_Request] = deque()
+        self._cond = threading.Condition()
+        self._closed: str | None = None
+        self._terminated = False
+        self._threads: list[threading.Thread] = []
+        for device in self.devices:
+            for index, stream in enumerate(device.streams):
+                thread = threading.Thread(
+                    target=self._work,
+                    args=(device, stream),
+                    name=f"ortplug-serving-{device.label}-{index}",
+                    daemon=True,
+                )
+                self._threads.append(thread)
+        for thread in self._threads:
+            thread.start()
+        _LIVE.add(self)
+
+    # -- callers -------------------------------------------------------------------------------
+
+    def submit(
+        self, feed: Mapping[str, Any], names: Sequence[str], options: Any = None
+    ) -> Future[list[Any]]:
+        """Queue a request; its future gets the outputs of ``names`` in order, or the error.
+
+        ``options`` (ONNX Runtime ``RunOptions`` of the caller's own) make it run alone with them.
+        """
+        request = _Request(feed, names, options, self._batching)
+        with self._cond:
+            if self._closed is not None:
+                raise BackendClosedError(self._closed)
+            if self._terminated:
+                raise RunTerminatedError(_TERMINATED)
+            self._queue.append(request)
+            self._cond.notify_all()
+        return request.future
+
+    def run(self, names: Sequence[str], feed: Mapping[str, Any]) -> list[Any]:
+        """One request, waited for: the backend's run function under a throughput hint."""
+        return self.submit(feed, names).result()
+
+    def terminate(self, terminate: bool) -> None:
+        """Stop the runs in progress and fail the queued requests (and refuse new ones), or
+        accept requests again."""
+        with self._cond:
+            self._terminated = terminate
+            pending = list(self._queue) if terminate else []
+            if terminate:
+                self._queue.clear()
+        for device in self.devices:
+            for stream in device.streams:
+                stream.options.terminate = terminate
+        for request in pending:
+            _settle(request, None, RunTerminatedError(_TERMINATED))
+
+    def close(self, why: str) -> None:
+        """Fail the queued requests with ``why``, stop the runs in progress, join the workers."""
+        with self._cond:
+            first = self._closed is None
+            if first:
+                self._closed = why
+            pending = list(self._queue)
+            self._queue.clear()
+            self._cond.notify_all()
+        if first:
+            for device in self.devices:
+                for stream in device.streams:
+                    stream.options.terminate = True
+        for request in pending:
+            _settle(request, None, BackendClosedError(why))
+        current = threading.current_thread()
+        deadline = time.monotonic() + EXIT_WAIT_S
+        for thread in self._threads:
+            if thread is not current:
+                thread.join(max(0.0, deadline - time.monotonic()))
+        for device in self.devices:  # the sessions go now, even while the backend is referenced
+            device.streams = []
+        _LIVE.discard(self)
+
+    @property
+    def alive(self) -> tuple[Device, ...]:
+        """The devices still serving."""
+        return tuple(device for device in self.devices if device.dropped is None)
+
+    # -- workers -------------------------------------------------------------------------------
+
+    def _stopped(self) -> BaseException | None:
+        """The error every request gets now: closed or terminated (``None``: serving)."""
+        if self._closed is not None:
+            return BackendClosedError(self._closed)
+        if self._terminated:
+            return RunTerminatedError(_TERMINATED)
+        return None
+
+    def _work(self, device: Device, stream: Stream) -> None:
+        while True:
+            batch = self._take(device)
+            if batch is None:
+                return
+            try:
+                self._serve(device, stream, batch)
+            except BaseException as exc:  # a defect here must not leave a caller waiting
+                for request in batch:
+                    _settle(request, None, exc)
+
+    def _first(self, device: Device) -> _Request | None:
+        """Pop the oldest request ``device`` may run (cancelled ones are dropped)."""
+        queue = self._queue
+        index = 0
+        while index < len(queue):
+            request = queue[index]
+            if device in request.avoid:
+                index += 1
+                continue
+            del queue[index]
+            if request.future.running() or request.future.set_running_or_notify_cancel():
+                return request
+        return None
+
+    def _take(self, device: Device) -> list[_Request] | None:
+        """The next batch for a stream of ``device``; ``None`` when it is to stop."""
+        with self._cond:
+            while True:
+                if self._closed is not None or device.dropped is not None:
+                    return None
+                first = self._first(device)
+                if first is not None:
+                    break
+                self._cond.wait()
+            batch = [first]
+            batching = self._batching
+            if first.group is not None and batching is not None:
+                limit = batching.rows_limit(device.max_batch)
+                deadline = first.queued + device.max_delay_s
+                rows = first.rows + self._gather(batch, device, limit - first.rows)
+                while rows < limit and self._closed is None:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        break
+                    self._cond.wait(left)
+                    rows += self._gather(batch, device, limit - rows)
+            device.requests += len(batch)
+            device.runs += 1
+            return batch
+
+    def _gather(self, batch: list[_Request], device: Device, room: int) -> int:
+        """Move queued requests of ``batch``'s group that fit in ``room`` rows into it."""
+        group = batch[0].group
+        added = 0
+        kept: deque[_Request] = deque()
+        for request in self._queue:
+            if request.group != group or device in request.avoid or request.rows > room - added:
+                kept.append(request)
+            elif request.future.running() or request.future.set_running_or_notify_cancel():
+                batch.append(request)
+                added += request.rows
+        self._queue = kept
+        return added
+
+    def _serve(self, device: Device, stream: Stream, batch: list[_Request]) -> None:
+        batching = self._batching
+        first = batch[0]
+        if first.group is None or batching is None or (len(batch) == 1 and not batching.static):
+            self._alone(device, stream, first)
+            return
+        try:
+            shares = self._together(stream, batch, batching.static)
+        except NotRowwise as exc:
+            self._batching = None  # the model's outputs cannot be split: no more shared runs
+            self.unbatched = f"a batched run could not be split ({exc})"
+            for request in batch:
+                self._alone(device, stream, request)
+            return
+        except Exception as exc:
+            if len(batch) == 1:
+                self._failed(device, first, exc)
+                return
+            for request in batch:  # the bad request's caller alone gets its error
+                self._alone(device, stream, request)
+            return
+        for request, outputs in zip(batch, shares):
+            self._succeeded(request, outputs)
+
+    def _together(
+        self, stream: Stream, batch: list[_Request], static: int | None
+    ) -> list[list[Any]]:
+        """One run of the batch's rows; each request's outputs."""
+        stacked = stack_rows([request.feed for request in batch], static)
+        ran = next(iter(stacked.values())).shape[0]
+        outputs = stream.session.run(list(batch[0].names), stacked, stream.options)
+        return split_rows(outputs, [request.rows for request in batch], ran)
+
+    def _alone(self, device: Device, stream: Stream, request: _Request) -> None:
+        batching = self._batching
+        try:
+            if request.group is not None and batching is not None and batching.static:
+                outputs = self._together(stream, [request], batching.static)[0]
+            else:
+                options = request.options or stream.options
+                outputs = stream.session.run(list(request.names), dict(request.feed), options)
+        except Exception as exc:
+            self._failed(device, request, exc)
+            return
+        self._succeeded(request, outputs)
+
+    def _succeeded(self, request: _Request, outputs: list[Any]) -> None:
+        if request.failure is not None:  # it failed alone elsewhere and ran here: that device
+            failed, error = request.failure
+            self._drop(failed, error)
+        _settle(request, list(outputs), None)
+
+    def _failed(self, device: Device, request: _Request, error: Exception) -> None:
+        """A request failed alone: another device tries it, else its caller gets the error."""
+        stopped = self._stopped()
+        if stopped is not None:
+            _settle(request, None, stopped)
+            return
+        with self._cond:
+            request.avoid.add(device)
+            others = [d for d in self.alive if d not in request.avoid]
+            if others and self._closed is None:
+                if request.failure is None:
+                    request.failure = (device, error)
+                self._queue.appendleft(request)
+                self._cond.notify_all()
+                return
+        _settle(request, None, error)
+
+    def _drop(self, device: Device, error: BaseException) -> None:
+        """Serve no more on ``device`` (it failed what another device ran), unless it is the last."""
+        with self._cond:
+            if device.dropped is not None or len(self.alive) <= 1:
+                return
+            cause = " ".join(f"{type(error).__name__}: {error}".split())[:300]
+            device.dropped = f"failed at run time ({cause}); its requests ran elsewhere"
+            alive = set(self.alive)
+            stranded = [r for r in self._queue if alive <= r.avoid]
+            for request in stranded:
+                self._queue.remove(request)
+            self._cond.notify_all()
+        for request in stranded:
+            _settle(request, None, request.failure[1] if request.failure else error)
+        others = ", ".join(d.label for d in self.alive)
+        warnings.warn(
+            f"{device.label} failed at run time ({cause}); serving on {others} from now on "
+            "(its requests ran there)",
+            ProviderFallbackWarning,
+            stacklevel=2,
+        )
+
+
+def callback_on(
+    future: Future[list[Any]],
+    done: Callable[[list[Any] | None, BaseException | None], None],
+) -> None:
+    """Call ``done(outputs, None)`` or ``done(None, error)`` when ``future`` settles."""
+
+    def settled(finished: Future[list[Any]]) -> None:
+        if finished.cancelled():
+            return
+        error = finished.exception()
+        done(None if error is not None else finished.result(), error)
+
+    future.add_done_callback(settled)

@@ -1,0 +1,266 @@
+"""Measuring how to serve many callers: layouts tried on the model, on this host, side by side.
+
+Each trial serves :data:`CALLERS` callers that send the model's generated inputs over and over
+through a real :class:`~._serving.Server` and counts the requests served, for :data:`TRIAL_S`
+seconds and at least :data:`MIN_REQUESTS` requests (at most :data:`MAX_TRIAL_S` seconds). No
+trial starts once :data:`BUDGET_S` seconds of trials have passed, except the first two: about
+1.5 seconds for a tiny model, plus the sessions' builds. In order:
+
+1. each stream layout without batching (on the CPU: one stream with the session's own threads,
+   the CPUs split into single-thread streams, then into streams of 2, 4... threads; on an
+   accelerator: 1 and 2 streams);
+2. on the fastest layout: batches of up to :data:`FIRST_BATCH` rows, then (when that won)
+   :data:`SECOND_BATCH` rows, then a queueing delay of :data:`DELAY_MS` ms.
+
+Batches are only tried once a batched run's rows were found equal to the same requests run one
+by one (:func:`rows_problem`), and on an accelerator only up to the rows verification ran
+(:data:`~ortplug.verification.probes.BATCH_SIZES`).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import attrs
+import numpy as np
+
+from ..verification.probes import BATCH_SIZES
+from ._batch_rows import Batching, split_rows, stack_rows
+from ._serving import Device, Server, Stream
+from ._serving_plan import Layout, ServingConfig, Trial
+
+__all__ = [
+    "BUDGET_S",
+    "CALLERS",
+    "DELAY_MS",
+    "FIRST_BATCH",
+    "MAX_TRIAL_S",
+    "MIN_REQUESTS",
+    "SECOND_BATCH",
+    "TRIAL_S",
+    "WIN_MARGIN",
+    "batch_limit",
+    "best_of",
+    "candidate_layouts",
+    "default_layout",
+    "measure",
+    "rows_problem",
+]
+
+#: Seconds of trials after which no new trial starts (the first two always run).
+BUDGET_S = 2.0
+#: Seconds each trial serves its callers at least, and at most (a slow model's trial ends there).
+TRIAL_S = 0.15
+MAX_TRIAL_S = 1.0
+#: Requests a trial serves at least (within ``MAX_TRIAL_S``): a few per caller.
+MIN_REQUESTS = 32
+#: Concurrent callers of each trial.
+CALLERS = 8
+FIRST_BATCH = 8
+SECOND_BATCH = 32
+DELAY_MS = 2.0
+#: A trial replaces the best one only when it serves this many times its requests per second.
+WIN_MARGIN = 1.05
+#: Requests of the row check: run together, then one by one.
+_ROW_CHECK = 4
+
+
+def _splits(cpus: int) -> list[tuple[int, int | None]]:
+    """(streams, threads each) on ``cpus`` CPUs: one stream with the session's own threads,
+    then streams of 1, 2, 4... threads (at most 4 sessions unless they share one)."""
+    layouts: list[tuple[int, int | None]] = [(1, None)]
+    threads = 1
+    while threads < cpus:
+        streams = cpus // threads
+        if threads == 1 or streams <= 4:
+            layouts.append((streams, threads))
+        threads *= 2
+    return layouts
+
+
+def candidate_layouts(
+    given: ServingConfig, *, cpu: bool, cpus: int, batch_limit: int
+) -> list[Layout]:
+    """Round 1's layouts for a device (``batch_limit``: the most rows a run may take; 1: none)."""
+    if given.streams is not None or given.threads_per_stream is not None:
+        streams = given.streams or (
+            max(1, cpus // given.threads_per_stream) if cpu and given.threads_per_stream else 1
+        )
+        threads = given.threads_per_stream
+        if cpu and threads is None and streams > 1:
+            threads = max(1, cpus // streams)
+        pairs: list[tuple[int, int | None]] = [(streams, threads)]
+    elif cpu:
+        pairs = _splits(cpus)
+    else:
+        pairs = [(1, None), (2, None)]
+    batch = min(given.max_batch or 1, batch_limit)
+    delay = given.max_delay_ms if given.max_delay_ms is not None else 0.0
+    return [Layout(s, t, batch, delay) for s, t in pairs]
+
+
+def default_layout(given: ServingConfig, *, cpu: bool, cpus: int, batch_limit: int) -> Layout:
+    """The layout when nothing is measured: the CPUs split in single-thread streams (one
+    stream on an accelerator), batches of up to :data:`FIRST_BATCH` rows, no delay."""
+    streams = given.streams or (cpus if cpu else 1)
+    threads = given.threads_per_stream or (max(1, cpus // streams) if cpu else None)
+    batch = min(given.max_batch or FIRST_BATCH, batch_limit)
+    delay = given.max_delay_ms if given.max_delay_ms is not None else 0.0
+    return Layout(streams, threads, batch, delay)
+
+
+def batch_limit(batching: Batching | None, *, cpu: bool) -> int:
+    """The most rows a run may take on a device: 1 without batching; on an accelerator, the
+    most verification ran."""
+    if batching is None:
+        return 1
+    return SECOND_BATCH if cpu else max(BATCH_SIZES)
+
+
+def _distinct_rows(feed: Mapping[str, np.ndarray], count: int) -> list[dict[str, np.ndarray]]:
+    """``count`` one-row requests with different values (floats scaled and shifted, integers
+    rolled along their last axis), from ``feed``'s first row."""
+    requests = []
+    for index in range(count):
+        request = {}
+        for name, value in feed.items():
+            row = value[:1]
+            if row.dtype.kind == "f":
+                row = (row * (1 + 0.5 * index) + 0.25 * index).astype(row.dtype)
+            elif row.dtype.kind in "iu" and row.ndim >= 2:
+                row = np.roll(row, index, axis=-1)
+            request[name] = np.ascontiguousarray(row)
+        requests.append(request)
+    return requests
+
+
+def _agree(one: Any, other: Any) -> bool:
+    one, other = np.asarray(one), np.asarray(other)
+    if one.shape != other.shape or one.dtype != other.dtype:
+        return False
+    if one.dtype.kind not in "fc":
+        return bool(np.array_equal(one, other))
+    scale = float(np.max(np.abs(other[np.isfinite(other)]), initial=1.0))
+    return bool(np.allclose(one, other, rtol=1e-4, atol=1e-6 * scale, equal_nan=True))
+
+
+def rows_problem(
+    session: Any, feed: Mapping[str, np.ndarray], names: Sequence[str], batching: Batching
+) -> str | None:
+    """Why requests may not share runs of ``session`` (``None``: a batched run's rows equal the
+    same requests run one by one, so rows do not mix)."""
+    requests = _distinct_rows(feed, min(_ROW_CHECK, batching.static or _ROW_CHECK))
+    alone = []
+    for request in requests:
+        padded = stack_rows([request], batching.static)
+        outputs = session.run(list(names), padded)
+        alone.append([output[:1] for output in outputs] if batching.static else outputs)
+    stacked = stack_rows(requests, batching.static)
+    ran = next(iter(stacked.values())).shape[0]
+    try:
+        together = split_rows(session.run(list(names), stacked), [1] * len(requests), ran)
+    except Exception as exc:
+        return f"a batch of {len(requests)} rows did not run as one ({type(exc).__name__}: {exc})"
+    for index, (single, shared) in enumerate(zip(alone, together)):
+        for name, one, other in zip(names, shared, single):
+            if not _agree(one, other):
+                return (
+                    f"output {name!r} of row {index} differs when run in a batch of "
+                    f"{len(requests)} (rows mix, or the model is not row by row)"
+                )
+    return None
+
+
+def _serve_for(
+    streams: list[Stream],
+    layout: Layout,
+    batching: Batching | None,
+    feed: Mapping[str, Any],
+    names: Sequence[str],
+    seconds: float,
+) -> float:
+    """Requests per second ``streams`` served :data:`CALLERS` callers for ``seconds``."""
+    device = Device("trial", streams, layout.max_batch, layout.max_delay_ms / 1e3)
+    server = Server([device], batching)
+    stop = threading.Event()
+    counts = [0] * CALLERS
+    errors: list[BaseException] = []
+
+    def call(slot: int) -> None:
+        try:
+            while not stop.is_set():
+                server.run(names, dict(feed))
+                counts[slot] += 1
+        except BaseException as exc:  # the trial fails; the others stand
+            errors.append(exc)
+
+    try:
+        for _ in streams:  # warm: the first run of a session is not what it serves at
+            server.run(names, dict(feed))
+        callers = [threading.Thread(target=call, args=(i,), daemon=True) for i in range(CALLERS)]
+        started = time.perf_counter()
+        for caller in callers:
+            caller.start()
+        stop.wait(seconds)
+        while sum(counts) < MIN_REQUESTS and time.perf_counter() - started < MAX_TRIAL_S:
+            if errors or stop.wait(0.01):
+                break
+        stop.set()
+        for caller in callers:
+            caller.join()
+        elapsed = time.perf_counter() - started
+    finally:
+        server.close("the trial ended")
+    if errors:
+        raise errors[0]
+    return sum(counts) / elapsed
+
+
+def measure(
+    streams_for: Callable[[Layout], list[Stream]],
+    candidates: Sequence[Layout],
+    batching: Batching | None,
+    feed: Mapping[str, Any],
+    names: Sequence[str],
+    *,
+    batch_limit: int,
+    free: ServingConfig,
+) -> list[Trial]:
+    """Run round 1 on ``candidates``, then round 2 on the best (the fields ``free`` leaves
+    ``None`` are the ones round 2 may change); every trial, in order."""
+    deadline = time.perf_counter() + BUDGET_S
+    trials: list[Trial] = []
+
+    def trial(layout: Layout) -> bool:
+        """Whether ``layout`` ran and served the most requests so far."""
+        if len(trials) >= 2 and time.perf_counter() > deadline:
+            return False
+        rate = _serve_for(streams_for(layout), layout, batching, feed, names, TRIAL_S)
+        trials.append(Trial(layout, rate))
+        return best_of(trials).layout is layout
+
+    for layout in candidates:
+        trial(layout)
+    best = best_of(trials).layout
+    if free.max_batch is None and batch_limit > 1 and best.max_batch == 1:
+        if trial(attrs.evolve(best, max_batch=min(FIRST_BATCH, batch_limit))):
+            best = best_of(trials).layout
+            if SECOND_BATCH <= batch_limit:
+                trial(attrs.evolve(best, max_batch=SECOND_BATCH))
+    best = best_of(trials).layout
+    if best.max_batch > 1 and free.max_delay_ms is None:
+        trial(attrs.evolve(best, max_delay_ms=DELAY_MS))
+    return trials
+
+
+def best_of(trials: Sequence[Trial]) -> Trial:
+    """The trial that served the most requests per second; a later (less plain) one must serve
+    :data:`WIN_MARGIN` times the earlier best's to take its place."""
+    best = trials[0]
+    for trial in trials[1:]:
+        if trial.requests_per_s > WIN_MARGIN * best.requests_per_s:
+            best = trial
+    return best

@@ -1,0 +1,217 @@
+"""Serving records: how a throughput build measured it should serve a model on this host.
+
+One JSON file per (model fingerprint, ONNX Runtime version, host signature, hint) under
+``<cache>/serving/``, beside the autotune records of the proven choice
+(:mod:`ortplug.selection.autotune`, whose host signature it shares): a changed model, runtime
+or host finds none and measures again. A record names the configuration it was measured with
+(:class:`~._serving_plan.ServingConfig`) and the devices; a build asking for another one, or
+serving on other devices, does not use it. A corrupt or foreign file is ignored with an
+:class:`~ortplug.errors.OrtplugCacheWarning` naming it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import warnings
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from ..cache.root import atomic_write, cache_dir, cache_key, read_cache_file, touch, trusted_folder
+from ..checkpoint import ResolvedCheckpoint
+from ..errors import OptionError, OrtplugCacheWarning
+from ..host.capabilities import HostCapabilities
+from ..providers.options import check_threads
+from ..selection.autotune import host_signature
+from ._serving_plan import (
+    HINTS,
+    MAX_BATCH_ROWS,
+    MAX_DELAY_MS,
+    DeviceServing,
+    Layout,
+    ServingConfig,
+    ServingReport,
+    Trial,
+)
+
+__all__ = ["RECORD_FOLDER", "RECORD_SCHEMA", "lookup", "recorded_serving", "save"]
+
+RECORD_SCHEMA = 1
+#: The folder under the cache root that holds the records.
+RECORD_FOLDER = "serving"
+_MAX_RECORD_BYTES = 64 * 1024
+_MAX_DEVICES = 16
+_MAX_TRIALS = 32
+_MAX_TEXT = 400
+_MAX_RATE = 1e9
+
+
+def _name(checkpoint: ResolvedCheckpoint, host: HostCapabilities, hint: str) -> str:
+    signature = host_signature(host)
+    return f"{cache_key('serving', checkpoint.fingerprint(), host.ort_version, signature, hint)}.json"
+
+
+def save(
+    checkpoint: ResolvedCheckpoint,
+    host: HostCapabilities,
+    given: ServingConfig,
+    report: ServingReport,
+) -> Path:
+    """Write the record of ``report`` (measured with ``given`` fixed) atomically; its path."""
+    path = cache_dir(RECORD_FOLDER) / _name(checkpoint, host, report.hint)
+    record = {
+        "schema": RECORD_SCHEMA,
+        "model": checkpoint.fingerprint(),
+        "model_path": str(checkpoint.weights_path.resolve()) if checkpoint.weights_path else None,
+        "ort_version": host.ort_version,
+        "host": host_signature(host),
+        "given": given.to_dict(),
+        "report": report.to_dict(),
+    }
+    return atomic_write(path, json.dumps(record, indent=2))
+
+
+def _text(value: object, name: str) -> str:
+    if not isinstance(value, str) or len(value) > _MAX_TEXT:
+        raise OptionError(f"{name} is not a line of text")
+    return value
+
+
+def _rate(value: object, name: str) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= _MAX_RATE:
+        raise OptionError(f"{name} is not a rate from 0 to {_MAX_RATE:g}")
+    return float(value)
+
+
+def _whole(value: object, name: str, limit: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= limit:
+        raise OptionError(f"{name} is not a whole number from 1 to {limit}")
+    return value
+
+
+def _layout(value: object) -> Layout:
+    if not isinstance(value, dict):
+        raise OptionError("a layout is not an object")
+    threads = value.get("threads")
+    delay = value.get("max_delay_ms")
+    if isinstance(delay, bool) or not isinstance(delay, (int, float)) or not 0 <= delay <= MAX_DELAY_MS:
+        raise OptionError(f"max_delay_ms is not milliseconds from 0 to {MAX_DELAY_MS:g}")
+    return Layout(
+        _whole(value.get("streams"), "streams", 1024),
+        None if threads is None else check_threads("threads", threads),
+        _whole(value.get("max_batch"), "max_batch", MAX_BATCH_ROWS),
+        float(delay),
+    )
+
+
+def _device(value: object) -> DeviceServing:
+    if not isinstance(value, dict):
+        raise OptionError("a device is not an object")
+    chain = value.get("chain")
+    if not isinstance(chain, list) or not all(isinstance(k, str) and len(k) <= 64 for k in chain):
+        raise OptionError("chain is not a list of provider kinds")
+    trials = value.get("trials", [])
+    if not isinstance(trials, list) or len(trials) > _MAX_TRIALS:
+        raise OptionError("trials is not a list of trials")
+    layout = value.get("layout")
+    return DeviceServing(
+        _text(value.get("label"), "label"),
+        tuple(chain),
+        None if layout is None else _layout(layout),
+        _rate(value.get("requests_per_s"), "requests_per_s"),
+        _text(value.get("state"), "state"),
+        tuple(
+            Trial(_layout(t.get("layout")), _rate(t.get("requests_per_s"), "a trial") or 0.0)
+            for t in trials
+            if isinstance(t, dict)
+        ),
+    )
+
+
+def _parse(path: Path, checkpoint: ResolvedCheckpoint, host: HostCapabilities) -> tuple[Any, ServingReport]:
+    """The record's given configuration (as stored) and its report; any defect raises."""
+    try:
+        record = json.loads(read_cache_file(path, max_bytes=_MAX_RECORD_BYTES))
+    except RecursionError:
+        raise OptionError("its JSON is nested too deeply") from None
+    if not isinstance(record, dict) or record.get("schema") != RECORD_SCHEMA:
+        raise OptionError(f"not an ortplug serving record (schema {RECORD_SCHEMA})")
+    if (
+        record.get("model") != checkpoint.fingerprint()
+        or record.get("ort_version") != host.ort_version
+        or record.get("host") != json.loads(json.dumps(host_signature(host)))
+    ):
+        raise OptionError("it belongs to another model, ONNX Runtime version or host")
+    report = record.get("report")
+    if not isinstance(report, dict) or report.get("hint") not in HINTS:
+        raise OptionError("report is not a serving report")
+    devices = report.get("devices")
+    if not isinstance(devices, list) or not 1 <= len(devices) <= _MAX_DEVICES:
+        raise OptionError(f"devices is not a list of 1 to {_MAX_DEVICES} devices")
+    callers = report.get("callers")
+    if callers is not None:
+        callers = _whole(callers, "callers", 4096)
+    return record.get("given"), ServingReport(
+        str(report["hint"]),
+        tuple(_device(device) for device in devices),
+        _text(report.get("batching"), "batching"),
+        _text(report.get("source"), "source"),
+        callers,
+    )
+
+
+def recorded_serving(
+    checkpoint: ResolvedCheckpoint, host: HostCapabilities, hint: str = "throughput"
+) -> tuple[dict[str, Any], ServingReport] | None:
+    """The serving record of this model on this host for ``hint``: the configuration it was
+    measured with (``ServingConfig.to_dict()``) and its report; ``None`` when there is none.
+
+    For ``ortplug info --model`` and ``bench``: what a throughput build here serves with.
+    """
+    folder = trusted_folder(RECORD_FOLDER)
+    if folder is None:
+        return None
+    path = folder / _name(checkpoint, host, hint)
+    if not os.path.lexists(path):
+        return None
+    try:
+        given, report = _parse(path, checkpoint, host)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        warnings.warn(
+            f"ignoring serving record {path}: {exc}; delete it to measure again",
+            OrtplugCacheWarning,
+            stacklevel=3,
+        )
+        return None
+    touch(path)
+    return dict(given) if isinstance(given, dict) else {}, report
+
+
+def lookup(
+    checkpoint: ResolvedCheckpoint,
+    host: HostCapabilities,
+    hint: str,
+    given: ServingConfig,
+    labels: tuple[tuple[str, tuple[str, ...]], ...],
+) -> ServingReport | None:
+    """The recorded report when it was measured with ``given`` on these devices (label, chain)."""
+    found = recorded_serving(checkpoint, host, hint)
+    if found is None:
+        return None
+    stored, report = found
+    if stored != given.to_dict():
+        return None
+    if tuple((d.label, d.chain) for d in report.devices) != labels:
+        return None
+    if any(d.serving and d.layout is None for d in report.devices):
+        return None
+    return attrs.evolve(report, source=_recorded(report.source))
+
+
+def _recorded(source: str) -> str:
+    prefix = "recorded: "
+    return source if source.startswith(prefix) else prefix + source

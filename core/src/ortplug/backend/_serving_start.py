@@ -1,0 +1,294 @@
+"""The serving stage of a throughput build: devices, batching, layouts (measured or recorded), server.
+
+Runs after the proven choice (:mod:`._proven`) chose what serves. Under
+``cumulative_throughput`` every other choice of the policy that runs on another device is
+built and verified too (verdicts are cached, so later builds only build them). Batching is
+used when the model batches (:func:`~._batch_rows.batching_of`) and a batched run's rows
+were found equal to the same requests run alone (:func:`~._serving_measure.rows_problem`).
+The layouts come from the record of an earlier build of this model here, else from measuring
+(:mod:`._serving_measure`), then recorded; with measuring off (``measure=False``,
+``ORTPLUG_MEASURE=0``) or inputs that cannot be generated, from the defaults. A device whose
+measured rate is under :data:`MIN_SHARE` of the fastest one's serves nothing (it would only add
+latency).
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from ..checkpoint import ResolvedCheckpoint, Tolerance
+from ..errors import CacheError, OptionError, OrtplugCacheWarning, OrtplugError
+from ..plugins.manager import resolve_plugin_host
+from ..providers.session_options import SessionOptionsConfig
+from ..verification.sample_inputs import carried_samples, session_inputs
+from . import _serving_record
+from ._batch_rows import Batching, batching_of
+from ._plan import SessionPlan, plan_next
+from ._serving import Device, Server
+from ._serving_devices import DevicePlan, StreamBuilder, device_plans, usable_cpus
+from ._serving_measure import (
+    CALLERS,
+    batch_limit,
+    best_of,
+    candidate_layouts,
+    default_layout,
+    measure,
+    rows_problem,
+)
+from ._serving_plan import DeviceServing, Layout, ServingConfig, ServingReport, Trial
+from ._session import create_planned
+from ._verified import Verifier
+
+__all__ = ["MIN_SHARE", "start_serving"]
+
+#: A device serving under this share of the fastest device's requests per second is not used.
+MIN_SHARE = 0.05
+
+
+def _check_fits(given: ServingConfig, cpus: int) -> None:
+    """Streams x threads given may not exceed the CPUs this process may use."""
+    streams, threads = given.streams, given.threads_per_stream
+    if streams is not None and threads is not None and streams * threads > cpus:
+        raise OptionError(
+            f"serving: expected streams x threads_per_stream within the {cpus} CPUs this "
+            f"process may use, got {streams} x {threads} = {streams * threads}"
+        )
+
+
+@attrs.frozen
+class _Weighed:
+    """One device as the stage weighs it: its plan and builder, layout, trials and state."""
+
+    device: DevicePlan
+    builder: StreamBuilder | None
+    layout: Layout | None = None
+    rate: float | None = None
+    trials: tuple[Trial, ...] = ()
+    state: str = "serving"
+
+    def shown(self) -> DeviceServing:
+        return DeviceServing(
+            self.device.label, self.device.chain, self.layout, self.rate, self.state, self.trials
+        )
+
+
+def _others(
+    origin: ResolvedCheckpoint, first: SessionPlan, options: SessionOptionsConfig | None
+) -> list[SessionPlan]:
+    """Every choice of the policy, from its first, planned (nothing built)."""
+    plans = []
+    current: SessionPlan | None = first
+    while current is not None:
+        plans.append(current)
+        current = plan_next(origin, current, options)
+    return plans
+
+
+def _checked(
+    device: DevicePlan, origin: ResolvedCheckpoint, verify: bool | Tolerance | None
+) -> tuple[StreamBuilder | None, str]:
+    """Build and verify a device the build did not serve on: its builder, or why not used."""
+    try:
+        build = create_planned(device.weights, device.plan, device.plan.options)
+    except OrtplugError as exc:
+        return None, f"not used: failed to build: {' '.join(str(exc).split())[:300]}"
+    if device.on_cpu and device.plan.on_reference:
+        return StreamBuilder(device, build.session), "serving"
+    tolerance = verify if isinstance(verify, Tolerance) else None
+    verifier = Verifier(origin, resolve_plugin_host(device.plan.plugins), tolerance)
+    verdict = verifier.verdict(device.weights, device.plan, build.session)
+    if not verdict.passed:
+        return None, f"not used: rejected: {verdict.describe()}"
+    return StreamBuilder(device, build.session), "serving"
+
+
+def _batching(
+    session: Any,
+    infos: tuple[Sequence[Any], Sequence[Any]],
+    feed: Mapping[str, Any] | None,
+    names: Sequence[str],
+) -> tuple[Batching | None, str]:
+    """The batching that serves, and the line that says it."""
+    found = batching_of(*infos)
+    if isinstance(found, str):
+        return None, f"requests run one by one: {found}"
+    if feed is None:
+        return None, "requests run one by one: no inputs to check a batched run's rows on"
+    try:
+        problem = rows_problem(session, feed, names, found)
+    except Exception as exc:
+        problem = f"a batched run failed ({type(exc).__name__}: {' '.join(str(exc).split())[:200]})"
+    if problem is not None:
+        return None, f"requests run one by one: {problem}"
+    if found.static is not None:
+        return found, (
+            f"requests fill the model's static batch of {found.static} rows (the last row pads it)"
+        )
+    return found, (
+        "concurrent requests of the same shapes share runs along the first dimension (a batched "
+        "run's rows checked equal to the requests run one by one)"
+    )
+
+
+def start_serving(
+    *,
+    hint: str,
+    given: ServingConfig,
+    origin: ResolvedCheckpoint,
+    served: SessionPlan,
+    session: Any,
+    first: SessionPlan | None,
+    infos: tuple[Sequence[Any], Sequence[Any]],
+    session_options: SessionOptionsConfig | None,
+    verify: bool | Tolerance | None,
+    measure_wanted: bool,
+) -> tuple[Server, ServingReport]:
+    """The server of a throughput build and its report (see the module docstring).
+
+    ``session`` is the served plan's session (its stream sessions are built beside it);
+    ``first`` the policy's first choice (``None``: only the served device is used);
+    ``infos`` the model's inputs and outputs (:class:`~.introspection.ValueInfo`).
+    """
+    _check_fits(given, usable_cpus(served))
+    cumulative = hint == "cumulative_throughput"
+    plans = [] if first is None or not cumulative else _others(origin, first, session_options)
+    devices = device_plans(served, [p for p in plans if p is not served], origin, every=cumulative)
+    weighed: list[_Weighed] = []
+    for device in devices:
+        if device.plan is served:
+            weighed.append(_Weighed(device, StreamBuilder(device, session)))
+            continue
+        builder, state = _checked(device, origin, verify)
+        weighed.append(_Weighed(device, builder, state=state))
+    names = [info.name for info in infos[1]]
+    try:
+        samples = carried_samples(origin)
+        feed: Mapping[str, Any] | None = session_inputs(session, origin.metadata.extra, samples).feed
+    except OrtplugError:
+        feed = None
+    batching, batching_line = _batching(session, infos, feed, names)
+    usable = [w for w in weighed if w.builder is not None]
+    accelerators = sum(1 for w in usable if not w.device.on_cpu)
+    cpus = max(1, usable_cpus(served) - accelerators)
+    labels = tuple((w.device.label, w.device.chain) for w in usable)
+    recorded = None
+    if measure_wanted and not given.complete:
+        recorded = _serving_record.lookup(origin, served.host, hint, given, labels)
+    if recorded is not None:
+        weighed = _from_record(weighed, recorded)
+        source = recorded.source
+    elif measure_wanted and feed is not None and not given.complete:
+        started = time.perf_counter()
+        weighed = [_measured(w, given, batching, feed, names, cpus) for w in weighed]
+        seconds = time.perf_counter() - started
+        source = (
+            f"measured on this model's first {hint} build here ({seconds:.1f} s, "
+            f"{CALLERS} concurrent callers)"
+        )
+    else:
+        weighed = [_defaulted(w, given, batching, cpus) for w in weighed]
+        source = _unmeasured(given, measure_wanted, feed is not None)
+    weighed = _shared_out(weighed)
+    report = ServingReport(hint, tuple(w.shown() for w in weighed), batching_line, source,
+                           CALLERS if source.startswith(("measured", "recorded")) else None)  # fmt: skip
+    if recorded is None and source.startswith("measured"):
+        _save(origin, served, given, report)
+    server = Server(
+        [
+            Device(w.device.label, w.builder.streams(w.layout), w.layout.max_batch,
+                   w.layout.max_delay_ms / 1e3)  # fmt: skip
+            for w in weighed
+            if w.state == "serving" and w.builder is not None and w.layout is not None
+        ],
+        batching,
+    )
+    for w in weighed:
+        if w.builder is not None:
+            w.builder.release()
+    return server, report
+
+
+def _from_record(weighed: list[_Weighed], report: ServingReport) -> list[_Weighed]:
+    by_label = {device.label: device for device in report.devices}
+    out = []
+    for w in weighed:
+        shown = by_label.get(w.device.label)
+        if w.builder is None or shown is None:
+            out.append(w)
+            continue
+        out.append(attrs.evolve(w, layout=shown.layout, rate=shown.requests_per_s,
+                                trials=shown.trials, state=shown.state))  # fmt: skip
+    return out
+
+
+def _measured(
+    w: _Weighed,
+    given: ServingConfig,
+    batching: Batching | None,
+    feed: Mapping[str, Any],
+    names: Sequence[str],
+    cpus: int,
+) -> _Weighed:
+    if w.builder is None:
+        return w
+    cpu = w.device.on_cpu
+    limit = batch_limit(batching, cpu=cpu)
+    candidates = candidate_layouts(given, cpu=cpu, cpus=cpus, batch_limit=limit)
+    try:
+        trials = measure(w.builder.streams, candidates, batching, feed, names,
+                         batch_limit=limit, free=given)  # fmt: skip
+    except Exception as exc:
+        cause = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
+        return attrs.evolve(w, state=f"not used: failed while measured ({cause})")
+    best = best_of(trials)
+    return attrs.evolve(w, layout=best.layout, rate=best.requests_per_s, trials=tuple(trials))
+
+
+def _defaulted(w: _Weighed, given: ServingConfig, batching: Batching | None, cpus: int) -> _Weighed:
+    if w.builder is None:
+        return w
+    cpu = w.device.on_cpu
+    limit = batch_limit(batching, cpu=cpu)
+    return attrs.evolve(w, layout=default_layout(given, cpu=cpu, cpus=cpus, batch_limit=limit))
+
+
+def _unmeasured(given: ServingConfig, wanted: bool, have_inputs: bool) -> str:
+    if given.complete:
+        return "as given (ServingConfig)"
+    if not wanted:
+        return "defaults, not measured (measure=False or ORTPLUG_MEASURE=0)"
+    return "defaults, not measured (no inputs could be generated for the model)"
+
+
+def _shared_out(weighed: list[_Weighed]) -> list[_Weighed]:
+    """Devices under :data:`MIN_SHARE` of the fastest one's rate serve nothing."""
+    rates = [w.rate for w in weighed if w.state == "serving" and w.rate]
+    if len(rates) < 2:
+        return weighed
+    fastest = max(rates)
+    return [
+        attrs.evolve(
+            w,
+            state=f"not used: {w.rate:.0f} requests/s, under {MIN_SHARE:.0%} of the fastest "
+            f"device's {fastest:.0f}",
+        )
+        if w.state == "serving" and w.rate is not None and w.rate < MIN_SHARE * fastest
+        else w
+        for w in weighed
+    ]
+
+
+def _save(
+    origin: ResolvedCheckpoint, served: SessionPlan, given: ServingConfig, report: ServingReport
+) -> None:
+    try:
+        _serving_record.save(origin, served.host, given, report)
+    except CacheError as exc:
+        warnings.warn(
+            f"the measured serving layout is not recorded: {exc}", OrtplugCacheWarning, stacklevel=4
+        )
