@@ -11,7 +11,7 @@
    policy's warning, with the output, the difference and the tolerance.
 3. WebGPU on this host's adapter (lavapipe needs ORTPLUG_WEBGPU_ALLOW_SOFTWARE=1, which
    this script sets): an fp16 variant verified within the fp16 tolerance, then rejected
-   under rtol=1e-5.
+   under rtol=1e-4 atol=1e-5, where fp32 on WebGPU serves.
 4. Verification cost: a build of the MLP's fp16 variant that verifies (empty cache) against
    one that reads the cached verdict, and one with verify=False.
 
@@ -209,10 +209,10 @@ def section_webgpu(folder: Path) -> None:
     )
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", VerificationWarning)
-        tight = OnnxBackend.from_checkpoint(checkpoint, verify=Tolerance(1e-5, 0))
+        tight = OnnxBackend.from_checkpoint(checkpoint, verify=Tolerance(1e-4, 1e-5))
     for warning in caught:
-        print(f"  rtol=1e-5    warning: {warning.message}")
-    print(f"  rtol=1e-5    serves {tight.metadata.precision} on {', '.join(tight.providers)}")
+        print(f"  rtol=1e-4 atol=1e-5  warning: {warning.message}")
+    print(f"  rtol=1e-4 atol=1e-5  serves {tight.metadata.precision} on {', '.join(tight.providers)}")
 
 
 def section_cost(path: Path) -> None:
