@@ -47,7 +47,9 @@ from ..host._runtime import require_onnxruntime
 from ..host.ep_libraries import EpLibrary, devices_for, ensure_library
 from ..providers.configs import CPU_EP, ProviderConfig
 from ..providers.session_options import SessionOptionsConfig, settings_kept
+from ..plugins.manager import resolve_plugin_host
 from ._plan import SessionPlan
+from ._serial import serialised
 
 __all__ = [
     "SessionBuild",
@@ -401,8 +403,9 @@ def _enforce(
 def create_planned(
     checkpoint: ResolvedCheckpoint, plan: SessionPlan, options: SessionOptionsConfig
 ) -> SessionBuild:
-    """Create the session ``plan`` describes, with ``options`` (the plan's, or changed ones)."""
-    return create_session(
+    """Create the session ``plan`` describes, with ``options`` (the plan's, or changed ones);
+    its runs are serialised where a realized provider does not declare concurrent runs."""
+    build = create_session(
         checkpoint,
         options,
         plan.chain,
@@ -411,3 +414,4 @@ def create_planned(
         device_policy=plan.device_policy,
         explain_declines=plan.explain_declines,
     )
+    return attrs.evolve(build, session=serialised(build.session, resolve_plugin_host(plan.plugins)))

@@ -5,8 +5,10 @@ A candidate is checked on the paths ortplug itself runs, on inputs the CPU refer
 checkpoint's samples; the inputs neither has are generated): a plain run of the first feed,
 then the probe feeds (:mod:`ortplug.verification.probes`: batches, another size, other magnitudes, ids over their range), the first feed again after
 :data:`~ortplug.verification.probes.REPEATED_RUNS` runs, a subset of the outputs, a
-``run_async`` run, and one IO binding run twice with its inputs updated in place and bound
-again between the runs (a provider that hands back the first run's outputs fails as stale).
+``run_async`` run, the first feed from :data:`THREADS` threads at once where every provider
+declares concurrent runs (``ProviderType.concurrent_runs``; others' runs are serialised), and one
+IO binding run twice with its inputs updated in place and bound again between the runs (a
+provider that hands back the first run's outputs fails as stale).
 Every output of every run is judged as its consumer reads it
 (:mod:`ortplug.verification.comparison`). A candidate that raises on those inputs, or whose
 accelerators took no node of the graph (or fewer than ``min_accelerator_share``), fails too,
@@ -62,12 +64,18 @@ from ..verification.verdicts import (
 )
 from ._placement import accelerator_share, node_counts
 from ._plan import SessionPlan, plan_session
+from ._serial import concurrent_runs
 from ._session import capture_messages, create_planned, model_key
 from ._validation import InputChecker
 from .binding import accumulates
 from .introspection import value_infos
 
-__all__ = ["Verifier", "needs_check"]
+__all__ = ["THREADS", "Verifier", "needs_check"]
+
+#: Threads that run the first feed at once (each :data:`_RUNS_EACH` times) on a candidate whose
+#: providers all declare concurrent runs.
+THREADS = 4
+_RUNS_EACH = 3
 
 #: What a float input is fed as, by ONNX Runtime type (a variant may take fp16 where the reference takes fp32).
 _FLOAT_INPUTS = {
@@ -190,7 +198,8 @@ class _Findings:
 
     def judge(self, label: str, reference: Mapping[str, Any], outputs: Mapping[str, Any]) -> bool:
         """Judge one run's outputs (those of ``reference`` asked); ``False`` once an output fails."""
-        self.covered.append(label)
+        if label not in self.covered:
+            self.covered.append(label)
         checks = compare_outputs(
             reference, outputs, self._tolerance, self._rules, precision=self.precision
         )
@@ -220,7 +229,7 @@ class _Run:
     its cost in runs of the first feed."""
 
     label: str
-    call: Callable[[], dict[str, Any]]
+    call: Callable[[], dict[str, Any] | list[dict[str, Any]]]  # a list: each judged
     reference: Mapping[str, Any]
     cost: float = 1.0
 
@@ -360,6 +369,7 @@ class Verifier:
             plan.precision or candidate.metadata.precision,
             plan.host.ort_version,
             host_signature(plan.host),
+            concurrent_runs(providers, self._plugins),  # its runs at once are verified too
         )
 
     def tolerance_for(
@@ -513,6 +523,10 @@ class Verifier:
             alone = partial(_outputs, session, first, [last])
             runs.append(_Run(f"output {last!r} alone", alone, {last: everything[last]}))
         runs.append(_Run("run_async", partial(_run_async, session, names, first), everything))
+        if concurrent_runs(list(session.get_providers()), self._plugins):
+            at_once = partial(_at_once, session, first)
+            cost = THREADS * _RUNS_EACH
+            runs.append(_Run(f"{THREADS} threads at once", at_once, everything, cost))
         started, per_run = time.perf_counter(), None
         skipped = []
         for run in runs:
@@ -527,8 +541,9 @@ class Verifier:
                     reason = _one_line(exc, log)
                     return f"it raised on inputs the CPU reference runs: {reason} (on {run.label})"
             per_run = per_run if per_run is not None else time.perf_counter() - started
-            if not findings.judge(run.label, run.reference, outputs):
-                return None
+            for each in outputs if isinstance(outputs, list) else [outputs]:
+                if not findings.judge(run.label, run.reference, each):
+                    return None
         if skipped:
             findings.covered.append(
                 f"not run, over the {VERIFY_BUDGET_S:g} s budget: {', '.join(skipped)}"
@@ -634,6 +649,31 @@ def _run_async(session: Any, names: list[str], feed: Mapping[str, np.ndarray]) -
     if result.get("error"):
         raise RuntimeError(result["error"])
     return dict(zip(names, result["outputs"]))
+
+
+def _at_once(session: Any, feed: Mapping[str, np.ndarray]) -> list[dict[str, Any]]:
+    """The outputs of :data:`THREADS` threads started together, each running ``feed``
+    :data:`_RUNS_EACH` times on ``session``; the first error a run raised, raised."""
+    start = threading.Barrier(THREADS)
+    results: list[dict[str, Any]] = []
+    errors: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            start.wait(_ASYNC_WAIT_S)
+            mine = [_outputs(session, feed) for _ in range(_RUNS_EACH)]
+            results.extend(mine)
+        except BaseException as exc:  # raised again in the verifying thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, name="ortplug-verify") for _ in range(THREADS)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
+    return results
 
 
 def needs_check(

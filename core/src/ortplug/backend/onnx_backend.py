@@ -24,6 +24,7 @@ from ..errors import (
     RunTerminatedError,
 )
 from ..host._runtime import require_onnxruntime
+from ..plugins.manager import resolve_plugin_host
 from ..providers.configs import CPU_EP
 from ..providers.options import encode_option
 from ..providers.run_options import RunOptionsConfig
@@ -37,6 +38,7 @@ from ._plan import (
     resolve_checkpoint,
 )
 from ._run import bfloat16_as_ort_values, check_into_outputs, feed_by_name, select_outputs
+from ._serial import serialised
 from ._session import SessionBuild, create_planned
 from ._validation import InputChecker, InputSpec
 
@@ -112,14 +114,19 @@ class OnnxBackend:
     """An :class:`~ortplug.InferenceBackend` backed by ONNX Runtime.
 
     The session is built once and reused by every :meth:`run`, which is safe to
-    call from several threads. Build one with :meth:`from_checkpoint`, or wrap
-    a session you own with ``OnnxBackend(metadata, session)``.
+    call from several threads: runs of a session whose providers do not all declare
+    concurrent runs safe (``ProviderType.concurrent_runs``) take turns. Build one with
+    :meth:`from_checkpoint`, or wrap a session you own with ``OnnxBackend(metadata,
+    session)`` (``plugins``: the plugin host whose provider types say that; default:
+    the process-wide one).
     """
 
     #: Sees each run()'s request and outputs: a startup fallback's checks on real traffic.
     _watch: TrafficCheck | None = None
 
-    def __init__(self, metadata: CheckpointMetadata, session: Any) -> None:
+    def __init__(
+        self, metadata: CheckpointMetadata, session: Any, *, plugins: PluginHost | None = None
+    ) -> None:
         if not isinstance(metadata, CheckpointMetadata):
             raise OptionTypeError(
                 f"metadata: expected CheckpointMetadata, got {type(metadata).__name__}"
@@ -130,6 +137,7 @@ class OnnxBackend:
             )
         self._metadata = metadata
         self._ort = require_onnxruntime()
+        self._plugins = plugins
         self._adopt(session)
         self._requested = self._providers
         self._build_messages: tuple[str, ...] = ()
@@ -152,7 +160,9 @@ class OnnxBackend:
         self._serving: ServingReport | None = None
 
     def _adopt(self, session: Any) -> None:
-        """Take ``session`` as this backend's (at construction and after a rebuild)."""
+        """Take ``session`` as this backend's (at construction and after a rebuild), its runs
+        serialised where a provider does not declare concurrent runs."""
+        session = serialised(session, resolve_plugin_host(self._plugins))
         checker = InputChecker.from_session(session)
         output_names = [o.name for o in session.get_outputs()]
         self._metadata.require_names_in(
@@ -393,7 +403,7 @@ class OnnxBackend:
     def _from_build(
         cls, resolved: ResolvedCheckpoint, plan: SessionPlan, build: SessionBuild
     ) -> Self:
-        backend = cls(resolved.metadata, build.session)
+        backend = cls(resolved.metadata, build.session, plugins=plan.plugins)
         backend._take_plan(resolved, plan, build)
         return backend
 

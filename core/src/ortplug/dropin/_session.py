@@ -66,6 +66,28 @@ def _loaded(module: str, name: str) -> Any:
     return getattr(sys.modules.get(f"ortplug.{module}"), name, None)
 
 
+#: The methods that run the session (or bind for a run): held on the object itself, through the
+#: backend's locks, when its providers do not all declare concurrent runs.
+_RUNS = (
+    "run",
+    "run_async",
+    "run_with_ort_values",
+    "run_with_ortvaluevector",
+    "run_with_iobinding",
+    "io_binding",
+)
+
+
+class _OwnMethods:
+    """ONNX Runtime's methods of a drop-in session, whatever its instance holds by their names."""
+
+    def __init__(self, session: InferenceSession) -> None:
+        self._session = session
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(_OrtSession, name).__get__(self._session)
+
+
 class SessionRecord(NamedTuple):
     """A session built under :func:`ortplug.patch`: its model, realized chain and why."""
 
@@ -280,6 +302,7 @@ class InferenceSession(_OrtSession):  # type: ignore[misc]
             _OrtSession.__init__(self, model, sess_options, providers, provider_options, **kwargs)
         except Exception as exc:
             raise _OrtRaised(exc) from None
+        self._serve(None)
         self._backend = None
         self._why = "ONNX Runtime's own" + (f" ({refusal})" if refusal else "")
 
@@ -328,10 +351,25 @@ class InferenceSession(_OrtSession):  # type: ignore[misc]
         self._fallback_providers = [_CPU]
         self._bind_session(backend._live()._sess)
         self._backend = backend
+        self._serve(backend._live())
         if backend.performance_hint != "latency":
-            self.run = _ServedRun(backend)  # ONNX Runtime's run otherwise: nothing in between
-        else:
-            self.__dict__.pop("run", None)  # set_providers may have built a throughput one
+            self.run = _ServedRun(backend)  # the server's queue and streams (their own locks)
+
+    def _serve(self, session: Any) -> None:
+        """Run as ``session`` (the backend's) runs: through its locks when its providers do not
+        all declare concurrent runs (``ortplug.backend._serial``); else, or for ``None``, with
+        ONNX Runtime's own methods, nothing added."""
+        for name in _RUNS:
+            self.__dict__.pop(name, None)
+        if session is None:
+            return
+        from ..backend._serial import SerialSession, serial_lock
+
+        lock = serial_lock(session)
+        if lock is not None:
+            serial = SerialSession(_OwnMethods(self), lock)
+            for name in _RUNS:
+                setattr(self, name, getattr(serial, name))
 
     def _reasons(self) -> str:
         backend = self._backend
@@ -376,6 +414,7 @@ class InferenceSession(_OrtSession):  # type: ignore[misc]
         strict = providers is not None and _ortplug_forms(providers, provider_options)
         if providers is not None and not strict:
             _OrtSession.set_providers(self, providers, provider_options)
+            self._serve(None)
             self._backend = None
             self._why = "ONNX Runtime's own (set_providers)"
             return

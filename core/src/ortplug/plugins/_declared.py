@@ -77,7 +77,10 @@ def _kinds(types: Iterable[ProviderType | KindDeclaration]) -> list[str]:
         library = item.library
         place = (library.name, library.package, library.path) if library is not None else None
         aliases = sorted(item.aliases)
-        rows.append(f"{item.kind} ({item.ort_name}, aliases {aliases}, library {place})")
+        concurrent = "concurrent runs" if item.concurrent_runs else "serialised runs"
+        rows.append(
+            f"{item.kind} ({item.ort_name}, aliases {aliases}, library {place}, {concurrent})"
+        )
     return sorted(rows)
 
 

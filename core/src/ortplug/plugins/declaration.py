@@ -23,6 +23,7 @@ The format (JSON; ``"ortplug"`` is the format version)::
                         "package": "onnxruntime_ep_acme"},  # package= or path=, as EpLibrary
             "platforms": ["linux", "win32"],       # sys.platform prefixes it can run on ([]: any)
             "requires": ["acme.devices"],          # "probe.fact"s that must all be truthy
+            "concurrent_runs": true,               # Run() from several threads at once is safe
             "hardware": "Acme NPUs",               # catalog: what it is for (free text)
             "install": "ortplug-acme",             # catalog: what to pip install
             "detect": [{"pci_vendor": "0xacme"}],  # catalog: how to see the hardware (below)
@@ -60,7 +61,9 @@ reads (:mod:`ortplug.host.hardware`; any one condition, each with all its keys, 
 ``runtime`` the runtime wheel and version rule ``install`` brings, ``cuda_min``
 the CUDA major it needs from the NVIDIA driver, ``alternatives`` the installs to
 fall back on for older drivers (same fields), ``unless`` the kinds that make it
-unneeded, ``optional`` a kind named but never installed by ``doctor --fix``. Every
+unneeded, ``optional`` a kind named but never installed by ``doctor --fix``.
+``concurrent_runs`` (default false) says the same as the kind's ``ProviderType``: whether
+its sessions may run from several threads at once (false: ortplug serialises them). Every
 table is checked against the fields below (one place each: ``_KIND``,
 ``_PROBE``, ``_IDENTITY``, ...); a new version of the format adds fields there.
 A declaration that does not check is one line naming the plugin, the file, the
@@ -237,6 +240,7 @@ class KindDeclaration:
     alternatives: tuple[Mapping[str, Any], ...] = ()
     unless: tuple[str, ...] = ()
     optional: bool = False
+    concurrent_runs: bool = False
 
     def installs(self) -> tuple[Mapping[str, Any], ...]:
         """The catalog's installs for this kind (``_INSTALL``'s fields), in the order to try."""
@@ -466,6 +470,7 @@ _KIND: Mapping[str, _Field] = {
     "alternatives": (_list_of(_table(dict, _INSTALL)), False),
     "unless": (_texts, False),
     "optional": (_flag, False),
+    "concurrent_runs": (_flag, False),
 }
 _PROBE: Mapping[str, _Field] = {
     "name": (_name, True),

@@ -50,9 +50,22 @@ def _as_names(value: Iterable[str]) -> tuple[str, ...]:
     return tuple(value)
 
 
+def _check_flag(_: Any, attribute: attrs.Attribute[Any], value: object) -> None:
+    if not isinstance(value, bool):
+        raise OptionError(
+            f"ProviderType.{attribute.name}: expected True or False, got {type(value).__name__} "
+            f"{value!r}"
+        )
+
+
 @attrs.frozen
 class ProviderType:
-    """A provider kind a plugin contributes: its tag, ONNX Runtime name, config class and aliases."""
+    """A provider kind a plugin contributes: its tag, ONNX Runtime name, config class and aliases.
+
+    ``concurrent_runs=True`` says ONNX Runtime runs a session with this provider from several
+    threads at once safely (``Run()`` is documented thread-safe for it); a kind that does not
+    say so has the runs of its sessions serialised by ortplug (``ortplug.backend._serial``).
+    """
 
     kind: str = attrs.field(validator=_check_kind)
     ort_name: str = attrs.field(validator=attrs.validators.min_len(1))
@@ -65,6 +78,7 @@ class ProviderType:
         validator=attrs.validators.optional(attrs.validators.instance_of(EpLibrary)),
         kw_only=True,
     )
+    concurrent_runs: bool = attrs.field(default=False, kw_only=True, validator=_check_flag)
 
     def __attrs_post_init__(self) -> None:
         declared = getattr(self.config_cls, "kind", None)

@@ -38,12 +38,19 @@ Wrong only where a single generated input at batch 1 does not look (verification
 * ``"float64"`` — float32 outputs come back as float64 (same values);
 * ``"long_sequence"`` — float outputs are shifted when an input has a dimension past the first
   longer than 16 (the generated sequence length).
+* ``"concurrent"`` — float outputs are shifted when the run overlapped another run of a session
+  the provider serves (each run stays in flight ``delay_s``; a provider that is not thread-safe).
+
+The provider's type declares concurrent runs safe only with ``concurrent_runs=True`` (by
+default ortplug serialises its runs); ``MisbehavingPlugin.most_in_flight`` is the most runs of
+its sessions that were ever in flight at once.
 
 Only one misbehaving plugin fits on a host at a time (they share the provider name).
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, ClassVar
@@ -59,7 +66,7 @@ __all__ = ["MISBEHAVIOURS", "MisbehavingPlugin", "MisbehavingProvider"]
 MISBEHAVIOURS = (
     "off", "stale", "raises", "no_node", "slow", "big_batch", "magnitude", "inf_sign",
     "nan_for_inf", "later_rows", "after_runs", "output_subset", "async_only", "rare_ids",
-    "inverted_scores", "float64", "long_sequence",
+    "inverted_scores", "float64", "long_sequence", "concurrent",
 )  # fmt: skip
 _BIG_BATCH = 64  # beyond the batches verification runs (verification.probes.BATCH_SIZES)
 _MAGNITUDE = 4.0
@@ -71,6 +78,29 @@ _RUN_ERROR = (
 )
 
 
+class _InFlight:
+    """Runs of the sessions one provider config serves: how many are in flight, the most ever at
+    once, and how many started."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.now = self.most = self.started = 0
+
+    def enter(self) -> tuple[bool, int]:
+        """A run starts: whether another is in flight, and its start number."""
+        with self._lock:
+            self.now += 1
+            self.started += 1
+            self.most = max(self.most, self.now)
+            return self.now > 1, self.started
+
+    def leave(self, started: int) -> bool:
+        """The run that started as number ``started`` ends: whether another started meanwhile."""
+        with self._lock:
+            self.now -= 1
+            return self.started != started
+
+
 @attrs.frozen
 class MisbehavingProvider:
     """The provider config of :class:`MisbehavingPlugin` (kind ``misbehaving``)."""
@@ -79,6 +109,7 @@ class MisbehavingProvider:
     misbehaviour: str = attrs.field(default="off", validator=attrs.validators.in_(MISBEHAVIOURS))
     delay_s: float = 0.02
     magnitude: float = _MAGNITUDE
+    in_flight: _InFlight = attrs.field(factory=_InFlight, eq=False, repr=False)
 
     def to_ort(self) -> tuple[str, dict[str, str]]:
         # The Azure provider takes any option: the misbehaviour keys verdicts apart.
@@ -91,7 +122,9 @@ class MisbehavingProvider:
         """The real session as this provider serves it (called by the core after the build)."""
         if self.misbehaviour == "no_node":
             return session
-        return _Misbehaving(session, self.misbehaviour, self.delay_s, self.magnitude)
+        return _Misbehaving(
+            session, self.misbehaviour, self.delay_s, self.magnitude, self.in_flight
+        )
 
 
 class MisbehavingPlugin:
@@ -104,13 +137,22 @@ class MisbehavingPlugin:
         preference: int = 95,
         delay_s: float = 0.02,
         magnitude: float = _MAGNITUDE,
+        concurrent_runs: bool = False,
     ) -> None:
         self.config = MisbehavingProvider(misbehaviour, delay_s, magnitude)
         self.preference = preference
+        self.concurrent_runs = concurrent_runs
+
+    @property
+    def most_in_flight(self) -> int:
+        """The most runs of sessions built from :attr:`config` ever in flight at once."""
+        return self.config.in_flight.most
 
     @hookimpl
     def ortplug_provider_types(self) -> Iterator[ProviderType]:
-        yield ProviderType("misbehaving", _ORT_NAME, MisbehavingProvider)
+        yield ProviderType(
+            "misbehaving", _ORT_NAME, MisbehavingProvider, concurrent_runs=self.concurrent_runs
+        )
 
     @hookimpl
     def ortplug_offer_providers(self) -> Iterator[ProviderOffer]:
@@ -217,26 +259,35 @@ class _Binding:
         self._binding = binding
         self._misbehaviour = misbehaviour
         self.runs = 0
+        self.overlapped = False  # whether its last run overlapped another
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._binding, name)
 
     def copy_outputs_to_cpu(self) -> list[Any]:
         outputs = list(self._binding.copy_outputs_to_cpu())
-        return _shifted(outputs) if self._misbehaviour == "off" else outputs
+        mode = self._misbehaviour
+        wrong = mode == "off" or (mode == "concurrent" and self.overlapped)
+        return _shifted(outputs) if wrong else outputs
 
 
 class _Misbehaving:
     """A real ONNX Runtime session, served the way the misbehaviour says."""
 
     def __init__(
-        self, session: Any, misbehaviour: str, delay_s: float, magnitude: float = _MAGNITUDE
+        self,
+        session: Any,
+        misbehaviour: str,
+        delay_s: float,
+        magnitude: float = _MAGNITUDE,
+        in_flight: _InFlight | None = None,
     ) -> None:
         self._session = session
         self._misbehaviour = misbehaviour
         self._delay_s = delay_s
         self._magnitude = magnitude
         self._runs = 0
+        self._in_flight = _InFlight() if in_flight is None else in_flight
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._session, name)
@@ -254,17 +305,33 @@ class _Misbehaving:
             and any(np.ndim(v) and np.shape(v)[0] >= _BIG_BATCH for v in feed.values())
         ):
             raise RuntimeError(_RUN_ERROR)
-        if self._misbehaviour == "slow":
+
+    def _enter(self) -> tuple[bool, int]:
+        """A run starts (``"slow"``, ``"concurrent"``: and stays in flight ``delay_s`` first)."""
+        entered = self._in_flight.enter()
+        if self._misbehaviour in ("slow", "concurrent"):
             time.sleep(self._delay_s)
+        return entered
+
+    def _leave(self, entered: tuple[bool, int]) -> bool:
+        """The run ends: whether it overlapped another."""
+        overlapped, number = entered
+        return self._in_flight.leave(number) or overlapped
 
     def run(self, output_names: Any, input_feed: Any, run_options: Any = None) -> list[Any]:
         self._before_run(input_feed)
-        outputs = self._session.run(output_names, input_feed, run_options)
+        entered = self._enter()
+        try:
+            outputs = self._session.run(output_names, input_feed, run_options)
+        finally:
+            overlapped = self._leave(entered)
         self._runs += 1
-        return self._served(list(outputs), output_names, input_feed, asynchronous=False)
+        return self._served(
+            list(outputs), output_names, input_feed, asynchronous=False, overlapped=overlapped
+        )
 
     def _served(
-        self, outputs: list[Any], names: Any, feed: Any, *, asynchronous: bool
+        self, outputs: list[Any], names: Any, feed: Any, *, asynchronous: bool, overlapped: bool
     ) -> list[Any]:
         """The outputs as this misbehaviour serves them."""
         mode = self._misbehaviour
@@ -280,6 +347,7 @@ class _Misbehaving:
             or (mode == "magnitude" and not asynchronous and _beyond(feed, self._magnitude))
             or (mode == "rare_ids" and any(_ids_beyond(value) for value in feed.values()))
             or (mode == "long_sequence" and any(_long(value) for value in feed.values()))
+            or (mode == "concurrent" and overlapped)
         )
         if mode == "later_rows":
             return [_later_rows_shifted(value) for value in outputs]
@@ -290,21 +358,40 @@ class _Misbehaving:
 
     def run_with_iobinding(self, binding: Any, run_options: Any = None) -> None:
         self._before_run()
-        if isinstance(binding, _Binding):
-            binding.runs += 1
-            if self._misbehaviour == "stale" and binding.runs > 1:
+        wrapper = binding if isinstance(binding, _Binding) else None
+        if wrapper is not None:
+            wrapper.runs += 1
+            if self._misbehaviour == "stale" and wrapper.runs > 1:
                 return  # the bound outputs keep what the first run wrote
-            binding = binding._binding
-        self._session.run_with_iobinding(binding, run_options)
+            binding = wrapper._binding
+        entered = self._enter()
+        try:
+            self._session.run_with_iobinding(binding, run_options)
+        finally:
+            overlapped = self._leave(entered)
+        if wrapper is not None:
+            wrapper.overlapped = overlapped
 
     def run_async(
         self, output_names: Any, input_feed: Any, callback: Any, user_data: Any, run_options: Any = None
     ) -> Any:
         self._before_run()
+        entered = self._enter()
 
         def served(results: Any, data: Any, error: str) -> None:
+            overlapped = self._leave(entered)
             if not error:
-                results = self._served(list(results), output_names, input_feed, asynchronous=True)
+                results = self._served(
+                    list(results),
+                    output_names,
+                    input_feed,
+                    asynchronous=True,
+                    overlapped=overlapped,
+                )
             callback(results, data, error)
 
-        return self._session.run_async(output_names, input_feed, served, user_data, run_options)
+        try:
+            return self._session.run_async(output_names, input_feed, served, user_data, run_options)
+        except BaseException:
+            self._leave(entered)
+            raise

@@ -57,6 +57,7 @@ def ortplug_provider_types() -> Iterable[ProviderType]:
         ort_name=CoreMLProvider.ort_name,
         config_cls=CoreMLProvider,
         description="ONNX Runtime's CoreML execution provider (Apple GPU and Neural Engine)",
+        concurrent_runs=True,
     )
 
 

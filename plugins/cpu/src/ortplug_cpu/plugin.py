@@ -49,6 +49,7 @@ def ortplug_provider_types() -> Iterable[ProviderType]:
         ort_name=CpuProvider.ort_name,
         config_cls=CpuProvider,
         description="ONNX Runtime's CPU execution provider (MLAS kernels)",
+        concurrent_runs=True,
     )
 
 

@@ -60,6 +60,7 @@ def ortplug_provider_types() -> Iterable[ProviderType]:
         config_cls=CudaProvider,
         aliases=("gpu",),
         description="ONNX Runtime's CUDA execution provider (NVIDIA GPUs, cuDNN)",
+        concurrent_runs=True,
     )
 
 

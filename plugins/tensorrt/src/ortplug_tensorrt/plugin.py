@@ -71,6 +71,7 @@ def ortplug_provider_types() -> Iterable[ProviderType]:
         config_cls=TensorrtProvider,
         aliases=("trt",),
         description="ONNX Runtime's TensorRT execution provider (NVIDIA GPUs, compiled engines)",
+        concurrent_runs=True,
     )
 
 

@@ -67,6 +67,8 @@ def ortplug_provider_types() -> Iterable[ProviderType]:
         config_cls=WebGpuProvider,
         description="ONNX Runtime's WebGPU execution provider (Dawn on Vulkan, D3D12 or Metal)",
         library=LIBRARY,
+        # Dawn's device is shared by every session: runs at once fail or crash the process
+        concurrent_runs=False,
     )
 
 
