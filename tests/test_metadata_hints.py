@@ -86,6 +86,6 @@ def test_declared_extra_keys_build_quietly(plugin_host: PluginHost) -> None:
         OnnxBackend.from_checkpoint(
             InMemoryCheckpoint(_identity("g"), metadata).resolve(), plugins=plugin_host
         )
-    declared = {"acme_tiles", "dim_ranges", "samples", "sample_rate"}
+    declared = {"acme_tiles", "dim_ranges", "output_checks", "samples", "sample_rate"}
     assert set(plugin_host.metadata_keys()) == declared
     assert plugin_host.metadata_keys()["acme_tiles"].plugin == "acme"
