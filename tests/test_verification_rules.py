@@ -234,6 +234,9 @@ def test_metadata_sets_the_rule_of_each_output() -> None:
         with pytest.raises(OptionError, match=r"metadata extra\.output_checks") as raised:
             parse_output_rules({"output_checks": bad})
         assert says in str(raised.value)
+    with pytest.raises(OptionError, match=r"\['boxs'\] not an output of the model; expected some "
+                       r"of \['boxes'\]"):  # fmt: skip
+        parse_output_rules({"output_checks": {"boxs": {"metric": "exact"}}}, ["boxes"])
 
 
 def test_a_metadata_rule_lets_a_user_accept_a_lossy_output(tmp_path: Path) -> None:

@@ -266,7 +266,9 @@ class Verifier:
         carried = carried_samples(self.reference)
         self._carried = [name for name in carried if name not in self._given]
         self._samples = {**carried, **self._given}
-        self._rules = parse_output_rules(self.reference.metadata.extra)
+        self._rules = parse_output_rules(
+            self.reference.metadata.extra, self.reference.metadata.output_names
+        )
         self._expected: AcceptedInputs | None = None
         self._reference_session: Any = None
         self._probes: list[_Probe] | None = None

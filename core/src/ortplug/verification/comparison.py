@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -81,27 +81,6 @@ class OutputRule:
     k: int = attrs.field(default=1, validator=_positive_int)
     min_cosine: float | None = attrs.field(default=None, validator=_cosine)
 
-    def describe(self, tolerance: Tolerance) -> str:
-        """``rtol=0.001 atol=0.0001``, ``top-5``, ``cosine >= 0.999`` or ``exact``."""
-        if self.metric == "topk":
-            return f"top-{self.k} per row"
-        if self.metric == "cosine":
-            return f"cosine >= {self.min_cosine:g} per row"
-        if self.metric == "exact":
-            return "exact"
-        return (self.tolerance or tolerance).describe()
-
-    def to_dict(self) -> dict[str, Any]:
-        """The metadata entry (cache keys hold it)."""
-        entry: dict[str, Any] = {"metric": self.metric}
-        if self.tolerance is not None:
-            entry.update(self.tolerance.to_dict())
-        if self.metric == "topk":
-            entry["k"] = self.k
-        if self.min_cosine is not None:
-            entry["min_cosine"] = self.min_cosine
-        return entry
-
 
 _RULE_FIELDS = ("metric", "rtol", "atol", "k", "min_cosine")
 
@@ -125,14 +104,23 @@ def _rule(name: str, value: object) -> OutputRule:
         raise OptionError(f"{where}: {exc}") from None
 
 
-def parse_output_rules(extra: Mapping[str, object]) -> dict[str, OutputRule]:
-    """The per-output rules of a checkpoint's metadata ``extra.output_checks`` (none: ``{}``)."""
+def parse_output_rules(
+    extra: Mapping[str, object], outputs: Sequence[str] | None = None
+) -> dict[str, OutputRule]:
+    """The per-output rules of a checkpoint's metadata ``extra.output_checks`` (none: ``{}``);
+    each must name one of ``outputs`` (the model's) where they are given."""
     value = extra.get("output_checks")
     if value is None:
         return {}
     if not isinstance(value, Mapping):
         raise OptionError(
             f"metadata extra.output_checks: expected an object of output name -> rule, got {value!r}"
+        )
+    unknown = sorted(str(name) for name in value if outputs is not None and name not in outputs)
+    if unknown:
+        raise OptionError(
+            f"metadata extra.output_checks: {unknown} not an output of the model; expected some "
+            f"of {list(outputs or ())}"
         )
     return {str(name): _rule(str(name), rule) for name, rule in value.items()}
 
@@ -162,11 +150,6 @@ class OutputCheck:
         if self.max_abs == 0:
             return 0.0
         return self.max_abs / self.scale if self.scale else math.inf
-
-    @property
-    def mismatch(self) -> str | None:
-        """What made the outputs differ beyond their rule, if anything (``violation``)."""
-        return self.violation
 
     def problem(self) -> str | None:
         """Why this output fails, naming it, the worst element or row and the rule, or ``None``."""
