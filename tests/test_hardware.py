@@ -212,3 +212,28 @@ def test_only_plain_files_are_read_and_only_so_much(tmp_path: Path) -> None:
     done = _detect_in_a_child(tmp_path / "huge")
     assert done.returncode == 0, done.stderr[-500:]
     assert "'cpu_vendor': 'GenuineIntel'" in done.stdout and "'cpu_flags': ['avx2']" in done.stdout
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts descriptors in /proc")
+def test_a_folder_where_a_file_is_read_is_not_seen_and_leaves_no_descriptor(
+    tmp_path: Path,
+) -> None:
+    """``mkdir ROOT/proc/cpuinfo`` made ``doctor``, ``info`` and ``doctor --fix`` fail with
+    ``error: [Errno 21] Is a directory`` (a folder opens, reading it raises), and the
+    descriptor opened for it was never closed."""
+    root = fake_roots.nvidia(tmp_path / "root")
+    for relative in ("proc/cpuinfo", "proc/driver/nvidia/version"):
+        (root / relative).unlink()
+        (root / relative).mkdir()
+    open_before = len(os.listdir("/proc/self/fd"))
+    hw = detect_hardware(root, _LINUX)
+    assert len(os.listdir("/proc/self/fd")) == open_before
+    assert hw.cpu_vendor is None and hw.nvidia_driver is None
+    assert [g.describe() for g in hw.gpus()] == ["NVIDIA H200"]
+    for command in (["doctor"], ["info"], ["doctor", "--fix"]):
+        done = subprocess.run(
+            [sys.executable, "-m", "ortplug.cli.main", *command], capture_output=True, text=True,
+            env={**os.environ, **_LINUX, HARDWARE_ROOT_ENV: str(root)}, timeout=300,
+        )  # fmt: skip
+        said = done.stdout + done.stderr
+        assert "Errno" not in said and "onnxruntime-gpu[cuda" in done.stdout, (command, said)
