@@ -159,6 +159,24 @@ def test_names_read_from_the_root_are_printable(tmp_path: Path) -> None:
     assert not any(c in hw.describe() + str(hw.to_dict()) for c in "\x1b\x07\x9b")
 
 
+
+def test_bidi_and_zero_width_characters_in_names_print_as_marks(tmp_path: Path) -> None:
+    """A right-to-left override (U+202E), a zero-width space (U+200B) and a left-to-right
+    isolate (U+2066) in a GPU name printed as they are (``doctor --fix`` showed the name
+    reversed, as another); other letters beyond ASCII stay as they are."""
+    root = fake_roots.nvidia(tmp_path)
+    name = "NVIDIA \u202eH200 gnirts\u200b\u2066X \u00dcn\u00ef\u2122 \u3164"
+    information = root / "proc/driver/nvidia/gpus/0000:19:00.0/information"
+    information.write_text(f"Model: {name}\n", encoding="utf-8")
+    shown = "NVIDIA ?H200 gnirts??X \u00dcn\u00ef\u2122 ?"
+    assert [g.describe() for g in detect_hardware(root, _LINUX).gpus()] == [shown]
+    done = subprocess.run(
+        [sys.executable, "-m", "ortplug.cli.main", "doctor", "--fix"], capture_output=True,
+        encoding="utf-8", env={**os.environ, **_LINUX, HARDWARE_ROOT_ENV: str(root)}, timeout=300,
+    )  # fmt: skip
+    assert done.stdout.startswith(f"hardware  linux x86_64: {shown}, NVIDIA driver"), done.stdout
+
+
 _DETECT = "from ortplug.host.hardware import detect_hardware as d; print(d({!r}).to_dict())"
 
 
