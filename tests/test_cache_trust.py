@@ -246,7 +246,7 @@ def test_clear_refuses_a_root_without_the_marker_that_holds_other_files(
     home = _user_folder(tmp_path / "home")
     before = _files(home)
     monkeypatch.setenv("ORTPLUG_CACHE_DIR", str(home))
-    refused = r"no ortplug-cache.json\) and holds what ortplug did not write \(.ssh, src\); nothing"
+    refused = r"no ortplug-cache.json\); nothing was removed: point ORTPLUG_CACHE_DIR at"
     with pytest.raises(CacheError, match=refused):
         cache_index.clear()
     assert _files(home) == before
@@ -274,15 +274,48 @@ def test_clear_removes_ortplugs_folders_and_nothing_else(ortplug_cache: Path) ->
     assert _files(ortplug_cache) == ["mine", "mine/data.bin", "notes.txt", "ortplug-cache.json"]
 
 
-def test_an_earlier_ortplug_cache_without_the_marker_is_adopted(ortplug_cache: Path) -> None:
-    (ortplug_cache / "autotune").mkdir(parents=True)
-    (ortplug_cache / "autotune" / "0123.json").write_text("{}")
-    engine = ortplug_cache / "tensorrt" / "engines" / "k"
-    engine.mkdir(parents=True)
-    (engine / "ortplug-entry.json").write_text('{"kind": "TensorRT engine"}')
-    (engine / "model.engine").write_bytes(b"x")
-    assert cache_index.clear() == 2
-    assert _files(ortplug_cache) == ["ortplug-cache.json"]
+@pytest.mark.parametrize("action", ["clear", "prune"])
+def test_a_root_without_the_marker_is_refused_however_its_folders_are_named(
+    tmp_path: Path, monkeypatch, action: str
+) -> None:
+    """A project holding only ``verify/`` and ``probes/`` folders of JSON was adopted as an
+    earlier ortplug's cache (decided on folder names alone) and ``cache prune`` or ``clear``
+    deleted the user's JSON. Only the marker says a root is ortplug's; the refusal says how
+    to clear one that is."""
+    project = tmp_path / "myproject"
+    (project / "verify").mkdir(parents=True)
+    (project / "verify" / "results.json").write_text(json.dumps({"model_path": "/gone.onnx"}))
+    (project / "probes").mkdir()
+    (project / "probes" / "experiment.json").write_text('{"note": "mine"}')
+    long_ago = 1_000_000_000
+    for path in project.rglob("*.json"):
+        os.utime(path, (long_ago, long_ago))
+    before = _files(project)
+    monkeypatch.setenv("ORTPLUG_CACHE_DIR", str(project))
+    refused = (
+        f"{project} is not marked as ortplug's cache (no ortplug-cache.json); nothing was "
+        "removed: point ORTPLUG_CACHE_DIR at ortplug's own folder, or if all it holds is "
+        "ortplug's, delete it yourself (ortplug makes a marked one on its next use)"
+    )
+    with pytest.raises(CacheError, match=re.escape(refused)):
+        getattr(cache_index, action)()
+    assert refused in _refused_by_the_cli(action, project)
+    monkeypatch.setenv("ORTPLUG_CACHE_MAX_MB", "0")
+    assert refused in _refused_by_the_cli("prune", project)
+    assert _files(project) == before and cache_index.entries() == []
+
+
+def test_a_root_found_empty_is_marked_at_its_first_use(tmp_path: Path, monkeypatch) -> None:
+    """``mkdir mycache; ORTPLUG_CACHE_DIR=mycache``: what ortplug writes there is its own."""
+    root = tmp_path / "mycache"
+    root.mkdir()
+    monkeypatch.setenv("ORTPLUG_CACHE_DIR", str(root))
+    (cache_dir("autotune") / "0123.json").write_text("{}")
+    assert read_marker(root) == ["autotune"]
+    (root / "notes").mkdir()
+    cache_dir("verify")  # no longer empty, but marked: listed too
+    assert cache_index.clear() == 1
+    assert _files(root) == ["notes", "ortplug-cache.json"]
 
 
 # -- item 26: never listed, measured or removed through a symbolic link ---------------------------
@@ -508,7 +541,7 @@ def test_prune_refuses_a_root_ortplug_never_marked(tmp_path: Path, monkeypatch) 
     (project / "main.py").write_text("print('mine')")
     before = _files(project)
     monkeypatch.setenv("ORTPLUG_CACHE_DIR", str(project))
-    refused = r"myproject is not marked as ortplug's cache \(no ortplug-cache.json\) and holds"
+    refused = r"myproject is not marked as ortplug's cache \(no ortplug-cache.json\); nothing"
     with pytest.raises(CacheError, match=refused):
         cache_index.prune()
     assert "is not marked as ortplug's cache" in _refused_by_the_cli("prune", project)

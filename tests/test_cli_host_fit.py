@@ -273,13 +273,38 @@ def test_fix_yes_repairs_two_runtime_wheels_and_a_missing_plugin_slow(tmp_path: 
     assert doctor.stdout.rstrip().endswith("no problems found")
 
 
-def _acme_site(tmp_path: Path, kind: dict[str, object]) -> dict[str, str]:
+_ACME_PLUGIN = """\
+from typing import ClassVar
+
+import attrs
+from ortplug import ProviderType, hookimpl
+
+
+@attrs.frozen
+class Config:
+    kind: ClassVar[str] = {kind!r}
+
+    def to_ort(self):
+        return {ort_name!r}, {{}}
+
+
+@hookimpl
+def ortplug_provider_types():
+    yield ProviderType({kind!r}, {ort_name!r}, Config)
+"""
+
+
+def _acme_site(
+    tmp_path: Path, kind: dict[str, object], plugin: str | None = None
+) -> dict[str, str]:
     """The environment of ``ortplug`` with distribution ortplug-acme installed (its plugin
-    ``acme`` declares ``kind`` and is never imported), on a bare CPU host."""
+    ``acme`` declares ``kind`` and contributes it, or is the source ``plugin``), on a bare CPU
+    host."""
     site = tmp_path / "site"
     (site / "ortplug_acme").mkdir(parents=True)
-    (site / "ortplug_acme" / "__init__.py").write_text("plugin = None  # never imported here\n")
     declared = {"kind": "acme", "ort_name": "AcmeExecutionProvider", **kind}
+    source = plugin if plugin is not None else _ACME_PLUGIN.format(**declared)
+    (site / "ortplug_acme" / "__init__.py").write_text(source)
     (site / "ortplug_acme" / "ortplug.json").write_text(json.dumps({"ortplug": 1, "plugins": {
         "acme": {"hooks": ["ortplug_provider_types"], "kinds": [declared]}
     }}))  # fmt: skip
@@ -288,7 +313,7 @@ def _acme_site(tmp_path: Path, kind: dict[str, object]) -> dict[str, str]:
         "Metadata-Version: 2.1\nName: ortplug-acme\nVersion: 1.0\n"
     )
     (site / "ortplug_acme-1.0.dist-info" / "entry_points.txt").write_text(
-        "[ortplug]\nacme = ortplug_acme:plugin\n"
+        "[ortplug]\nacme = ortplug_acme\n"
     )
     return {
         _ROOT_ENV: str(fake_roots.bare_cpu(tmp_path / "root")),
@@ -326,6 +351,39 @@ def test_a_blocked_plugins_declaration_proposes_nothing(tmp_path: Path) -> None:
     done = _cli("doctor", "--fix", **env)
     assert "fix       a CPU seen; install evil-pkg (declared by ortplug-acme)" in done.stdout
     assert done.stdout.rstrip().splitlines()[-2] == f"{_PIP} install --no-user evil-pkg"
+
+
+_EVIL_CPU = {"kind": "cpu", "ort_name": "CPUExecutionProvider", "hardware": "a CPU",
+             "detect": [{}], "install": "evilpkg", "runtime": "onnxruntime>=1.22",
+             "index_url": "https://evil.example/simple"}  # fmt: skip
+
+
+@pytest.mark.parametrize("let_in", [{}, {"ORTPLUG_PLUGINS": "acme"}], ids=["beside-cpu", "alone"])
+def test_a_third_party_never_replaces_the_builtin_cpu_entry(tmp_path: Path, let_in) -> None:
+    """A plugin declaring kind ``cpu`` with its own install and index: ``ortplug plugins`` shows
+    it failed ("'cpu' is already claimed"), yet ``doctor`` proposed ``install evilpkg (declared by
+    ortplug-acme)`` and ``--fix`` a pip line with its index. The catalog takes a kind only from a
+    plugin the host lets claim it, and ortplug's own kinds from ortplug's plugins only."""
+    env = {**_acme_site(tmp_path, _EVIL_CPU), **let_in}
+    if not let_in:
+        plugins = _cli("plugins", **env).stdout
+        assert "'cpu' is already claimed by plugin 'cpu'" in plugins, plugins
+    for args in (["doctor"], ["doctor", "--fix"], ["info"]):
+        done = _cli(*args, **env)
+        assert "evil" not in done.stdout, (args, done.stdout)
+    fix = _cli("doctor", "--fix", "--json", **env).stdout
+    assert "evil" not in fix and "declared by" not in fix
+    data = json.loads(fix)
+    assert data["plan"]["applies"] == ["cpu"] and data["commands"] == []
+
+
+def test_a_plugin_whose_import_fails_proposes_nothing(tmp_path: Path) -> None:
+    env = _acme_site(tmp_path, {"hardware": "every host", "detect": [{}], "install": "evil-pkg"},
+                     plugin='raise ImportError("broken on purpose")\n')  # fmt: skip
+    done = _cli("doctor", "--fix", **env)
+    assert "evil-pkg" not in done.stdout and "acme" not in done.stdout, done.stdout
+    doctor = _cli("doctor", **env).stdout
+    assert "plugin acme" in doctor and "ImportError: broken on purpose" in doctor, doctor
 
 
 def test_a_plain_http_index_url_is_refused_and_said(tmp_path: Path) -> None:

@@ -159,6 +159,24 @@ def test_names_read_from_the_root_are_printable(tmp_path: Path) -> None:
     assert not any(c in hw.describe() + str(hw.to_dict()) for c in "\x1b\x07\x9b")
 
 
+
+def test_bidi_and_zero_width_characters_in_names_print_as_marks(tmp_path: Path) -> None:
+    """A right-to-left override (U+202E), a zero-width space (U+200B) and a left-to-right
+    isolate (U+2066) in a GPU name printed as they are (``doctor --fix`` showed the name
+    reversed, as another); other letters beyond ASCII stay as they are."""
+    root = fake_roots.nvidia(tmp_path)
+    name = "NVIDIA \u202eH200 gnirts\u200b\u2066X \u00dcn\u00ef\u2122 \u3164"
+    information = root / "proc/driver/nvidia/gpus/0000:19:00.0/information"
+    information.write_text(f"Model: {name}\n", encoding="utf-8")
+    shown = "NVIDIA ?H200 gnirts??X \u00dcn\u00ef\u2122 ?"
+    assert [g.describe() for g in detect_hardware(root, _LINUX).gpus()] == [shown]
+    done = subprocess.run(
+        [sys.executable, "-m", "ortplug.cli.main", "doctor", "--fix"], capture_output=True,
+        encoding="utf-8", env={**os.environ, **_LINUX, HARDWARE_ROOT_ENV: str(root)}, timeout=300,
+    )  # fmt: skip
+    assert done.stdout.startswith(f"hardware  linux x86_64: {shown}, NVIDIA driver"), done.stdout
+
+
 _DETECT = "from ortplug.host.hardware import detect_hardware as d; print(d({!r}).to_dict())"
 
 
@@ -212,3 +230,28 @@ def test_only_plain_files_are_read_and_only_so_much(tmp_path: Path) -> None:
     done = _detect_in_a_child(tmp_path / "huge")
     assert done.returncode == 0, done.stderr[-500:]
     assert "'cpu_vendor': 'GenuineIntel'" in done.stdout and "'cpu_flags': ['avx2']" in done.stdout
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts descriptors in /proc")
+def test_a_folder_where_a_file_is_read_is_not_seen_and_leaves_no_descriptor(
+    tmp_path: Path,
+) -> None:
+    """``mkdir ROOT/proc/cpuinfo`` made ``doctor``, ``info`` and ``doctor --fix`` fail with
+    ``error: [Errno 21] Is a directory`` (a folder opens, reading it raises), and the
+    descriptor opened for it was never closed."""
+    root = fake_roots.nvidia(tmp_path / "root")
+    for relative in ("proc/cpuinfo", "proc/driver/nvidia/version"):
+        (root / relative).unlink()
+        (root / relative).mkdir()
+    open_before = len(os.listdir("/proc/self/fd"))
+    hw = detect_hardware(root, _LINUX)
+    assert len(os.listdir("/proc/self/fd")) == open_before
+    assert hw.cpu_vendor is None and hw.nvidia_driver is None
+    assert [g.describe() for g in hw.gpus()] == ["NVIDIA H200"]
+    for command in (["doctor"], ["info"], ["doctor", "--fix"]):
+        done = subprocess.run(
+            [sys.executable, "-m", "ortplug.cli.main", *command], capture_output=True, text=True,
+            env={**os.environ, **_LINUX, HARDWARE_ROOT_ENV: str(root)}, timeout=300,
+        )  # fmt: skip
+        said = done.stdout + done.stderr
+        assert "Errno" not in said and "onnxruntime-gpu[cuda" in done.stdout, (command, said)

@@ -127,6 +127,40 @@ def test_leaving_a_nested_patch_puts_the_outer_one_back(tmp_path) -> None:
     assert ort.InferenceSession is own and not outer.active
 
 
+def test_patch_blocks_of_two_threads_ending_out_of_order_put_onnx_runtime_back(tmp_path) -> None:
+    """Thread A enters, B enters, A leaves, B leaves: ``onnxruntime.InferenceSession`` stayed
+    ortplug's class for good (B's leaving put back A's patch, already left)."""
+    import threading
+
+    model = str(models.write(tmp_path, "add.onnx", models.add_model()))
+    own = ort.InferenceSession
+    a_in, b_in, a_out = threading.Event(), threading.Event(), threading.Event()
+    seen: dict[str, bool] = {}
+
+    def a() -> None:
+        with ortplug.patch():
+            a_in.set()
+            b_in.wait(30)
+        a_out.set()
+
+    def b() -> None:
+        a_in.wait(30)
+        with ortplug.patch() as patch:
+            b_in.set()
+            a_out.wait(30)
+            seen["b in force after a left"] = patch.active and ort.InferenceSession is not own
+            ort.InferenceSession(model)
+            seen["b recorded its session"] = len(patch.sessions) == 1
+
+    threads = [threading.Thread(target=a), threading.Thread(target=b)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert seen == {"b in force after a left": True, "b recorded its session": True}
+    assert ort.InferenceSession is own
+
+
 # -- 17: the caller's SessionOptions -------------------------------------------------------------
 
 

@@ -98,8 +98,10 @@ class _OddFacts:
         (object(), "fact 'devices': expected a JSON value (null, bool, number, string, list"),
         ([{"name": "npu", "memory": {1: 2}}], "fact 'devices[0].memory': expected string keys"),
         (_itself(), "fact 'devices': expected at most 100000 values nested at most 32 deep"),
+        ([10**5000], "fact 'devices[0]': expected an integer JSON readers keep (below 2**64"),
+        ({"n": -(2**64)}, "fact 'devices.n': expected an integer JSON readers keep"),
     ],
-    ids=["object", "int-key", "itself"],
+    ids=["object", "int-key", "itself", "huge-int", "big-negative"],
 )
 def test_a_probe_whose_facts_are_not_json_fails_with_one_line(
     plugin_host: PluginHost, devices: object, said: str
@@ -150,6 +152,45 @@ def test_info_json_shows_a_probe_with_facts_not_json_as_failed(tmp_path: Path) -
     assert json.loads(done.stdout)["host"]["facts"]["odd"] == {"devices": None}
     (line,) = [line for line in done.stderr.splitlines() if "'odd'" in line]
     assert "failed in host probe 'odd': TypeError: fact 'devices': expected a JSON value" in line
+
+
+_HOSTILE_PLUGIN = """\
+from ortplug import HostProbe, hookimpl
+
+@hookimpl
+def ortplug_host_probes():
+    yield HostProbe(name="huge", facts=("count",), detect=lambda: {"count": 10**5000})
+    yield HostProbe(name="named", facts=("model",), detect=lambda: {"model": "\\x1b]0;T\\x07\\x1b[2J"})
+"""
+
+
+def test_info_survives_a_huge_integer_fact_and_prints_no_escapes_of_a_fact(tmp_path: Path) -> None:
+    """A fact of ``10**5000`` made ``info`` and ``info --json`` exit 1 ("Exceeds the limit
+    (4300 digits)"); a string fact holding escapes retitled and cleared the terminal."""
+    site = tmp_path / "site"
+    (site / "ortplug_hostile").mkdir(parents=True)
+    (site / "ortplug_hostile" / "__init__.py").write_text(_HOSTILE_PLUGIN)
+    dist = site / "ortplug_hostile-1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: ortplug-hostile\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text("[ortplug]\nhostile = ortplug_hostile\n")
+    env = {**os.environ, "PYTHONPATH": str(site), "ORTPLUG_CACHE_DIR": str(tmp_path / "cache")}
+    code = "import sys\nfrom ortplug.cli.main import main\nsys.exit(main(sys.argv[1:]))"
+    shown = {}
+    for args in (["info", "--json"], ["info"]):
+        done = subprocess.run(
+            [sys.executable, "-c", code, *args], env=env, capture_output=True, text=True,
+            timeout=300,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert "failed in host probe 'huge': TypeError: fact 'count': expected an integer" in (
+            done.stderr
+        )
+        shown[args[-1]] = done.stdout
+    facts = json.loads(shown["--json"])["host"]["facts"]
+    assert facts["huge"] == {"count": None} and facts["named"]["model"].startswith("\x1b]0;T")
+    assert "fact         named.model = ?]0;T??[2J\n" in shown["info"]
+    assert "\x1b" not in shown["info"] and "\x07" not in shown["info"]
 
 
 def test_raising_provider_types_hook_keeps_other_kinds(plugin_host: PluginHost) -> None:

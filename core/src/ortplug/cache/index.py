@@ -174,14 +174,10 @@ def _stale(record: dict[str, Any], installed_ort: str | None) -> str | None:
     return None
 
 
-def _walk(top: Path, depth: int | None = None) -> Iterator[tuple[Path, list[str]]]:
-    """Each real folder under ``top`` with its file names, never through a symbolic link,
-    at most ``depth`` levels down (``None``: all)."""
-    for folder, subfolders, names in os.walk(top):  # followlinks=False: links are not entered
-        here = Path(folder)
-        if depth is not None and len(here.relative_to(top).parts) >= depth:
-            subfolders.clear()
-        yield here, names
+def _walk(top: Path) -> Iterator[tuple[Path, list[str]]]:
+    """Each real folder under ``top`` with its file names, never through a symbolic link."""
+    for folder, _, names in os.walk(top):  # followlinks=False: links are not entered
+        yield Path(folder), names
 
 
 def _regular(path: Path) -> bool:
@@ -247,41 +243,16 @@ def _records(root: Path, owned: list[str], installed_ort: str | None) -> Iterato
             yield CacheEntry(path, kind, size, last, model, record.get("ort_version"), stale)
 
 
-#: How far and how much a folder of a root without a marker is searched for ortplug's entries.
-_ADOPT_DEPTH, _ADOPT_FILES = 3, 10_000
-
-
-def _ortplugs(folder: Path) -> bool:
-    """Whether a folder of a cache root is one ortplug made: a record folder holding only
-    records, or a folder holding described entries (how an earlier ortplug's cache looks)."""
-    if not _real_folder(folder):
-        return False
-    if folder.name in _RECORD_FOLDERS:
-        for path in folder.iterdir():
-            temporary = path.name.startswith(".") and path.name.endswith(".tmp")
-            if not (_regular(path) and (path.suffix == ".json" or temporary)):
-                return False
-        return True
-    seen = 0
-    for _, names in _walk(folder, _ADOPT_DEPTH):
-        if ENTRY_FILE in names:
-            return True
-        seen += len(names)
-        if seen > _ADOPT_FILES:
-            return False
-    return False
-
-
 def owned(root: Path) -> tuple[list[str], list[str]]:
-    """The folders of the cache root that are ortplug's (its marker lists them, or they look it),
-    and the names of everything else there (left alone)."""
+    """The folders of the cache root that are ortplug's (its marker lists them: a folder's
+    name or contents prove nothing), and the names of everything else there (left alone)."""
     listed = set(read_marker(root) or ())
     ours, others = [], []
     for path in sorted(root.iterdir()):
         name = path.name
         if name == MARKER or (name.startswith(f".{MARKER}.") and name.endswith(".tmp")):
             continue
-        if (name in listed and _real_folder(path)) or _ortplugs(path):
+        if name in listed and _real_folder(path):
             ours.append(name)
         else:
             others.append(name)
@@ -386,34 +357,28 @@ def _claimed(root: Path) -> list[str]:
     """ortplug's folders of the existing cache root ``root``, before anything is removed from it.
 
     :class:`~ortplug.errors.CacheError` (nothing removed) when the root or its marker is a
-    thing another user could have written (what it lists could be theirs), or when a root
-    without the marker holds what ortplug did not write (``ORTPLUG_CACHE_DIR`` pointed at a
-    project); a root holding only ortplug's folders (an earlier ortplug's cache) is marked.
+    thing another user could have written (what it lists could be theirs), or when the root
+    has no marker: ortplug marks every root it makes, so one without is not known to be its
+    own (``ORTPLUG_CACHE_DIR`` pointed at a project whose ``verify/`` holds the user's JSON).
     """
     problem = root_problem(root)
     if problem is not None:
         raise CacheError(f"nothing was removed from {root}: {problem}")
-    ours, others = owned(root)
     if read_marker(root) is None:
-        if others:
-            more = f" and {len(others) - 5} more" if len(others) > 5 else ""
-            raise CacheError(
-                f"{root} is not marked as ortplug's cache (no {MARKER}) and holds what ortplug did "
-                f"not write ({', '.join(others[:5])}{more}); nothing was removed: point "
-                f"{CACHE_ENV} at ortplug's own folder"
-            )
-        write_marker(root, ours)  # an earlier ortplug's cache: adopted
-    return ours
+        raise CacheError(
+            f"{root} is not marked as ortplug's cache (no {MARKER}); nothing was removed: "
+            f"point {CACHE_ENV} at ortplug's own folder, or if all it holds is ortplug's, "
+            "delete it yourself (ortplug makes a marked one on its next use)"
+        )
+    return owned(root)[0]
 
 
 def clear() -> int:
     """Remove ortplug's folders from the cache root; returns how many entries were listed there.
 
-    Only what ortplug wrote goes: the folders its marker (``ortplug-cache.json``) lists, or that
-    hold ortplug's records and entries. A root without the marker is cleared only when all it
-    holds is ortplug's (a cache of an earlier ortplug, then marked); otherwise, and for a root or
-    marker another user could write, :class:`~ortplug.errors.CacheError` says why and nothing is
-    removed.
+    Only what ortplug wrote goes: the folders its marker (``ortplug-cache.json``) lists. For a
+    root without the marker, or a root or marker another user could write,
+    :class:`~ortplug.errors.CacheError` says why and nothing is removed.
     """
     root = cache_root()
     if not root.is_dir():

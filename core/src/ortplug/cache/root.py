@@ -131,13 +131,25 @@ def root_problem(root: Path) -> str | None:
     return problem
 
 
-def _list_in_marker(root: Path, name: str, fresh: bool) -> None:
-    """Add ``name`` to the marker of a root ortplug made (``fresh``) or already marked; best effort.
+def _empty(folder: Path) -> bool:
+    """Whether ``folder`` holds nothing (an unreadable one counts as holding something)."""
+    try:
+        with os.scandir(folder) as found:
+            return next(found, None) is None
+    except OSError:
+        return False
 
-    A root without a marker that ortplug did not just make is left unmarked: ``ortplug cache
-    clear`` decides whether to adopt it.
+
+def _list_in_marker(root: Path, name: str, fresh: bool) -> None:
+    """Add ``name`` to the marker of a root ortplug made (``fresh``), found empty or already
+    marked; best effort.
+
+    Any other root without a marker (``ORTPLUG_CACHE_DIR`` pointed at a project) is left
+    unmarked: ``ortplug cache clear`` and ``prune`` refuse it, whatever its folders are named.
     """
     listed = [] if fresh else read_marker(root)
+    if listed is None and _empty(root):
+        listed = []
     if listed is None or name in listed:
         return
     with contextlib.suppress(CacheError):

@@ -1,4 +1,5 @@
-"""SHA-256 of model files, kept per settled file version in a process and, for big ones, across.
+"""SHA-256 of model files (or of the byte ranges of a file that ONNX Runtime reads), kept per
+settled file version in a process and, for big ones, across.
 
 Hashing a 1 GB model takes about a second, on every process's first build (the
 fingerprint keys verdicts, records and the build lock). A file's version is its
@@ -24,7 +25,14 @@ from pathlib import Path
 from ..cache.root import atomic_write, cache_key, read_cache_file, touch, trusted_folder
 from ..errors import CacheError
 
-__all__ = ["FOLDER", "REMEMBERED_BYTES", "file_fingerprint", "file_version", "settled_version"]
+__all__ = [
+    "FOLDER",
+    "REMEMBERED_BYTES",
+    "Spans",
+    "file_fingerprint",
+    "file_version",
+    "settled_version",
+]
 
 #: Where digests are kept under the cache root.
 FOLDER = "fingerprints"
@@ -37,8 +45,10 @@ _SCHEMA = 1
 
 #: A file's version: real path, device, inode, size, modification and change times (ns).
 _Version = tuple[str, int, int, int, int, int]
+#: Byte ranges of a file, ``(offset, size)`` each.
+Spans = tuple[tuple[int, int], ...]
 
-_known: dict[_Version, str] = {}
+_known: dict[tuple[_Version, Spans | None], str] = {}
 _lock = threading.Lock()
 
 
@@ -55,14 +65,36 @@ def file_version(path: Path) -> _Version:
     )
 
 
-def _hash(path: Path) -> str:
+def _hash(path: Path, spans: Spans | None = None) -> str:
+    """SHA-256 of the whole file, or of each span's place and bytes in turn."""
     import hashlib  # deferred: ~3 ms of OpenSSL start-up
 
     digest = hashlib.sha256()
     with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
+        if spans is None:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+        for offset, size in spans or ():
+            digest.update(f"{offset}+{size}:".encode())
+            handle.seek(offset)
+            left = size
+            while left > 0 and (block := handle.read(min(left, 1 << 20))):
+                digest.update(block)
+                left -= len(block)
     return digest.hexdigest()
+
+
+def _merged(spans: Spans) -> Spans:
+    """The bytes ``spans`` cover, as sorted ranges that neither overlap nor touch (each byte
+    is hashed once, however many tensors share it)."""
+    merged: list[tuple[int, int]] = []
+    for offset, size in sorted(s for s in spans if s[1] > 0):
+        if merged and offset <= merged[-1][0] + merged[-1][1]:
+            start, length = merged[-1]
+            merged[-1] = (start, max(length, offset + size - start))
+        else:
+            merged.append((offset, size))
+    return tuple(merged)
 
 
 def _is_digest(value: object) -> bool:
@@ -71,7 +103,7 @@ def _is_digest(value: object) -> bool:
     )
 
 
-def _recalled(name: str, version: _Version) -> str | None:
+def _recalled(name: str, version: _Version, spans: str | None) -> str | None:
     """The digest kept for ``version``, or ``None`` (absent, unreadable, not this version's)."""
     folder = trusted_folder(FOLDER)
     if folder is None:
@@ -84,6 +116,7 @@ def _recalled(name: str, version: _Version) -> str | None:
         not isinstance(record, dict)
         or record.get("schema") != _SCHEMA
         or record.get("version") != list(version)
+        or record.get("spans") != spans
         or not _is_digest(record.get("sha256"))
     ):
         return None
@@ -99,7 +132,7 @@ def settled_version(path: Path) -> _Version | None:
     return version if max(version[4], version[5]) / 1e9 <= time.time() - _SETTLED_S else None
 
 
-def _keep(name: str, version: _Version, digest: str) -> None:
+def _keep(name: str, version: _Version, spans: str | None, digest: str) -> None:
     """Keep ``digest`` in the cache; best effort."""
     folder = trusted_folder(FOLDER, create=True)
     if folder is None:
@@ -108,6 +141,7 @@ def _keep(name: str, version: _Version, digest: str) -> None:
         "schema": _SCHEMA,
         "model_path": version[0],
         "version": list(version),
+        "spans": spans,
         "sha256": digest,
     }
     try:
@@ -116,24 +150,28 @@ def _keep(name: str, version: _Version, digest: str) -> None:
         pass  # a read-only cache only costs the next process a hash
 
 
-def file_fingerprint(path: Path) -> str:
-    """The SHA-256 hex digest of the file at ``path`` (hashed once per settled version)."""
+def file_fingerprint(path: Path, spans: Spans | None = None) -> str:
+    """The SHA-256 hex digest of the file at ``path``, or of the bytes ``spans`` of it (a span
+    past the file's end counts as far as the file goes), hashed once per settled version."""
+    spans = None if spans is None else _merged(spans)
     version = settled_version(path)
     if version is None:
-        return _hash(path)
+        return _hash(path, spans)
     with _lock:
-        known = _known.get(version)
+        known = _known.get((version, spans))
     if known is not None:
         return known
-    remembered = version[3] >= REMEMBERED_BYTES
-    name = f"{cache_key(_SCHEMA, *version)}.json" if remembered else ""
-    digest = _recalled(name, version) if remembered else None
+    hashed = version[3] if spans is None else sum(size for _, size in spans)
+    remembered = hashed >= REMEMBERED_BYTES
+    ranges = None if spans is None else cache_key(spans)
+    name = f"{cache_key(_SCHEMA, *version, ranges)}.json" if remembered else ""
+    digest = _recalled(name, version, ranges) if remembered else None
     if digest is None:
-        digest = _hash(path)
+        digest = _hash(path, spans)
         if file_version(path) != version:  # changed while it was read
             return digest
         if remembered:
-            _keep(name, version, digest)
+            _keep(name, version, ranges, digest)
     with _lock:
-        _known[version] = digest
+        _known[(version, spans)] = digest
     return digest

@@ -26,6 +26,7 @@ import attrs
 from ..errors import CheckpointError, MissingFileError
 
 __all__ = [
+    "ExternalData",
     "ModelSummary",
     "TensorInfo",
     "WireFormatError",
@@ -52,6 +53,16 @@ _KINDS = {1: "tensor", 4: "sequence", 5: "map", 7: "opaque", 8: "sparse_tensor",
 
 _Span = tuple[int, int]
 
+#: Bytes per element of the tensor types ONNX Runtime reads from external data, and the types
+#: that pack several elements a byte (4-bit: 2, 2-bit: 4; the last byte is partly used).
+_ELEMENT_BYTES = {1: 4, 2: 1, 3: 1, 4: 2, 5: 2, 6: 4, 7: 8, 9: 1, 10: 2, 11: 8, 12: 4, 13: 8,
+                  14: 8, 15: 16, 16: 2, 17: 1, 18: 1, 19: 1, 20: 1, 24: 1}  # fmt: skip
+_ELEMENTS_PER_BYTE = {21: 2, 22: 2, 23: 2, 25: 4, 26: 4}
+#: ``offset`` and ``length`` as ONNX Runtime reads them: decimal digits, nothing around them.
+_NUMBER = re.compile(r"[0-9]+")
+#: ``TensorProto.DataLocation.EXTERNAL``: only such a tensor's ``external_data`` is read.
+_EXTERNAL = 1
+
 # Varints inside packed dims (each starts after a byte below 0x80): one over 10 bytes,
 # one of 10 bytes with bit 63 set (a negative int64), one whose low 64 bits are 0.
 _LONG_VARINT = re.compile(rb"[\x80-\xff]{10}")
@@ -76,6 +87,31 @@ class TensorInfo:
 
 
 @attrs.frozen
+class ExternalData:
+    """One tensor's bytes outside the model file, as its ``external_data`` entries and type say.
+
+    ``location`` is relative to the model's folder; ``offset`` and ``length`` are as given
+    (``length`` 0: not given; -1 for a value ONNX Runtime does not read as a number);
+    ``size`` is how many bytes the tensor's type and dims take, which is what ONNX Runtime
+    reads (``None``: an element type this reader cannot size).
+    """
+
+    location: str
+    offset: int
+    length: int
+    size: int | None
+
+    def span(self, file_size: int) -> tuple[int, int] | None:
+        """``(offset, size)``: the bytes ONNX Runtime reads for this tensor from a file of
+        ``file_size`` bytes; ``None`` where it refuses to (an offset or length that is not a
+        number, a length other than the tensor's size, bytes past the file's end) or where
+        the size is not known."""
+        if self.size is None or self.offset < 0 or self.length not in (0, self.size):
+            return None
+        return (self.offset, self.size) if self.offset + self.size <= file_size else None
+
+
+@attrs.frozen
 class ModelSummary:
     """What the reader extracted from a model; ``label`` names the file (or ``<bytes>``)."""
 
@@ -89,12 +125,17 @@ class ModelSummary:
     op_types: frozenset[str]
     metadata_props: tuple[tuple[str, str], ...]
     label: str = attrs.field(default="<bytes>", kw_only=True, eq=False)
-    #: The external-data files its tensors name (``location``, relative to the model's folder),
-    #: subgraphs and node attributes included: with the model file, all that ONNX Runtime loads.
-    external_files: frozenset[str] = attrs.field(default=frozenset(), kw_only=True)
+    #: Where the tensors stored outside the model file are (initializers, subgraphs and node
+    #: attributes included): with the model file, all that ONNX Runtime loads.
+    external_data: frozenset[ExternalData] = attrs.field(default=frozenset(), kw_only=True)
     #: Graph inputs that a top-level ``Gather`` uses as indices into an initializer: the input's
     #: name and the table's size along the gathered axis (the valid ids are 0 to size - 1).
     index_bounds: tuple[tuple[str, int], ...] = attrs.field(default=(), kw_only=True)
+
+    @property
+    def external_files(self) -> frozenset[str]:
+        """The files the external data is in (``location``, relative to the model's folder)."""
+        return frozenset(data.location for data in self.external_data)
 
     @property
     def feed_inputs(self) -> tuple[TensorInfo, ...]:
@@ -413,7 +454,7 @@ def _sparse_tensor(src: _Source, span: _Span, depth: int) -> tuple[str, int, int
     return _tensor(src, values, depth + 1)
 
 
-def _node_op(src: _Source, span: _Span, depth: int, files: set[str]) -> str:
+def _node_op(src: _Source, span: _Span, depth: int, files: set[ExternalData]) -> str:
     """A ``NodeProto``'s op type (the last one wins); its attributes' external files go to ``files``."""
     op = ""
     for number, wire, a, b in _fields(src, (span,), depth):
@@ -424,23 +465,44 @@ def _node_op(src: _Source, span: _Span, depth: int, files: set[str]) -> str:
     return op
 
 
-def _tensor_files(src: _Source, span: _Span, depth: int, files: set[str]) -> None:
-    """A ``TensorProto``'s external-data ``location`` (field 13 entries), if it has one."""
+def _tensor_files(src: _Source, span: _Span, depth: int, files: set[ExternalData]) -> None:
+    """A ``TensorProto``'s external data (field 13 entries), when its ``data_location`` is
+    external: ONNX Runtime ignores the entries of any other tensor."""
+    entries: dict[str, str] = {}
+    location = 0
     for number, wire, a, b in _fields(src, (span,), depth):
         if number == 13 and wire == _LENGTH:
             key, value = _entry(src, (a, b), depth + 1)
-            if key == "location":
-                files.add(value)
+            entries[key] = value  # the last entry of a key wins
+        elif number == 14 and wire == _VARINT:
+            location = _int32(a)
+    if location != _EXTERNAL or "location" not in entries:
+        return
+    _, elem, count = _tensor(src, [span], depth)
+    if elem in _ELEMENT_BYTES:
+        size: int | None = count * _ELEMENT_BYTES[elem]
+    else:
+        per_byte = _ELEMENTS_PER_BYTE.get(elem)
+        size = None if per_byte is None else -(-count // per_byte)
+    offset, length = (_number(entries.get(key, "")) for key in ("offset", "length"))
+    files.add(ExternalData(entries["location"], offset, length, size))
 
 
-def _sparse_files(src: _Source, span: _Span, depth: int, files: set[str]) -> None:
+def _number(value: str) -> int:
+    """An ``offset`` or ``length`` entry: 0 when empty (not given), -1 when not a number."""
+    if not value:
+        return 0
+    return int(value) if _NUMBER.fullmatch(value) else -1
+
+
+def _sparse_files(src: _Source, span: _Span, depth: int, files: set[ExternalData]) -> None:
     """A ``SparseTensorProto``'s values and indices tensors' external files."""
     for number, wire, a, b in _fields(src, (span,), depth):
         if number in (1, 2) and wire == _LENGTH:
             _tensor_files(src, (a, b), depth + 1, files)
 
 
-def _attribute_files(src: _Source, span: _Span, depth: int, files: set[str]) -> None:
+def _attribute_files(src: _Source, span: _Span, depth: int, files: set[ExternalData]) -> None:
     """An ``AttributeProto``'s tensors (t, tensors, sparse ones) and subgraphs (g, graphs)."""
     for number, wire, a, b in _fields(src, (span,), depth):
         if wire != _LENGTH:
@@ -453,7 +515,7 @@ def _attribute_files(src: _Source, span: _Span, depth: int, files: set[str]) -> 
             _graph_files(src, (a, b), depth + 1, files)
 
 
-def _graph_files(src: _Source, span: _Span, depth: int, files: set[str]) -> None:
+def _graph_files(src: _Source, span: _Span, depth: int, files: set[ExternalData]) -> None:
     """A subgraph's initializers and nodes, for the external files they name."""
     if depth > _MAX_DEPTH:
         raise src.fail(f"subgraphs nested deeper than {_MAX_DEPTH} levels at byte {span[0]}")
@@ -570,7 +632,7 @@ def _summarize(src: _Source) -> ModelSummary:
     init_names: set[str] = set()
     init_sizes: list[tuple[int, int]] = []
     ops: set[str] = set()
-    files: set[str] = set()
+    files: set[ExternalData] = set()
     gathers: list[tuple[str, str, int]] = []
     tables: dict[str, tuple[int, ...]] = {}
     for number, wire, a, b in _fields(src, graph, 1):
@@ -608,7 +670,7 @@ def _summarize(src: _Source) -> ModelSummary:
         op_types=frozenset(ops),
         metadata_props=tuple(props),
         label=src.label,
-        external_files=frozenset(files),
+        external_data=frozenset(files),
         index_bounds=_index_bounds(gathers, tables, {i.name for i in inputs} - init_names),
     )
 

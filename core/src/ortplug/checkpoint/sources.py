@@ -21,7 +21,7 @@ from ..errors import (
     OrtplugError,
 )
 from ._fingerprints import file_fingerprint, file_version, settled_version
-from ._onnx_wire import ModelSummary, summarize_file, summarize_model
+from ._onnx_wire import ExternalData, ModelSummary, summarize_file, summarize_model
 from .metadata import CheckpointMetadata
 from .variants import Variant
 
@@ -107,10 +107,10 @@ class ResolvedCheckpoint:
     def fingerprint(self) -> str:
         """SHA-256 of the model's bytes: the part of every cache key that says "same weights".
 
-        With the model file, every external-data file it names: a cached verdict
-        or engine must not survive a change to the weights stored beside it.
-        Hashed once per checkpoint, and once per file version (path, size,
-        modification and change times) per process.
+        With the model file, the bytes ONNX Runtime reads from each external-data file it
+        names (each tensor's range, not the rest of the file): a cached verdict or engine must
+        not survive a change to the weights stored beside it. Hashed once per checkpoint,
+        and once per file version (path, size, modification and change times) per process.
         """
         return str(self._remember("fingerprint", self._hash, self._external_versions()))
 
@@ -170,8 +170,11 @@ class ResolvedCheckpoint:
         if not self.initializers and not self.external_data and not files:
             return model
         digest = hashlib.sha256(model.encode())
+        tensors: dict[str, list[ExternalData]] = {}
+        for data in self._remember("summary", self._summarize).external_data:
+            tensors.setdefault(data.location, []).append(data)
         for name, path in files:
-            digest.update(f"file:{name}:{_content(path)}".encode())
+            digest.update(f"file:{name}:{_content(path, tensors[name])}".encode())
         for name, array in sorted(self.initializers.items()):
             digest.update(f"{name}:{array.dtype.str}:{array.shape}".encode())
             digest.update(array.tobytes())
@@ -263,14 +266,20 @@ def _file_version(path: Path) -> object:
         return f"unreadable: {exc.strerror or exc}"
 
 
-def _content(path: Path) -> str:
-    """An external-data file's fingerprint, or what it is when it is not a regular file."""
+def _content(path: Path, tensors: list[ExternalData]) -> str:
+    """The fingerprint of the bytes ONNX Runtime reads from an external-data file for
+    ``tensors`` (a 64 GB file of which a model uses 16 bytes is read for those 16; a range it
+    refuses is not read), or what the file is when it is not a regular file. A tensor whose
+    type this reader cannot size counts by the file's version: any change to the file is one."""
     try:
-        if path.is_file():
-            return file_fingerprint(path)
+        if not path.is_file():
+            return "absent" if not os.path.lexists(path) else "not a regular file"
+        size = path.stat().st_size
+        spans = tuple(span for data in tensors if (span := data.span(size)) is not None)
+        digest = file_fingerprint(path, spans)
+        return f"{digest} {file_version(path)}" if any(d.size is None for d in tensors) else digest
     except OSError as exc:
         return f"unreadable: {exc.strerror or exc}"
-    return "absent" if not os.path.lexists(path) else "not a regular file"
 
 
 def metadata_path_for(weights_path: Path) -> Path:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .._printable import printable
 from ..backend import OnnxBackend
 from ..backend.report import Candidate
 from ..checkpoint import LocalCheckpoint, ResolvedCheckpoint
@@ -254,7 +255,7 @@ def info(args: argparse.Namespace) -> int:
     print(f"providers    {', '.join(host.available_providers) or 'none'} (in this ORT build)")
     for probe, facts in host.facts.items():
         for name, value in facts.items():
-            print(f"fact         {probe}.{name} = {value}")
+            print(printable(f"fact         {probe}.{name} = {value}"))
     for plugin in plugin_host.plugin_infos():
         made_by = f"{plugin.distribution} {plugin.version}" if plugin.distribution else "(built in)"
         error = f" ({plugin.error})" if plugin.error else ""

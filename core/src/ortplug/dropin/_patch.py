@@ -30,14 +30,14 @@ _LOCK = _thread.RLock()
 
 
 class Patch:
-    """The patch in force: its takeover rule and the sessions built under it (a context manager:
-    leaving the block puts back the patch it replaced, or none)."""
+    """A patch: its takeover rule and the sessions built under it (a context manager: leaving
+    the block ends it, and the latest patch not ended is in force again, or none; blocks of
+    several threads may end in any order)."""
 
-    def __init__(self, takeover: str, replaced: Patch | None = None) -> None:
+    def __init__(self, takeover: str) -> None:
         self.takeover = takeover
         self._sessions: list[SessionRecord] = []
         self._class: Any = None  # the drop-in subclass installed (once ONNX Runtime is imported)
-        self._replaced = replaced  # the patch in force before this one
 
     @property
     def sessions(self) -> tuple[SessionRecord, ...]:
@@ -83,8 +83,11 @@ class Patch:
 
     def __exit__(self, *_: object) -> None:
         with _LOCK:
+            if self not in _OPEN:  # ended already, or unpatch() ended every patch
+                return
+            _OPEN.remove(self)
             if self.active:
-                _put_in_force(self._replaced)
+                _put_in_force(_OPEN[-1] if _OPEN else None)
 
     def __repr__(self) -> str:
         state = "active" if self.active else "removed"
@@ -92,6 +95,8 @@ class Patch:
 
 
 _ACTIVE: Patch | None = None
+#: The patches not ended, oldest first: the last one is in force.
+_OPEN: list[Patch] = []
 _WAITING = False  # a hook waits for ONNX Runtime's import
 
 
@@ -113,21 +118,25 @@ def patch(takeover: str = "cpu") -> Patch:
     the author's machine; ``"all"``.
     Any other list keeps ONNX Runtime's behaviour. Calling it again replaces the
     patch in force; use it as ``with ortplug.patch(): ...`` to undo it on leaving (the
-    patch it replaced, if any, is in force again).
+    latest patch whose block is still open, if any, is in force again: ONNX Runtime's
+    class is back when the last block ends, in whatever order blocks end).
     """
     if takeover not in TAKEOVER_RULES:
         from ..errors import OptionError
 
         raise OptionError(f"takeover: expected one of {', '.join(TAKEOVER_RULES)}, got {takeover!r}")
     with _LOCK:
-        current = Patch(takeover, _ACTIVE)
+        current = Patch(takeover)
+        _OPEN.append(current)
         _put_in_force(current)
     return current
 
 
 def unpatch() -> None:
-    """Put ONNX Runtime's own class back; sessions already built stay as they are."""
+    """Put ONNX Runtime's own class back, ending every patch; sessions already built stay as
+    they are."""
     with _LOCK:
+        _OPEN.clear()
         _put_in_force(None)
 
 

@@ -144,6 +144,9 @@ def fact_label(probe: str, fact: str) -> str:
 _MAX_FACT_DEPTH = 32
 _MAX_FACT_VALUES = 100_000
 _JSON_SCALARS = (str, int, float, bool, type(None))
+#: Integers a fact may hold: JSON readers keep 64 bits, and Python refuses to print one of more
+#: than 4300 digits (``ortplug info`` failed on ``10**5000``).
+_MAX_FACT_INT = 1 << 64
 
 
 def facts_problem(facts: Mapping[str, object]) -> str | None:
@@ -151,8 +154,8 @@ def facts_problem(facts: Mapping[str, object]) -> str | None:
 
     Facts are kept across processes and printed by ``ortplug info --json`` as JSON, so a
     fact is what JSON holds: null, booleans, numbers, strings, lists (tuples and sets too)
-    and mappings with string keys, within bounds (walked without recursion, so a fact that
-    contains itself is refused too).
+    and mappings with string keys, within bounds (integers below 2**64 in size; walked
+    without recursion, so a fact that contains itself is refused too).
     """
     stack: list[tuple[str, str, object, int]] = [
         (str(name), str(name), value, 1) for name, value in facts.items()
@@ -178,6 +181,11 @@ def facts_problem(facts: Mapping[str, object]) -> str | None:
             return (
                 f"fact {where!r}: expected a JSON value (null, bool, number, string, list or "
                 f"mapping), got {type(value).__name__}"
+            )
+        elif isinstance(value, int) and not -_MAX_FACT_INT < value < _MAX_FACT_INT:
+            return (
+                f"fact {where!r}: expected an integer JSON readers keep (below 2**64 in size), "
+                f"got one of {value.bit_length()} bits"
             )
     return None
 

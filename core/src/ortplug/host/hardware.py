@@ -161,16 +161,20 @@ class Hardware:
 
 def _read_bytes(path: Path) -> bytes | None:
     """A plain file's first :data:`READ_LIMIT` bytes; ``None`` when it is missing, unreadable
-    or no plain file (a FIFO would block, ``/dev/zero`` never ends)."""
+    or no plain file (a FIFO would block, ``/dev/zero`` never ends, a folder raises)."""
     try:
         descriptor = os.open(path, _OPEN_FLAGS)
     except OSError:
         return None
-    with os.fdopen(descriptor, "rb") as file:
-        try:
-            return file.read(READ_LIMIT) if stat.S_ISREG(os.fstat(descriptor).st_mode) else None
-        except OSError:
+    try:  # a folder opens too (reading it raises): checked before any read, always closed
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
             return None
+        with os.fdopen(descriptor, "rb", closefd=False) as file:
+            return file.read(READ_LIMIT)
+    except OSError:
+        return None
+    finally:
+        os.close(descriptor)
 
 
 def _read(path: Path) -> str | None:

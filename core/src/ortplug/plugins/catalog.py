@@ -3,9 +3,10 @@ plain file reads (:mod:`ortplug.host.hardware`), and what to pip-install for it.
 
 It is written in the plugin declaration format (:mod:`.declaration`, whose catalog fields say
 what each means): the first-party plugins below, then the declaration of every installed plugin
-``ORTPLUG_PLUGINS`` / ``ORTPLUG_DISABLE_PLUGINS`` let in (a third party joins by shipping
-``detect`` and ``install`` in its ``ortplug.json``), then the file ``$ORTPLUG_CATALOG`` names (an
-internal index, a pinned version set); a later kind of the same name replaces an earlier one.
+the plugin host lets claim its kinds (a third party joins by shipping ``detect`` and ``install``
+in its ``ortplug.json``; one blocked, failed or skipped proposes nothing, and none replaces a
+kind of this project's), then the file ``$ORTPLUG_CATALOG`` names (an internal index, a pinned
+version set); a later kind of the same name replaces an earlier one.
 Every entry but the built-in ones says who declared it, and doctor names them beside what they
 would install. Only ``info`` and ``doctor`` import this module, never a build.
 """
@@ -262,38 +263,47 @@ def _entries(declarations: Iterable[PluginDeclaration], own: bool) -> list[Catal
     ]
 
 
-def _installed_declarations(
-    environ: Mapping[str, str],
-) -> tuple[list[PluginDeclaration], list[str]]:
-    """The declarations of the installed plugins the allow/deny lists let in, as the entry-point
-    scan remembers them, each with the distribution that ships it as its source; and why each
-    other one let in adds nothing (its declaration does not check)."""
-    from ._entry_points import PROJECT, discover
-    from .manager import blocked_by
+def _installed_declarations(environ: Mapping[str, str]) -> list[PluginDeclaration]:
+    """The declarations of the installed plugins the plugin host lets claim what they declare
+    (:meth:`~ortplug.plugins.manager.PluginHost.holding_declarations`: not blocked, failed or
+    skipped for a name claimed first), each with the distribution that ships it as its source;
+    a kind of the built-in catalog's is taken from this project's plugins only (a third party
+    declaring ``cpu`` with its own ``install`` would have replaced it)."""
+    from .manager import PluginHost, get_plugin_host
 
-    found, refused = [], []
-    for row in discover(PROJECT):
-        if blocked_by(row.name, environ) is not None:
-            continue
-        source = row.distribution or f"plugin {row.name!r}"
-        try:
-            if row.declaration_error is not None:
-                raise DeclarationError(row.declaration_error)
-            if row.declaration is None:
-                continue
-            declaration = from_json(row.name, row.declaration, source)
-        except DeclarationError as exc:
-            refused.append(f"{exc}; so {source} proposes nothing")
-            continue
-        distribution = declaration.distribution or row.distribution or ""
-        found.append(attrs.evolve(declaration, distribution=distribution))
-    return found, refused
+    host = get_plugin_host() if environ is os.environ else PluginHost(environ=environ)
+    plugins = BUILTIN_CATALOG["plugins"].values()
+    ours = {kind["kind"] for plugin in plugins for kind in plugin["kinds"]}
+    return [
+        attrs.evolve(
+            declaration,
+            source=declaration.distribution or f"plugin {declaration.plugin!r}",
+            kinds=tuple(k for k in declaration.kinds if shipped or k.kind not in ours),
+        )
+        for declaration, shipped in host.holding_declarations()
+    ]
 
 
 def refused_declarations(environ: Mapping[str, str] | None = None) -> list[str]:
     """One line for each installed plugin let in whose declaration does not check (a plain-http
     ``index_url``...): the catalog leaves all of it out, and ``doctor --fix`` says so."""
-    return _installed_declarations(os.environ if environ is None else environ)[1]
+    from ._entry_points import PROJECT, discover
+    from .manager import blocked_by
+
+    env = os.environ if environ is None else environ
+    refused = []
+    for row in discover(PROJECT):
+        if blocked_by(row.name, env) is not None:
+            continue
+        source = row.distribution or f"plugin {row.name!r}"
+        try:
+            if row.declaration_error is not None:
+                raise DeclarationError(row.declaration_error)
+            if row.declaration is not None:
+                from_json(row.name, row.declaration, source)
+        except DeclarationError as exc:
+            refused.append(f"{exc}; so {source} proposes nothing")
+    return refused
 
 
 def _file_declarations(path: str) -> list[PluginDeclaration]:
@@ -318,7 +328,7 @@ def load_catalog(
     env = os.environ if environ is None else environ
     layers = [list(parse_declarations(BUILTIN_CATALOG, "built-in catalog").values())]
     if installed:
-        layers.append(_installed_declarations(env)[0])
+        layers.append(_installed_declarations(env))
     if env.get(CATALOG_ENV):
         layers.append(_file_declarations(env[CATALOG_ENV]))
     entries: list[CatalogEntry] = []

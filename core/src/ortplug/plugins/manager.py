@@ -501,6 +501,31 @@ class PluginHost:
             row(failure.plugin, status, hooks_of.get(failure.plugin, ()), error)
         return list(rows.values())
 
+    def holding_declarations(self) -> list[tuple[PluginDeclaration, bool]]:
+        """The declarations of the plugins that hold what they claim, each naming the
+        distribution it is installed from, and whether that is one of this project's.
+
+        Every declared plugin is imported and the claims settled first; a plugin blocked by
+        ``ORTPLUG_PLUGINS`` / ``ORTPLUG_DISABLE_PLUGINS``, skipped for a name the core or an
+        earlier plugin claims, or failed (its import, a broken promise, a hook) is left out:
+        what ``doctor`` may propose to install comes only from plugins this host lets in.
+        """
+        with self._lock:
+            self._load_pending()
+            self._validated()
+            failed = {failure.plugin for failure in self._failures}
+            return [
+                (
+                    attrs.evolve(
+                        declaration,
+                        distribution=self._distributions.get(name, (declaration.distribution,))[0],
+                    ),
+                    self._is_shipped(name),
+                )
+                for name, declaration in self._declarations.items()
+                if self._pm.get_plugin(name) is not None and name not in failed
+            ]
+
     def _note(self, plugin: str) -> str | None:
         """What ``ortplug plugins`` adds about a plugin's start-up: no declaration, a slow import."""
         ms = self._import_ms.get(plugin)
