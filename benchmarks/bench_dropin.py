@@ -106,7 +106,10 @@ def start_up(rounds: int, model: str) -> dict[str, float]:
     }
     if os.environ.get("BENCH_ORTPLUG_SCRIPT"):  # the console script, as users type it
         script = os.environ["BENCH_ORTPLUG_SCRIPT"]
-        cases["ortplug exec (script)"] = ([script, "exec", "--", sys.executable, *code], dict(os.environ))
+        cases["ortplug exec (script)"] = (
+            [script, "exec", "--", sys.executable, *code],
+            dict(os.environ),
+        )
     times: dict[str, list[float]] = {name: [] for name in cases}
     for _ in range(rounds + 1):
         for name, (command, env) in cases.items():
@@ -128,8 +131,10 @@ def main() -> None:
     for name, ours in calls.items():
         print(f"             {name:26} {ours * 1e6:.2f} us   {ours / theirs:.3f}x")
     theirs, ours = per_build(args.model, args.rounds)
-    print(f"per build    onnxruntime {theirs * 1e3:8.2f} ms   ortplug {ours * 1e3:8.2f} ms   "
-          f"+{(ours - theirs) * 1e3:.2f} ms")
+    print(
+        f"per build    onnxruntime {theirs * 1e3:8.2f} ms   ortplug {ours * 1e3:8.2f} ms   "
+        f"+{(ours - theirs) * 1e3:.2f} ms"
+    )
     figures = start_up(args.rounds * 2, args.model)
     plain = figures.pop("plain")
     first = figures.pop("first session: onnxruntime")

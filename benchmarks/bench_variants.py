@@ -212,7 +212,9 @@ def section_webgpu(folder: Path) -> None:
         tight = OnnxBackend.from_checkpoint(checkpoint, verify=Tolerance(1e-4, 1e-5))
     for warning in caught:
         print(f"  rtol=1e-4 atol=1e-5  warning: {warning.message}")
-    print(f"  rtol=1e-4 atol=1e-5  serves {tight.metadata.precision} on {', '.join(tight.providers)}")
+    print(
+        f"  rtol=1e-4 atol=1e-5  serves {tight.metadata.precision} on {', '.join(tight.providers)}"
+    )
 
 
 def section_cost(path: Path) -> None:
@@ -229,7 +231,9 @@ def section_cost(path: Path) -> None:
 
     first_ms, first = build_ms(verified)
     cached_ms, cached = build_ms(verified)
-    plain_ms, _ = build_ms(lambda: OnnxBackend.from_checkpoint(fp16, providers=["cpu"], verify=False))
+    plain_ms, _ = build_ms(
+        lambda: OnnxBackend.from_checkpoint(fp16, providers=["cpu"], verify=False)
+    )
     print("\n4. verification cost (the MLP's fp16 variant on the CPU, one build each)")
     print(
         f"  first build, verifies       {first_ms:8.1f} ms (verdict {first.report.verification.cost_ms:.1f} ms)"

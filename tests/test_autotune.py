@@ -93,14 +93,13 @@ def test_a_record_with_bad_values_is_rejected(plugin_host) -> None:
     record["setting"]["intra_op_num_threads"] = -3
     path.write_text(json.dumps(record))
     with pytest.warns(
-        OrtplugCacheWarning, match="intra_op_num_threads: expected a thread count from 1 to .*got -3"
+        OrtplugCacheWarning,
+        match="intra_op_num_threads: expected a thread count from 1 to .*got -3",
     ):
         assert lookup(checkpoint, host) is None
 
 
-@pytest.mark.parametrize(
-    "outcomes", [["rejected: one", "two"], "rejected", [1], ["x" * 5000]]
-)
+@pytest.mark.parametrize("outcomes", [["rejected: one", "two"], "rejected", [1], ["x" * 5000]])
 def test_outcomes_that_are_not_one_line_per_offered_candidate_are_rejected(
     plugin_host, outcomes
 ) -> None:
@@ -112,7 +111,9 @@ def test_outcomes_that_are_not_one_line_per_offered_candidate_are_rejected(
     record = json.loads(path.read_text())
     record["setting"]["outcomes"] = outcomes
     path.write_text(json.dumps(record))
-    with pytest.warns(OrtplugCacheWarning, match="outcomes .* is not one line per offered candidate"):
+    with pytest.warns(
+        OrtplugCacheWarning, match="outcomes .* is not one line per offered candidate"
+    ):
         assert lookup(checkpoint, host) is None
 
 
@@ -122,7 +123,9 @@ def test_a_long_outcome_is_cut_so_the_record_stays_readable(plugin_host) -> None
     checkpoint = _checkpoint()
     host = plugin_host.host_capabilities()
     long = "rejected: " + "out0 max abs diff 0.5; " * 200
-    setting = TunedSetting(("cpu",), None, 1.0, 0.01, offered=("::x", "::cpu"), outcomes=(long, "chosen"))
+    setting = TunedSetting(
+        ("cpu",), None, 1.0, 0.01, offered=("::x", "::cpu"), outcomes=(long, "chosen")
+    )
     save(checkpoint, host, setting)
     found = lookup(checkpoint, host)
     assert found is not None and found.outcomes[0].endswith("...")

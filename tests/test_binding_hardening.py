@@ -43,7 +43,10 @@ def test_outputs_before_the_first_run_is_an_error_not_a_crash() -> None:
         """
     )
     tests = str(Path(__file__).parent)  # the child imports the test models too
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (tests, os.environ.get("PYTHONPATH"))))}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, (tests, os.environ.get("PYTHONPATH")))),
+    }
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env
     )
@@ -94,5 +97,7 @@ def test_an_output_array_of_the_old_shape_says_what_to_do(matmul) -> None:
     binding = matmul.bind().bind_input("x", np.ones((2, 4), np.float32))
     binding.bind_output("y", np.zeros((2, 3), np.float32)).run()
     binding.bind_input("x", np.ones((5, 4), np.float32))
-    with pytest.raises(RuntimeError, match=r"bind an array of the new shape, or bind_output\(name\)"):
+    with pytest.raises(
+        RuntimeError, match=r"bind an array of the new shape, or bind_output\(name\)"
+    ):
         binding.run()

@@ -388,14 +388,18 @@ def test_doctor_and_plugins_see_a_cache_others_can_write(ortplug_cache: Path) ->
     assert cache_problem("tensorrt", "engines") is None
 
 
-@pytest.mark.skipif(os.getuid() != 0, reason="giving a folder to another user needs root (CI's user)")
+@pytest.mark.skipif(
+    os.getuid() != 0, reason="giving a folder to another user needs root (CI's user)"
+)
 def test_a_cache_folder_of_another_user_is_refused_naming_whose_it_should_be(ortplug_cache) -> None:
     folder = cache_dir("verify")
     os.chown(folder, 65534, 65534)  # nobody's
     with pytest.warns(OrtplugCacheWarning) as caught:
         assert trusted_folder("verify") is None
     (message,) = [str(w.message) for w in caught]
-    assert f"{folder} belongs to another user (uid 65534; expected yours, uid 0, or root)" in message
+    assert (
+        f"{folder} belongs to another user (uid 65534; expected yours, uid 0, or root)" in message
+    )
 
 
 # -- issue 31, items 1-3: shared hosts ------------------------------------------------------------
@@ -451,8 +455,13 @@ def _grant_write(path: Path, uid: int) -> None:
 
     owner, group, other = (path.stat().st_mode >> shift & 7 for shift in (6, 3, 0))
     acl = struct.pack("<I", 2) + b"".join(
-        [entry(0x01, owner), entry(0x02, 7, uid), entry(0x04, group), entry(0x10, 7)]
-        + [entry(0x20, other)]
+        [
+            entry(0x01, owner),
+            entry(0x02, 7, uid),
+            entry(0x04, group),
+            entry(0x10, 7),
+            entry(0x20, other),
+        ]
     )
     try:
         os.setxattr(path, "system.posix_acl_access", acl)

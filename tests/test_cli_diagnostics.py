@@ -130,7 +130,9 @@ def test_bench_compares_candidates_against_the_measured_default(tmp_path) -> Non
     ]
     assert result["rows"][0]["ratio"] == 1.0
     assert set(result["skipped"]) == {
-        "cuda,cpu / default threads", "cuda,cpu / 1 threads", "cuda,cpu / 2 threads"
+        "cuda,cpu / default threads",
+        "cuda,cpu / 1 threads",
+        "cuda,cpu / 2 threads",
     }
     assert "ProviderNotRealizedError" in result["skipped"]["cuda,cpu / 1 threads"]
     records = list((cache / "autotune").glob("*.json"))

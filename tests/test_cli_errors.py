@@ -389,8 +389,15 @@ def test_bench_save_claims_only_a_measured_speedup(tmp_path) -> None:
     assert baseline["label"] == result["baseline"] == "policy (cpu) / default threads"
     assert (baseline["threads"], baseline["ratio"]) == (None, 1.0)  # the default was measured
     run = json.loads(
-        _cli("run", str(model), "--json", "--repeat", "1", ORTPLUG_CACHE_DIR=cache,
-             ORTPLUG_PLUGINS="cpu").stdout
+        _cli(
+            "run",
+            str(model),
+            "--json",
+            "--repeat",
+            "1",
+            ORTPLUG_CACHE_DIR=cache,
+            ORTPLUG_PLUGINS="cpu",
+        ).stdout
     )
     reason = run["chain"][0]["reason"]
     if result["best"] == result["baseline"]:

@@ -153,9 +153,7 @@ def test_a_closed_stdout_is_one_line_naming_it(command) -> None:
     )
     name = command.split()[0]
     line = _one_error(done, 1, f"ortplug {name}: error: ")
-    assert line == (
-        f"ortplug {name}: error: standard output is closed: the output was not written"
-    )
+    assert line == (f"ortplug {name}: error: standard output is closed: the output was not written")
 
 
 # -- 12: --output-dir that cannot be a folder ----------------------------------------------------
@@ -166,7 +164,10 @@ def test_an_output_dir_that_cannot_be_made_names_the_flag(tmp_path) -> None:
     np.save(tmp_path / "in" / "x.npy", np.zeros((2, 8), np.float32))
     model = tmp_path / "model.onnx"
     shutil.copy(DEMO, model)
-    for target, reason in ((model, "a file"), (Path("/proc/nope/out"), "No such file or directory")):
+    for target, reason in (
+        (model, "a file"),
+        (Path("/proc/nope/out"), "No such file or directory"),
+    ):
         done = _cli("batch", str(model), "--input-dir", str(tmp_path / "in"),
                     "--output-dir", str(target))  # fmt: skip
         line = _one_error(done, 2, "ortplug batch: error: ")
@@ -285,7 +286,10 @@ def test_batch_files_of_tensor_names_stay_in_their_folders(tmp_path) -> None:
     np.save(source / "in%2Fx.npy", rows)
     done = _cli("batch", str(model), "--input-dir", str(source), "--output-dir", str(target))
     assert done.returncode == 0, done.stderr
-    assert sorted(p.name for p in target.iterdir()) == ["%2E.%2Fescaped.npy", "dense%2FBiasAdd%3A0.npy"]
+    assert sorted(p.name for p in target.iterdir()) == [
+        "%2E.%2Fescaped.npy",
+        "dense%2FBiasAdd%3A0.npy",
+    ]
     assert not (tmp_path / "out" / "escaped.npy").exists()
     np.testing.assert_array_equal(np.load(target / "dense%2FBiasAdd%3A0.npy"), rows)
 
@@ -332,9 +336,8 @@ def test_a_variant_identical_to_the_reference_is_refused(tmp_path) -> None:
     )
     done = _cli("variants", str(model), "--fp16")
     assert _one_error(done, 1, "ortplug variants: error: ").endswith(
-        "fp16 variant of {model}: not written: nothing in it runs in fp16 (no operator takes a "
+        f"fp16 variant of {model}: not written: nothing in it runs in fp16 (no operator takes a "
         "float16 input: ONNX Runtime's converter keeps LinearClassifier, ZipMap in float32)"
-        .format(model=model)
     )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cls.onnx"]
     # a model with something to quantize still gets its variant
@@ -346,5 +349,9 @@ def test_a_variant_identical_to_the_reference_is_refused(tmp_path) -> None:
     fp16 = onnx.load(str(tmp_path / "mm.fp16.onnx"))
     assert [t.data_type for t in fp16.graph.initializer] == [onnx.TensorProto.FLOAT16]
     assert sorted(p.name for p in tmp_path.iterdir()) == [
-        "cls.onnx", "mm.fp16.onnx", "mm.int8.onnx", "mm.metadata.json", "mm.onnx"
+        "cls.onnx",
+        "mm.fp16.onnx",
+        "mm.int8.onnx",
+        "mm.metadata.json",
+        "mm.onnx",
     ]

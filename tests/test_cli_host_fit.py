@@ -56,10 +56,16 @@ def test_info_names_the_hardware_and_what_it_calls_for(tmp_path: Path) -> None:
     assert "cuda" in fit["applies"]
     runtime = fit["findings"][0]
     assert runtime["subject"] == "runtime" and not runtime["ok"]
-    assert "this host needs onnxruntime-gpu[cuda,cudnn]==1.31.1 (for ortplug-cuda)" in runtime["detail"]
+    assert (
+        "this host needs onnxruntime-gpu[cuda,cudnn]==1.31.1 (for ortplug-cuda)"
+        in runtime["detail"]
+    )
     text = _cli("info", **{_ROOT_ENV: str(tmp_path)}).stdout
     assert "hardware     linux x86_64: NVIDIA H200, NVIDIA driver 580.65.06 (CUDA 13)" in text
-    assert f"fit          {runtime['detail']}; fix it with: pip uninstall -y onnxruntime && pip install " in text
+    assert (
+        f"fit          {runtime['detail']}; fix it with: pip uninstall -y onnxruntime && pip install "
+        in text
+    )
 
 
 def test_doctor_fix_on_a_cpu_host_has_nothing_to_do(tmp_path: Path) -> None:
@@ -119,7 +125,9 @@ def test_a_bad_catalog_file_is_one_line_everywhere(tmp_path: Path) -> None:
         "['ort_name']\n"
     )
     checks = {c["name"]: c for c in json.loads(_cli("doctor", "--json", **env).stdout)["checks"]}
-    assert checks["host fit"]["detail"] == fix.stderr.removeprefix("ortplug doctor: error: ").strip()
+    assert (
+        checks["host fit"]["detail"] == fix.stderr.removeprefix("ortplug doctor: error: ").strip()
+    )
     assert checks["host fit"]["fix"] == "fix that file, or unset ORTPLUG_CATALOG"
     assert f"fit          PROBLEM ORTPLUG_CATALOG={bad}: " in _cli("info", **env).stdout
 
@@ -127,7 +135,10 @@ def test_a_bad_catalog_file_is_one_line_everywhere(tmp_path: Path) -> None:
 def test_yes_without_fix_is_a_usage_error() -> None:
     done = _cli("doctor", "--yes")
     assert done.returncode == 2
-    assert done.stderr == "ortplug doctor: error: --yes: only with --fix (ortplug doctor --fix --yes)\n"
+    assert (
+        done.stderr
+        == "ortplug doctor: error: --yes: only with --fix (ortplug doctor --fix --yes)\n"
+    )
 
 
 @pytest.fixture
@@ -182,7 +193,9 @@ def _system_python_is_this_version() -> bool:
     reason="needs a system Python of this version marked EXTERNALLY-MANAGED (PEP 668)",
 )
 def test_an_externally_managed_environment_is_refused_with_the_reason(tmp_path: Path) -> None:
-    site = __import__("sysconfig").get_path("purelib")  # this venv's libraries, on the system Python
+    site = __import__("sysconfig").get_path(
+        "purelib"
+    )  # this venv's libraries, on the system Python
     env = {
         _ROOT_ENV: str(fake_roots.nvidia(tmp_path)),
         "PYTHONPATH": os.pathsep.join([str(REPOSITORY / "core/src"), site]),
@@ -193,7 +206,9 @@ def test_an_externally_managed_environment_is_refused_with_the_reason(tmp_path: 
     assert done.stderr.startswith(
         f"ortplug doctor: error: {_SYSTEM_PYTHON} is an externally managed environment ({marker}): "
     )
-    assert done.stderr.rstrip().endswith("nothing was changed (python3 -m venv .venv, then run .venv/bin/ortplug there)")
+    assert done.stderr.rstrip().endswith(
+        "nothing was changed (python3 -m venv .venv, then run .venv/bin/ortplug there)"
+    )
     assert done.stderr.count("\n") == 1
 
 
@@ -236,8 +251,7 @@ def test_fix_yes_repairs_two_runtime_wheels_and_a_missing_plugin_slow(tmp_path: 
     assert f"{python} {_SAFE_PATH} -m pip uninstall -y onnxruntime-gpu" in dry.stdout.splitlines()
     assert (
         f"{python} {_SAFE_PATH} -m pip install --no-user '{REPOSITORY}/core[cpu]' "
-        f"{REPOSITORY}/plugins/cpu"
-        in dry.stdout.splitlines()
+        f"{REPOSITORY}/plugins/cpu" in dry.stdout.splitlines()
     )
 
     # A kind whose install pip cannot find: the steps before it ran, the failing one changed
@@ -248,12 +262,16 @@ def test_fix_yes_repairs_two_runtime_wheels_and_a_missing_plugin_slow(tmp_path: 
         "kinds": [{"kind": "nosuch", "ort_name": "NoSuchExecutionProvider", "detect": [{}],
                    "install": "ortplug-nosuch-h25"}],
     }}}))  # fmt: skip
-    failed = _venv_run(root, "ortplug", "doctor", "--fix", "--yes", ORTPLUG_CATALOG=str(catalog), **env)
+    failed = _venv_run(
+        root, "ortplug", "doctor", "--fix", "--yes", ORTPLUG_CATALOG=str(catalog), **env
+    )
     assert failed.returncode == 1
     assert "ortplug-nosuch-h25" in failed.stderr  # pip's own words, e.g. "No matching distribution"
     last = failed.stderr.strip().splitlines()[-1]
     assert last.startswith("ortplug doctor: error: pip exited 1 on: ")
-    assert last.endswith("the environment is as pip left it (its output is above); nothing after that command ran")
+    assert last.endswith(
+        "the environment is as pip left it (its output is above); nothing after that command ran"
+    )
     runtimes = _venv_run(root, "python", "-m", "pip", "list", "--format=json").stdout
     names = {d["name"] for d in json.loads(runtimes)}
     assert "onnxruntime-gpu" not in names and "onnxruntime" in names and "ortplug-cpu" not in names

@@ -221,7 +221,10 @@ def test_a_claim_that_is_not_a_bool_is_one_clear_error() -> None:
     ):
         ProviderType("misbehaving", BAD[0], MisbehavingProvider, concurrent_runs="yes")  # type: ignore[arg-type]
     kind = {"kind": "acme", "ort_name": "AcmeExecutionProvider", "concurrent_runs": "yes"}
-    data = {"ortplug": 1, "plugins": {"acme": {"kinds": [kind], "hooks": ["ortplug_provider_types"]}}}
+    data = {
+        "ortplug": 1,
+        "plugins": {"acme": {"kinds": [kind], "hooks": ["ortplug_provider_types"]}},
+    }
     with pytest.raises(
         DeclarationError,
         match=r"plugins.acme.kinds\[0\].concurrent_runs: expected true or false, got 'yes'$",
@@ -231,7 +234,10 @@ def test_a_claim_that_is_not_a_bool_is_one_clear_error() -> None:
 
 def test_a_declaration_and_a_type_that_disagree_on_concurrent_runs_are_a_broken_promise() -> None:
     kind = {"kind": "misbehaving", "ort_name": BAD[0], "concurrent_runs": True}
-    data = {"ortplug": 1, "plugins": {"bad": {"kinds": [kind], "hooks": ["ortplug_provider_types"]}}}
+    data = {
+        "ortplug": 1,
+        "plugins": {"bad": {"kinds": [kind], "hooks": ["ortplug_provider_types"]}},
+    }
     declaration = parse_declarations(data, "bad/ortplug.json")["bad"]
     hooks = ["ortplug_provider_types"]
     agrees = ProviderType("misbehaving", BAD[0], MisbehavingProvider, concurrent_runs=True)

@@ -6,7 +6,6 @@ import json
 import os
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -76,7 +75,7 @@ def _install(
     aliases: tuple[str, ...] = (),
     probe: str | None = None,
     devices: list[str] | None = None,
-    declared: dict[str, object] | None | bool = True,
+    declared: dict[str, object] | bool | None = True,
 ) -> str:
     """A distribution ``ortplug-<name>``, entry point ``<name>``, as pip leaves it; its module."""
     kind, probe = kind or name, probe or name
@@ -161,9 +160,11 @@ def test_a_plugin_unlike_its_declaration_is_skipped_with_one_line(site: Path) ->
     declared = _declaration("acmee", "AcmeeExecutionProvider", ["npue"], "acmee")
     _install(site, "acmee", aliases=("other",), declared=declared)
     host = PluginHost(environ={})
-    with pytest.warns(OrtplugPluginWarning) as caught:
-        with pytest.raises(OptionError, match="its plugin 'acmee' failed in declaration"):
-            host.provider_registry().parse("acmee")
+    with (
+        pytest.warns(OrtplugPluginWarning) as caught,
+        pytest.raises(OptionError, match="its plugin 'acmee' failed in declaration"),
+    ):
+        host.provider_registry().parse("acmee")
     (message,) = [str(w.message) for w in caught if "'acmee'" in str(w.message)]
     assert "\n" not in message
     assert "ortplug_acmee/ortplug.json declares kinds" in message

@@ -17,9 +17,8 @@ import numpy as np
 import onnxruntime as ort
 import ortplug
 import pytest
-from ortplug.dropin import InferenceSession
-
 from models import add_model, write
+from ortplug.dropin import InferenceSession
 
 CPU = "CPUExecutionProvider"
 AZURE = "AzureExecutionProvider"
@@ -95,7 +94,9 @@ def test_ortplug_forms_are_strict(model):
         session = InferenceSession(model, providers=providers)
         assert session.backend is not None
         assert session.report.reasons == (("cpu", "requested explicitly (strict)"),)
-    with pytest.raises(ValueError, match="provider 'cuda'.* (is not installed|is blocked by ORTPLUG_PLUGINS=)"):
+    with pytest.raises(
+        ValueError, match="provider 'cuda'.* (is not installed|is blocked by ORTPLUG_PLUGINS=)"
+    ):
         InferenceSession(model, providers=["cuda", "cpu"])  # ortplug's kind, its plugin not here
 
 
@@ -155,7 +156,9 @@ def test_kwargs_ortplug_does_not_take_leave_the_choice_to_onnx_runtime(model):
 
 def test_ortplug_forms_with_arguments_only_onnx_runtime_takes_raise_naming_them(model):
     """They were dropped without a word (the session built as if they were not given)."""
-    with pytest.raises(ValueError, match="disabled_optimizers.*ortplug's forms.*'CPUExecutionProvider'"):
+    with pytest.raises(
+        ValueError, match="disabled_optimizers.*ortplug's forms.*'CPUExecutionProvider'"
+    ):
         InferenceSession(model, providers=["cpu"], disabled_optimizers=["ConstantFolding"])
     session = InferenceSession(model, providers=["cpu"])
     assert session.why.startswith("providers=['cpu'] in ortplug's forms (strict): cpu: ")
@@ -169,7 +172,10 @@ def test_patch_swaps_records_and_unpatches(model):
         ort.InferenceSession(model, providers=[CPU])  # CPU-only: taken over by default
         ort.InferenceSession(model, providers=[AZURE, CPU])  # left to ONNX Runtime
     assert ort.InferenceSession is original
-    assert sys.modules["onnxruntime.capi.onnxruntime_inference_collection"].InferenceSession is original
+    assert (
+        sys.modules["onnxruntime.capi.onnxruntime_inference_collection"].InferenceSession
+        is original
+    )
     first, second = patch.sessions
     assert first.model == model and first.providers == (CPU,) and "taken over" in first.why
     assert second.providers == (AZURE, CPU) and second.why == "ONNX Runtime's own"
@@ -183,7 +189,9 @@ def test_takeover_rules(model, takeover, taken):
     with ortplug.patch(takeover=takeover):
         sessions = [
             ort.InferenceSession(model, providers=[CPU]),
-            ort.InferenceSession(model, providers=[(CPU, {"arena_extend_strategy": "kSameAsRequested"})]),
+            ort.InferenceSession(
+                model, providers=[(CPU, {"arena_extend_strategy": "kSameAsRequested"})]
+            ),
             ort.InferenceSession(model, providers=[AZURE, CPU]),
         ]
     assert [session.backend is not None for session in sessions] == taken
@@ -232,7 +240,9 @@ def test_exec_takeover_none_keeps_explicit_lists(model):
 
 
 def test_exec_leaves_a_program_without_onnx_runtime_alone():
-    code = "import sys; print('onnxruntime' in sys.modules, 'ortplug.dropin._session' in sys.modules)"
+    code = (
+        "import sys; print('onnxruntime' in sys.modules, 'ortplug.dropin._session' in sys.modules)"
+    )
     done = _exec("--report", "--", sys.executable, "-c", code)
     assert done.returncode == 0, done.stderr
     assert done.stdout == "False False\n"

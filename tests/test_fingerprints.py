@@ -14,12 +14,10 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-
+from models import external_weights_model, matmul_model
 from ortplug import LocalCheckpoint
 from ortplug.checkpoint import _fingerprints
 from ortplug.errors import CheckpointError
-
-from models import external_weights_model, matmul_model
 
 
 @pytest.fixture

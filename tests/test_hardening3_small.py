@@ -9,8 +9,8 @@ from pathlib import Path
 import models
 import pytest
 from ortplug import CheckpointMetadata, LocalCheckpoint, PluginHost
-from ortplug.cli.main import main
 from ortplug.checkpoint import select_variant
+from ortplug.cli.main import main
 from ortplug.errors import CheckpointError, OrtplugPluginWarning
 from ortplug.testing import make_host
 

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import fake_roots
 import pytest
-
 from ortplug.host.hardware import HARDWARE_ROOT_ENV, cuda_major_for_driver, detect_hardware
 
 _LINUX = {"ORTPLUG_OVERRIDE_PLATFORM": "linux", "ORTPLUG_OVERRIDE_MACHINE": "x86_64"}
@@ -119,7 +118,9 @@ def test_the_root_comes_from_the_environment(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("value", "expected"), [(" darwin ", "darwin"), ("  ", None)])
-def test_platform_overrides_read_as_the_host_facts_read_them(tmp_path: Path, value, expected) -> None:
+def test_platform_overrides_read_as_the_host_facts_read_them(
+    tmp_path: Path, value, expected
+) -> None:
     """The hardware scan and the host facts took ``ORTPLUG_OVERRIDE_PLATFORM`` by two rules."""
     import sys
     import warnings
@@ -157,7 +158,6 @@ def test_names_read_from_the_root_are_printable(tmp_path: Path) -> None:
     assert hw.vulkan_icds == ("x?]0;owned??[2J?.json",)
     assert hw.render_nodes == ("renderD128?]0;owned??[2J?",)
     assert not any(c in hw.describe() + str(hw.to_dict()) for c in "\x1b\x07\x9b")
-
 
 
 def test_bidi_and_zero_width_characters_in_names_print_as_marks(tmp_path: Path) -> None:

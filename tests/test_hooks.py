@@ -8,6 +8,7 @@ from pathlib import Path
 
 import models
 import numpy as np
+import ortplug_cpu.plugin as cpu_plugin
 import pytest
 from ortplug import (
     CheckpointMetadata,
@@ -23,7 +24,6 @@ from ortplug import (
     hookimpl,
 )
 from ortplug.backend._plan import plan_session
-import ortplug_cpu.plugin as cpu_plugin
 from ortplug.plugins import hookspecs
 from ortplug.testing import make_plugin_host
 from ortplug_cpu import CpuProvider
@@ -175,7 +175,10 @@ def test_only_the_plugin_that_owns_a_kind_prepares_it(plugin_host: PluginHost, c
     ("prepare", "message"),
     [
         (_prepare_broken, "'cpu' failed in ortplug_prepare_provider: KeyError: 'bug'"),
-        (_prepare_wrong_kind, "'cpu' failed in ortplug_prepare_provider: TypeError: expected a 'cpu'"),
+        (
+            _prepare_wrong_kind,
+            "'cpu' failed in ortplug_prepare_provider: TypeError: expected a 'cpu'",
+        ),
     ],
 )
 def test_a_broken_or_wrong_prepare_is_a_plugin_failure(prepare, message, cpu_host) -> None:

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import fake_roots
 import pytest
-
 from ortplug.errors import OptionError
 from ortplug.host._runtime import RuntimeDistribution
 from ortplug.host.fit import FitPlan, Installed, plan_fit
@@ -34,7 +33,11 @@ _EXTRAS = {
 
 def _env(*runtimes: tuple[str, str], tree: Path | None = None, **dists: str) -> Installed:
     """An environment with the core, these runtime wheels and these distributions."""
-    found = {"ortplug": "0.1.0", **dict(runtimes), **{k.replace("_", "-"): v for k, v in dists.items()}}
+    found = {
+        "ortplug": "0.1.0",
+        **dict(runtimes),
+        **{k.replace("_", "-"): v for k, v in dists.items()},
+    }
     return Installed(found, tuple(RuntimeDistribution(*r) for r in runtimes), _EXTRAS, tree)
 
 
@@ -95,7 +98,9 @@ def test_a_driver_too_old_for_any_build_says_to_update_it(tmp_path: Path) -> Non
     assert plan.applies == ("cpu",) and plan.steps == ()
     cuda = [f for f in plan.findings if "ortplug-cuda needs" in f.detail]
     assert [f.ok for f in cuda] == [False]
-    assert cuda[0].detail.endswith("needs CUDA 12 or newer: update the NVIDIA driver to r525 or newer")
+    assert cuda[0].detail.endswith(
+        "needs CUDA 12 or newer: update the NVIDIA driver to r525 or newer"
+    )
 
 
 def test_an_nvidia_gpu_without_a_driver_says_to_install_it_first(tmp_path: Path) -> None:
@@ -111,9 +116,10 @@ def test_an_amd_gpu_with_vulkan_gets_webgpu_beside_the_cpu_runtime(tmp_path: Pat
     plan = _plan(_hw(fake_roots.amd_gpu(tmp_path)))
     assert plan.applies == ("webgpu", "cpu")
     assert plan.steps == (("install", "ortplug[webgpu]"),)  # onnxruntime 1.32 fits >=1.24.4
-    assert "AMD GPU 0x744c with a Vulkan loader seen; install ortplug-webgpu with: " in _lines(
-        plan, ok=False
-    )[0]
+    assert (
+        "AMD GPU 0x744c with a Vulkan loader seen; install ortplug-webgpu with: "
+        in _lines(plan, ok=False)[0]
+    )
 
 
 def test_an_intel_gpu_gets_webgpu_and_openvino_as_an_option(tmp_path: Path) -> None:
@@ -136,7 +142,12 @@ def test_apple_silicon_gets_coreml(tmp_path: Path) -> None:
 
 def test_an_old_macos_or_an_intel_mac_gets_no_coreml(tmp_path: Path) -> None:
     old = _plan(_hw(fake_roots.apple_silicon(tmp_path / "old", "11.7"), _MAC))
-    intel = _plan(_hw(fake_roots.apple_silicon(tmp_path / "x86"), {**_MAC, "ORTPLUG_OVERRIDE_MACHINE": "x86_64"}))
+    intel = _plan(
+        _hw(
+            fake_roots.apple_silicon(tmp_path / "x86"),
+            {**_MAC, "ORTPLUG_OVERRIDE_MACHINE": "x86_64"},
+        )
+    )
     assert old.applies == intel.applies == ("cpu",)
 
 
@@ -311,10 +322,14 @@ print(json.dumps(sorted(m for m in sys.modules if m in MODULES)))
 def test_a_build_imports_neither_the_catalog_nor_the_hardware_scan() -> None:
     modules = ["ortplug.plugins.catalog", "ortplug.host.fit", "ortplug.host.hardware"]
     script = _BUILD.replace("MODULES", repr(modules))
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout.splitlines()[-1]) == []
     # and the same process does import them when asked, so the check can fail
     check = script.replace("print(", "import ortplug.host.fit\nprint(")
-    done = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", check], capture_output=True, text=True, timeout=120
+    )
     assert json.loads(done.stdout.splitlines()[-1]) == sorted(modules)

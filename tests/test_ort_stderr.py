@@ -102,7 +102,9 @@ def test_ortplug_run_writes_no_onnxruntime_log_unless_debugging(log_model) -> No
     assert all(line in debugging.stderr for line in models.LOG_MODEL_LINES), debugging.stderr
 
 
-def test_a_backends_build_and_runs_write_no_onnxruntime_log(plugin_host, capfd, monkeypatch) -> None:
+def test_a_backends_build_and_runs_write_no_onnxruntime_log(
+    plugin_host, capfd, monkeypatch
+) -> None:
     monkeypatch.delenv("ORTPLUG_DEBUG", raising=False)
     checkpoint = InMemoryCheckpoint(models.log_model()).resolve()
     backend = OnnxBackend.from_checkpoint(checkpoint, plugins=plugin_host)

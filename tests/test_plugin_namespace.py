@@ -13,9 +13,7 @@ import pytest
 from ortplug.testing import demo_model, demo_static_model
 
 ROOT = Path(__file__).resolve().parents[1]
-PLUGIN_SOURCES = sorted(
-    [*ROOT.glob("plugins/*/src/**/*.py"), *ROOT.glob("examples/*/src/**/*.py")]
-)
+PLUGIN_SOURCES = sorted([*ROOT.glob("plugins/*/src/**/*.py"), *ROOT.glob("examples/*/src/**/*.py")])
 
 
 @pytest.mark.parametrize("name", ortplug.plugins.__all__)

@@ -9,6 +9,7 @@ import models
 import pytest
 from ortplug import InMemoryCheckpoint, OnnxBackend, OrtplugPluginWarning, PluginHost
 from ortplug.errors import OptionError, ProviderNotRealizedError
+from ortplug.host.ep_libraries import ensure_library
 from ortplug.plugins import (
     CheckpointMetadata,
     EpLibrary,
@@ -19,7 +20,6 @@ from ortplug.plugins import (
     ProviderOffer,
     hookimpl,
 )
-from ortplug.host.ep_libraries import ensure_library
 from ortplug.testing import make_host, make_plugin_host
 from ortplug_cpu import CpuProvider
 
@@ -95,7 +95,8 @@ def test_a_plugin_ep_offer_is_testable_with_injected_facts_and_no_library() -> N
     offers = [a for a in answers if isinstance(a, ProviderOffer) and a.config.kind == "jsonep"]
     assert [o.preference for o in offers] == [30]
     forced = make_plugin_host(
-        ("jsonep", plugin), environ={"ORTPLUG_OVERRIDE_JSONEP_DEVICES": f"[{device!r}]".replace("'", '"')}
+        ("jsonep", plugin),
+        environ={"ORTPLUG_OVERRIDE_JSONEP_DEVICES": f"[{device!r}]".replace("'", '"')},
     )
     answers = forced.offer_providers(META, forced.host_capabilities())
     assert any(isinstance(a, ProviderOffer) and a.config.kind == "jsonep" for a in answers)

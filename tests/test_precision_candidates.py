@@ -100,7 +100,6 @@ def test_the_tolerance_is_the_reduced_precisions_unless_one_is_given() -> None:
     assert given.tolerance_for(checkpoint, "bf16") == Tolerance(0, 0)  # the caller's wins
 
 
-
 def test_ortplug_verify_checks_a_reduced_candidate_instead_of_calling_it_the_reference() -> None:
     from ortplug.backend._plan import plan_session
     from ortplug.backend._verified import Verifier

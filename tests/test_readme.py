@@ -43,7 +43,6 @@ import re
 import shutil
 import subprocess
 import sys
-import tomllib
 from collections.abc import Iterator
 from importlib.resources import files
 from pathlib import Path
@@ -51,6 +50,7 @@ from pathlib import Path
 import attrs
 import ortplug
 import pytest
+import tomllib
 from ortplug import errors
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -215,8 +215,10 @@ def _python_block(block: Block, folder: Path) -> None:
         _expect(done.returncode == 0, f"{block} failed:\n{done.stderr[-3000:]}")
         return
     expected = raises.removeprefix("raises ")
-    _expect(done.returncode == 3, f"{block}: expected {expected!r}, got exit {done.returncode} "
-            f"{done.stderr[-2000:]}")
+    _expect(
+        done.returncode == 3,
+        f"{block}: expected {expected!r}, got exit {done.returncode} {done.stderr[-2000:]}",
+    )
     last = done.stderr.strip().splitlines()[-1]
     _expect(last.startswith(expected), f"{block}: expected {expected!r}, got {last!r}")
 
@@ -273,9 +275,9 @@ def _output_of(block: Block, directive: str, folder: Path) -> None:
 
     shown, printed = compared(block.text.splitlines()), compared(done.stdout.splitlines())
     _expect(len(shown) == len(printed), f"{block}: shows {shown}, {command} prints {printed}")
-    for want, got in zip(shown, printed):
-        if want.split()[:1] and want.split()[0] in varies:
-            want, got = _NUMBER.sub("N", want), _NUMBER.sub("N", got)
+    for line, out in zip(shown, printed):
+        numbers_vary = line.split()[:1] and line.split()[0] in varies
+        want, got = (_NUMBER.sub("N", line), _NUMBER.sub("N", out)) if numbers_vary else (line, out)
         _expect(want == got, f"{block}: shows\n{want}\n{command} prints\n{got}")
 
 

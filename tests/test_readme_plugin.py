@@ -6,8 +6,9 @@ import os
 import re
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
+
+import tomllib
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 

@@ -158,9 +158,7 @@ def test_the_default_is_eight_real_requests_and_the_environment_sets_another(dem
 )
 def test_a_bad_setting_is_one_line_naming_it(demo, arguments, message):
     with pytest.raises(OptionError, match=message):
-        OnnxBackend.from_checkpoint(
-            demo, plugins=_host("slow"), startup_fallback=True, **arguments
-        )
+        OnnxBackend.from_checkpoint(demo, plugins=_host("slow"), startup_fallback=True, **arguments)
 
 
 def test_the_settings_need_a_startup_fallback_that_verifies(demo):
@@ -223,11 +221,13 @@ def test_closing_or_dropping_a_shadowing_backend_ends_its_thread(demo):
     backend.close()
     assert not _threads("ortplug-shadow")
     assert backend.wait_ready(0) and backend.closed
-    dropped = OnnxBackend.from_checkpoint(
-        demo, plugins=_host("slow", delay_s=0.001), startup_fallback=True, measure=False
-    )
-    _until(lambda: dropped.shadowing, "the verified candidate to shadow the CPU")
-    del dropped
+    dropped = [
+        OnnxBackend.from_checkpoint(
+            demo, plugins=_host("slow", delay_s=0.001), startup_fallback=True, measure=False
+        )
+    ]
+    _until(lambda: dropped[0].shadowing, "the verified candidate to shadow the CPU")
+    dropped.clear()
     gc.collect()
     _until(lambda: not _threads("ortplug-shadow"), "the shadow of a dropped backend to end")
 

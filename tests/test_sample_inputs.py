@@ -303,7 +303,9 @@ def test_a_uint8_image_is_sized_as_an_image_not_as_tokens() -> None:
     spec = type("S", (), {"name": "image", "type": "tensor(uint8)", "shape": (1, None, None, 3)})()
     first = next(candidate_feeds([spec], {}))
     assert first.generated == {"image": "uint8 (1, 224, 224, 3) in 0..9"}
-    gray = type("S", (), {"name": "x", "type": "tensor(float)", "shape": ("n", "height", "width")})()
+    gray = type(
+        "S", (), {"name": "x", "type": "tensor(float)", "shape": ("n", "height", "width")}
+    )()
     assert next(candidate_feeds([gray], {})).feed["x"].shape == (1, 224, 224)
 
 

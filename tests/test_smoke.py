@@ -42,7 +42,9 @@ def test_smoke_check_fails_when_the_provider_takes_no_nodes() -> None:
     code = run_smoke("azure", repeat=3, extra={"ortplug_azuretest": True}, out=lines.append)
     assert code == EXIT_FAILED
     assert lines[-1].startswith("FAILED: the policy chose azure but rejected: the reference ")
-    assert lines[-1].endswith("its accelerators took no node of the graph (the CPU provider ran all 4)")
+    assert lines[-1].endswith(
+        "its accelerators took no node of the graph (the CPU provider ran all 4)"
+    )
 
 
 def test_smoke_check_of_an_uninstalled_kind_is_unavailable() -> None:

@@ -107,4 +107,6 @@ def test_a_usable_cpus_override_above_the_bound_is_named_not_applied(monkeypatch
     model = models.write(tmp_path, "add.onnx", models.add_model())
     assert _exit_code("bench", str(model), "--rounds", "1") == 1
     err = capsys.readouterr().err
-    assert "ORTPLUG_OVERRIDE_CPU_USABLE_CPUS (the default --threads): expected a thread count" in err
+    assert (
+        "ORTPLUG_OVERRIDE_CPU_USABLE_CPUS (the default --threads): expected a thread count" in err
+    )

@@ -134,8 +134,8 @@ def test_a_users_severity_is_kept_across_a_build(plugin_host, user_logger) -> No
     ort.set_default_logger_severity(3)  # errors only: the unused-initializer line is below
     try:
         backend = OnnxBackend.from_checkpoint(
-        UNUSED.resolve(), session_options=WARNINGS, plugins=plugin_host
-    )
+            UNUSED.resolve(), session_options=WARNINGS, plugins=plugin_host
+        )
         assert any(UNUSED_LINE in m for m in backend.build_messages)  # ortplug captures warnings
         ort.InferenceSession(UNUSED.model_bytes, providers=["CPUExecutionProvider"])
         assert user_logger == []  # neither during the build nor after it

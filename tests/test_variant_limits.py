@@ -7,11 +7,11 @@ import json
 import os
 
 import models
-from variant_models import mlp_with_variants
 import pytest
 from ortplug import CheckpointMetadata, LocalCheckpoint
 from ortplug.checkpoint.variants import MAX_VARIANTS, parse_variants
 from ortplug.errors import CheckpointError, OptionError
+from variant_models import mlp_with_variants
 
 
 def _entries(count: int, repeat: str | None = None) -> list[dict[str, str]]:
@@ -39,7 +39,7 @@ def test_a_manifest_at_the_cap_resolves(tmp_path) -> None:
 def test_a_manifest_over_the_cap_is_one_clear_error(tmp_path) -> None:
     with pytest.raises(CheckpointError, match=rf"variants: expected at most {MAX_VARIANTS} "):
         _checkpoint(tmp_path, MAX_VARIANTS + 1).resolve()
-    with pytest.raises(OptionError, match=f"got 100000$"):
+    with pytest.raises(OptionError, match="got 100000$"):
         parse_variants(_entries(100_000))
 
 

@@ -279,7 +279,11 @@ def test_ortplugs_int8_variant_of_a_wider_mlp_is_rejected_by_default(tmp_path: P
         expected = reference.run({"x": rows})["logits"]
     with OnnxBackend.from_checkpoint(select_variant(checkpoint, "int8"), providers=["cpu"],
                                      verify=False) as int8:  # fmt: skip
-        flipped = int(np.count_nonzero(expected.argmax(1) != int8.run({"x": rows})["logits"].argmax(1)))
+        flipped = int(
+            np.count_nonzero(expected.argmax(1) != int8.run({"x": rows})["logits"].argmax(1))
+        )
     assert flipped > 0  # the case is real: real rows change their class
     with pytest.raises(VerificationError, match=r"variant int8 \(int8\) .* failed verification"):
-        OnnxBackend.from_checkpoint(select_variant(checkpoint, "int8"), providers=["cpu"], verify=True)
+        OnnxBackend.from_checkpoint(
+            select_variant(checkpoint, "int8"), providers=["cpu"], verify=True
+        )

@@ -43,7 +43,6 @@ from ortplug.errors import (
 from ortplug.testing import make_host, make_plugin_host
 from ortplug.verification.comparison import OutputRule, compare_outputs
 from ortplug_cpu import CpuProvider
-from plugin_objects import FakeCudaPlugin
 from variant_models import INT8_ACCEPTED, broken_int8, mlp_model, mlp_with_variants, set_tolerance
 
 ORTPLUG = shutil.which("ortplug", path=os.path.dirname(sys.executable)) or "ortplug"
@@ -214,9 +213,13 @@ def test_compare_outputs_judges_elements_and_each_rows_top1() -> None:
     assert check.problem() is None and check.rows == 2  # the flip is within the noise allowed
     (strict,) = compare_outputs(reference, flipped, Tolerance(0.01, 0))
     assert "row 1: top-1 is class 1, reference class 0" in str(strict.problem())
-    row = compare_outputs({"y": reference["logits"][1]}, {"y": flipped["logits"][1]}, Tolerance(0.01, 0))
+    row = compare_outputs(
+        {"y": reference["logits"][1]}, {"y": flipped["logits"][1]}, Tolerance(0.01, 0)
+    )
     assert "at [1]: 0.5, reference 0.45: diff 0.05 exceeds 0.0045" in str(row[0].problem())
-    nan = compare_outputs(reference, {"logits": np.full((2, 3), np.nan, np.float32)}, Tolerance(9, 9))
+    nan = compare_outputs(
+        reference, {"logits": np.full((2, 3), np.nan, np.float32)}, Tolerance(9, 9)
+    )
     assert "non-finite values must match exactly" in str(nan[0].problem())
     shape = compare_outputs(reference, {"logits": np.zeros((2, 4), np.float32)}, Tolerance(1, 1))[0]
     assert shape.problem() == (
@@ -233,7 +236,9 @@ def test_a_top1_flip_beyond_the_noise_fails_and_a_topk_rule_judges_rows_only() -
     assert (check.rows, check.topk_agree) == (2, 2)  # both classes are each row's top-2
     top1 = {"p": OutputRule("topk", k=1)}
     (rows,) = compare_outputs(reference, swapped, Tolerance(0, 0), top1)
-    assert "row 0: top-1 [1], reference [0] (top-1 sets differ in 1 of 2 rows)" in str(rows.problem())
+    assert "row 0: top-1 [1], reference [0] (top-1 sets differ in 1 of 2 rows)" in str(
+        rows.problem()
+    )
     shifted = {"p": np.array([[0.6, 0.1], [0.2, 0.5]], np.float32)}  # far off, same order
     assert compare_outputs(reference, shifted, Tolerance(0, 0), top1)[0].problem() is None
 
@@ -375,7 +380,9 @@ def test_a_given_tolerance_applies_to_every_choice(vnni, checkpoint) -> None:
 def test_a_manifest_tolerance_overrides_the_precision_default(vnni, checkpoint) -> None:
     tight = [attrs.evolve(v, tolerance=Tolerance(1e-6, 0)) for v in checkpoint.metadata.variants]
     strict = attrs.evolve(checkpoint, metadata=attrs.evolve(checkpoint.metadata, variants=tight))
-    with pytest.warns(VerificationWarning, match=r"\(rtol=1e-06 atol=0, .*; taking the next choice"):
+    with pytest.warns(
+        VerificationWarning, match=r"\(rtol=1e-06 atol=0, .*; taking the next choice"
+    ):
         backend = OnnxBackend.from_checkpoint(strict, plugins=vnni)
     assert backend.metadata.precision == "fp32"
 
@@ -511,7 +518,9 @@ def test_ortplug_variants_verifies_what_it_wrote_and_says_what_calibration_ran_o
         "output 'y': at ["
     )
     (warning,) = built.stderr.splitlines()
-    assert warning.startswith("ortplug: warning: variant int8 (int8) on CPUExecutionProvider failed")
+    assert warning.startswith(
+        "ortplug: warning: variant int8 (int8) on CPUExecutionProvider failed"
+    )
     assert warning.endswith(
         "; variant int8 is kept in the manifest, but ortplug run serves a variant only where it "
         "passes verification; it was calibrated on generated inputs: real ones "

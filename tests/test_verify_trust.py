@@ -90,7 +90,10 @@ def test_a_cached_pass_does_not_survive_a_change_to_external_weights(tmp_path: P
 def test_the_fingerprint_covers_every_external_data_file(tmp_path: Path) -> None:
     weights = np.ones((1, 64), np.float32)
     onnx.save_model(
-        _scaled(weights), tmp_path / "m.onnx", save_as_external_data=True, location="w.bin",
+        _scaled(weights),
+        tmp_path / "m.onnx",
+        save_as_external_data=True,
+        location="w.bin",
         size_threshold=0,
     )
     checkpoint = LocalCheckpoint(tmp_path / "m.onnx").resolve()
@@ -250,9 +253,11 @@ def test_an_integer_output_that_differs_cannot_pass_from_the_cache(tmp_path: Pat
     data = json.loads(record.read_text())
     data["checks"][0]["violation"] = None  # forged: the labels would pass
     record.write_text(json.dumps(data))
-    with pytest.warns(OrtplugCacheWarning, match="'label' is an exact .* output"):
-        with pytest.raises(VerificationError, match="integer outputs must match exactly"):
-            _verify_variant(path)
+    with (
+        pytest.warns(OrtplugCacheWarning, match="'label' is an exact .* output"),
+        pytest.raises(VerificationError, match="integer outputs must match exactly"),
+    ):
+        _verify_variant(path)
 
 
 # -- item 24: an unusable variant file falls back to the reference --------------------------------

@@ -22,7 +22,9 @@ def magika() -> dict[str, object]:
     """File-type detection: hard-codes providers=["CPUExecutionProvider"]."""
     from magika import Magika
 
-    result = Magika().identify_bytes(b"import os\n\ndef main(x):\n    return os.path.join(x, 'y')\n" * 8)
+    result = Magika().identify_bytes(
+        b"import os\n\ndef main(x):\n    return os.path.join(x, 'y')\n" * 8
+    )
     return {"label": str(result.output.label), "score": float(result.score)}
 
 

@@ -70,8 +70,9 @@ def _check(sessions: dict[str, str]) -> None:
 
 
 def test_under_exec_outputs_equal_and_sessions_listed(plain):
-    done = _run(sys.executable, "-m", "ortplug.cli.main", "exec", "--report", "--",
-                sys.executable, str(APP))
+    done = _run(
+        sys.executable, "-m", "ortplug.cli.main", "exec", "--report", "--", sys.executable, str(APP)
+    )
     assert done.stdout == plain
     _check(_sessions(done.stderr))
 

@@ -14,7 +14,6 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from .host._runtime import RuntimeDistribution, installed_runtimes, preload_runtime_libraries
     from .backend import (
         Binding,
         InferenceBackend,
@@ -31,7 +30,7 @@ if TYPE_CHECKING:
         ResolvedCheckpoint,
         Tolerance,
     )
-    from .host.environment import configure
+    from .dropin import InferenceSession, Patch, patch, unpatch
     from .errors import (
         BackendClosedError,
         BuildTimeoutError,
@@ -51,7 +50,9 @@ if TYPE_CHECKING:
         VerificationError,
         VerificationWarning,
     )
+    from .host._runtime import RuntimeDistribution, installed_runtimes, preload_runtime_libraries
     from .host.capabilities import HostCapabilities, HostProbe
+    from .host.environment import configure
     from .plugins import (
         DoctorCheck,
         MetadataKey,
@@ -65,6 +66,7 @@ if TYPE_CHECKING:
     )
     from .providers.configs import ProviderConfig
     from .providers.run_options import RunOptionsConfig
+    from .providers.session_options import FreeDimensionOverride, SessionOptionsConfig
     from .selection import (
         DefaultProviderPolicy,
         ProviderPolicy,
@@ -72,8 +74,6 @@ if TYPE_CHECKING:
         SelectingPolicy,
         SelectionRequest,
     )
-    from .providers.session_options import FreeDimensionOverride, SessionOptionsConfig
-    from .dropin import InferenceSession, Patch, patch, unpatch
 
 __all__ = [
     "BackendClosedError",
@@ -88,6 +88,7 @@ __all__ = [
     "HostProbe",
     "InMemoryCheckpoint",
     "InferenceBackend",
+    "InferenceSession",
     "InputValidationError",
     "LocalCheckpoint",
     "MemoryInfo",
@@ -99,6 +100,7 @@ __all__ = [
     "OptionError",
     "OrtplugError",
     "OrtplugPluginWarning",
+    "Patch",
     "PluginConflictError",
     "PluginError",
     "PluginHost",
@@ -128,10 +130,8 @@ __all__ = [
     "hookimpl",
     "installed_runtimes",
     "parse_provider",
-    "preload_runtime_libraries",
-    "InferenceSession",
-    "Patch",
     "patch",
+    "preload_runtime_libraries",
     "unpatch",
 ]
 

@@ -81,7 +81,9 @@ def check(model: str | None, callers: int, requests: int) -> int:
     with OnnxBackend.from_checkpoint(checkpoint, providers=["cpu"]) as cpu:
         feed = dict(accepted_inputs(cpu.run, cpu.input_specs, checkpoint.metadata.extra).feed)
         expected = cpu.run(feed)
-    with OnnxBackend.from_checkpoint(checkpoint, performance_hint="cumulative_throughput") as backend:
+    with OnnxBackend.from_checkpoint(
+        checkpoint, performance_hint="cumulative_throughput"
+    ) as backend:
         serving = backend.serving
         if serving is None:
             print("FAILED: the backend has no serving report")

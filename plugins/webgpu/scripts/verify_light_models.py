@@ -20,11 +20,12 @@ import os
 import sys
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 import onnx
-from onnx import TensorProto, numpy_helper
+from onnx import numpy_helper
 from ortplug import CheckpointMetadata, LocalCheckpoint, OnnxBackend, VerificationError
 from ortplug.checkpoint import Variant, select_variant
 
@@ -44,8 +45,10 @@ def _randomized(path: Path, seed: int = 0) -> onnx.ModelProto:
     for name, shape in filled.items():
         fan_in = int(np.prod(shape[1:])) if len(shape) > 1 else 1
         scale = np.sqrt(1.0 / fan_in) if len(shape) > 1 else 0.05
-        value = 1 + scale * rng.standard_normal(shape) if len(shape) == 1 else (
-            scale * rng.standard_normal(shape)
+        value = (
+            1 + scale * rng.standard_normal(shape)
+            if len(shape) == 1
+            else (scale * rng.standard_normal(shape))
         )
         initializers.append(numpy_helper.from_array(value.astype(np.float32), name))
     del graph.node[:]
@@ -94,14 +97,13 @@ def main() -> int:
             os.environ["ORTPLUG_CACHE_DIR"] = str(Path(folder) / "cache")
             weights = _identical_variant(Path(folder), model)
             variant = select_variant(LocalCheckpoint(weights).resolve(), "same")
-            rows = [("identical variant, cpu",
-                     lambda: OnnxBackend.from_checkpoint(variant, providers=["cpu"], verify=True))]  # fmt: skip
+            chains = [("identical variant, cpu", variant, ["cpu"])]
             if not args.skip_webgpu:
-                reference = LocalCheckpoint(weights).resolve()
-                rows.append(("webgpu", lambda: OnnxBackend.from_checkpoint(
-                    reference, providers=["webgpu", "cpu"], verify=True)))  # fmt: skip
-            for what, build in rows:
-                said = _verdict(build)
+                chains.append(("webgpu", LocalCheckpoint(weights).resolve(), ["webgpu", "cpu"]))
+            for what, checkpoint, chain in chains:
+                said = _verdict(
+                    partial(OnnxBackend.from_checkpoint, checkpoint, chain, verify=True)
+                )
                 failed |= not said.startswith("pass")
                 print(f"{path.stem:22} {what:22} {said}", flush=True)
     return 1 if failed else 0

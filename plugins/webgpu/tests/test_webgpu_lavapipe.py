@@ -150,9 +150,13 @@ def test_webgpu_is_verified_and_loses_to_the_faster_cpu(
     """The real slower-than-the-CPU accelerator: verified, timed, and the CPU reference serves."""
     if adapter["type"] != "cpu":
         pytest.skip("a hardware adapter may well be faster than the CPU")
-    backend = OnnxBackend.from_checkpoint(_checkpoint(demo_static_model().read_bytes()), plugins=webgpu_host)
+    backend = OnnxBackend.from_checkpoint(
+        _checkpoint(demo_static_model().read_bytes()), plugins=webgpu_host
+    )
     webgpu, cpu = backend.report.candidates
-    assert webgpu.chain == ("webgpu", "cpu") and webgpu.verdict is not None and webgpu.verdict.passed
+    assert (
+        webgpu.chain == ("webgpu", "cpu") and webgpu.verdict is not None and webgpu.verdict.passed
+    )
     assert (webgpu.chosen, webgpu.reason) == (False, "verified, not faster than the CPU reference")
     assert cpu.chosen and backend.providers == (CPU,)
 
@@ -166,9 +170,13 @@ def test_the_static_batch_predictor_is_exact_on_webgpu() -> None:
     predictor = OnnxPredictor(config)
     assert predictor.backend.providers == (WEBGPU, CPU)
     rows = np.random.default_rng(2).random((103, 8), np.float32)
-    with OnnxBackend.from_checkpoint(_checkpoint(demo_static_model().read_bytes()), providers=["cpu"]) as cpu:
+    with OnnxBackend.from_checkpoint(
+        _checkpoint(demo_static_model().read_bytes()), providers=["cpu"]
+    ) as cpu:
         expected = [cpu.run({"x": rows[i : i + 4]})["probs"] for i in range(0, 100, 4)]
-    np.testing.assert_allclose(predictor({"x": rows})["probs"][:100], np.concatenate(expected), atol=1e-5)
+    np.testing.assert_allclose(
+        predictor({"x": rows})["probs"][:100], np.concatenate(expected), atol=1e-5
+    )
 
 
 def _clean_env(**changes: str) -> dict[str, str]:
@@ -203,7 +211,9 @@ def test_ortplug_info_and_run_in_a_fresh_process(adapter: dict[str, Any], tmp_pa
         assert "declined     webgpu     only a software adapter: " in default
         assert "chain        webgpu" not in default
     # info --model built, verified and timed the candidates; the winner is recorded for run
-    (webgpu,) = [line for line in opted.splitlines() if line.startswith("candidate    [webgpu, cpu]")]
+    (webgpu,) = [
+        line for line in opted.splitlines() if line.startswith("candidate    [webgpu, cpu]")
+    ]
     assert " ms, " in webgpu and "verified" in webgpu
     ran = _ortplug(["run", str(model), "--repeat", "2"], {**env, ALLOW_SOFTWARE_ENV: "1"})
     if adapter["type"] == "cpu":  # lavapipe is slower than the CPU provider: the CPU serves

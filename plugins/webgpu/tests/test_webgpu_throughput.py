@@ -14,7 +14,9 @@ from webgpu_models import relu_model
 
 
 @pytest.mark.usefixtures("adapter")
-def test_cumulative_throughput_serves_on_the_cpu_and_webgpu(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cumulative_throughput_serves_on_the_cpu_and_webgpu(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setenv(ALLOW_SOFTWARE_ENV, "1")
     plugins = make_plugin_host(("webgpu", webgpu_plugin))
     checkpoint = InMemoryCheckpoint(relu_model()).resolve()

@@ -136,10 +136,26 @@ def traffic_settings(
     requests = "a whole number of requests >= 0"
     share = "a share of calls from 0 to 1"
     return TrafficSettings(
-        _setting(checks, "real_traffic_checks", environ, ENV_CHECKS, _count, int, requests,
-                 DEFAULT_CHECKS),  # fmt: skip
-        _setting(spot_check, "spot_check", environ, ENV_SPOT_CHECK, _share, float, share,
-                 DEFAULT_SPOT_CHECK),  # fmt: skip
+        _setting(
+            checks,
+            "real_traffic_checks",
+            environ,
+            ENV_CHECKS,
+            _count,
+            int,
+            requests,
+            DEFAULT_CHECKS,
+        ),
+        _setting(
+            spot_check,
+            "spot_check",
+            environ,
+            ENV_SPOT_CHECK,
+            _share,
+            float,
+            share,
+            DEFAULT_SPOT_CHECK,
+        ),
     )
 
 

@@ -150,9 +150,7 @@ class StreamBuilder:
 
     def streams(self, layout: Layout) -> list[Stream]:
         """One stream per ``layout.streams``, each with its run options."""
-        shared = _shares_session(self.device.plan) and (
-            layout.threads == 1 or layout.streams == 1
-        )
+        shared = _shares_session(self.device.plan) and (layout.threads == 1 or layout.streams == 1)
         spinning = layout.streams == 1  # idle streams spinning would take the busy ones' CPUs
         sessions = self._sessions_for(layout.threads, spinning, 1 if shared else layout.streams)
         return [

@@ -50,7 +50,9 @@ _MAX_RATE = 1e9
 
 def _name(checkpoint: ResolvedCheckpoint, host: HostCapabilities, hint: str) -> str:
     signature = host_signature(host)
-    return f"{cache_key('serving', checkpoint.fingerprint(), host.ort_version, signature, hint)}.json"
+    return (
+        f"{cache_key('serving', checkpoint.fingerprint(), host.ort_version, signature, hint)}.json"
+    )
 
 
 def save(
@@ -82,7 +84,11 @@ def _text(value: object, name: str) -> str:
 def _rate(value: object, name: str) -> float | None:
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= _MAX_RATE:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not 0 <= value <= _MAX_RATE
+    ):
         raise OptionError(f"{name} is not a rate from 0 to {_MAX_RATE:g}")
     return float(value)
 
@@ -98,7 +104,11 @@ def _layout(value: object) -> Layout:
         raise OptionError("a layout is not an object")
     threads = value.get("threads")
     delay = value.get("max_delay_ms")
-    if isinstance(delay, bool) or not isinstance(delay, (int, float)) or not 0 <= delay <= MAX_DELAY_MS:
+    if (
+        isinstance(delay, bool)
+        or not isinstance(delay, (int, float))
+        or not 0 <= delay <= MAX_DELAY_MS
+    ):
         raise OptionError(f"max_delay_ms is not milliseconds from 0 to {MAX_DELAY_MS:g}")
     return Layout(
         _whole(value.get("streams"), "streams", 1024),
@@ -132,7 +142,9 @@ def _device(value: object) -> DeviceServing:
     )
 
 
-def _parse(path: Path, checkpoint: ResolvedCheckpoint, host: HostCapabilities) -> tuple[Any, ServingReport]:
+def _parse(
+    path: Path, checkpoint: ResolvedCheckpoint, host: HostCapabilities
+) -> tuple[Any, ServingReport]:
     """The record's given configuration (as stored) and its report; any defect raises."""
     try:
         record = json.loads(read_cache_file(path, max_bytes=_MAX_RECORD_BYTES))

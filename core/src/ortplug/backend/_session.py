@@ -45,9 +45,9 @@ from ..host._import_hook import after_import
 from ..host._ort_log import captured, hook_onnxruntime, owned_session_severity
 from ..host._runtime import require_onnxruntime
 from ..host.ep_libraries import EpLibrary, devices_for, ensure_library
+from ..plugins.manager import resolve_plugin_host
 from ..providers.configs import CPU_EP, ProviderConfig
 from ..providers.session_options import SessionOptionsConfig, settings_kept
-from ..plugins.manager import resolve_plugin_host
 from ._plan import SessionPlan
 from ._serial import serialised
 
@@ -233,7 +233,9 @@ def _attempt(
         try:
             # ONNX Runtime's own class, also under ortplug.patch() (whose drop-in builds here)
             session_class = getattr(ort.InferenceSession, "ort_class", ort.InferenceSession)
-            session = session_class(source, sess_options=ort_options, enable_fallback=0, **providers)
+            session = session_class(
+                source, sess_options=ort_options, enable_fallback=0, **providers
+            )
         except Exception as exc:
             return None, exc, captured
         finally:

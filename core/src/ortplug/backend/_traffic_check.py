@@ -11,6 +11,7 @@ or while a CPU budget rests the thread) and judged in a daemon thread.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import itertools
 import queue
 import random
@@ -174,20 +175,16 @@ class TrafficCheck:
             )
         except _Uncopyable:
             return
-        try:
+        with contextlib.suppress(queue.Full):  # another caller's request took the last place
             self._queue.put_nowait(request)
-        except queue.Full:  # another caller's request took the last place
-            pass
 
     def stop(self, *, wait: bool = True) -> None:
         """Stop checking (a run in flight is terminated); wait for the thread unless ``wait`` is
         false or this is the thread."""
         self._stopped.set()
         self._options.terminate = True
-        try:
+        with contextlib.suppress(queue.Full):  # the thread is busy: it sees the stop after its run
             self._queue.put_nowait(None)
-        except queue.Full:  # the thread is busy: it sees the stop after its run
-            pass
         if wait:
             self.join(_JOIN_S)
 

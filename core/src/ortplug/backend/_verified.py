@@ -203,8 +203,8 @@ class _Findings:
         checks = compare_outputs(
             reference, outputs, self._tolerance, self._rules, precision=self.precision
         )
-        for check in checks:
-            check = attrs.evolve(check, on=label)
+        for measured in checks:
+            check = attrs.evolve(measured, on=label)
             kept = self.checks.get(check.name)
             if kept is None or check.worse_than(kept):
                 self.checks[check.name] = check
@@ -430,7 +430,9 @@ class Verifier:
             said = _one_line(candidate_outputs, ())
             failure = f"on real inputs: it raised on {request}, which the CPU reference ran: {said}"
         else:
-            agreed = findings.judge(f"on real inputs: {request}", reference_outputs, candidate_outputs)
+            agreed = findings.judge(
+                f"on real inputs: {request}", reference_outputs, candidate_outputs
+            )
             measured = findings.measurement(list(reference_outputs))
             failure = f"on real inputs: {request} disagreed with the CPU reference"
             every = {output.name for output in session.get_outputs()} == set(reference_outputs)

@@ -16,6 +16,7 @@ version; anything else is hashed again.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
@@ -144,10 +145,8 @@ def _keep(name: str, version: _Version, spans: str | None, digest: str) -> None:
         "spans": spans,
         "sha256": digest,
     }
-    try:
+    with contextlib.suppress(CacheError):  # a read-only cache only costs the next process a hash
         atomic_write(folder / name, json.dumps(record))
-    except CacheError:
-        pass  # a read-only cache only costs the next process a hash
 
 
 def file_fingerprint(path: Path, spans: Spans | None = None) -> str:

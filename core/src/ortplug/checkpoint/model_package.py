@@ -185,7 +185,11 @@ def read_model_package(root: Path) -> PackageContents:
             path, ours = _variant_file(folder, name)
             precision = ours.get("precision") or CheckpointMetadata.from_model(path).precision
             variant = Variant(
-                name=name, file=str(path), precision=precision, tolerance=ours.get("tolerance"), ep=ep
+                name=name,
+                file=str(path),
+                precision=precision,
+                tolerance=ours.get("tolerance"),
+                ep=ep,
             )
         except (OptionError, MissingFileError) as exc:
             problem = CheckpointError(f"{metadata_path}: variant {name!r}: {exc}")

@@ -128,7 +128,6 @@ def resolve_chain(
     """Configs from the plugins' registry; an unknown kind, a bad option or a kind listed twice
     is a usage error."""
     from ..plugins.manager import get_plugin_host
-
     from ..plugins.registry import check_distinct
 
     registry = get_plugin_host().provider_registry()

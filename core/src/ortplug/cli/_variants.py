@@ -11,18 +11,18 @@ from pathlib import Path
 from typing import Any
 
 from ..backend._plan import SessionPlan, plan_next, plan_session
-from ..backend.report import Candidate
 from ..backend._session import create_planned
 from ..backend._verified import Verifier
+from ..backend.report import Candidate
 from ..checkpoint import LocalCheckpoint, ResolvedCheckpoint, Tolerance, select_variant
 from ..errors import VerificationWarning
 from ..host.environment import configure
 from ..plugins.manager import get_plugin_host
 from ..providers.configs import CPU_EP
 from ..verification.precision_variants import CALIBRATION_BATCHES, write_variants
+from ._inputs import given_usage, load_inputs
 from ._json import print_json
 from ._providers import resolve_chain
-from ._inputs import given_usage, load_inputs
 from ._served import served_candidates
 from ._usage import UsageError
 
@@ -109,8 +109,10 @@ def verify(args: argparse.Namespace) -> int:
     # first pass may lose to the CPU reference (the build records it: the next run serves it too)
     candidates = () if first is None else served_candidates(checkpoint, given)
     served = next((c for c in candidates if c.chosen), None)
-    chosen = None if served is None else next(
-        (i for i, row in enumerate(rows) if _same(row, served)), None
+    chosen = (
+        None
+        if served is None
+        else next((i for i, row in enumerate(rows) if _same(row, served)), None)
     )
     if args.providers:  # the chain is used on every weights checked: each must build and pass
         failed = any(row["status"] in ("fail", "error") for row in rows)

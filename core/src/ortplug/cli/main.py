@@ -62,7 +62,7 @@ def _one_line(text: str) -> str:
     return " ".join([*lines[:1], "; ".join(lines[1:])]).strip()
 
 
-def _show_warning(  # noqa: PLR0917 (the signature of warnings.showwarning)
+def _show_warning(
     message: Warning | str,
     category: type[Warning],
     filename: str,

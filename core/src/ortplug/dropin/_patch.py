@@ -51,7 +51,7 @@ class Patch:
 
     def _install(self) -> None:
         """Swap the drop-in in wherever a loaded module holds ONNX Runtime's class (lock held)."""
-        from ._session import _OrtSession, InferenceSession
+        from ._session import InferenceSession, _OrtSession
 
         self._class = type(
             _NAME,
@@ -124,7 +124,9 @@ def patch(takeover: str = "cpu") -> Patch:
     if takeover not in TAKEOVER_RULES:
         from ..errors import OptionError
 
-        raise OptionError(f"takeover: expected one of {', '.join(TAKEOVER_RULES)}, got {takeover!r}")
+        raise OptionError(
+            f"takeover: expected one of {', '.join(TAKEOVER_RULES)}, got {takeover!r}"
+        )
     with _LOCK:
         current = Patch(takeover)
         _OPEN.append(current)

@@ -111,7 +111,9 @@ def _is_ortplug_form(item: object) -> bool:
 
         return get_plugin_host().provider_registry().knows(item)
     config_class = _loaded("providers.configs", "ProviderConfig")
-    return isinstance(item, Mapping) or (config_class is not None and isinstance(item, config_class))
+    return isinstance(item, Mapping) or (
+        config_class is not None and isinstance(item, config_class)
+    )
 
 
 def _names_cpu(item: object) -> bool:
@@ -329,7 +331,9 @@ class InferenceSession(_OrtSession):  # type: ignore[misc]
         if config is None and sess_options is not None:
             config = SessionOptionsConfig.from_ort(sess_options)
         else:
-            config = (config or SessionOptionsConfig()).with_config_entries({_RECORD_ASSIGNMENT: "0"})
+            config = (config or SessionOptionsConfig()).with_config_entries(
+                {_RECORD_ASSIGNMENT: "0"}
+            )
 
         source: str | bytes
         if isinstance(model, (str, os.PathLike)):

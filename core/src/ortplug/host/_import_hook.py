@@ -7,6 +7,7 @@ nothing costly (``ortplug exec`` runs it at every Python's start).
 
 from __future__ import annotations
 
+import contextlib
 import sys
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (start-up cost)
@@ -47,10 +48,8 @@ class _AfterImport:
             exec_module(module)
             then(module)
 
-        try:
+        with contextlib.suppress(AttributeError):  # a loader without instance attributes
             loader.exec_module = exec_then  # type: ignore[method-assign,union-attr]
-        except AttributeError:  # a loader without instance attributes: nothing runs after
-            pass
         return spec
 
 

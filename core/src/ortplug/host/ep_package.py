@@ -22,15 +22,15 @@ from typing import Any, ClassVar
 
 import attrs
 
-from .ep_libraries import EpLibrary, describe_device, ensure_library
-from ..errors import OptionError
 from ..checkpoint import CheckpointMetadata
-from .capabilities import HostCapabilities, HostProbe
+from ..errors import OptionError
+from ..plugins.declaration import Identity
 from ..plugins.hookspecs import hookimpl
 from ..plugins.registry import ProviderType
 from ..plugins.types import ProviderDecline, ProviderOffer
-from ..plugins.declaration import Identity
 from ..providers.options import encode_option, ort_options
+from .capabilities import HostCapabilities, HostProbe
+from .ep_libraries import EpLibrary, describe_device, ensure_library
 
 __all__ = ["EpPackagePlugin", "LibraryProvider"]
 

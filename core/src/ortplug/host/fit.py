@@ -23,8 +23,8 @@ from .hardware import Hardware, detect_hardware, driver_for_cuda
 from .install_command import CORE, core_checkout, core_extras, install_targets
 
 __all__ = [
-    "FitPlan",
     "Finding",
+    "FitPlan",
     "Installed",
     "check_host",
     "installed_state",
@@ -148,7 +148,9 @@ def _install_step(
     :func:`~ortplug.host.install_command.install_targets` spells them here."""
     requirements = [a.install.install for a in chosen if a.extras and a.brings_runtime(wanted)]
     for item in chosen:
-        own = Requirement.parse(item.install.install).name == normalize_name(item.entry.distribution)
+        own = Requirement.parse(item.install.install).name == normalize_name(
+            item.entry.distribution
+        )
         if item.extras or (not own and installed.version(item.entry.distribution) is None):
             requirements.append(item.entry.distribution)
         if not item.extras:
@@ -261,9 +263,7 @@ def _useless(
     return findings
 
 
-def plan_fit(
-    hardware: Hardware, catalog: Sequence[CatalogEntry], installed: Installed
-) -> FitPlan:
+def plan_fit(hardware: Hardware, catalog: Sequence[CatalogEntry], installed: Installed) -> FitPlan:
     """Compare what ``hardware`` calls for in ``catalog`` with what is ``installed``: the first
     required entry that names a runtime decides the runtime wheel; one install step brings
     every required entry that is lacking (and that runtime, when it is missing or wrong)."""

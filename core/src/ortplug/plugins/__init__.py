@@ -19,30 +19,12 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from ..host.capabilities import HostCapabilities, HostProbe, fact_label
-    from .hookspecs import CONTRACTS, PROJECT, CallMode, HookContract, hookimpl, hookspec
-    from .manager import (
-        PluginHost,
-        get_plugin_host,
-        parse_provider,
-        reset_plugin_host,
-        resolve_plugin_host,
-    )
-    from .registry import ProviderRegistry, ProviderSpec, ProviderType
-    from .types import (
-        DoctorCheck,
-        MetadataKey,
-        PluginFailure,
-        PluginInfo,
-        ProviderDecline,
-        ProviderOffer,
-    )
-
     from ..cache.index import describe as describe_cache_folder
     from ..cache.root import CACHE_ENV, cache_dir, cache_key, cache_problem, cache_root
     from ..checkpoint import CheckpointMetadata, ResolvedCheckpoint
     from ..errors import CacheError, OptionError, OrtplugCacheWarning, PluginError
     from ..host._runtime import preload_runtime_libraries
+    from ..host.capabilities import HostCapabilities, HostProbe, fact_label
     from ..host.ep_libraries import EpLibrary, describe_device
     from ..host.ep_package import EpPackagePlugin, LibraryProvider
     from ..host.install_command import pip_install
@@ -67,6 +49,23 @@ if TYPE_CHECKING:
     )
     from ..providers.session_options import SessionOptionsConfig
     from .declaration import Identity
+    from .hookspecs import CONTRACTS, PROJECT, CallMode, HookContract, hookimpl, hookspec
+    from .manager import (
+        PluginHost,
+        get_plugin_host,
+        parse_provider,
+        reset_plugin_host,
+        resolve_plugin_host,
+    )
+    from .registry import ProviderRegistry, ProviderSpec, ProviderType
+    from .types import (
+        DoctorCheck,
+        MetadataKey,
+        PluginFailure,
+        PluginInfo,
+        ProviderDecline,
+        ProviderOffer,
+    )
 
 __all__ = [
     "CACHE_ENV",
@@ -103,10 +102,10 @@ __all__ = [
     "cache_key",
     "cache_problem",
     "cache_root",
+    "check_threads",
     "choice_field",
     "describe_cache_folder",
     "describe_device",
-    "check_threads",
     "encode_option",
     "fact_label",
     "file_identity",

@@ -174,8 +174,8 @@ def _declared(path: str, group: str, installed: set[str]) -> dict[str, str] | No
     except OSError:
         return None
     section, points = None, {}
-    for line in text.splitlines():
-        line = line.strip()
+    for raw in text.splitlines():
+        line = raw.strip()
         if line.startswith("[") and line.endswith("]"):
             section = line[1:-1].strip()
         elif section == group and "=" in line and not line.startswith(("#", ";")):

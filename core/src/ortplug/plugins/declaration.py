@@ -535,7 +535,7 @@ def parse_declarations(data: object, source: str) -> dict[str, PluginDeclaration
         raise DeclarationError(f"{source}: expected a JSON object, got {type(data).__name__}")
     if data.get("ortplug") != FORMAT:
         raise DeclarationError(
-            f"{source}: expected \"ortplug\": {FORMAT} (the format version), "
+            f'{source}: expected "ortplug": {FORMAT} (the format version), '
             f"got {data.get('ortplug')!r}"
         )
     unknown = sorted(set(data) - {"ortplug", "plugins"})
@@ -614,7 +614,7 @@ def read_declaration(
     if declaration is None:
         raise DeclarationError(
             f"plugin {name!r}: {source} declares {sorted(declarations) or 'no plugin'}, not the "
-            f"entry point {name!r}; add it under \"plugins\""
+            f'entry point {name!r}; add it under "plugins"'
         )
     return declaration
 

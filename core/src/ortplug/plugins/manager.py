@@ -753,7 +753,7 @@ class PluginHost:
         with self._lock:
             ruled_out = self._load_in_play(None) if kinds is None else {}
             plugins = None if kinds is None else self._plugins_for(kinds)
-            registry, probes = self._validated()
+            _, probes = self._validated()
             host = self._hosts.get(plugins)
             if host is not None:
                 return host
@@ -880,8 +880,8 @@ class PluginHost:
                 continue
             if isinstance(item, ProviderOffer) and not self._names_its_type(plugin, item, registry):
                 continue
-            item = attrs.evolve(item, plugin=plugin)
-            answers.append(_library_checked(item, registry) if self._real(host, plugin) else item)
+            named = attrs.evolve(item, plugin=plugin)
+            answers.append(_library_checked(named, registry) if self._real(host, plugin) else named)
         return answers
 
     def _real(self, host: HostCapabilities, plugin: str) -> bool:

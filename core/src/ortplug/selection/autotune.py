@@ -74,11 +74,15 @@ class TunedSetting:
     intra_op_num_threads: int | None
     speedup: float  # median time of the policy's default divided by the winner's
     median_ms: float
-    variant: str | None = None  # the precision variant the chain runs (``None``: the reference weights)
+    variant: str | None = (
+        None  # the precision variant the chain runs (``None``: the reference weights)
+    )
     #: The candidates the winner was measured against (:func:`candidate_labels`; empty from
     #: ``bench --save``): a record made before a provider was installed is not used.
     offered: tuple[str, ...] = attrs.field(default=(), converter=_kinds)
-    precision: str | None = None  # the reduced-precision mode the chain's lead runs (``None``: none)
+    precision: str | None = (
+        None  # the reduced-precision mode the chain's lead runs (``None``: none)
+    )
     #: What became of each of ``offered`` on that build (``"rejected: ..."``), in its order.
     outcomes: tuple[str, ...] = attrs.field(default=(), converter=_outcomes)
 
@@ -248,7 +252,9 @@ def _parse(path: Path, checkpoint: ResolvedCheckpoint, host: HostCapabilities) -
         raise OptionError(f"outcomes {_shown(outcomes)} is not one line per offered candidate")
     variant, precision = setting.get("variant"), setting.get("precision")
     for name, value in (("variant", variant), ("precision", precision)):
-        if value is not None and (not isinstance(value, str) or not 0 < len(value) <= _MAX_KIND_CHARS):
+        if value is not None and (
+            not isinstance(value, str) or not 0 < len(value) <= _MAX_KIND_CHARS
+        ):
             raise OptionError(f"{name} {_shown(value)} is not a name or null")
     return TunedSetting(
         _chain(setting),

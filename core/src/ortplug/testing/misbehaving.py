@@ -188,16 +188,16 @@ def _infinities(values: Sequence[Any], positive: float, negative: float) -> list
     changed = []
     for value in values:
         if _floats(value):
-            value = np.where(np.isposinf(value), positive, value)
-            value = np.where(np.isneginf(value), negative, value).astype(value.dtype)
-        changed.append(value)
+            raised = np.where(np.isposinf(value), positive, value)
+            changed.append(np.where(np.isneginf(value), negative, raised).astype(value.dtype))
+        else:
+            changed.append(value)
     return changed
 
 
 def _inverted(values: Sequence[Any]) -> list[Any]:
     return [
-        np.where((v >= 0) & (v <= 1), 1 - v, v).astype(v.dtype) if _floats(v) else v
-        for v in values
+        np.where((v >= 0) & (v <= 1), 1 - v, v).astype(v.dtype) if _floats(v) else v for v in values
     ]
 
 
@@ -373,7 +373,12 @@ class _Misbehaving:
             wrapper.overlapped = overlapped
 
     def run_async(
-        self, output_names: Any, input_feed: Any, callback: Any, user_data: Any, run_options: Any = None
+        self,
+        output_names: Any,
+        input_feed: Any,
+        callback: Any,
+        user_data: Any,
+        run_options: Any = None,
     ) -> Any:
         self._before_run()
         entered = self._enter()

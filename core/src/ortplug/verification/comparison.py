@@ -91,7 +91,9 @@ def _rule(name: str, value: object) -> OutputRule:
         raise OptionError(f"{where}: expected an object such as {{'rtol': 0.01}}, got {value!r}")
     unknown = sorted(set(value) - set(_RULE_FIELDS))
     if unknown:
-        raise OptionError(f"{where}: unknown field(s) {unknown}; allowed: {', '.join(_RULE_FIELDS)}")
+        raise OptionError(
+            f"{where}: unknown field(s) {unknown}; allowed: {', '.join(_RULE_FIELDS)}"
+        )
     if ("rtol" in value) != ("atol" in value):
         raise OptionError(f"{where}: give rtol and atol together, got {dict(value)!r}")
     try:
@@ -199,7 +201,9 @@ def _leaves(reference: Any, output: Any, where: str) -> Iterator[tuple[str, Any,
                 yield from _leaves(reference[key], output[key], f"{where}[{key!r}]")
     elif isinstance(reference, (list, tuple)):
         if not isinstance(output, (list, tuple)) or len(output) != len(reference):
-            given = _items(len(output)) if isinstance(output, (list, tuple)) else type(output).__name__
+            given = (
+                _items(len(output)) if isinstance(output, (list, tuple)) else type(output).__name__
+            )
             yield where, None, f"{given}, reference {_items(len(reference))}"
         else:
             for index, (ref, out) in enumerate(zip(reference, output)):
@@ -329,10 +333,14 @@ def _top1(
         return len(rows), agree, None
     row = int(np.argmax(flipped))
     count = int(np.count_nonzero(flipped))
-    return len(rows), agree, (
-        f"{_at(where)}row {row}: top-1 is class {int(first_out[row])}, reference class "
-        f"{int(first_ref[row])} (which leads by {_value(float(lead[row]))}, beyond "
-        f"{tolerance.describe()}); top-1 differs in {count} of {len(rows)} rows"
+    return (
+        len(rows),
+        agree,
+        (
+            f"{_at(where)}row {row}: top-1 is class {int(first_out[row])}, reference class "
+            f"{int(first_ref[row])} (which leads by {_value(float(lead[row]))}, beyond "
+            f"{tolerance.describe()}); top-1 differs in {count} of {len(rows)} rows"
+        ),
     )
 
 
@@ -346,9 +354,13 @@ def _topk(where: str, ref: np.ndarray, out: np.ndarray, k: int) -> tuple[int, in
     if not differ:
         return rows, rows, None
     row = differ[0]
-    return rows, rows - len(differ), (
-        f"{_at(where)}row {row}: top-{k} {sorted(top_out[row])}, reference {sorted(top_ref[row])} "
-        f"(top-{k} sets differ in {len(differ)} of {rows} rows)"
+    return (
+        rows,
+        rows - len(differ),
+        (
+            f"{_at(where)}row {row}: top-{k} {sorted(top_out[row])}, reference {sorted(top_ref[row])} "
+            f"(top-{k} sets differ in {len(differ)} of {rows} rows)"
+        ),
     )
 
 

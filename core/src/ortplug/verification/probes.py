@@ -98,7 +98,7 @@ def _batched(
         if value.ndim == 0 or value.shape[0] == 0:
             return {}  # a scalar or an empty batch: nothing to grow
         taken = np.take(value, np.arange(rows) % value.shape[0], axis=0)
-        fresh = taken[value.shape[0]:]
+        fresh = taken[value.shape[0] :]
         if _NORMAL.search(first.generated.get(name, "")):
             fresh[...] = rng.standard_normal(fresh.shape).astype(value.dtype)
         elif _IDS.search(first.generated.get(name, "")):

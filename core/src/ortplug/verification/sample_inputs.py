@@ -49,11 +49,11 @@ if TYPE_CHECKING:
 __all__ = [
     "AUDIO_MS",
     "AUDIO_SECONDS",
+    "GENERATION",
     "SAMPLE_RATE",
     "SEQUENCE",
     "SEQUENCE_LENGTHS",
     "SPATIAL_SIZES",
-    "GENERATION",
     "AcceptedInputs",
     "GeneratedFeed",
     "InputSpec",

@@ -161,7 +161,9 @@ def _check(item: object, outputs: Mapping[str, str]) -> OutputCheck:
     if agree > rows:
         raise ValueError(f"checks: {name!r}: topk_agree {agree} exceeds its {rows} rows")
     if cosine is not None and (
-        isinstance(cosine, bool) or not isinstance(cosine, (int, float)) or not -1.01 <= cosine <= 1.01
+        isinstance(cosine, bool)
+        or not isinstance(cosine, (int, float))
+        or not -1.01 <= cosine <= 1.01
     ):
         raise ValueError(f"checks: {name!r}: min_cosine {cosine!r} is not a cosine")
     for field in ("violation", "on"):

@@ -14,7 +14,9 @@ def _start() -> None:
     try:
         from ortplug.dropin._exec_hook import start
     except ImportError as exc:  # a Python without ortplug: run the program as it is
-        sys.stderr.write(f"ortplug exec: {sys.executable} cannot import ortplug ({exc}); not patched\n")
+        sys.stderr.write(
+            f"ortplug exec: {sys.executable} cannot import ortplug ({exc}); not patched\n"
+        )
         return
     start()
 
