@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import os
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -435,7 +436,24 @@ def test_a_bad_serving_config_names_the_field() -> None:
     with pytest.raises(OptionError, match=r"max_delay_ms: expected milliseconds from 0 to 1000"):
         ServingConfig(max_delay_ms=-1)
     too_many = ServingConfig(streams=64, threads_per_stream=64)
-    with pytest.raises(OptionError, match=r"within the \d+ CPUs this process may use, got 64 x 64"):
+    with pytest.raises(OptionError, match=r"within the \d+ CPUs? this process may use, got 64 x 64"):
+        OnnxBackend.from_checkpoint(
+            _checkpoint(_rows_model()), performance_hint="throughput", serving=too_many
+        )
+
+
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="a budget under the process's CPUs")
+def test_a_cpu_budget_bounds_every_layout_measured_and_given() -> None:
+    """ServingConfig(cpus=1), as a Ray actor given one CPU passes: no layout uses more."""
+    with OnnxBackend.from_checkpoint(
+        _checkpoint(_rows_model()), performance_hint="throughput", serving=ServingConfig(cpus=1)
+    ) as backend:
+        serving = backend.serving
+        assert serving is not None and serving.source.startswith("measured")
+        layouts = [trial.layout for device in serving.devices for trial in device.trials]
+        assert layouts and all(layout.streams * (layout.threads or 0) == 1 for layout in layouts)
+    too_many = ServingConfig(streams=2, threads_per_stream=1, cpus=1)
+    with pytest.raises(OptionError, match=r"within the 1 CPU given \(ServingConfig.cpus\), got 2 x 1"):
         OnnxBackend.from_checkpoint(
             _checkpoint(_rows_model()), performance_hint="throughput", serving=too_many
         )

@@ -68,10 +68,11 @@ WIN_MARGIN = 1.05
 _ROW_CHECK = 4
 
 
-def _splits(cpus: int) -> list[tuple[int, int | None]]:
-    """(streams, threads each) on ``cpus`` CPUs: one stream with the session's own threads,
-    then streams of 1, 2, 4... threads (at most 4 sessions unless they share one)."""
-    layouts: list[tuple[int, int | None]] = [(1, None)]
+def _splits(cpus: int, own_threads: bool) -> list[tuple[int, int | None]]:
+    """(streams, threads each) on ``cpus`` CPUs: one stream with the session's own threads (or
+    ``cpus`` threads, without ``own_threads``), then streams of 1, 2, 4... threads (at most 4
+    sessions unless they share one)."""
+    layouts: list[tuple[int, int | None]] = [(1, None if own_threads else cpus)]
     threads = 1
     while threads < cpus:
         streams = cpus // threads
@@ -82,19 +83,21 @@ def _splits(cpus: int) -> list[tuple[int, int | None]]:
 
 
 def candidate_layouts(
-    given: ServingConfig, *, cpu: bool, cpus: int, batch_limit: int
+    given: ServingConfig, *, cpu: bool, cpus: int, batch_limit: int, own_threads: bool = True
 ) -> list[Layout]:
-    """Round 1's layouts for a device (``batch_limit``: the most rows a run may take; 1: none)."""
+    """Round 1's layouts for a device (``batch_limit``: the most rows a run may take; 1: none;
+    ``own_threads``: whether one stream may run with the session's own threads, which a CPU
+    budget smaller than the process's forbids)."""
     if given.streams is not None or given.threads_per_stream is not None:
         streams = given.streams or (
             max(1, cpus // given.threads_per_stream) if cpu and given.threads_per_stream else 1
         )
         threads = given.threads_per_stream
-        if cpu and threads is None and streams > 1:
+        if cpu and threads is None and (streams > 1 or not own_threads):
             threads = max(1, cpus // streams)
         pairs: list[tuple[int, int | None]] = [(streams, threads)]
     elif cpu:
-        pairs = _splits(cpus)
+        pairs = _splits(cpus, own_threads)
     else:
         pairs = [(1, None), (2, None)]
     batch = min(given.max_batch or 1, batch_limit)
