@@ -29,7 +29,8 @@ from ..selection import DefaultProviderPolicy
 from ._inputs import first_run_error, given_usage, load_inputs, quiet_run_options, reference_feed
 from ._json import print_json
 from ._providers import resolve_chain
-from ._served import served_candidates
+from ._served import recorded_servings, served_candidates, serving_lines
+from ._usage import UsageError
 
 if TYPE_CHECKING:
     from ..verification.verdicts import Verdict
@@ -130,6 +131,11 @@ def _until_settled(backend: OnnxBackend, feed: Mapping[str, Any]) -> None:
 def run(args: argparse.Namespace) -> int:
     """Build a backend, run it once and ``--repeat`` times, print chain, outputs and latency."""
     providers = resolve_chain(args.providers) if args.providers else None
+    if args.startup_fallback and args.hint != "latency":
+        raise UsageError(
+            f"--hint {args.hint}: expected no --startup-fallback (a throughput build measures "
+            "its streams on the session that serves), got --startup-fallback"
+        )
     with _model_path(args.model) as path:
         checkpoint = LocalCheckpoint(path).resolve()
         given = load_inputs(args.input, checkpoint.metadata.input_names)
@@ -141,6 +147,7 @@ def run(args: argparse.Namespace) -> int:
                 startup_fallback=args.startup_fallback,
                 verify=True if args.verify else None,
                 verify_inputs=given or None,
+                performance_hint=args.hint,
             )
         build_ms = (time.perf_counter() - started) * 1e3
     chain = [{"kind": kind, "reason": reason} for kind, reason in backend.chain_reasons]
@@ -170,6 +177,7 @@ def run(args: argparse.Namespace) -> int:
             timings.append((time.perf_counter() - started) * 1e3)
         # after wait_ready: what a startup fallback switched to, and its candidates, are known
         realized, candidates = list(backend.providers), backend.report.candidates
+    serving = backend.serving
     report: dict[str, Any] = {
         "model": str(args.model or "demo.onnx (shipped with ortplug)"),
         "metadata": checkpoint.metadata.to_dict(),
@@ -180,6 +188,8 @@ def run(args: argparse.Namespace) -> int:
         "generated_inputs": generated,
         "verification": None if verdict is None else verdict.to_dict(),
         "candidates": [c.to_dict() for c in candidates],
+        "performance_hint": args.hint,
+        "serving": None if serving is None else serving.to_dict(),
         "outputs": {name: _summary(value) for name, value in outputs.items()},
         "latency_ms": {
             "build": round(build_ms, 3),
@@ -201,6 +211,8 @@ def run(args: argparse.Namespace) -> int:
     _print_checks(verdict, candidates, args.verify)
     if first_run_on != realized:
         print(f"first run {', '.join(first_run_on)} (startup fallback: switched after it)")
+    for line in [] if serving is None else serving.lines():
+        print(f"serving   {line}")
     if settings:
         print("options   " + ", ".join(f"{k}={v}" for k, v in settings.items()))
     for name, how in generated.items():
@@ -243,6 +255,9 @@ def info(args: argparse.Namespace) -> int:
         candidates = served_candidates(checkpoint) if args.model is not None else ()
         if args.model is not None:  # the proven choice for this model: built, verified, timed
             data["candidates"] = [c.to_dict() for c in candidates]
+        servings = recorded_servings(checkpoint, host) if args.model is not None else None
+        if servings is not None:  # what a throughput build here measured (none: not yet)
+            data["serving"] = {h: None if r is None else r.to_dict() for h, r in servings.items()}
     if args.json:
         print_json(data)
         return 0
@@ -272,6 +287,8 @@ def info(args: argparse.Namespace) -> int:
         if candidate.verdict is not None:  # what its verdict, measured now or cached, ran on
             cached = " (a cached verdict)" if candidate.verdict.cached else ""
             print(f"  covered    {candidate.verdict.coverage()}{cached}")
+    for line in [] if servings is None else serving_lines(servings, str(args.model)):
+        print(f"serving      {line}")
     return 0
 
 
