@@ -33,6 +33,7 @@ from ortplug import (
     SessionOptionsConfig,
 )
 from ortplug.backend import HINT_ENTRY, recorded_serving
+from ortplug.backend._serving import _Request
 from ortplug.backend._serving_measure import WIN_MARGIN
 from ortplug.testing import make_plugin_host
 from ortplug.testing.misbehaving import MisbehavingPlugin
@@ -149,6 +150,39 @@ def test_concurrent_callers_each_get_their_own_rows_bit_equal_to_single_runs() -
         served, runs = _served(backend)
         assert served == len(requests) and runs < served  # some requests shared a run
     single.close()
+
+
+def test_a_lone_caller_takes_an_idle_stream_and_idle_streams_share_the_queue() -> None:
+    """A caller that finds nothing queued runs on an idle stream itself (no hand-over to its
+    worker thread); a stream takes only its share of what is queued while the others are idle
+    (one that took it all left them idle: batching served fewer requests than not batching)."""
+    given = ServingConfig(streams=2, threads_per_stream=1, max_batch=8, max_delay_ms=0)
+    x = np.ones((1, 4), np.float32)
+    want = np.maximum(x @ WEIGHT + 1, 0)
+    with OnnxBackend.from_checkpoint(
+        _checkpoint(_rows_model()), performance_hint="throughput", serving=given
+    ) as backend:
+        server = backend._server
+        assert server is not None
+        (device,) = server.devices
+        first, second = device.streams
+        with server._cond:  # the workers wait for the lock: they take nothing meanwhile
+            lone = _Request({"x": x}, ["y"], None, server._batching)
+            assert server._idle(lone) == (device, first) and first.busy
+            first.busy = False
+            queued = [_Request({"x": x}, ["y"], None, server._batching) for _ in range(6)]
+            server._queue.extend(queued)
+            oldest = server._first(device)
+            assert oldest is queued[0]
+            assert server._share(device, oldest, 8) == 3  # 6 rows, 2 idle streams
+            second.busy = True
+            assert server._share(device, oldest, 8) == 8  # no other stream idle: up to the limit
+            second.busy = False
+            server._queue.appendleft(oldest)
+            server._cond.notify_all()  # as submit() does
+        for request in queued:  # the workers serve them once the lock is free
+            assert np.array_equal(request.future.result(timeout=60)[0], want)
+        assert np.array_equal(backend.run({"x": x})["y"], want)
 
 
 def test_requests_of_other_shapes_never_share_a_run() -> None:
