@@ -55,7 +55,10 @@ def test_run_with_the_throughput_hint_shows_what_serves() -> None:
         (("bench", DEMO, "--callers", "1,x"), "got '1,x'"),
         (("bench", DEMO, "--callers", "1", "--seconds", "0"), "expected seconds above 0"),
         (("bench", DEMO, "--callers", "1", "--save"), "--save: expected no --callers"),
-        (("bench", DEMO, "--hint", "throughput", "--threads", "1"), "--threads: expected no --hint"),
+        (
+            ("bench", DEMO, "--hint", "throughput", "--threads", "1"),
+            "--threads: expected no --hint",
+        ),
         (
             ("bench", DEMO, "--callers", "1", "--providers", "cpu", "--providers", "cpu"),
             "--providers: expected at most one chain with --callers, got 2",

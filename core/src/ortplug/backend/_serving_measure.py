@@ -304,10 +304,10 @@ def measure(
             break
         pooled.slice(layout)
     best = pooled.best()
-    if free.max_batch is None and batch_limit > 1 and best.max_batch == 1:
-        if pooled.beside(attrs.evolve(best, max_batch=min(FIRST_BATCH, batch_limit))):
-            if SECOND_BATCH <= batch_limit:
-                pooled.beside(attrs.evolve(pooled.best(), max_batch=SECOND_BATCH))
+    batches = free.max_batch is None and batch_limit > 1 and best.max_batch == 1
+    first = attrs.evolve(best, max_batch=min(FIRST_BATCH, batch_limit))
+    if batches and pooled.beside(first) and batch_limit >= SECOND_BATCH:
+        pooled.beside(attrs.evolve(pooled.best(), max_batch=SECOND_BATCH))
     best = pooled.best()
     if best.max_batch > 1 and free.max_delay_ms is None:
         pooled.beside(attrs.evolve(best, max_delay_ms=DELAY_MS))

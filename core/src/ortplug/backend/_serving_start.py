@@ -198,8 +198,10 @@ def start_serving(
         source = recorded.source
     elif measure_wanted and feed is not None and not given.complete:
         started = time.perf_counter()
-        weighed = [_measured(w, given, batching, feed, names, cpus, budget < usable_cpus(served))
-                   for w in weighed]  # fmt: skip
+        bounded = budget < usable_cpus(served)
+        weighed = [
+            _measured(w, given, batching, feed, names, cpus=cpus, bounded=bounded) for w in weighed
+        ]
         seconds = time.perf_counter() - started
         source = (
             f"measured on this model's first {hint} build here ({seconds:.1f} s, "
@@ -247,6 +249,7 @@ def _measured(
     batching: Batching | None,
     feed: Mapping[str, Any],
     names: Sequence[str],
+    *,
     cpus: int,
     bounded: bool,
 ) -> _Weighed:

@@ -171,7 +171,7 @@ def batch(args: argparse.Namespace) -> int:
                 "(an earlier run's outputs?); give an empty or new folder"
             )
         written, actors = _run_ray_parquet(
-            model, source, target, args.batch_size, providers, args.hint
+            model, source, target, args.batch_size, providers, hint=args.hint
         )
         summary: dict[str, Any] = {"format": "parquet", "rows": written, "output_dir": str(target)}
     else:
@@ -213,6 +213,7 @@ def _run_ray_parquet(
     target: Path,
     batch_size: int,
     providers: list[Any] | None,
+    *,
     hint: str,
 ) -> tuple[int, list[dict[str, Any]]]:
     from ..integrations.ray import predict

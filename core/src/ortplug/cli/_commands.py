@@ -33,6 +33,7 @@ from ._served import recorded_servings, served_candidates, serving_lines
 from ._usage import UsageError
 
 if TYPE_CHECKING:
+    from ..backend import ServingReport
     from ..verification.verdicts import Verdict
 
 __all__ = ["info", "plugins", "run"]
@@ -131,11 +132,7 @@ def _until_settled(backend: OnnxBackend, feed: Mapping[str, Any]) -> None:
 def run(args: argparse.Namespace) -> int:
     """Build a backend, run it once and ``--repeat`` times, print chain, outputs and latency."""
     providers = resolve_chain(args.providers) if args.providers else None
-    if args.startup_fallback and args.hint != "latency":
-        raise UsageError(
-            f"--hint {args.hint}: expected no --startup-fallback (a throughput build measures "
-            "its streams on the session that serves), got --startup-fallback"
-        )
+    _check_hint(args)
     with _model_path(args.model) as path:
         checkpoint = LocalCheckpoint(path).resolve()
         given = load_inputs(args.input, checkpoint.metadata.input_names)
@@ -177,7 +174,6 @@ def run(args: argparse.Namespace) -> int:
             timings.append((time.perf_counter() - started) * 1e3)
         # after wait_ready: what a startup fallback switched to, and its candidates, are known
         realized, candidates = list(backend.providers), backend.report.candidates
-    serving = backend.serving
     report: dict[str, Any] = {
         "model": str(args.model or "demo.onnx (shipped with ortplug)"),
         "metadata": checkpoint.metadata.to_dict(),
@@ -189,7 +185,7 @@ def run(args: argparse.Namespace) -> int:
         "verification": None if verdict is None else verdict.to_dict(),
         "candidates": [c.to_dict() for c in candidates],
         "performance_hint": args.hint,
-        "serving": None if serving is None else serving.to_dict(),
+        "serving": None if backend.serving is None else backend.serving.to_dict(),
         "outputs": {name: _summary(value) for name, value in outputs.items()},
         "latency_ms": {
             "build": round(build_ms, 3),
@@ -208,11 +204,9 @@ def run(args: argparse.Namespace) -> int:
     for row in chain:
         print(f"chain     {row['kind']:<10} {row['reason']}")
     print(f"realized  {', '.join(realized)}")
-    _print_checks(verdict, candidates, args.verify)
+    _print_checks(verdict, candidates, args.verify, backend.serving)
     if first_run_on != realized:
         print(f"first run {', '.join(first_run_on)} (startup fallback: switched after it)")
-    for line in [] if serving is None else serving.lines():
-        print(f"serving   {line}")
     if settings:
         print("options   " + ", ".join(f"{k}={v}" for k, v in settings.items()))
     for name, how in generated.items():
@@ -225,6 +219,15 @@ def run(args: argparse.Namespace) -> int:
         f"runs (build {lat['build']:.1f} ms, first run {lat['first_run']:.2f} ms)"
     )
     return 0
+
+
+def _check_hint(args: argparse.Namespace) -> None:
+    """``--hint`` other than latency does not go with ``--startup-fallback``: one usage line."""
+    if args.startup_fallback and args.hint != "latency":
+        raise UsageError(
+            f"--hint {args.hint}: expected no --startup-fallback (a throughput build measures "
+            "its streams on the session that serves), got --startup-fallback"
+        )
 
 
 def info(args: argparse.Namespace) -> int:
@@ -310,8 +313,14 @@ def _fit_lines() -> dict[str, Any]:
     return {**plan.to_dict(), "hardware_line": plan.hardware.describe(), "lines": lines}
 
 
-def _print_checks(verdict: Verdict | None, candidates: tuple[Candidate, ...], asked: bool) -> None:
-    """``run``'s verdict line (``asked``: ``--verify`` was given) and its candidates."""
+def _print_checks(
+    verdict: Verdict | None,
+    candidates: tuple[Candidate, ...],
+    asked: bool,
+    serving: ServingReport | None,
+) -> None:
+    """``run``'s verdict line (``asked``: ``--verify`` was given), its candidates, and what
+    serves under a throughput hint."""
     if verdict is not None:
         print(f"verdict   {verdict.describe()}")
     elif asked:
@@ -319,11 +328,16 @@ def _print_checks(verdict: Verdict | None, candidates: tuple[Candidate, ...], as
             "verdict   nothing to check: the CPU provider on the reference weights is the reference"
         )
     _print_candidates(candidates, "candidate ")
+    _print_lines("serving   ", [] if serving is None else serving.lines())
 
 
 def _print_candidates(candidates: tuple[Candidate, ...], label: str) -> None:
-    for candidate in candidates:
-        print(f"{label}{candidate.describe()}")
+    _print_lines(label, [candidate.describe() for candidate in candidates])
+
+
+def _print_lines(label: str, lines: list[str]) -> None:
+    for line in lines:
+        print(f"{label}{line}")
 
 
 def plugins(args: argparse.Namespace) -> int:

@@ -25,6 +25,7 @@ batches at once as it may have streams (Ray >= 2.47 runs them concurrently).
 
 from __future__ import annotations
 
+import functools
 import inspect
 import itertools
 import json
@@ -506,7 +507,9 @@ class _Parallel:
         left = [len(feeds)]
         lock, done = threading.Lock(), threading.Event()
 
-        def settle(index: int, outputs: Mapping[str, Any] | None, error: BaseException | None) -> None:
+        def settle(
+            index: int, outputs: Mapping[str, Any] | None, error: BaseException | None
+        ) -> None:
             failure = None if error is None else _as_exception(error)
             results[index] = (outputs, failure)
             with lock:
@@ -518,7 +521,7 @@ class _Parallel:
             try:
                 self.backend.run_async(
                     dict(feed),
-                    lambda outputs, error, index=index: settle(index, outputs, error),
+                    functools.partial(settle, index),
                     self.outputs,
                     run_options=self.options,
                 )
@@ -782,12 +785,12 @@ class OnnxPredictor:
             [part for _, _, part in parts]
         )
         joined: dict[str, list[Any]] = {name: [] for name in self.outputs}
-        for (start, stop, part), (outputs, error) in zip(parts, results):
-            if error is not None:
-                low, high = 0, stop - start
+        for (start, stop, part), (outputs, failed) in zip(parts, results):
+            if failed is not None:
+                low, high, error = 0, stop - start, failed
                 if static is None:
-                    low, high, error = self._failing_rows(part, error)
-                raise rows.error(start + low, start + high, _reason(error)) from error
+                    low, high, error = self._failing_rows(part, failed)
+                raise rows.error(start + low, start + high, _reason(error)) from failed
             for name, value in (outputs or {}).items():
                 expected = len(next(iter(part.values())))
                 if np.shape(value)[:1] != (expected,):
