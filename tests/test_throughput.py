@@ -34,7 +34,7 @@ from ortplug import (
 )
 from ortplug.backend import HINT_ENTRY, recorded_serving
 from ortplug.backend._serving import _Request
-from ortplug.backend._serving_measure import WIN_MARGIN
+from ortplug.backend._serving_measure import WIN_MARGIN, candidate_layouts
 from ortplug.testing import make_plugin_host
 from ortplug.testing.misbehaving import MisbehavingPlugin
 
@@ -183,6 +183,17 @@ def test_a_lone_caller_takes_an_idle_stream_and_idle_streams_share_the_queue() -
         for request in queued:  # the workers serve them once the lock is free
             assert np.array_equal(request.future.result(timeout=60)[0], want)
         assert np.array_equal(backend.run({"x": x})["y"], want)
+
+
+def test_on_the_cpu_single_thread_streams_are_the_layout_to_beat() -> None:
+    """Measured first and kept unless another layout clearly serves more (one stream with the
+    session's own threads was first, and won on noise: 0.5x raw ONNX Runtime on PaddleOCR rec)."""
+    layouts = candidate_layouts(ServingConfig(), cpu=True, cpus=4, batch_limit=32)
+    assert [(layout.streams, layout.threads) for layout in layouts] == [(4, 1), (1, None), (2, 2)]
+    bounded = candidate_layouts(
+        ServingConfig(), cpu=True, cpus=2, batch_limit=32, own_threads=False
+    )
+    assert [(layout.streams, layout.threads) for layout in bounded] == [(2, 1), (1, 2)]
 
 
 def test_requests_of_other_shapes_never_share_a_run() -> None:
