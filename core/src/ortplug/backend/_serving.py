@@ -11,6 +11,7 @@ caller gets the error. A caller of
 :meth:`Server.run` that finds the queue empty and a stream idle, on a device that does not wait
 for others to share a run (no queueing delay), runs its request on that stream itself: one
 caller, or few, pay no hand-over to a worker thread and back (a tiny model's run is shorter).
+Not with several devices: there the queue is what spreads requests over them.
 
 With several devices (``cumulative_throughput``) the streams of every device take from the same
 queue, so each takes work in proportion to how fast it runs it. A request that fails alone on
@@ -180,7 +181,10 @@ class Server:
         return request.future.result()
 
     def _idle(self, request: _Request) -> tuple[Device, Stream] | None:
-        """An idle stream of a device that would run ``request`` at once, taken (under the lock)."""
+        """An idle stream of a device that would run ``request`` at once, taken (under the lock);
+        ``None`` with several devices (each device's workers take their share of the queue)."""
+        if len(self.devices) > 1:
+            return None
         waits = request.group is not None and self._batching is not None
         for device in self.devices:
             if device.dropped is not None or (waits and device.max_delay_s > 0):
