@@ -96,6 +96,7 @@ def test_bench_with_the_throughput_hint_runs_many_callers_and_shows_the_layout()
     assert [line.split()[0] for line in lines[1:4]] == ["1", "4", "16"]  # the default counts
     assert any(line.startswith("serving  hint       throughput: measured") for line in lines)
     assert any(line.startswith("serving  trial      cpu: ") for line in lines)
+    assert any(line.startswith("generated x: float32 (1, 8)") for line in lines)
 
 
 def test_info_shows_the_serving_layout_a_throughput_build_recorded() -> None:

@@ -141,5 +141,7 @@ def _print(result: dict[str, Any], serving: list[str]) -> None:
         f" with its default options; {result['rounds']} interleaved rounds of "
         f"{result['seconds']:g} s per side and caller count"
     )
+    for name, how in result["generated_inputs"].items():
+        print(f"generated {name}: {how} (seed 0; pass real data with --input {name}=FILE.npy)")
     for line in serving:
         print(f"serving  {line}")
