@@ -10,8 +10,14 @@ is printed apart); inputs sit in the object store first, except for the "with
 read tasks" line, whose inputs Ray read tasks generate while the actor runs.
 Each figure is rows over time summed over ``--rounds`` interleaved rounds.
 
+The performance hint (one node of 2 CPUs): one actor given both CPUs with the latency hint (one
+run per batch, 2 intra-op threads) and with ``performance_hint="throughput"`` (each batch cut
+into one part per measured stream, run side by side), against a plain loop over the same rows
+through one backend with 2 threads.
+
     python benchmarks/bench_ray.py                 # demo MLP, light_squeezenet, light_resnet50
     python benchmarks/bench_ray.py --nodes 2       # the same on two nodes of 1 CPU each
+    python benchmarks/bench_ray.py --hints-only    # one actor of 2 CPUs, each performance hint
 """
 
 from __future__ import annotations
@@ -32,10 +38,12 @@ from ortplug.integrations.ray import BackendConfig, default_batch_size, predict
 LIGHT = Path(onnx.__file__).parent / "backend/test/data/light"
 
 
-def _loop_rows_per_s(model: Path, rows: np.ndarray, batch: int) -> float:
-    """One backend, one intra-op thread, ``batch`` rows per run, every row once."""
+def _loop_rows_per_s(model: Path, rows: np.ndarray, batch: int, threads: int = 1) -> float:
+    """One backend, ``threads`` intra-op threads, ``batch`` rows per run, every row once."""
     backend = OnnxBackend.from_checkpoint(
-        LocalCheckpoint(model).resolve(), ["cpu"], SessionOptionsConfig(intra_op_num_threads=1)
+        LocalCheckpoint(model).resolve(),
+        ["cpu"],
+        SessionOptionsConfig(intra_op_num_threads=threads),
     )
     name = backend.input_names[0]
     backend.run({name: rows[:batch]})
@@ -45,14 +53,24 @@ def _loop_rows_per_s(model: Path, rows: np.ndarray, batch: int) -> float:
     return len(rows) / (time.perf_counter() - started)
 
 
-def _ray_steady(dataset: Any, model: Path, actors: int) -> tuple[int, float, float]:
+def _ray_steady(
+    dataset: Any, model: Path, actors: int, cpus: int = 1, hint: str = "latency"
+) -> tuple[int, float, float]:
     """One ``predict`` run: rows after the first output batch, their seconds, and that first wait.
 
     Timing from the first batch that reaches the driver leaves actor start-up and session
     builds out of the rate (reported apart) without a second run to subtract.
     """
     started = time.perf_counter()
-    scored = predict(dataset, model, providers=["cpu"], keep_columns=[], concurrency=actors)
+    scored = predict(
+        dataset,
+        model,
+        providers=["cpu"],
+        keep_columns=[],
+        concurrency=actors,
+        num_cpus_per_actor=cpus,
+        performance_hint=hint,
+    )
     first_at, first_rows, rows = 0.0, 0, 0
     for batch in scored.iter_batches(batch_size=None, batch_format="numpy"):
         rows += len(next(iter(batch.values())))
@@ -106,6 +124,24 @@ def _report(title: str, model: Path, rows: np.ndarray, batch: int, rounds: int) 
     )
 
 
+def _report_hints(title: str, model: Path, rows: np.ndarray, batch: int, rounds: int) -> None:
+    """One actor of 2 CPUs with each hint against a plain 2-thread loop; rows over total time."""
+    sides: dict[str, list[float]] = {"loop": [0, 0.0], "latency": [0, 0.0], "throughput": [0, 0.0]}
+    stored = _blocks(rows, model)
+    for _ in range(rounds):
+        sides["loop"][0] += len(rows)
+        sides["loop"][1] += len(rows) / _loop_rows_per_s(model, rows, batch, threads=2)
+        for hint in ("latency", "throughput"):
+            done, spent, _ = _ray_steady(stored, model, 1, cpus=2, hint=hint)
+            sides[hint][0] += done
+            sides[hint][1] += spent
+    loop, latency, throughput = (sides[k][0] / sides[k][1] for k in sides)
+    print(f"  {title}, one actor of 2 CPUs: {len(rows)} rows")
+    print(f"    plain loop, 2 threads         {loop:>12,.1f}")
+    print(f"    latency hint                  {latency:>12,.1f}   x{latency / loop:.2f} of the loop")
+    print(f"    throughput hint               {throughput:>12,.1f}   x{throughput / loop:.2f} of the loop")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=16_000_000, help="demo MLP rows")
@@ -113,6 +149,9 @@ def main() -> None:
     parser.add_argument("--resnet", type=int, default=1000, help="light_resnet50 images")
     parser.add_argument("--rounds", type=int, default=2, help="interleaved rounds")
     parser.add_argument("--nodes", type=int, choices=(1, 2), default=1)
+    parser.add_argument(
+        "--hints-only", action="store_true", help="only the performance hint comparison"
+    )
     args = parser.parse_args()
     cluster = None
     if args.nodes == 2:
@@ -134,10 +173,20 @@ def main() -> None:
     rng = np.random.default_rng(0)
     demo = Path(str(files("ortplug.data") / "demo.onnx"))
     mlp_batch = default_batch_size(BackendConfig(model=demo))
+    squeezenet = LIGHT / "light_squeezenet.onnx"
+    if args.nodes == 1:  # an actor of 2 CPUs fits one node of 2
+        mlp_rows = rng.standard_normal((args.rows // 4, 8), np.float32)
+        _report_hints("demo MLP", demo, mlp_rows, mlp_batch, args.rounds)
+        del mlp_rows
+        images = rng.random((args.squeezenet, 3, 224, 224), np.float32)
+        _report_hints("light_squeezenet (static batch 1)", squeezenet, images, 1, args.rounds)
+        del images
+    if args.hints_only:
+        ray.shutdown()
+        return
     _report(
         "demo MLP", demo, rng.standard_normal((args.rows, 8), np.float32), mlp_batch, args.rounds
     )
-    squeezenet = LIGHT / "light_squeezenet.onnx"
     images = rng.random((args.squeezenet, 3, 224, 224), np.float32)
     _report("light_squeezenet (static batch 1)", squeezenet, images, 1, args.rounds)
     started = time.perf_counter()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import pickle
@@ -28,7 +29,7 @@ from ortplug import (
     ResolvedCheckpoint,
     SessionOptionsConfig,
 )
-from ortplug.errors import OptionTypeError
+from ortplug.errors import OptionError, OptionTypeError
 from ortplug.integrations.ray import (
     BackendConfig,
     BatchError,
@@ -589,3 +590,80 @@ def test_a_missing_column_is_named(cluster) -> None:
     assert str(worker_error(caught.value)).endswith(
         "column(s) ['x'] missing; the batch has ['id', 'y']"
     )
+
+
+# -- the throughput hint ------------------------------------------------------------------------
+
+
+def _gather_model(tmp_path: Path) -> Path:
+    """y = table[ids] (table 10x4, ids [batch, 3]): a row holding an id of 10 or more fails."""
+    table = onnx.numpy_helper.from_array(np.arange(40, dtype=np.float32).reshape(10, 4), "table")
+    graph = helper.make_graph(
+        [helper.make_node("Gather", ["table", "ids"], ["y"])],
+        "gather",
+        [helper.make_tensor_value_info("ids", TensorProto.INT64, ["batch", 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 3, 4])],
+        initializer=[table],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    path = tmp_path / "gather.onnx"
+    onnx.save(model, path)
+    return path
+
+
+@pytest.mark.parametrize("model", [DEMO, STATIC])
+def test_the_throughput_hint_runs_a_batch_in_parts_on_its_streams(model: str, monkeypatch) -> None:
+    monkeypatch.setenv("ORTPLUG_MEASURE", "0")  # the defaults: one single-thread stream per CPU
+    plain = OnnxPredictor(BackendConfig(model=model, providers=("cpu",)))
+    predictor = OnnxPredictor(
+        BackendConfig(model=model, providers=("cpu",), performance_hint="throughput")
+    )
+    report = json.loads(predictor.report)
+    assert (report["performance_hint"], report["streams"]) == ("throughput", predictor.streams)
+    if predictor.streams == 1:
+        pytest.skip("one CPU: the throughput hint serves with one stream, no parts")
+    for rows in (1, 2, 7, 203):  # one row, one per stream, uneven parts, many static runs
+        out = predictor({"x": ROWS[:rows]})
+        assert np.array_equal(out["probs"], plain({"x": ROWS[:rows]})["probs"])
+    server = predictor.backend._server
+    assert server is not None and sum(d.runs for d in server.devices) > 4
+
+
+def test_a_bad_row_in_a_part_is_named_alone(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("ORTPLUG_MEASURE", "0")  # the defaults: one single-thread stream per CPU
+    ids = np.tile(np.arange(3, dtype=np.int64), (40, 1))
+    ids[29, 1] = 12  # one id out of the table, in the second half
+    predictor = OnnxPredictor(BackendConfig(model=_gather_model(tmp_path), performance_hint="throughput"))
+    if predictor.streams == 1:
+        pytest.skip("one CPU: the throughput hint serves with one stream, no parts")
+    with pytest.raises(BatchError, match=r"row 29: ") as caught:
+        predictor({"ids": ids})
+    assert "rows" not in str(caught.value).split(":")[0]
+    good = predictor({"ids": np.delete(ids, 29, axis=0)})
+    assert good["y"].shape == (39, 3, 4)
+
+
+def test_a_throughput_actor_keeps_to_the_cpus_ray_gave_it(cluster) -> None:
+    """One CPU per actor: its streams share that CPU (the host's two would oversubscribe it)."""
+    scored = predict(
+        _dataset(ROWS[:50]), DEMO, batch_size=16, performance_hint="throughput", chain_column="c"
+    ).take_all()
+    assert [row["id"] for row in scored] == list(range(50))
+    np.testing.assert_allclose(np.stack([r["probs"] for r in scored]), _expected(ROWS[:50]), atol=1e-6)
+    report = json.loads(scored[0]["c"])
+    assert (report["performance_hint"], report["streams"], report["threads"]) == ("throughput", 1, 1)
+
+
+def test_the_hint_sizes_each_actors_calls() -> None:
+    from ortplug.integrations.ray import _actor_pool, _calls
+
+    assert (_calls("latency", False, 4), _calls("throughput", False, 4)) == (1, 4)
+    assert _calls("cumulative_throughput", True, 4) == 2  # an accelerator measures 1 or 2 streams
+    pool = _actor_pool(ray, 3, 4)
+    assert pool.min_size == pool.max_size == 3
+    if "enable_true_multi_threading" in inspect.signature(ray.data.ActorPoolStrategy).parameters:
+        assert pool.max_concurrent_calls_per_actor == 4
+        assert _actor_pool(ray, 3, 1).max_concurrent_calls_per_actor is None
+    with pytest.raises(OptionError, match=r"performance_hint: expected one of latency, throughput"):
+        BackendConfig(model=DEMO, performance_hint="fast")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import os
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -32,7 +33,8 @@ from ortplug import (
     SessionOptionsConfig,
 )
 from ortplug.backend import HINT_ENTRY, recorded_serving
-from ortplug.backend._serving_measure import WIN_MARGIN
+from ortplug.backend._serving import _Request
+from ortplug.backend._serving_measure import WIN_MARGIN, candidate_layouts
 from ortplug.testing import make_plugin_host
 from ortplug.testing.misbehaving import MisbehavingPlugin
 
@@ -148,6 +150,50 @@ def test_concurrent_callers_each_get_their_own_rows_bit_equal_to_single_runs() -
         served, runs = _served(backend)
         assert served == len(requests) and runs < served  # some requests shared a run
     single.close()
+
+
+def test_a_lone_caller_takes_an_idle_stream_and_idle_streams_share_the_queue() -> None:
+    """A caller that finds nothing queued runs on an idle stream itself (no hand-over to its
+    worker thread); a stream takes only its share of what is queued while the others are idle
+    (one that took it all left them idle: batching served fewer requests than not batching)."""
+    given = ServingConfig(streams=2, threads_per_stream=1, max_batch=8, max_delay_ms=0)
+    x = np.ones((1, 4), np.float32)
+    want = np.maximum(x @ WEIGHT + 1, 0)
+    with OnnxBackend.from_checkpoint(
+        _checkpoint(_rows_model()), performance_hint="throughput", serving=given
+    ) as backend:
+        server = backend._server
+        assert server is not None
+        (device,) = server.devices
+        first, second = device.streams
+        with server._cond:  # the workers wait for the lock: they take nothing meanwhile
+            lone = _Request({"x": x}, ["y"], None, server._batching)
+            assert server._idle(lone) == (device, first) and first.busy
+            first.busy = False
+            queued = [_Request({"x": x}, ["y"], None, server._batching) for _ in range(6)]
+            server._queue.extend(queued)
+            oldest = server._first(device)
+            assert oldest is queued[0]
+            assert server._share(device, oldest, 8) == 3  # 6 rows, 2 idle streams
+            second.busy = True
+            assert server._share(device, oldest, 8) == 8  # no other stream idle: up to the limit
+            second.busy = False
+            server._queue.appendleft(oldest)
+            server._cond.notify_all()  # as submit() does
+        for request in queued:  # the workers serve them once the lock is free
+            assert np.array_equal(request.future.result(timeout=60)[0], want)
+        assert np.array_equal(backend.run({"x": x})["y"], want)
+
+
+def test_on_the_cpu_single_thread_streams_are_the_layout_to_beat() -> None:
+    """Measured first and kept unless another layout clearly serves more (one stream with the
+    session's own threads was first, and won on noise: 0.5x raw ONNX Runtime on PaddleOCR rec)."""
+    layouts = candidate_layouts(ServingConfig(), cpu=True, cpus=4, batch_limit=32)
+    assert [(layout.streams, layout.threads) for layout in layouts] == [(4, 1), (1, None), (2, 2)]
+    bounded = candidate_layouts(
+        ServingConfig(), cpu=True, cpus=2, batch_limit=32, own_threads=False
+    )
+    assert [(layout.streams, layout.threads) for layout in bounded] == [(2, 1), (1, 2)]
 
 
 def test_requests_of_other_shapes_never_share_a_run() -> None:
@@ -435,7 +481,24 @@ def test_a_bad_serving_config_names_the_field() -> None:
     with pytest.raises(OptionError, match=r"max_delay_ms: expected milliseconds from 0 to 1000"):
         ServingConfig(max_delay_ms=-1)
     too_many = ServingConfig(streams=64, threads_per_stream=64)
-    with pytest.raises(OptionError, match=r"within the \d+ CPUs this process may use, got 64 x 64"):
+    with pytest.raises(OptionError, match=r"within the \d+ CPUs? this process may use, got 64 x 64"):
+        OnnxBackend.from_checkpoint(
+            _checkpoint(_rows_model()), performance_hint="throughput", serving=too_many
+        )
+
+
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="a budget under the process's CPUs")
+def test_a_cpu_budget_bounds_every_layout_measured_and_given() -> None:
+    """ServingConfig(cpus=1), as a Ray actor given one CPU passes: no layout uses more."""
+    with OnnxBackend.from_checkpoint(
+        _checkpoint(_rows_model()), performance_hint="throughput", serving=ServingConfig(cpus=1)
+    ) as backend:
+        serving = backend.serving
+        assert serving is not None and serving.source.startswith("measured")
+        layouts = [trial.layout for device in serving.devices for trial in device.trials]
+        assert layouts and all(layout.streams * (layout.threads or 0) == 1 for layout in layouts)
+    too_many = ServingConfig(streams=2, threads_per_stream=1, cpus=1)
+    with pytest.raises(OptionError, match=r"within the 1 CPU given \(ServingConfig.cpus\), got 2 x 1"):
         OnnxBackend.from_checkpoint(
             _checkpoint(_rows_model()), performance_hint="throughput", serving=too_many
         )

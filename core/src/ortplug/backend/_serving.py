@@ -3,9 +3,15 @@
 Every request of a backend built with a throughput hint is put on one queue. Each execution
 stream (a session, or a share of one, with its own worker thread) takes the oldest request it
 may run, then the queued requests of the same group (:func:`~._batch_rows.group_of`) up to its
-device's ``max_batch`` rows, waiting at most ``max_delay_s`` after the first was queued for more
-to come; it runs them as one and splits the outputs back to each caller. A batch that fails is
-run again request by request, so only the bad request's caller gets the error.
+device's ``max_batch`` rows (and, while other streams of its device are idle, up to its share
+of what is queued, so that they run the rest beside it), waiting at most ``max_delay_s`` after
+the first was queued for more to come; it runs them as one and splits the outputs back to
+each caller. A batch that fails is run again request by request, so only the bad request's
+caller gets the error. A caller of
+:meth:`Server.run` that finds the queue empty and a stream idle, on a device that does not wait
+for others to share a run (no queueing delay), runs its request on that stream itself: one
+caller, or few, pay no hand-over to a worker thread and back (a tiny model's run is shorter).
+Not with several devices: there the queue is what spreads requests over them.
 
 With several devices (``cumulative_throughput``) the streams of every device take from the same
 queue, so each takes work in proportion to how fast it runs it. A request that fails alone on
@@ -60,6 +66,8 @@ class Stream:
 
     session: Any
     options: Any
+    #: Whether a run is on it now (its worker's, or a caller's that found it idle).
+    busy: bool = False
 
 
 @attrs.define(eq=False)
@@ -152,8 +160,50 @@ class Server:
         return request.future
 
     def run(self, names: Sequence[str], feed: Mapping[str, Any]) -> list[Any]:
-        """One request, waited for: the backend's run function under a throughput hint."""
-        return self.submit(feed, names).result()
+        """One request, waited for: the backend's run function under a throughput hint; run on
+        the caller's thread when a stream is idle and nothing is queued (module docstring)."""
+        request = _Request(feed, names, None, self._batching)
+        with self._cond:
+            if self._closed is not None:
+                raise BackendClosedError(self._closed)
+            if self._terminated:
+                raise RunTerminatedError(_TERMINATED)
+            idle = None if self._queue else self._idle(request)
+            if idle is None:
+                self._queue.append(request)
+                self._cond.notify_all()
+        if idle is not None:
+            device, stream = idle
+            try:
+                self._serve(device, stream, [request])
+            finally:
+                self._release(stream)
+        return request.future.result()
+
+    def _idle(self, request: _Request) -> tuple[Device, Stream] | None:
+        """An idle stream of a device that would run ``request`` at once, taken (under the lock);
+        ``None`` with several devices (each device's workers take their share of the queue)."""
+        if len(self.devices) > 1:
+            return None
+        waits = request.group is not None and self._batching is not None
+        for device in self.devices:
+            if device.dropped is not None or (waits and device.max_delay_s > 0):
+                continue
+            for stream in device.streams:
+                if not stream.busy:
+                    stream.busy = True
+                    request.future.set_running_or_notify_cancel()
+                    device.requests += 1
+                    device.runs += 1
+                    return device, stream
+        return None
+
+    def _release(self, stream: Stream) -> None:
+        """``stream`` is free again: its worker may take what was queued meanwhile."""
+        with self._cond:
+            stream.busy = False
+            if self._queue:
+                self._cond.notify_all()
 
     def terminate(self, terminate: bool) -> None:
         """Stop the runs in progress and fail the queued requests (and refuse new ones), or
@@ -210,7 +260,7 @@ class Server:
 
     def _work(self, device: Device, stream: Stream) -> None:
         while True:
-            batch = self._take(device)
+            batch = self._take(device, stream)
             if batch is None:
                 return
             try:
@@ -218,6 +268,8 @@ class Server:
             except BaseException as exc:  # a defect here must not leave a caller waiting
                 for request in batch:
                     _settle(request, None, exc)
+            finally:
+                self._release(stream)
 
     def _first(self, device: Device) -> _Request | None:
         """Pop the oldest request ``device`` may run (cancelled ones are dropped)."""
@@ -233,20 +285,23 @@ class Server:
                 return request
         return None
 
-    def _take(self, device: Device) -> list[_Request] | None:
-        """The next batch for a stream of ``device``; ``None`` when it is to stop."""
+    def _take(self, device: Device, stream: Stream) -> list[_Request] | None:
+        """The next batch for ``stream`` of ``device`` (taken: busy); ``None`` when it is to stop."""
         with self._cond:
             while True:
                 if self._closed is not None or device.dropped is not None:
                     return None
-                first = self._first(device)
+                first = None if stream.busy else self._first(device)
                 if first is not None:
                     break
                 self._cond.wait()
+            stream.busy = True
             batch = [first]
             batching = self._batching
             if first.group is not None and batching is not None:
                 limit = batching.rows_limit(device.max_batch)
+                if batching.static is None:
+                    limit = self._share(device, first, limit)
                 deadline = first.queued + device.max_delay_s
                 rows = first.rows + self._gather(batch, device, limit - first.rows)
                 while rows < limit and self._closed is None:
@@ -258,6 +313,18 @@ class Server:
             device.requests += len(batch)
             device.runs += 1
             return batch
+
+    def _share(self, device: Device, first: _Request, limit: int) -> int:
+        """The rows a stream takes of what is queued now: its share beside the device's other
+        idle streams (a stream that took it all would leave them idle, its run as long as the
+        rows of all), at most ``limit`` (its own stream is idle still, so counted)."""
+        idle = sum(1 for stream in device.streams if not stream.busy)
+        if idle <= 1:
+            return limit
+        queued = first.rows + sum(
+            r.rows for r in self._queue if r.group == first.group and device not in r.avoid
+        )
+        return min(limit, max(first.rows, -(-queued // idle)))
 
     def _gather(self, batch: list[_Request], device: Device, room: int) -> int:
         """Move queued requests of ``batch``'s group that fit in ``room`` rows into it."""

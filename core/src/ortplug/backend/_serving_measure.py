@@ -1,15 +1,20 @@
 """Measuring how to serve many callers: layouts tried on the model, on this host, side by side.
 
 Each trial serves :data:`CALLERS` callers that send the model's generated inputs over and over
-through a real :class:`~._serving.Server` and counts the requests served, for :data:`TRIAL_S`
-seconds and at least :data:`MIN_REQUESTS` requests (at most :data:`MAX_TRIAL_S` seconds). No
-trial starts once :data:`BUDGET_S` seconds of trials have passed, except the first two: about
-1.5 seconds for a tiny model, plus the sessions' builds. In order:
+through a real :class:`~._serving.Server` and counts the requests served, in slices of
+:data:`SLICE_S` seconds and at least :data:`SLICE_REQUESTS` requests (at most
+:data:`MAX_SLICE_S` seconds). A layout's rate is its requests over its seconds, pooled over
+its slices, and the slices of layouts compared are interleaved, so that a machine whose load
+changes meanwhile (other processes) weighs on each alike. No slice starts once
+:data:`BUDGET_S` seconds of trials have passed, except round 1's first pass: about 1.5
+seconds for a tiny model, plus the sessions' builds. In order:
 
-1. each stream layout without batching (on the CPU: one stream with the session's own threads,
-   the CPUs split into single-thread streams, then into streams of 2, 4... threads; on an
-   accelerator: 1 and 2 streams);
-2. on the fastest layout: batches of up to :data:`FIRST_BATCH` rows, then (when that won)
+1. each stream layout without batching, once forwards and once backwards (on the CPU: the
+   CPUs split into single-thread streams first, the layout the others must beat, since runs
+   of a single thread waste none of it waiting on others; then one stream with the session's
+   own threads, then streams of 2, 4... threads; on an accelerator: 1 and 2 streams);
+2. on the fastest layout, each change beside it (a slice of the change, one of the fastest,
+   one of the change): batches of up to :data:`FIRST_BATCH` rows, then (when that won)
    :data:`SECOND_BATCH` rows, then a queueing delay of :data:`DELAY_MS` ms.
 
 Batches are only tried once a batched run's rows were found equal to the same requests run one
@@ -37,10 +42,10 @@ __all__ = [
     "CALLERS",
     "DELAY_MS",
     "FIRST_BATCH",
-    "MAX_TRIAL_S",
-    "MIN_REQUESTS",
+    "MAX_SLICE_S",
     "SECOND_BATCH",
-    "TRIAL_S",
+    "SLICE_REQUESTS",
+    "SLICE_S",
     "WIN_MARGIN",
     "batch_limit",
     "best_of",
@@ -50,13 +55,13 @@ __all__ = [
     "rows_problem",
 ]
 
-#: Seconds of trials after which no new trial starts (the first two always run).
+#: Seconds of trials after which no new slice starts (round 1's first pass always runs).
 BUDGET_S = 2.0
-#: Seconds each trial serves its callers at least, and at most (a slow model's trial ends there).
-TRIAL_S = 0.15
-MAX_TRIAL_S = 1.0
-#: Requests a trial serves at least (within ``MAX_TRIAL_S``): a few per caller.
-MIN_REQUESTS = 32
+#: Seconds each slice serves its callers at least, and at most (a slow model's slice ends there).
+SLICE_S = 0.08
+MAX_SLICE_S = 0.5
+#: Requests a slice serves at least (within ``MAX_SLICE_S``): two per caller.
+SLICE_REQUESTS = 16
 #: Concurrent callers of each trial.
 CALLERS = 8
 FIRST_BATCH = 8
@@ -68,33 +73,37 @@ WIN_MARGIN = 1.05
 _ROW_CHECK = 4
 
 
-def _splits(cpus: int) -> list[tuple[int, int | None]]:
-    """(streams, threads each) on ``cpus`` CPUs: one stream with the session's own threads,
-    then streams of 1, 2, 4... threads (at most 4 sessions unless they share one)."""
-    layouts: list[tuple[int, int | None]] = [(1, None)]
-    threads = 1
+def _splits(cpus: int, own_threads: bool) -> list[tuple[int, int | None]]:
+    """(streams, threads each) on ``cpus`` CPUs: single-thread streams, one stream with the
+    session's own threads (or ``cpus`` threads, without ``own_threads``), then streams of 2,
+    4... threads (at most 4 sessions unless they share one)."""
+    whole: tuple[int, int | None] = (1, None if own_threads else cpus)
+    layouts: list[tuple[int, int | None]] = [(cpus, 1), whole] if cpus > 1 else [whole]
+    threads = 2
     while threads < cpus:
         streams = cpus // threads
-        if threads == 1 or streams <= 4:
+        if streams <= 4:
             layouts.append((streams, threads))
         threads *= 2
     return layouts
 
 
 def candidate_layouts(
-    given: ServingConfig, *, cpu: bool, cpus: int, batch_limit: int
+    given: ServingConfig, *, cpu: bool, cpus: int, batch_limit: int, own_threads: bool = True
 ) -> list[Layout]:
-    """Round 1's layouts for a device (``batch_limit``: the most rows a run may take; 1: none)."""
+    """Round 1's layouts for a device (``batch_limit``: the most rows a run may take; 1: none;
+    ``own_threads``: whether one stream may run with the session's own threads, which a CPU
+    budget smaller than the process's forbids)."""
     if given.streams is not None or given.threads_per_stream is not None:
         streams = given.streams or (
             max(1, cpus // given.threads_per_stream) if cpu and given.threads_per_stream else 1
         )
         threads = given.threads_per_stream
-        if cpu and threads is None and streams > 1:
+        if cpu and threads is None and (streams > 1 or not own_threads):
             threads = max(1, cpus // streams)
         pairs: list[tuple[int, int | None]] = [(streams, threads)]
     elif cpu:
-        pairs = _splits(cpus)
+        pairs = _splits(cpus, own_threads)
     else:
         pairs = [(1, None), (2, None)]
     batch = min(given.max_batch or 1, batch_limit)
@@ -180,9 +189,8 @@ def _serve_for(
     batching: Batching | None,
     feed: Mapping[str, Any],
     names: Sequence[str],
-    seconds: float,
-) -> float:
-    """Requests per second ``streams`` served :data:`CALLERS` callers for ``seconds``."""
+) -> tuple[int, float]:
+    """Requests ``streams`` served :data:`CALLERS` callers in one slice, and its seconds."""
     device = Device("trial", streams, layout.max_batch, layout.max_delay_ms / 1e3)
     server = Server([device], batching)
     stop = threading.Event()
@@ -198,14 +206,12 @@ def _serve_for(
             errors.append(exc)
 
     try:
-        for _ in streams:  # warm: the first run of a session is not what it serves at
-            server.run(names, dict(feed))
         callers = [threading.Thread(target=call, args=(i,), daemon=True) for i in range(CALLERS)]
         started = time.perf_counter()
         for caller in callers:
             caller.start()
-        stop.wait(seconds)
-        while sum(counts) < MIN_REQUESTS and time.perf_counter() - started < MAX_TRIAL_S:
+        stop.wait(SLICE_S)
+        while sum(counts) < SLICE_REQUESTS and time.perf_counter() - started < MAX_SLICE_S:
             if errors or stop.wait(0.01):
                 break
         stop.set()
@@ -216,7 +222,65 @@ def _serve_for(
         server.close("the trial ended")
     if errors:
         raise errors[0]
-    return sum(counts) / elapsed
+    return sum(counts), elapsed
+
+
+def _warm(
+    streams: list[Stream], feed: Mapping[str, Any], names: Sequence[str], warm: set[int]
+) -> None:
+    """One run on each session of ``streams`` not in ``warm`` (ids), added: a session's first
+    run is not what it serves at."""
+    for stream in streams:
+        if id(stream.session) not in warm:
+            stream.session.run(list(names), dict(feed), stream.options)
+            warm.add(id(stream.session))
+
+
+class _Pooled:
+    """Each layout's requests and seconds over its slices, in the order first measured."""
+
+    def __init__(
+        self,
+        streams_for: Callable[[Layout], list[Stream]],
+        batching: Batching | None,
+        feed: Mapping[str, Any],
+        names: Sequence[str],
+    ) -> None:
+        self._streams_for = streams_for
+        self._batching, self._feed, self._names = batching, feed, names
+        self._served: dict[Layout, list[float]] = {}
+        self._warm: set[int] = set()  # the sessions run once already (StreamBuilder reuses them)
+        self._deadline = time.perf_counter() + BUDGET_S
+
+    @property
+    def spent(self) -> bool:
+        return time.perf_counter() > self._deadline
+
+    def slice(self, layout: Layout) -> None:
+        """Serve one slice on ``layout``; its requests and seconds are pooled."""
+        streams = self._streams_for(layout)
+        _warm(streams, self._feed, self._names, self._warm)
+        requests, seconds = _serve_for(streams, layout, self._batching, self._feed, self._names)
+        pooled = self._served.setdefault(layout, [0.0, 0.0])
+        pooled[0] += requests
+        pooled[1] += seconds
+
+    def trials(self) -> list[Trial]:
+        return [Trial(layout, requests / seconds) for layout, (requests, seconds) in
+                self._served.items()]  # fmt: skip
+
+    def best(self) -> Layout:
+        return best_of(self.trials()).layout
+
+    def beside(self, change: Layout) -> bool:
+        """Slices of ``change``, the best so far, and ``change`` again (unless the budget is
+        spent); whether ``change`` is the best now."""
+        best = self.best()
+        for layout in (change, best, change):
+            if self.spent:
+                return False
+            self.slice(layout)
+        return self.best() == change
 
 
 def measure(
@@ -230,30 +294,24 @@ def measure(
     free: ServingConfig,
 ) -> list[Trial]:
     """Run round 1 on ``candidates``, then round 2 on the best (the fields ``free`` leaves
-    ``None`` are the ones round 2 may change); every trial, in order."""
-    deadline = time.perf_counter() + BUDGET_S
-    trials: list[Trial] = []
-
-    def trial(layout: Layout) -> bool:
-        """Whether ``layout`` ran and served the most requests so far."""
-        if len(trials) >= 2 and time.perf_counter() > deadline:
-            return False
-        rate = _serve_for(streams_for(layout), layout, batching, feed, names, TRIAL_S)
-        trials.append(Trial(layout, rate))
-        return best_of(trials).layout is layout
-
+    ``None`` are the ones round 2 may change); every layout's trial, in the order first served
+    (:func:`best_of` picks the one that serves)."""
+    pooled = _Pooled(streams_for, batching, feed, names)
     for layout in candidates:
-        trial(layout)
-    best = best_of(trials).layout
-    if free.max_batch is None and batch_limit > 1 and best.max_batch == 1:
-        if trial(attrs.evolve(best, max_batch=min(FIRST_BATCH, batch_limit))):
-            best = best_of(trials).layout
-            if SECOND_BATCH <= batch_limit:
-                trial(attrs.evolve(best, max_batch=SECOND_BATCH))
-    best = best_of(trials).layout
+        pooled.slice(layout)
+    for layout in reversed(candidates if len(candidates) > 1 else ()):
+        if pooled.spent:
+            break
+        pooled.slice(layout)
+    best = pooled.best()
+    batches = free.max_batch is None and batch_limit > 1 and best.max_batch == 1
+    first = attrs.evolve(best, max_batch=min(FIRST_BATCH, batch_limit))
+    if batches and pooled.beside(first) and batch_limit >= SECOND_BATCH:
+        pooled.beside(attrs.evolve(pooled.best(), max_batch=SECOND_BATCH))
+    best = pooled.best()
     if best.max_batch > 1 and free.max_delay_ms is None:
-        trial(attrs.evolve(best, max_delay_ms=DELAY_MS))
-    return trials
+        pooled.beside(attrs.evolve(best, max_delay_ms=DELAY_MS))
+    return pooled.trials()
 
 
 def best_of(trials: Sequence[Trial]) -> Trial:

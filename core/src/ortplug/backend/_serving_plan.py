@@ -93,18 +93,22 @@ class ServingConfig:
     ``threads_per_stream``: intra-op threads of each stream's session (streams x threads never
     exceed the CPUs this process may use); ``max_batch``: rows of concurrent requests one run
     takes at most (1: no batching); ``max_delay_ms``: how long a request waits in the queue for
-    others to share its run (0: it shares only with requests already queued).
+    others to share its run (0: it shares only with requests already queued); ``cpus``: the CPUs
+    the streams share in all (default: every CPU this process may use; fewer, such as the CPUs
+    Ray gave an actor, bound the layouts measured and the streams x threads given).
     """
 
     streams: int | None = attrs.field(default=None, validator=_positive(1024))
     threads_per_stream: int | None = attrs.field(default=None, validator=_threads)
     max_batch: int | None = attrs.field(default=None, validator=_positive(MAX_BATCH_ROWS))
     max_delay_ms: float | None = attrs.field(default=None, validator=_delay)
+    cpus: int | None = attrs.field(default=None, validator=_threads)
 
     @property
     def complete(self) -> bool:
-        """Whether every field is given (nothing to measure)."""
-        return None not in attrs.astuple(self)
+        """Whether every field of the layout is given (nothing to measure)."""
+        layout = (self.streams, self.threads_per_stream, self.max_batch, self.max_delay_ms)
+        return None not in layout
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""

@@ -50,13 +50,26 @@ __all__ = ["MIN_SHARE", "start_serving"]
 MIN_SHARE = 0.05
 
 
-def _check_fits(given: ServingConfig, cpus: int) -> None:
-    """Streams x threads given may not exceed the CPUs this process may use."""
+def _cpu_budget(given: ServingConfig, served: SessionPlan) -> tuple[int, str]:
+    """The CPUs the streams may use in all, and how to say them: those this process may use,
+    or fewer when ``given.cpus`` says so."""
+    usable = usable_cpus(served)
+    if given.cpus is not None and given.cpus < usable:
+        return given.cpus, f"{_cpus(given.cpus)} given (ServingConfig.cpus)"
+    return usable, f"{_cpus(usable)} this process may use"
+
+
+def _cpus(count: int) -> str:
+    return f"{count} CPU{'' if count == 1 else 's'}"
+
+
+def _check_fits(given: ServingConfig, cpus: int, said: str) -> None:
+    """Streams x threads given may not exceed the CPUs the streams may use."""
     streams, threads = given.streams, given.threads_per_stream
     if streams is not None and threads is not None and streams * threads > cpus:
         raise OptionError(
-            f"serving: expected streams x threads_per_stream within the {cpus} CPUs this "
-            f"process may use, got {streams} x {threads} = {streams * threads}"
+            f"serving: expected streams x threads_per_stream within the {said}, "
+            f"got {streams} x {threads} = {streams * threads}"
         )
 
 
@@ -154,7 +167,8 @@ def start_serving(
     ``first`` the policy's first choice (``None``: only the served device is used);
     ``infos`` the model's inputs and outputs (:class:`~.introspection.ValueInfo`).
     """
-    _check_fits(given, usable_cpus(served))
+    budget, said = _cpu_budget(given, served)
+    _check_fits(given, budget, said)
     cumulative = hint == "cumulative_throughput"
     plans = [] if first is None or not cumulative else _others(origin, first, session_options)
     devices = device_plans(served, [p for p in plans if p is not served], origin, every=cumulative)
@@ -174,7 +188,7 @@ def start_serving(
     batching, batching_line = _batching(session, infos, feed, names)
     usable = [w for w in weighed if w.builder is not None]
     accelerators = sum(1 for w in usable if not w.device.on_cpu)
-    cpus = max(1, usable_cpus(served) - accelerators)
+    cpus = max(1, budget - accelerators)
     labels = tuple((w.device.label, w.device.chain) for w in usable)
     recorded = None
     if measure_wanted and not given.complete:
@@ -184,7 +198,10 @@ def start_serving(
         source = recorded.source
     elif measure_wanted and feed is not None and not given.complete:
         started = time.perf_counter()
-        weighed = [_measured(w, given, batching, feed, names, cpus) for w in weighed]
+        bounded = budget < usable_cpus(served)
+        weighed = [
+            _measured(w, given, batching, feed, names, cpus=cpus, bounded=bounded) for w in weighed
+        ]
         seconds = time.perf_counter() - started
         source = (
             f"measured on this model's first {hint} build here ({seconds:.1f} s, "
@@ -232,13 +249,17 @@ def _measured(
     batching: Batching | None,
     feed: Mapping[str, Any],
     names: Sequence[str],
+    *,
     cpus: int,
+    bounded: bool,
 ) -> _Weighed:
+    """``w`` measured (``bounded``: a CPU budget under the process's is given)."""
     if w.builder is None:
         return w
     cpu = w.device.on_cpu
     limit = batch_limit(batching, cpu=cpu)
-    candidates = candidate_layouts(given, cpu=cpu, cpus=cpus, batch_limit=limit)
+    candidates = candidate_layouts(given, cpu=cpu, cpus=cpus, batch_limit=limit,
+                                   own_threads=not bounded)  # fmt: skip
     try:
         trials = measure(w.builder.streams, candidates, batching, feed, names,
                          batch_limit=limit, free=given)  # fmt: skip

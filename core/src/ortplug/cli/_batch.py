@@ -74,13 +74,19 @@ def _load_npy_inputs(folder: Path, names: list[str]) -> dict[str, np.ndarray]:
 
 
 def _run_local(
-    model: Path, arrays: dict[str, np.ndarray], batch_size: int, providers: list[Any] | None
+    model: Path,
+    arrays: dict[str, np.ndarray],
+    batch_size: int,
+    providers: list[Any] | None,
+    hint: str,
 ) -> dict[str, np.ndarray]:
     """The rows in batches through one backend in this process, shaped as on Ray (a static
     model batch: runs of that size, the last padded) by the same predictor."""
     from ..integrations.ray import BackendConfig, OnnxPredictor
 
-    config = BackendConfig(model=model, providers=providers, keep_columns=[])
+    config = BackendConfig(
+        model=model, providers=providers, keep_columns=[], performance_hint=hint
+    )
     predictor = OnnxPredictor(config, quiet_run_options())
     try:
         rows = len(next(iter(arrays.values())))
@@ -105,12 +111,16 @@ def _actors(reports: Counter[str]) -> list[dict[str, Any]]:
 
 
 def _run_ray_npy(
-    model: Path, arrays: dict[str, np.ndarray], batch_size: int, providers: list[Any] | None
+    model: Path,
+    arrays: dict[str, np.ndarray],
+    batch_size: int,
+    providers: list[Any] | None,
+    hint: str,
 ) -> tuple[dict[str, np.ndarray], list[dict[str, Any]]]:
     from ..integrations.ray import predict
 
     if not len(next(iter(arrays.values()))):  # no rows to hand out: typed empty outputs
-        return _run_local(model, arrays, batch_size, providers), []
+        return _run_local(model, arrays, batch_size, providers, hint), []
     names = _output_names(model)
     parts: dict[str, list[np.ndarray]] = {name: [] for name in names}
     reports: Counter[str] = Counter()
@@ -131,6 +141,7 @@ def _run_ray_npy(
             keep_columns=[],  # the inputs are here already: nothing to copy back
             id_column="id",
             chain_column=_CHAIN,
+            performance_hint=hint,
         )
         for chunk in scored.iter_batches(batch_size=None, batch_format="numpy"):
             for name in names:
@@ -159,15 +170,17 @@ def batch(args: argparse.Namespace) -> int:
                 f"--output-dir: expected a folder without Parquet files, got {str(target)!r} "
                 "(an earlier run's outputs?); give an empty or new folder"
             )
-        written, actors = _run_ray_parquet(model, source, target, args.batch_size, providers)
+        written, actors = _run_ray_parquet(
+            model, source, target, args.batch_size, providers, hint=args.hint
+        )
         summary: dict[str, Any] = {"format": "parquet", "rows": written, "output_dir": str(target)}
     else:
         names = list(LocalCheckpoint(model).resolve().metadata.input_names)
         arrays = _load_npy_inputs(source, names)
         if args.ray:
-            outputs, actors = _run_ray_npy(model, arrays, args.batch_size, providers)
+            outputs, actors = _run_ray_npy(model, arrays, args.batch_size, providers, args.hint)
         else:
-            outputs = _run_local(model, arrays, args.batch_size, providers)
+            outputs = _run_local(model, arrays, args.batch_size, providers, args.hint)
         for name, value in outputs.items():
             np.save(target / tensor_file(name), value)
         rows = len(next(iter(arrays.values())))
@@ -184,6 +197,9 @@ def batch(args: argparse.Namespace) -> int:
         chains = sorted({",".join(a["providers"]) for a in actors})
         nodes = len({a["node"] for a in actors})
         engine = f"ray: {len(actors)} actor(s) on {nodes} node(s), {'; '.join(chains)}"
+    summary["performance_hint"] = args.hint
+    if args.hint != "latency":
+        engine += f", {args.hint} hint"
     if args.json:
         print_json(summary)
     else:
@@ -192,14 +208,25 @@ def batch(args: argparse.Namespace) -> int:
 
 
 def _run_ray_parquet(
-    model: Path, source: Path, target: Path, batch_size: int, providers: list[Any] | None
+    model: Path,
+    source: Path,
+    target: Path,
+    batch_size: int,
+    providers: list[Any] | None,
+    *,
+    hint: str,
 ) -> tuple[int, list[dict[str, Any]]]:
     from ..integrations.ray import predict
 
     with ray_session() as ray:
         dataset = ray.data.read_parquet(str(source))
         scored = predict(
-            dataset, model, providers=providers, batch_size=batch_size, chain_column=_CHAIN
+            dataset,
+            model,
+            providers=providers,
+            batch_size=batch_size,
+            chain_column=_CHAIN,
+            performance_hint=hint,
         )
         scored.write_parquet(str(target))
         # read back one dictionary-encoded column: counting the lazy dataset would run it again

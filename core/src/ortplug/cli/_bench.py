@@ -1,4 +1,5 @@
-"""The ``bench`` command: candidate chains and thread counts side by side, and ``--save`` (autotune)."""
+"""The ``bench`` command: candidate chains and thread counts side by side, and ``--save`` (autotune);
+``--callers`` and ``--hint`` run :mod:`._bench_callers` instead."""
 
 from __future__ import annotations
 
@@ -193,7 +194,12 @@ def _check_saveable(given: Sequence[Sequence[ProviderEntry]]) -> None:
 
 
 def bench(args: argparse.Namespace) -> int:
-    """Build every candidate, run them interleaved for ``--rounds``, print medians and ratios."""
+    """Build every candidate, run them interleaved for ``--rounds``, print medians and ratios;
+    with ``--callers`` or a throughput ``--hint``, many callers instead (:mod:`._bench_callers`)."""
+    if args.callers or args.hint != "latency":
+        from ._bench_callers import bench_callers
+
+        return bench_callers(args)
     if args.save:
         _check_saveable(args.providers)
         autotune.check_can_save()  # an unusable cache fails now, not after the benchmark

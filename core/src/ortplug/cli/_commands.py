@@ -30,9 +30,11 @@ from ..selection import DefaultProviderPolicy
 from ._inputs import first_run_error, given_usage, load_inputs, quiet_run_options, reference_feed
 from ._json import print_json
 from ._providers import resolve_chain
-from ._served import served_candidates
+from ._served import recorded_servings, served_candidates, serving_lines
+from ._usage import UsageError
 
 if TYPE_CHECKING:
+    from ..backend import ServingReport
     from ..verification.verdicts import Verdict
 
 __all__ = ["info", "plugins", "run"]
@@ -131,6 +133,7 @@ def _until_settled(backend: OnnxBackend, feed: Mapping[str, Any]) -> None:
 def run(args: argparse.Namespace) -> int:
     """Build a backend, run it once and ``--repeat`` times, print chain, outputs and latency."""
     providers = resolve_chain(args.providers) if args.providers else None
+    _check_hint(args)
     with _model_path(args.model) as path:
         checkpoint = LocalCheckpoint(path).resolve()
         given = load_inputs(args.input, checkpoint.metadata.input_names)
@@ -142,6 +145,7 @@ def run(args: argparse.Namespace) -> int:
                 startup_fallback=args.startup_fallback,
                 verify=True if args.verify else None,
                 verify_inputs=given or None,
+                performance_hint=args.hint,
             )
         build_ms = (time.perf_counter() - started) * 1e3
     chain = [{"kind": kind, "reason": reason} for kind, reason in backend.chain_reasons]
@@ -181,6 +185,8 @@ def run(args: argparse.Namespace) -> int:
         "generated_inputs": generated,
         "verification": None if verdict is None else verdict.to_dict(),
         "candidates": [c.to_dict() for c in candidates],
+        "performance_hint": args.hint,
+        "serving": None if backend.serving is None else backend.serving.to_dict(),
         "outputs": {name: _summary(value) for name, value in outputs.items()},
         "latency_ms": {
             "build": round(build_ms, 3),
@@ -199,7 +205,7 @@ def run(args: argparse.Namespace) -> int:
     for row in chain:
         print(f"chain     {row['kind']:<10} {row['reason']}")
     print(f"realized  {', '.join(realized)}")
-    _print_checks(verdict, candidates, args.verify)
+    _print_checks(verdict, candidates, args.verify, backend.serving)
     if first_run_on != realized:
         print(f"first run {', '.join(first_run_on)} (startup fallback: switched after it)")
     if settings:
@@ -214,6 +220,15 @@ def run(args: argparse.Namespace) -> int:
         f"runs (build {lat['build']:.1f} ms, first run {lat['first_run']:.2f} ms)"
     )
     return 0
+
+
+def _check_hint(args: argparse.Namespace) -> None:
+    """``--hint`` other than latency does not go with ``--startup-fallback``: one usage line."""
+    if args.startup_fallback and args.hint != "latency":
+        raise UsageError(
+            f"--hint {args.hint}: expected no --startup-fallback (a throughput build measures "
+            "its streams on the session that serves), got --startup-fallback"
+        )
 
 
 def info(args: argparse.Namespace) -> int:
@@ -244,6 +259,9 @@ def info(args: argparse.Namespace) -> int:
         candidates = served_candidates(checkpoint) if args.model is not None else ()
         if args.model is not None:  # the proven choice for this model: built, verified, timed
             data["candidates"] = [c.to_dict() for c in candidates]
+        servings = recorded_servings(checkpoint, host) if args.model is not None else None
+        if servings is not None:  # what a throughput build here measured (none: not yet)
+            data["serving"] = {h: None if r is None else r.to_dict() for h, r in servings.items()}
     if args.json:
         print_json(data)
         return 0
@@ -273,6 +291,8 @@ def info(args: argparse.Namespace) -> int:
         if candidate.verdict is not None:  # what its verdict, measured now or cached, ran on
             cached = " (a cached verdict)" if candidate.verdict.cached else ""
             print(f"  covered    {candidate.verdict.coverage()}{cached}")
+    for line in [] if servings is None else serving_lines(servings, str(args.model)):
+        print(f"serving      {line}")
     return 0
 
 
@@ -294,8 +314,14 @@ def _fit_lines() -> dict[str, Any]:
     return {**plan.to_dict(), "hardware_line": plan.hardware.describe(), "lines": lines}
 
 
-def _print_checks(verdict: Verdict | None, candidates: tuple[Candidate, ...], asked: bool) -> None:
-    """``run``'s verdict line (``asked``: ``--verify`` was given) and its candidates."""
+def _print_checks(
+    verdict: Verdict | None,
+    candidates: tuple[Candidate, ...],
+    asked: bool,
+    serving: ServingReport | None,
+) -> None:
+    """``run``'s verdict line (``asked``: ``--verify`` was given), its candidates, and what
+    serves under a throughput hint."""
     if verdict is not None:
         print(f"verdict   {verdict.describe()}")
     elif asked:
@@ -303,11 +329,16 @@ def _print_checks(verdict: Verdict | None, candidates: tuple[Candidate, ...], as
             "verdict   nothing to check: the CPU provider on the reference weights is the reference"
         )
     _print_candidates(candidates, "candidate ")
+    _print_lines("serving   ", [] if serving is None else serving.lines())
 
 
 def _print_candidates(candidates: tuple[Candidate, ...], label: str) -> None:
-    for candidate in candidates:
-        print(f"{label}{candidate.describe()}")
+    _print_lines(label, [candidate.describe() for candidate in candidates])
+
+
+def _print_lines(label: str, lines: list[str]) -> None:
+    for line in lines:
+        print(f"{label}{line}")
 
 
 def plugins(args: argparse.Namespace) -> int:

@@ -20,11 +20,14 @@ from typing import Any, NoReturn
 from ._demo import DEMO_MARK, DEMO_MODEL, with_demo_path
 from ._providers import GRAMMAR_HELP, provider_chain
 from ._usage import (
+    HINTS,
+    caller_counts,
     input_arg,
     input_dir,
     model_file,
     model_source,
     positive_int,
+    seconds,
     size_mb,
     thread_counts,
     tolerance_pair,
@@ -139,6 +142,37 @@ def _add_verify(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_hint(parser: argparse.ArgumentParser, serves: str) -> None:
+    parser.add_argument(
+        "--hint",
+        choices=HINTS,
+        default="latency",
+        help=f"the performance hint {serves} with: latency (default: each call as fast as one "
+        "caller can be served), throughput (streams and a queue that batches concurrent "
+        "requests, measured on this host) or cumulative_throughput (every verified device "
+        "at once)",
+    )
+
+
+def _add_callers(bench: argparse.ArgumentParser) -> None:
+    """``bench --callers``, ``--seconds`` and ``--hint``: many callers instead of one."""
+    bench.add_argument(
+        "--callers",
+        type=caller_counts,
+        metavar="COUNTS",
+        help="concurrent callers instead, e.g. 1,4,16: requests/s and p50/p99 latency of "
+        "ortplug (--hint) against a plain ONNX Runtime session with the same callers "
+        "(default with --hint throughput: 1,4,16)",
+    )
+    bench.add_argument(
+        "--seconds",
+        type=seconds,
+        default=0.5,
+        help="with --callers: seconds each side serves per caller count and round (0.5)",
+    )
+    _add_hint(bench, "ortplug's side of --callers is built")
+
+
 def _with_grammar(
     sub: argparse._SubParsersAction[_CommandParser], name: str, help: str, before: str = ""
 ) -> argparse.ArgumentParser:
@@ -234,6 +268,7 @@ def _parser_and_commands() -> tuple[argparse.ArgumentParser, dict[str, argparse.
         action="store_true",
         help="serve on the CPU at once while the accelerator builds and warms up, then switch",
     )
+    _add_hint(run, "the model is built")
     _add_verify(run)
     _add_json(run)
 
@@ -289,6 +324,7 @@ def _parser_and_commands() -> tuple[argparse.ArgumentParser, dict[str, argparse.
         action="store_true",
         help="measure the policy's default too and remember the fastest if it beat the default",
     )
+    _add_callers(bench)
     _add_verify(bench)
     _add_json(bench)
 
@@ -313,8 +349,19 @@ def _parser_and_commands() -> tuple[argparse.ArgumentParser, dict[str, argparse.
         metavar="CHAIN",
         help="explicit chain with options, e.g. cuda:device_id=1,cpu (default: the policy)",
     )
+    _add_hint(batch, "each backend (one per Ray actor) is built")
     _add_json(batch)
 
+    _add_cache(sub)
+    info.add_argument(
+        "--refresh", action="store_true", help="probe the host again (forget cached probe facts)"
+    )
+    _add_exec(sub)
+    return parser, dict(sub.choices)
+
+
+def _add_cache(sub: argparse._SubParsersAction[_CommandParser]) -> None:
+    """``cache``: list, prune or clear what ortplug keeps in its cache."""
     cache = sub.add_parser("cache", help="what ortplug keeps in its cache; prune or clear it")
     cache.add_argument(
         "action",
@@ -329,12 +376,6 @@ def _parser_and_commands() -> tuple[argparse.ArgumentParser, dict[str, argparse.
         help="with prune: the size to keep under (default: $ORTPLUG_CACHE_MAX_MB, else no cap)",
     )
     _add_json(cache)
-
-    info.add_argument(
-        "--refresh", action="store_true", help="probe the host again (forget cached probe facts)"
-    )
-    _add_exec(sub)
-    return parser, dict(sub.choices)
 
 
 def _add_exec(sub: argparse._SubParsersAction[_CommandParser]) -> None:

@@ -1,9 +1,11 @@
-"""What ``ortplug run`` serves a model here: the candidates of a default build, for ``info`` and ``verify``."""
+"""What ``ortplug run`` serves a model here: the candidates of a default build, for ``info`` and
+``verify``, and the serving layouts throughput builds measured and recorded here, for ``info``."""
 
 from __future__ import annotations
 
 import warnings
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -11,8 +13,15 @@ from ..backend import OnnxBackend
 from ..backend.report import Candidate
 from ..checkpoint import ResolvedCheckpoint
 from ..errors import OrtplugError, VerificationWarning
+from ..host.capabilities import HostCapabilities
 
-__all__ = ["served_candidates"]
+if TYPE_CHECKING:
+    from ..backend import ServingReport
+
+__all__ = ["recorded_servings", "served_candidates", "serving_lines"]
+
+#: The hints whose builds measure how to serve (and record it).
+_MEASURED_HINTS = ("throughput", "cumulative_throughput")
 
 
 def served_candidates(
@@ -30,3 +39,28 @@ def served_candidates(
     except OrtplugError as exc:
         precision = checkpoint.metadata.precision
         return (Candidate((), None, precision, None, None, False, f"no choice: {exc}"),)
+
+
+def recorded_servings(
+    checkpoint: ResolvedCheckpoint, host: HostCapabilities
+) -> dict[str, ServingReport | None]:
+    """Per throughput hint, the serving layout its first build of ``checkpoint`` measured on
+    this host and recorded (``None``: no build with that hint measured it here yet)."""
+    from ..backend import recorded_serving
+
+    found = {hint: recorded_serving(checkpoint, host, hint) for hint in _MEASURED_HINTS}
+    return {hint: None if record is None else record[1] for hint, record in found.items()}
+
+
+def serving_lines(servings: Mapping[str, ServingReport | None], model: str) -> list[str]:
+    """``info``'s lines for :func:`recorded_servings`: each recorded report, or how to measure."""
+    lines: list[str] = []
+    for report in servings.values():
+        if report is not None:
+            lines += report.lines()
+    if not lines:
+        lines.append(
+            "not measured here yet: the first build with performance_hint='throughput' "
+            f"measures and records it (ortplug bench {model} --hint throughput)"
+        )
+    return lines

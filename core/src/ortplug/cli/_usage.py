@@ -16,18 +16,29 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 __all__ = [
+    "HINTS",
+    "MAX_CALLERS",
     "MAX_COUNT",
     "InputArg",
     "UsageError",
+    "caller_counts",
     "input_arg",
     "input_dir",
     "model_file",
     "model_source",
     "positive_int",
+    "seconds",
     "size_mb",
     "thread_counts",
     "tolerance_pair",
 ]
+
+#: ``--hint``'s choices: ``ortplug.backend.HINTS``, spelled here so that parsing imports no backend.
+HINTS = ("latency", "throughput", "cumulative_throughput")
+#: The most concurrent callers ``bench --callers`` starts (each one a thread).
+MAX_CALLERS = 1024
+#: The most seconds ``bench --seconds`` takes (per side, caller count and round).
+_MAX_SECONDS = 3600.0
 
 #: The first bytes of every ``.npy`` file (``numpy.save``).
 _NPY_MAGIC = b"\x93NUMPY"
@@ -83,6 +94,34 @@ def thread_counts(value: str) -> list[int]:
         except OptionError as exc:
             raise argparse.ArgumentTypeError(str(exc)) from None
     return counts
+
+
+def caller_counts(value: str) -> list[int]:
+    """Comma-separated counts of concurrent callers, 1 to :data:`MAX_CALLERS` (``bench --callers
+    1,4,16``), in the order given, each once."""
+    counts: list[int] = []
+    for part in value.split(","):
+        text = part.strip()
+        if not text.isdigit() or not 1 <= int(text) <= MAX_CALLERS:
+            raise argparse.ArgumentTypeError(
+                f"expected caller counts from 1 to {MAX_CALLERS} separated by commas such as "
+                f"1,4,16, got {value!r}"
+            )
+        counts.append(int(text))
+    return list(dict.fromkeys(counts))
+
+
+def seconds(value: str) -> float:
+    """A duration in seconds above 0 (``bench --seconds 0.5``)."""
+    try:
+        number = float(value)
+    except ValueError:
+        number = 0.0
+    if not 0 < number <= _MAX_SECONDS:
+        raise argparse.ArgumentTypeError(
+            f"expected seconds above 0 and up to {_MAX_SECONDS:g}, got {value!r}"
+        )
+    return number
 
 
 def _path(text: str) -> Path:

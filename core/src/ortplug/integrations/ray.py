@@ -10,6 +10,11 @@ when the actor ends. Actors that will run a GPU provider ask Ray for a GPU; CPU
 actors size their intra-op threads to the CPUs Ray gave them, so actors
 sharing a node do not oversubscribe it.
 
+With ``performance_hint="throughput"`` each actor serves with the throughput hint, its
+streams measured within the CPUs Ray gave it: a batch is cut into one part per stream,
+queued at once, so the streams run its parts side by side, and Ray may hand an actor as many
+batches at once as it may have streams (Ray >= 2.47 runs them concurrently).
+
     import ray
     from ortplug.integrations.ray import predict
 
@@ -20,10 +25,14 @@ sharing a node do not oversubscribe it.
 
 from __future__ import annotations
 
+import functools
+import inspect
+import itertools
 import json
 import math
 import os
 import sys
+import threading
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Union
@@ -31,7 +40,7 @@ from typing import Any, Union
 import attrs
 import numpy as np
 
-from ..backend import OnnxBackend
+from ..backend import HINTS, OnnxBackend, ServingConfig
 from ..backend.introspection import ValueInfo
 from ..checkpoint import (
     CheckpointMetadata,
@@ -256,6 +265,11 @@ def _one_column_per_input(_: object, __: attrs.Attribute[Any], columns: dict[str
         seen[name] = column
 
 
+def _hint_choice(_: object, __: attrs.Attribute[Any], hint: object) -> None:
+    if hint not in HINTS:
+        raise OptionError(f"performance_hint: expected one of {', '.join(HINTS)}, got {hint!r}")
+
+
 def _portable(checkpoint: CheckpointLike) -> PortableCheckpoint:
     """:meth:`PortableCheckpoint.of` as a function (mypy's attrs plugin takes no classmethod)."""
     return PortableCheckpoint.of(checkpoint)
@@ -273,6 +287,8 @@ class BackendConfig:
     the batch columns copied to the output (default: all; ``["id"]`` spares
     copying large inputs back into the object store). ``id_column`` names rows
     in errors; ``chain_column``, when set, gets each row's actor report.
+    ``performance_hint`` is the backend's (``"throughput"``: streams measured within the CPUs
+    Ray gave the actor, each batch's parts run side by side).
     """
 
     model: PortableCheckpoint = attrs.field(converter=_portable)
@@ -288,19 +304,28 @@ class BackendConfig:
     keep_columns: tuple[str, ...] | None = attrs.field(default=None, converter=_columns)
     id_column: str | None = None
     chain_column: str | None = None
+    performance_hint: str = attrs.field(default="latency", validator=_hint_choice)
 
     def checkpoint(self) -> ResolvedCheckpoint:
         """The checkpoint, resolved where this runs (on a worker: from the portable form)."""
         return self.model.resolve()
 
     def build(self, threads: int | None = None) -> OnnxBackend:
-        """The backend, with ``threads`` intra-op threads unless the options set their own."""
+        """The backend, with ``threads`` intra-op threads unless the options set their own; under
+        a throughput hint its streams share ``threads`` CPUs (the CPUs Ray gave the actor)."""
         options = SessionOptionsConfig.from_dict(self.session_options)
         if threads is not None and options.intra_op_num_threads is None:
             options = options.evolve(intra_op_num_threads=threads)
         providers = list(self.providers) if self.providers is not None else None
+        hint = self.performance_hint
+        serving = ServingConfig(cpus=threads) if hint != "latency" and threads else None
         return OnnxBackend.from_checkpoint(
-            self.checkpoint(), providers, options, policy=self.policy
+            self.checkpoint(),
+            providers,
+            options,
+            policy=self.policy,
+            performance_hint=hint,
+            serving=serving,
         )
 
 
@@ -458,6 +483,65 @@ def _empty(info: ValueInfo) -> np.ndarray:
     return np.empty((0, *dims), info.dtype or object)
 
 
+def _streams(backend: OnnxBackend) -> int:
+    """The streams a backend serves with: 1 under the latency hint."""
+    serving = backend.serving
+    if serving is None:
+        return 1
+    return max(1, sum(d.layout.streams for d in serving.devices if d.serving and d.layout))
+
+
+class _Parallel:
+    """Feeds queued at once on a throughput backend's streams (``run_async``), waited for."""
+
+    def __init__(self, backend: OnnxBackend, outputs: list[str], options: Any) -> None:
+        self.backend, self.outputs, self.options = backend, outputs, options
+
+    def run(
+        self, feeds: Sequence[Mapping[str, np.ndarray]]
+    ) -> list[tuple[Mapping[str, Any] | None, Exception | None]]:
+        """Each feed's outputs or error, in order."""
+        results: list[tuple[Mapping[str, Any] | None, Exception | None]] = [(None, None)] * len(
+            feeds
+        )
+        left = [len(feeds)]
+        lock, done = threading.Lock(), threading.Event()
+
+        def settle(
+            index: int, outputs: Mapping[str, Any] | None, error: BaseException | None
+        ) -> None:
+            failure = None if error is None else _as_exception(error)
+            results[index] = (outputs, failure)
+            with lock:
+                left[0] -= 1
+                if not left[0]:
+                    done.set()
+
+        for index, feed in enumerate(feeds):
+            try:
+                self.backend.run_async(
+                    dict(feed),
+                    functools.partial(settle, index),
+                    self.outputs,
+                    run_options=self.options,
+                )
+            except Exception as exc:  # not queued (closed, bad inputs): its part's error
+                settle(index, None, exc)
+        done.wait()
+        return results
+
+
+def _as_exception(error: BaseException) -> Exception:
+    return error if isinstance(error, Exception) else RuntimeError(str(error))
+
+
+def _padded(rows: np.ndarray, static: int) -> np.ndarray:
+    """``rows`` with its last row repeated up to the static batch."""
+    buffer = np.empty((static, *rows.shape[1:]), rows.dtype)
+    _filled(buffer, rows)
+    return buffer
+
+
 def _filled(buffer: np.ndarray, rows: np.ndarray) -> None:
     """Copy ``rows`` into a static-batch buffer, repeating the last row into what is left."""
     buffer[: len(rows)] = rows
@@ -493,6 +577,8 @@ class OnnxPredictor:
     batch (the last one padded with its last row) through one IO binding; a
     dynamic one gets the batch whole. Object columns (lists per row, as
     pandas and pyarrow write them) are stacked to the input's dtype and shape.
+    Under a throughput hint with several streams, a batch is cut into one part per stream
+    (runs of the static batch, each padded) queued at once, so the streams run them side by side.
     """
 
     def __init__(self, config: BackendConfig, run_options: RunOptionsConfig | None = None) -> None:
@@ -507,6 +593,8 @@ class OnnxPredictor:
         specs = (*self.backend.inputs, *self.backend.overridable_initializers)
         self.specs = {info.name: info for info in specs if info.name in self.inputs.values()}
         self.static_batch = _static_batch(info.shape for info in self.specs.values())
+        #: Streams the backend serves with: a batch is cut into this many parts (1: whole).
+        self.streams = _streams(self.backend)
         node, ip = _placement()
         self.where = f"actor pid {os.getpid()}" + (f" on node {node[:8]}" if node else "")
         self.report = json.dumps(
@@ -519,15 +607,16 @@ class OnnxPredictor:
                 else None,
                 "providers": list(self.backend.providers),
                 "reasons": dict(self.backend.chain_reasons),
+                "performance_hint": self.backend.performance_hint,
+                "streams": self.streams,
             },
             sort_keys=True,
         )
-        self.batches = 0
+        self._batches = itertools.count()  # calls may run side by side (a throughput hint)
 
     def __call__(self, batch: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Map columns to inputs, run, and return the batch (its kept columns) plus the outputs."""
-        index = self.batches
-        self.batches += 1
+        index = next(self._batches)
         return self._predict(batch, f"batch {index} ({self.where})", 0)
 
     def rows_from(self, batch: Mapping[str, np.ndarray], first_row: int) -> dict[str, np.ndarray]:
@@ -623,8 +712,11 @@ class OnnxPredictor:
             ) from None
 
     def _run(self, feed: dict[str, np.ndarray], count: int, rows: _Rows) -> Mapping[str, Any]:
-        """The whole batch in one run, or in runs of the model's static batch."""
+        """The whole batch in one run, or in runs of the model's static batch (or, with several
+        streams, in parts run side by side)."""
         static = self.static_batch
+        if self.streams > 1 and count > 1:
+            return self._side_by_side(feed, count, rows)
         if static is None or count == static:
             return self._run_once(feed, 0, count, rows)
         if count == 0:  # nothing to pad a static run with: empty columns of the declared shapes
@@ -675,6 +767,42 @@ class OnnxPredictor:
                 out[name][start:stop] = value[: stop - start]
         return out
 
+    def _side_by_side(
+        self, feed: dict[str, np.ndarray], count: int, rows: _Rows
+    ) -> Mapping[str, Any]:
+        """The batch in parts queued at once on the throughput hint's streams: one part per
+        stream, or runs of the static batch (each padded); the outputs joined in row order."""
+        static = self.static_batch
+        size = static or -(-count // self.streams)
+        parts: list[tuple[int, int, dict[str, np.ndarray]]] = []
+        for start in range(0, count, size):
+            stop = min(start + size, count)
+            part = {name: array[start:stop] for name, array in feed.items()}
+            if static is not None and stop - start < static:
+                part = {name: _padded(array, static) for name, array in part.items()}
+            parts.append((start, stop, part))
+        results = _Parallel(self.backend, list(self.outputs), self.run_options).run(
+            [part for _, _, part in parts]
+        )
+        joined: dict[str, list[Any]] = {name: [] for name in self.outputs}
+        for (start, stop, part), (outputs, failed) in zip(parts, results):
+            if failed is not None:
+                low, high, error = 0, stop - start, failed
+                if static is None:
+                    low, high, error = self._failing_rows(part, failed)
+                raise rows.error(start + low, start + high, _reason(error)) from failed
+            for name, value in (outputs or {}).items():
+                expected = len(next(iter(part.values())))
+                if np.shape(value)[:1] != (expected,):
+                    raise rows.error(
+                        start,
+                        stop,
+                        f"output {name!r} has shape {list(np.shape(value))} for a run of "
+                        f"{expected} rows; expected one row per input row",
+                    )
+                joined[name].append(value[: stop - start])
+        return {name: np.concatenate(values) for name, values in joined.items()}
+
     def _run_once(
         self, feed: Mapping[str, np.ndarray], start: int, stop: int, rows: _Rows
     ) -> Mapping[str, Any]:
@@ -722,6 +850,26 @@ class OnnxPredictor:
             backend.close()
 
 
+def _calls(hint: str, gpu: bool, cpus: int) -> int:
+    """Batches one actor may take at once: as many as its streams may be under a throughput
+    hint (its CPUs; an accelerator measures 1 or 2 streams), else one."""
+    if hint == "latency":
+        return 1
+    return 2 if gpu else max(1, cpus)
+
+
+def _actor_pool(ray: Any, size: int, calls: int) -> Any:
+    """Ray's pool of ``size`` actors, each running up to ``calls`` batches side by side where
+    this Ray can (its ``ActorPoolStrategy`` takes ``enable_true_multi_threading``); else one."""
+    strategy = ray.data.ActorPoolStrategy
+    takes = inspect.signature(strategy).parameters
+    if calls > 1 and "enable_true_multi_threading" in takes:
+        return strategy(
+            size=size, max_concurrent_calls_per_actor=calls, enable_true_multi_threading=True
+        )
+    return strategy(size=size)
+
+
 def predict(
     dataset: Any,
     checkpoint: CheckpointLike,
@@ -737,6 +885,7 @@ def predict(
     batch_size: int | None = None,
     concurrency: int | None = None,
     num_cpus_per_actor: int = 1,
+    performance_hint: str = "latency",
 ) -> Any:
     """``dataset.map_batches`` with an :class:`OnnxPredictor` per actor; returns the lazy dataset.
 
@@ -749,6 +898,9 @@ def predict(
     fit in the cluster's CPUs minus one (left to the tasks that read and feed
     them), ``num_cpus_per_actor`` each and as many intra-op threads; or one
     actor per GPU when the chain has a GPU provider. Progress is Ray Data's own.
+    ``performance_hint="throughput"``: each actor serves with the throughput hint, its streams
+    measured within its ``num_cpus_per_actor`` CPUs (give it several), and Ray may hand it that
+    many batches at once (2 for a GPU actor), where Ray runs an actor's calls side by side.
     """
     ray = require_ray()
     if batch_size is not None and batch_size < 1:
@@ -763,6 +915,7 @@ def predict(
         keep_columns=keep_columns,
         id_column=id_column,
         chain_column=chain_column,
+        performance_hint=performance_hint,
     )
     columns = () if config.keep_columns is not None else dataset.columns() or ()
     clash = _column_clash(config, config.checkpoint().metadata.output_names, columns)
@@ -788,7 +941,7 @@ def predict(
         fn_constructor_kwargs={"config": config},
         batch_size=batch_size or default_batch_size(config, gpu=gpu),
         batch_format="numpy",
-        compute=ray.data.ActorPoolStrategy(size=concurrency),
+        compute=_actor_pool(ray, concurrency, _calls(performance_hint, gpu, num_cpus_per_actor)),
         udf_modifying_row_count=False,
         **resources,
     )

@@ -1,0 +1,147 @@
+"""``ortplug bench M --callers 1,4,16 [--hint throughput]``: many callers, ortplug against ONNX Runtime.
+
+At each count of concurrent callers (:mod:`._callers`), ortplug's backend built with ``--hint``
+and a plain ``onnxruntime.InferenceSession`` of the same model file, on the providers ortplug
+realized and ONNX Runtime's default options, serve the same request for ``--seconds`` each, in
+``--rounds`` interleaved rounds: requests per second, p50 and p99 latency, and the ratio.
+Under a throughput hint the serving layout the build measured (or found recorded) is shown.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import Any
+
+from ..backend import OnnxBackend
+from ..checkpoint import LocalCheckpoint
+from ..errors import InputValidationError
+from ..host._runtime import require_onnxruntime
+from ._callers import Served, drive
+from ._inputs import first_run_error, load_inputs, quiet_run_options, reference_feed
+from ._json import print_json
+from ._providers import resolve_chain
+from ._usage import UsageError
+
+__all__ = ["DEFAULT_CALLERS", "bench_callers"]
+
+#: ``--callers`` when only ``--hint`` asks for this benchmark.
+DEFAULT_CALLERS = (1, 4, 16)
+_SIDES = ("onnxruntime", "ortplug")
+
+
+def _check_flags(args: argparse.Namespace) -> None:
+    """What a single caller's benchmark takes and this one does not: one usage error line."""
+    asked = "--callers" if args.callers else f"--hint {args.hint}"
+    if args.save:
+        raise UsageError(
+            f"--save: expected no {asked} (it records one caller's fastest chain and thread "
+            "count), got both"
+        )
+    if args.threads:
+        raise UsageError(
+            f"--threads: expected no {asked} (the hint sizes the threads), got --threads"
+        )
+    if len(args.providers) > 1:
+        raise UsageError(
+            f"--providers: expected at most one chain with {asked}, got {len(args.providers)}"
+        )
+
+
+def _first_run(run: Callable[[], object], given: dict[str, Any], generated: dict[str, str]) -> None:
+    """Run once before timing; inputs that do not fit the model are said as ``bench`` says them."""
+    try:
+        run()
+    except (InputValidationError, RuntimeError) as exc:
+        error = first_run_error(exc, given, generated)
+        if error is None:
+            raise
+        raise error from exc
+
+
+def bench_callers(args: argparse.Namespace) -> int:
+    """Serve ``--callers`` concurrent callers with ortplug and ONNX Runtime; print the table."""
+    _check_flags(args)
+    counts = list(args.callers or DEFAULT_CALLERS)
+    checkpoint = LocalCheckpoint(args.model).resolve()
+    providers = resolve_chain(args.providers[0]) if args.providers else None
+    backend = OnnxBackend.from_checkpoint(
+        checkpoint, providers, verify=True if args.verify else None, performance_hint=args.hint
+    )
+    with backend:
+        given = load_inputs(args.input, backend.input_names)
+        chosen = reference_feed(checkpoint, backend, given)
+        feed, generated = dict(chosen.feed), dict(chosen.generated)
+        ort = require_onnxruntime()
+        realized = list(backend.providers)
+        session = ort.InferenceSession(str(checkpoint.weights_path), providers=realized)
+        names = [output.name for output in session.get_outputs()]
+        quiet = quiet_run_options()
+        runs: dict[str, Callable[[], object]] = {
+            "onnxruntime": lambda: session.run(names, feed),
+            "ortplug": lambda: backend.run(feed),
+        }
+        _first_run(lambda: backend.run(feed, run_options=quiet), given, generated)
+        _first_run(runs["onnxruntime"], given, generated)
+        rows = [_row(runs, callers, args.rounds, args.seconds) for callers in counts]
+        serving = backend.serving
+    result: dict[str, Any] = {
+        "model": str(args.model),
+        "hint": args.hint,
+        "providers": realized,
+        "rounds": args.rounds,
+        "seconds": args.seconds,
+        "generated_inputs": generated,
+        "rows": rows,
+        "serving": None if serving is None else serving.to_dict(),
+    }
+    if args.json:
+        print_json(result)
+        return 0
+    _print(result, [] if serving is None else serving.lines())
+    return 0
+
+
+def _row(
+    runs: dict[str, Callable[[], object]], callers: int, rounds: int, seconds: float
+) -> dict[str, Any]:
+    """Both sides at ``callers``, interleaved (the first side turns each round)."""
+    slices: dict[str, list[Served]] = {side: [] for side in _SIDES}
+    for index in range(rounds):
+        for side in _SIDES[index % 2 :] + _SIDES[: index % 2]:
+            slices[side].append(drive(runs[side], callers, seconds))
+    pooled = {side: Served.pooled(parts) for side, parts in slices.items()}
+    row: dict[str, Any] = {"callers": callers}
+    for side, served in pooled.items():
+        row[side] = {
+            "requests": served.requests,
+            "requests_per_s": round(served.requests_per_s, 1),
+            "p50_ms": round(served.p50_ms, 3),
+            "p99_ms": round(served.p99_ms, 3),
+        }
+    plain = pooled["onnxruntime"].requests_per_s
+    row["ratio"] = round(pooled["ortplug"].requests_per_s / plain, 3) if plain else None
+    return row
+
+
+def _print(result: dict[str, Any], serving: list[str]) -> None:
+    ours = f"ortplug ({result['hint']})"
+    print(f"{'callers':>7}  {'onnxruntime req/s':>17} {'p50 ms':>8} {'p99 ms':>8}  "
+          f"{ours + ' req/s':>26} {'p50 ms':>8} {'p99 ms':>8}  {'vs onnxruntime':>14}")  # fmt: skip
+    for row in result["rows"]:
+        plain, mine = row["onnxruntime"], row["ortplug"]
+        ratio = "" if row["ratio"] is None else f"{row['ratio']:.2f}x"
+        print(
+            f"{row['callers']:>7}  {plain['requests_per_s']:>17.1f} {plain['p50_ms']:>8.2f} "
+            f"{plain['p99_ms']:>8.2f}  {mine['requests_per_s']:>26.1f} {mine['p50_ms']:>8.2f} "
+            f"{mine['p99_ms']:>8.2f}  {ratio:>14}"
+        )
+    print(
+        f"onnxruntime: a plain InferenceSession of the model file on {', '.join(result['providers'])}"
+        f" with its default options; {result['rounds']} interleaved rounds of "
+        f"{result['seconds']:g} s per side and caller count"
+    )
+    for name, how in result["generated_inputs"].items():
+        print(f"generated {name}: {how} (seed 0; pass real data with --input {name}=FILE.npy)")
+    for line in serving:
+        print(f"serving  {line}")
