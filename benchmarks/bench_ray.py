@@ -138,8 +138,12 @@ def _report_hints(title: str, model: Path, rows: np.ndarray, batch: int, rounds:
     loop, latency, throughput = (sides[k][0] / sides[k][1] for k in sides)
     print(f"  {title}, one actor of 2 CPUs: {len(rows)} rows")
     print(f"    plain loop, 2 threads         {loop:>12,.1f}")
-    print(f"    latency hint                  {latency:>12,.1f}   x{latency / loop:.2f} of the loop")
-    print(f"    throughput hint               {throughput:>12,.1f}   x{throughput / loop:.2f} of the loop")
+    print(
+        f"    latency hint                  {latency:>12,.1f}   x{latency / loop:.2f} of the loop"
+    )
+    print(
+        f"    throughput hint               {throughput:>12,.1f}   x{throughput / loop:.2f} of the loop"
+    )
 
 
 def main() -> None:

@@ -138,7 +138,9 @@ def test_a_variant_travels_with_its_reference_and_is_still_verified(tmp_path) ->
             [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
             [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])],
         )  # fmt: skip
-        return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+        return helper.make_model(
+            graph, opset_imports=[helper.make_opsetid("", 17)]
+        ).SerializeToString()
 
     (tmp_path / "m.onnx").write_bytes(model("Identity"))
     (tmp_path / "m.bad.onnx").write_bytes(model("Neg"))
@@ -244,7 +246,9 @@ def test_a_gpu_chain_on_a_cluster_without_gpus_is_refused_at_once(cluster) -> No
     """Ray waited forever for a GPU the cluster does not have (ortplug batch hung, silent)."""
     from ortplug.errors import OptionError
 
-    with pytest.raises(OptionError, match=r"\[CUDAExecutionProvider, CPUExecutionProvider\] needs a GPU"):
+    with pytest.raises(
+        OptionError, match=r"\[CUDAExecutionProvider, CPUExecutionProvider\] needs a GPU"
+    ):
         predict(_dataset(ROWS[:8]), DEMO, providers=["cuda", "cpu"])
 
 
@@ -634,7 +638,9 @@ def test_a_bad_row_in_a_part_is_named_alone(tmp_path: Path, monkeypatch) -> None
     monkeypatch.setenv("ORTPLUG_MEASURE", "0")  # the defaults: one single-thread stream per CPU
     ids = np.tile(np.arange(3, dtype=np.int64), (40, 1))
     ids[29, 1] = 12  # one id out of the table, in the second half
-    predictor = OnnxPredictor(BackendConfig(model=_gather_model(tmp_path), performance_hint="throughput"))
+    predictor = OnnxPredictor(
+        BackendConfig(model=_gather_model(tmp_path), performance_hint="throughput")
+    )
     if predictor.streams == 1:
         pytest.skip("one CPU: the throughput hint serves with one stream, no parts")
     with pytest.raises(BatchError, match=r"row 29: ") as caught:
@@ -650,9 +656,15 @@ def test_a_throughput_actor_keeps_to_the_cpus_ray_gave_it(cluster) -> None:
         _dataset(ROWS[:50]), DEMO, batch_size=16, performance_hint="throughput", chain_column="c"
     ).take_all()
     assert [row["id"] for row in scored] == list(range(50))
-    np.testing.assert_allclose(np.stack([r["probs"] for r in scored]), _expected(ROWS[:50]), atol=1e-6)
+    np.testing.assert_allclose(
+        np.stack([r["probs"] for r in scored]), _expected(ROWS[:50]), atol=1e-6
+    )
     report = json.loads(scored[0]["c"])
-    assert (report["performance_hint"], report["streams"], report["threads"]) == ("throughput", 1, 1)
+    assert (report["performance_hint"], report["streams"], report["threads"]) == (
+        "throughput",
+        1,
+        1,
+    )
 
 
 def test_the_hint_sizes_each_actors_calls() -> None:

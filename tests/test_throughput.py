@@ -201,8 +201,7 @@ def test_requests_of_other_shapes_never_share_a_run() -> None:
     lengths = [3, 5, 7, 5, 3, 7, 1, 5] * 3
     rng = np.random.default_rng(1)
     feeds = [
-        {n: rng.standard_normal((1, length)).astype(np.float32) for n in "ab"}
-        for length in lengths
+        {n: rng.standard_normal((1, length)).astype(np.float32) for n in "ab"} for length in lengths
     ]
     with OnnxBackend.from_checkpoint(
         checkpoint, performance_hint="throughput", serving=BATCHING
@@ -303,7 +302,9 @@ def test_callers_that_time_out_or_are_cancelled_leave_the_others_served() -> Non
     checkpoint = _checkpoint(models.slow_loop_model())
     x = np.eye(64, dtype=np.float32)
     given = ServingConfig(streams=1, threads_per_stream=1, max_batch=1, max_delay_ms=0)
-    with OnnxBackend.from_checkpoint(checkpoint, performance_hint="throughput", serving=given) as backend:
+    with OnnxBackend.from_checkpoint(
+        checkpoint, performance_hint="throughput", serving=given
+    ) as backend:
         blocked = threading.Event()
         backend.run_async({"trips": np.array(10_000), "x": x}, lambda *_: blocked.set())
 
@@ -365,7 +366,9 @@ def test_terminate_while_requests_queue_fails_them_until_reset() -> None:
     checkpoint = _checkpoint(models.slow_loop_model())
     given = ServingConfig(streams=1, threads_per_stream=1, max_batch=1, max_delay_ms=0)
     x = np.eye(64, dtype=np.float32)
-    with OnnxBackend.from_checkpoint(checkpoint, performance_hint="throughput", serving=given) as backend:
+    with OnnxBackend.from_checkpoint(
+        checkpoint, performance_hint="throughput", serving=given
+    ) as backend:
         events = _queued_behind_a_run_that_never_ends(backend)
         backend.terminate()
         for event in events:
@@ -450,7 +453,9 @@ def test_measuring_off_serves_with_the_stated_defaults(monkeypatch: pytest.Monke
         assert backend.serving.source.startswith("defaults, not measured")
         layout = backend.serving.devices[0].layout
         assert layout is not None and layout.max_batch == 8 and layout.max_delay_ms == 0
-        assert layout.streams * (layout.threads or 1) <= (backend._plan.host.fact("cpu", "usable_cpus") or 1)
+        assert layout.streams * (layout.threads or 1) <= (
+            backend._plan.host.fact("cpu", "usable_cpus") or 1
+        )
 
 
 def test_the_latency_hint_is_todays_path() -> None:
@@ -481,7 +486,9 @@ def test_a_bad_serving_config_names_the_field() -> None:
     with pytest.raises(OptionError, match=r"max_delay_ms: expected milliseconds from 0 to 1000"):
         ServingConfig(max_delay_ms=-1)
     too_many = ServingConfig(streams=64, threads_per_stream=64)
-    with pytest.raises(OptionError, match=r"within the \d+ CPUs? this process may use, got 64 x 64"):
+    with pytest.raises(
+        OptionError, match=r"within the \d+ CPUs? this process may use, got 64 x 64"
+    ):
         OnnxBackend.from_checkpoint(
             _checkpoint(_rows_model()), performance_hint="throughput", serving=too_many
         )
@@ -498,7 +505,9 @@ def test_a_cpu_budget_bounds_every_layout_measured_and_given() -> None:
         layouts = [trial.layout for device in serving.devices for trial in device.trials]
         assert layouts and all(layout.streams * (layout.threads or 0) == 1 for layout in layouts)
     too_many = ServingConfig(streams=2, threads_per_stream=1, cpus=1)
-    with pytest.raises(OptionError, match=r"within the 1 CPU given \(ServingConfig.cpus\), got 2 x 1"):
+    with pytest.raises(
+        OptionError, match=r"within the 1 CPU given \(ServingConfig.cpus\), got 2 x 1"
+    ):
         OnnxBackend.from_checkpoint(
             _checkpoint(_rows_model()), performance_hint="throughput", serving=too_many
         )
@@ -579,7 +588,10 @@ def test_cumulative_throughput_serves_on_the_cpu_and_a_second_device() -> None:
         serving = backend.serving
         assert serving is not None
         assert {d.label for d in serving.devices if d.serving} == {"cpu", "misbehaving"}
-        assert any(line.startswith("device     misbehaving [misbehaving, cpu]") for line in backend.report.lines())
+        assert any(
+            line.startswith("device     misbehaving [misbehaving, cpu]")
+            for line in backend.report.lines()
+        )
         got = _callers(len(xs), lambda i: backend.run({"x": xs[i]})["y"])
         for want, y in zip(expected, got):
             assert not isinstance(y, Exception), y

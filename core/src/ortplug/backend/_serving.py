@@ -87,7 +87,17 @@ class Device:
 class _Request:
     """One caller's request: its feed, the outputs asked, its group and rows, its future."""
 
-    __slots__ = ("avoid", "failure", "feed", "future", "group", "names", "options", "queued", "rows")
+    __slots__ = (
+        "avoid",
+        "failure",
+        "feed",
+        "future",
+        "group",
+        "names",
+        "options",
+        "queued",
+        "rows",
+    )
 
     def __init__(
         self, feed: Mapping[str, Any], names: Sequence[str], options: Any, batching: Batching | None

@@ -132,8 +132,12 @@ class Layout:
             if self.threads is None
             else f" x {_count(self.threads, 'thread')}"
         )
-        batches = "no batching" if self.max_batch == 1 else f"batches of up to {self.max_batch} rows"
-        return f"{_count(self.streams, 'stream')}{threads}, {batches}, {self.max_delay_ms:g} ms delay"
+        batches = (
+            "no batching" if self.max_batch == 1 else f"batches of up to {self.max_batch} rows"
+        )
+        return (
+            f"{_count(self.streams, 'stream')}{threads}, {batches}, {self.max_delay_ms:g} ms delay"
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""

@@ -182,7 +182,9 @@ def start_serving(
     names = [info.name for info in infos[1]]
     try:
         samples = carried_samples(origin)
-        feed: Mapping[str, Any] | None = session_inputs(session, origin.metadata.extra, samples).feed
+        feed: Mapping[str, Any] | None = session_inputs(
+            session, origin.metadata.extra, samples
+        ).feed
     except OrtplugError:
         feed = None
     batching, batching_line = _batching(session, infos, feed, names)
@@ -211,14 +213,18 @@ def start_serving(
         weighed = [_defaulted(w, given, batching, cpus) for w in weighed]
         source = _unmeasured(given, measure_wanted, feed is not None)
     weighed = _shared_out(weighed)
-    report = ServingReport(hint, tuple(w.shown() for w in weighed), batching_line, source,
-                           CALLERS if source.startswith(("measured", "recorded")) else None)  # fmt: skip
+    callers = CALLERS if source.startswith(("measured", "recorded")) else None
+    report = ServingReport(hint, tuple(w.shown() for w in weighed), batching_line, source, callers)
     if recorded is None and source.startswith("measured"):
         _save(origin, served, given, report)
     server = Server(
         [
-            Device(w.device.label, w.builder.streams(w.layout), w.layout.max_batch,
-                   w.layout.max_delay_ms / 1e3)  # fmt: skip
+            Device(
+                w.device.label,
+                w.builder.streams(w.layout),
+                w.layout.max_batch,
+                w.layout.max_delay_ms / 1e3,
+            )
             for w in weighed
             if w.state == "serving" and w.builder is not None and w.layout is not None
         ],

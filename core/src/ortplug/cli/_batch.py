@@ -19,7 +19,6 @@ from urllib.parse import quote
 
 import numpy as np
 
-from ..backend import OnnxBackend
 from ..checkpoint import LocalCheckpoint
 from ..host.install_command import pip_install
 from ._inputs import quiet_run_options
@@ -84,9 +83,7 @@ def _run_local(
     model batch: runs of that size, the last padded) by the same predictor."""
     from ..integrations.ray import BackendConfig, OnnxPredictor
 
-    config = BackendConfig(
-        model=model, providers=providers, keep_columns=[], performance_hint=hint
-    )
+    config = BackendConfig(model=model, providers=providers, keep_columns=[], performance_hint=hint)
     predictor = OnnxPredictor(config, quiet_run_options())
     try:
         rows = len(next(iter(arrays.values())))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import itertools
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -77,7 +78,7 @@ class _Parser(argparse.ArgumentParser):
             return message
         names = head.removeprefix("argument ").split("/")
         arguments = getattr(self, "_arguments", [])
-        given = [(a, b) for a, b in zip(arguments, arguments[1:]) if a in names]
+        given = [(a, b) for a, b in itertools.pairwise(arguments) if a in names]
         if not given or not given[0][1].startswith("-"):
             return message
         flag, value = given[0]
