@@ -384,3 +384,16 @@ def log_model() -> bytes:
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
     return model.SerializeToString()
+
+
+def gather_model() -> bytes:
+    """y = table[ids] (table 10x4, ids [batch, 3]): a row holding an id of 10 or more fails."""
+    table = numpy_helper.from_array(np.arange(40, dtype=np.float32).reshape(10, 4), "table")
+    graph = helper.make_graph(
+        [helper.make_node("Gather", ["table", "ids"], ["y"])],
+        "gather",
+        [helper.make_tensor_value_info("ids", TensorProto.INT64, ["batch", 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 3, 4])],
+        initializer=[table],
+    )
+    return _model(graph)

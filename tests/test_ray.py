@@ -15,6 +15,7 @@ from importlib.resources import files
 from pathlib import Path
 
 import hosts
+import models
 import numpy as np
 import onnx
 import pandas as pd
@@ -599,23 +600,6 @@ def test_a_missing_column_is_named(cluster) -> None:
 # -- the throughput hint ------------------------------------------------------------------------
 
 
-def _gather_model(tmp_path: Path) -> Path:
-    """y = table[ids] (table 10x4, ids [batch, 3]): a row holding an id of 10 or more fails."""
-    table = onnx.numpy_helper.from_array(np.arange(40, dtype=np.float32).reshape(10, 4), "table")
-    graph = helper.make_graph(
-        [helper.make_node("Gather", ["table", "ids"], ["y"])],
-        "gather",
-        [helper.make_tensor_value_info("ids", TensorProto.INT64, ["batch", 3])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 3, 4])],
-        initializer=[table],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    path = tmp_path / "gather.onnx"
-    onnx.save(model, path)
-    return path
-
-
 @pytest.mark.parametrize("model", [DEMO, STATIC])
 def test_the_throughput_hint_runs_a_batch_in_parts_on_its_streams(model: str, monkeypatch) -> None:
     monkeypatch.setenv("ORTPLUG_MEASURE", "0")  # the defaults: one single-thread stream per CPU
@@ -639,7 +623,10 @@ def test_a_bad_row_in_a_part_is_named_alone(tmp_path: Path, monkeypatch) -> None
     ids = np.tile(np.arange(3, dtype=np.int64), (40, 1))
     ids[29, 1] = 12  # one id out of the table, in the second half
     predictor = OnnxPredictor(
-        BackendConfig(model=_gather_model(tmp_path), performance_hint="throughput")
+        BackendConfig(
+            model=models.write(tmp_path, "gather.onnx", models.gather_model()),
+            performance_hint="throughput",
+        )
     )
     if predictor.streams == 1:
         pytest.skip("one CPU: the throughput hint serves with one stream, no parts")

@@ -68,21 +68,6 @@ def _callers(count: int, call: Callable[[int], Any]) -> list[Any]:
     return results
 
 
-def _gather_model() -> bytes:
-    """y = table[ids] (table 10x4): an id of 10 or more makes the run fail."""
-    table = numpy_helper.from_array(np.arange(40, dtype=np.float32).reshape(10, 4), "table")
-    graph = helper.make_graph(
-        [helper.make_node("Gather", ["table", "ids"], ["y"])],
-        "gather",
-        [helper.make_tensor_value_info("ids", TensorProto.INT64, ["batch", 3])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 3, 4])],
-        initializer=[table],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    return model.SerializeToString()
-
-
 def _rows_model() -> bytes:
     """y = relu(x @ w + 1), x [batch, 4]: a model whose rows are computed one by one."""
     weight = numpy_helper.from_array(WEIGHT, "w")
@@ -213,7 +198,7 @@ def test_requests_of_other_shapes_never_share_a_run() -> None:
 
 
 def test_a_bad_request_fails_alone_and_the_requests_batched_with_it_succeed() -> None:
-    checkpoint = _checkpoint(_gather_model())
+    checkpoint = _checkpoint(models.gather_model())
     table = np.arange(40, dtype=np.float32).reshape(10, 4)
     ids = [np.array([[i % 10, (i + 1) % 10, (i + 2) % 10]]) for i in range(8)]
     ids.insert(4, np.array([[1, 99, 2]]))  # out of the table: ONNX Runtime refuses the run
