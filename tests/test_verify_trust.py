@@ -287,6 +287,36 @@ def test_an_unusable_variant_file_gives_way_to_the_reference(tmp_path, damage, r
         select_variant(resolved, "int8")  # an explicit variant still raises
 
 
+@pytest.mark.parametrize(
+    ("damage", "reason"),
+    [
+        (lambda p: p.write_bytes(b"not a model"), "is not a valid ONNX model"),
+        (lambda p: p.unlink(), "file not found"),
+        (lambda p: (p.unlink(), p.mkdir()), "is a folder, expected an .onnx file"),
+    ],
+)
+def test_a_broken_variant_the_recorded_choice_never_uses_fails_no_later_build(
+    tmp_path, monkeypatch, damage, reason
+) -> None:
+    """A first build records its measured choice; a variant file broken afterwards is one the
+    later builds never build: it is left out with one warning (every later build failed with the
+    file's error, while a fresh cache served the reference)."""
+    monkeypatch.setenv("ORTPLUG_MEASURE", "1")  # a first build records its choice
+    checkpoint = mlp_with_variants(tmp_path, "int8")
+    assert checkpoint.weights_path is not None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the int8 variant fails the default tolerance
+        first = OnnxBackend.from_checkpoint(checkpoint, plugins=make_plugin_host(environ=VNNI))
+    assert first.metadata.precision == "fp32"
+    assert list(Path(os.environ["ORTPLUG_CACHE_DIR"], "autotune").glob("*.json"))
+    damage(checkpoint.weights_path.with_name("mlp.int8.onnx"))
+    with pytest.warns(VerificationWarning, match=f"variant 'int8' cannot be used: .*({reason})"):
+        later = OnnxBackend.from_checkpoint(
+            LocalCheckpoint(checkpoint.weights_path), plugins=make_plugin_host(environ=VNNI)
+        )
+    assert later.metadata.precision == "fp32" and later.providers == ("CPUExecutionProvider",)
+
+
 def test_a_variant_that_onnx_runtime_refuses_gives_way_to_the_reference(tmp_path: Path) -> None:
     checkpoint = mlp_with_variants(tmp_path, "int8")
     assert checkpoint.weights_path is not None

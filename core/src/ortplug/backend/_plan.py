@@ -228,15 +228,25 @@ def choice_text(variant: str | None, chain: Iterable[ProviderConfig]) -> str:
 
 
 def unusable_variant(
-    label: str, name: str, problem: Exception, following: str, *, stacklevel: int
+    label: str, name: str, problem: Exception, following: str | None, *, stacklevel: int
 ) -> None:
     """Say that the policy's variant ``name`` cannot be used (its file is missing, not a model,
-    refused by ONNX Runtime) and that the next choice, ``following``, is taken."""
+    refused by ONNX Runtime) and that the next choice, ``following``, is taken (``None``: it was
+    a later choice, left out)."""
+    then = f"taking the next choice: {following}" if following else "it is left out"
     warnings.warn(
-        f"{label}: variant {name!r} cannot be used: {problem}; taking the next choice: {following}",
+        f"{label}: variant {name!r} cannot be used: {problem}; {then}",
         VerificationWarning,
         stacklevel=stacklevel + 1,
     )
+
+
+class _UnusableLast(Exception):
+    """The last choice left is a variant whose file cannot be used (``cause`` says why)."""
+
+    def __init__(self, variant: str, cause: Exception) -> None:
+        super().__init__(variant, cause)
+        self.variant, self.cause = variant, cause
 
 
 def _usable_variant(
@@ -248,7 +258,7 @@ def _usable_variant(
             return selection, select_variant(checkpoint, selection.variant)
         except (OptionError, MissingFileError) as exc:
             if not selection.alternatives:
-                raise
+                raise _UnusableLast(selection.variant, exc) from exc
             following, *rest = selection.alternatives
             unusable_variant(
                 checkpoint.label,
@@ -269,6 +279,20 @@ def plan_session(
     plugins: PluginHost | None,
 ) -> SessionPlan:
     """Pick the chain (explicit: strict; the policy's: graceful) and let plugins finish it."""
+    try:
+        return _planned(checkpoint, providers, session_options, policy, plugins)
+    except _UnusableLast as unusable:  # the policy's only choice: its file's problem is the error
+        raise unusable.cause from None
+
+
+def _planned(
+    checkpoint: ResolvedCheckpoint,
+    providers: Sequence[Any] | None,
+    session_options: SessionOptionsConfig | None,
+    policy: object | None,
+    plugins: PluginHost | None,
+) -> SessionPlan:
+    """:func:`plan_session`; a last choice whose variant cannot be used raises :class:`_UnusableLast`."""
     # A policy may carry the plugin host it asks (DefaultProviderPolicy(plugins) does).
     plugins = resolve_plugin_host(plugins or getattr(policy, "plugins", None))
     options = _checked_options(session_options)
@@ -314,7 +338,11 @@ def plan_next(
     """The policy's next choice after ``plan`` (verification rejected it), planned; ``None``: none left."""
     if not plan.fallbacks:
         return None
-    return plan_session(checkpoint, None, session_options, _Listed(plan.fallbacks), plan.plugins)
+    try:
+        return _planned(checkpoint, None, session_options, _Listed(plan.fallbacks), plan.plugins)
+    except _UnusableLast as unusable:  # an alternative never built: no reason to fail the build
+        unusable_variant(checkpoint.label, unusable.variant, unusable.cause, None, stacklevel=4)
+        return None
 
 
 def plan_on_reference(
