@@ -287,7 +287,7 @@ def test_a_third_party_cannot_take_a_shipped_kind(site: Path, declared: bool) ->
     assert spec.plugin == "cpu"
     (message,) = [str(w.message) for w in caught if "'zcpu'" in str(w.message)]
     assert "already claimed by plugin 'cpu' (ortplug-cpu" in message
-    assert "this plugin (ortplug-zcpu 1.0) is skipped" in message
+    assert "plugin 'zcpu' (ortplug-zcpu 1.0) is skipped" in message
 
 
 def test_a_third_party_cannot_take_a_shipped_probe_name(site: Path) -> None:

@@ -28,7 +28,7 @@ from ortplug import (
     ProviderType,
     hookimpl,
 )
-from ortplug.errors import OrtplugConfigWarning
+from ortplug.errors import OrtplugConfigWarning, PluginConflictError
 from ortplug.plugins import hookspecs
 from ortplug.plugins.hookspecs import CONTRACTS, MAX_ITEMS
 from ortplug_cpu import CpuProvider
@@ -348,6 +348,38 @@ def test_a_probe_name_claimed_twice_skips_the_later_plugin(plugin_host: PluginHo
     assert host.fact("cpu", "usable_cpus") != 999
     status = {p.name: p.status for p in plugin_host.plugin_infos()}
     assert status["impostor"] == "failed" and status["cpu"] == "active"
+
+
+@attrs.frozen
+class _AcmeConfig:
+    kind: ClassVar[str] = "acme"
+
+    def to_ort(self) -> tuple[str, dict[str, str]]:
+        return "AzureExecutionProvider", {}
+
+
+class _Acme:
+    """A plugin object offering kind ``acme`` (registered directly: no distribution)."""
+
+    @hookimpl
+    def ortplug_provider_types(self):
+        yield ProviderType("acme", "AzureExecutionProvider", _AcmeConfig)
+
+
+def test_a_kind_claimed_twice_names_both_plugins_and_calls_neither_the_core() -> None:
+    """It said the first claimant was "the core" (any plugin without a distribution was), and
+    PluginConflictError, which the hook specs promise, could not reach a user."""
+    host = PluginHost(load_entry_points=False, environ={})
+    assert host.register(_Acme(), name="first") and host.register(_Acme(), name="second")
+    with pytest.warns(OrtplugPluginWarning) as caught:
+        assert host.provider_registry().has_kind("acme")
+    (message,) = [str(w.message) for w in caught if "already claimed" in str(w.message)]
+    assert "already claimed by plugin 'first' (no distribution); plugin 'second' " in message
+    assert "the core" not in message
+    strict = PluginHost(load_entry_points=False, environ={"ORTPLUG_STRICT_PLUGINS": "1"})
+    assert strict.register(_Acme(), name="first") and strict.register(_Acme(), name="second")
+    with pytest.raises(PluginConflictError, match="already claimed by plugin 'first'"):
+        strict.provider_registry()
 
 
 # -- overrides ----------------------------------------------------------------------------------

@@ -125,8 +125,10 @@ def _session_options(_: Any, after: Any) -> str | None:
 def ortplug_provider_types() -> Iterable[ProviderType]:
     """Contribute provider kinds: tag, ONNX Runtime name, config class and aliases.
 
-    Called once per plugin host. A kind, alias or ORT name claimed by two
-    plugins raises :class:`~ortplug.errors.PluginConflictError` naming both.
+    Called once per plugin host. A kind, alias or ORT name claimed by two plugins keeps its
+    first claimant (the core's, then ortplug's own plugins, then the others); the other plugin
+    is skipped with one warning naming both distributions, or
+    :class:`~ortplug.errors.PluginConflictError` is raised under ``ORTPLUG_STRICT_PLUGINS=1``.
 
     Example::
 

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import attrs
 import pluggy
 
-from ..errors import OrtplugPluginWarning, PluginError
+from ..errors import OrtplugPluginWarning, PluginConflictError, PluginError
 from ..host.capabilities import (
     HostCapabilities,
     HostProbe,
@@ -448,6 +448,10 @@ class PluginHost:
             self._failures[failure] = None
             warnings.warn(failure.message(), OrtplugPluginWarning, stacklevel=3)
 
+    def _from(self, plugin: str) -> str:
+        """``ortplug-acme 1.0`` (its distribution), or ``no distribution`` (registered directly)."""
+        return self._distribution(plugin) or "no distribution"
+
     def _distribution(self, plugin: str) -> str | None:
         dist = self._distributions.get(plugin)
         return f"{dist[0]} {dist[1]}" if dist else None
@@ -604,12 +608,17 @@ class PluginHost:
         return None
 
     def _skip(self, plugin: str, claim: str, owner: str) -> None:
-        theirs = self._distribution(owner) or "the core"
-        ours = self._distribution(plugin) or "no distribution"
-        error = ValueError(
-            f"{claim} is already claimed by plugin {owner!r} ({theirs}); this plugin ({ours}) "
-            "is skipped: uninstall one of the two"
+        """The one conflict policy: a name claimed twice keeps its first claimant (the core's,
+        then shipped plugins, then the rest); the other is skipped with one warning, or
+        :class:`~ortplug.errors.PluginConflictError` under ``ORTPLUG_STRICT_PLUGINS=1``."""
+        theirs = "the core" if owner in _BUILTIN_PLUGINS else self._from(owner)
+        text = (
+            f"{claim} is already claimed by plugin {owner!r} ({theirs}); plugin {plugin!r} "
+            f"({self._from(plugin)}) is skipped: uninstall one of the two"
         )
+        if self._strict:
+            raise PluginConflictError(text)
+        error = ValueError(text)
         self._pending.pop(plugin, None)
         if self._pm.get_plugin(plugin) is not None:
             self._pm.unregister(name=plugin)
