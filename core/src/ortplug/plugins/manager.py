@@ -371,10 +371,6 @@ class PluginHost:
         self._load_pending(None if plugin is None else [plugin])
         return self._validated()[0]
 
-    def load_all(self) -> None:
-        """Import every declared plugin not imported yet (``ortplug plugins``, ``doctor``)."""
-        self._load_pending()
-
     def _platform(self, host: HostCapabilities | None) -> str:
         if host is not None:
             return host.platform
@@ -744,11 +740,6 @@ class PluginHost:
         Looking up a declared name imports its plugin; ``specs()`` imports every one.
         """
         return self._validated()[0]
-
-    def host_probes(self) -> list[tuple[str, HostProbe]]:
-        """``(plugin, probe)`` pairs contributed by the plugins (every declared one is imported)."""
-        self._load_pending()
-        return list(self._validated()[1])
 
     def host_capabilities(self, kinds: Collection[str] | None = None) -> HostCapabilities:
         """The host as the probes see it (cached); ``kinds``: only the probes those providers need.
