@@ -317,6 +317,6 @@ def test_the_readmes_latency_line_is_written_as_ortplug_run_prints_it(capsys) ->
 
 def test_the_readme_says_how_long_the_test_suite_takes() -> None:
     text = README.read_text()
-    block = text[text.index("```bash\n# type-check and run the test suite") :]
+    block = text[text.index("```bash\n# lint, type-check and run the test suite") :]
     block = block[: block.index("```", 3)]
     assert "bash .ci/run" in block and re.search(r"about \d+.\d+ minutes on 2 CPUs", block)

@@ -236,7 +236,7 @@ def bench(args: argparse.Namespace) -> int:
             "label": c.label,
             "chain": [p.kind for p in (policy.chain if c.chain is None else c.chain)],
             "threads": c.threads,
-            "median_ms": round(medians[c], 4),
+            "median_ms": round(medians[c], 6),  # microsecond runs keep their digits
             "ratio": round(medians[c] / medians[baseline], 3),
         }
         for c in order
