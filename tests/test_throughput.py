@@ -429,6 +429,28 @@ def test_the_first_throughput_build_measures_and_later_builds_read_the_record() 
     assert recorded is not None and recorded[1].devices[0].layout == device.layout
 
 
+def test_a_build_with_a_stated_configuration_keeps_its_own_record() -> None:
+    """A build fixing some of the configuration measured the rest under it and replaced the
+    unconstrained record: the next plain build measured again, and ``ortplug info`` showed the
+    constrained layout as what a throughput build here serves with."""
+    checkpoint = _checkpoint(_rows_model())
+    with OnnxBackend.from_checkpoint(checkpoint, performance_hint="throughput") as first:
+        layout = first.serving.devices[0].layout if first.serving else None
+        host = first._plan.host
+    stated = ServingConfig(max_batch=2, max_delay_ms=1)
+    with OnnxBackend.from_checkpoint(
+        checkpoint, performance_hint="throughput", serving=stated
+    ) as constrained:
+        assert constrained.serving is not None
+        assert constrained.serving.devices[0].layout.max_batch <= 2
+    recorded = recorded_serving(checkpoint, host)
+    assert recorded is not None and recorded[1].devices[0].layout == layout
+    with OnnxBackend.from_checkpoint(checkpoint, performance_hint="throughput") as again:
+        assert again.serving is not None and again.serving.source.startswith("recorded")
+    own = recorded_serving(checkpoint, host, "throughput", stated)
+    assert own is not None and own[1].devices[0].layout.max_batch <= 2
+
+
 def test_measuring_off_serves_with_the_stated_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ORTPLUG_MEASURE", "0")
     with OnnxBackend.from_checkpoint(

@@ -229,6 +229,7 @@ def test_metadata_sets_the_rule_of_each_output() -> None:
         ({"x": {"rtol": 0.1}}, "give rtol and atol together"),
         ({"x": {"k": 0, "metric": "topk"}}, "k: expected an integer >= 1, got 0"),
         ({"x": {"tol": 1}}, "unknown field(s) ['tol']"),
+        ({"x": {"k": 3}}, "k: only with metric 'topk', got metric 'allclose'"),
         ([1], "expected an object of output name -> rule"),
     ):
         with pytest.raises(OptionError, match=r"metadata extra\.output_checks") as raised:

@@ -48,11 +48,14 @@ _MAX_TEXT = 400
 _MAX_RATE = 1e9
 
 
-def _name(checkpoint: ResolvedCheckpoint, host: HostCapabilities, hint: str) -> str:
-    signature = host_signature(host)
-    return (
-        f"{cache_key('serving', checkpoint.fingerprint(), host.ort_version, signature, hint)}.json"
-    )
+def _name(
+    checkpoint: ResolvedCheckpoint, host: HostCapabilities, hint: str, given: ServingConfig
+) -> str:
+    """One record per model, host, hint and stated configuration (a build that fixes some of it
+    measures the rest under that constraint: it must not replace the unconstrained record)."""
+    fingerprint, signature = checkpoint.fingerprint(), host_signature(host)
+    key = cache_key("serving", fingerprint, host.ort_version, signature, hint, given.to_dict())
+    return f"{key}.json"
 
 
 def save(
@@ -62,7 +65,7 @@ def save(
     report: ServingReport,
 ) -> Path:
     """Write the record of ``report`` (measured with ``given`` fixed) atomically; its path."""
-    path = cache_dir(RECORD_FOLDER) / _name(checkpoint, host, report.hint)
+    path = cache_dir(RECORD_FOLDER) / _name(checkpoint, host, report.hint, given)
     record = {
         "schema": RECORD_SCHEMA,
         "model": checkpoint.fingerprint(),
@@ -177,21 +180,25 @@ def _parse(
 
 
 def recorded_serving(
-    checkpoint: ResolvedCheckpoint, host: HostCapabilities, hint: str = "throughput"
+    checkpoint: ResolvedCheckpoint,
+    host: HostCapabilities,
+    hint: str = "throughput",
+    given: ServingConfig | None = None,
 ) -> tuple[dict[str, Any], ServingReport] | None:
-    """The serving record of this model on this host for ``hint``: the configuration it was
-    measured with (``ServingConfig.to_dict()``) and its report; ``None`` when there is none.
+    """The serving record of this model on this host for ``hint`` measured with ``given`` fixed
+    (default: nothing fixed): that configuration (``ServingConfig.to_dict()``) and its report;
+    ``None`` when there is none.
 
     For ``ortplug info --model`` and ``bench``: what a throughput build here serves with.
     """
     folder = trusted_folder(RECORD_FOLDER)
     if folder is None:
         return None
-    path = folder / _name(checkpoint, host, hint)
+    path = folder / _name(checkpoint, host, hint, given or ServingConfig())
     if not os.path.lexists(path):
         return None
     try:
-        given, report = _parse(path, checkpoint, host)
+        stored, report = _parse(path, checkpoint, host)
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         warnings.warn(
             f"ignoring serving record {path}: {exc}; delete it to measure again",
@@ -200,7 +207,7 @@ def recorded_serving(
         )
         return None
     touch(path)
-    return dict(given) if isinstance(given, dict) else {}, report
+    return dict(stored) if isinstance(stored, dict) else {}, report
 
 
 def lookup(
@@ -211,7 +218,7 @@ def lookup(
     labels: tuple[tuple[str, tuple[str, ...]], ...],
 ) -> ServingReport | None:
     """The recorded report when it was measured with ``given`` on these devices (label, chain)."""
-    found = recorded_serving(checkpoint, host, hint)
+    found = recorded_serving(checkpoint, host, hint, given)
     if found is None:
         return None
     stored, report = found

@@ -101,6 +101,9 @@ def _rule(name: str, value: object) -> OutputRule:
         metric = value.get("metric", "allclose")
         if metric not in METRICS:
             raise OptionError(f"metric: expected one of {', '.join(METRICS)}, got {metric!r}")
+        for field, owner in (("k", "topk"), ("min_cosine", "cosine")):
+            if field in value and metric != owner:
+                raise OptionError(f"{field}: only with metric {owner!r}, got metric {metric!r}")
         return OutputRule(metric, tolerance, value.get("k", 1), value.get("min_cosine"))
     except (OptionError, ValueError, TypeError) as exc:
         raise OptionError(f"{where}: {exc}") from None
