@@ -19,6 +19,11 @@ def _model(graph: onnx.GraphProto, opset: int = 17) -> bytes:
     return model.SerializeToString()
 
 
+def graph_model(nodes, inputs, outputs, initializers=()) -> bytes:
+    """A checked opset-17 model of ``nodes`` (``onnx.helper`` nodes and value infos)."""
+    return _model(helper.make_graph(nodes, "g", inputs, outputs, initializer=list(initializers)))
+
+
 def add_model(shape: list[int | str] | None = None, nodes: int = 1) -> bytes:
     """c = a + b, float32, shape [1, 4] by default.
 

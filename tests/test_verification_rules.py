@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import models
 import numpy as np
-import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 from ortplug import (
@@ -28,18 +28,10 @@ from ortplug.verification.precision_variants import write_variants
 from variant_models import mlp_model, with_variant
 
 
-def _model(nodes, inputs, outputs, initializers=()) -> bytes:
-    graph = helper.make_graph(nodes, "g", inputs, outputs, initializer=list(initializers))
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    onnx.checker.check_model(model)
-    return model.SerializeToString()
-
-
 def _division() -> bytes:
     """y = x / 0: +inf, -inf (and NaN for 0/0) from a rank-1 input."""
     zero = numpy_helper.from_array(np.zeros(1, np.float32), "zero")
-    return _model(
+    return models.graph_model(
         [helper.make_node("Div", ["x", "zero"], ["y"])],
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n"])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n"])],
@@ -51,7 +43,7 @@ def _detector() -> bytes:
     """detections[batch, 6, 10]: rows 0-3 box coordinates (170-470), rows 4-5 scores (0-1)."""
     scale = np.array([150] * 4 + [0.5] * 2, np.float32).reshape(6, 1)
     offset = np.array([320] * 4 + [0.5] * 2, np.float32).reshape(6, 1)
-    return _model(
+    return models.graph_model(
         [
             helper.make_node("Tanh", ["x"], ["t"]),
             helper.make_node("Mul", ["t", "scale"], ["s"]),
@@ -66,7 +58,7 @@ def _detector() -> bytes:
 def _embedding(table_rows: int = 100) -> bytes:
     """ids[batch, seq] -> Gather(table[rows, 8]) -> mean over seq -> pooled[batch, 8]."""
     table = np.random.default_rng(3).standard_normal((table_rows, 8)).astype(np.float32)
-    return _model(
+    return models.graph_model(
         [
             helper.make_node("Gather", ["table", "ids"], ["vectors"]),
             helper.make_node("ReduceMean", ["vectors"], ["pooled"], axes=[1], keepdims=0),

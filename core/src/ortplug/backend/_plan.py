@@ -277,29 +277,26 @@ def plan_session(
     session_options: SessionOptionsConfig | None,
     policy: object | None,
     plugins: PluginHost | None,
+    *,
+    later: bool = False,
 ) -> SessionPlan:
-    """Pick the chain (explicit: strict; the policy's: graceful) and let plugins finish it."""
-    try:
-        return _planned(checkpoint, providers, session_options, policy, plugins)
-    except _UnusableLast as unusable:  # the policy's only choice: its file's problem is the error
-        raise unusable.cause from None
+    """Pick the chain (explicit: strict; the policy's: graceful) and let plugins finish it.
 
-
-def _planned(
-    checkpoint: ResolvedCheckpoint,
-    providers: Sequence[Any] | None,
-    session_options: SessionOptionsConfig | None,
-    policy: object | None,
-    plugins: PluginHost | None,
-) -> SessionPlan:
-    """:func:`plan_session`; a last choice whose variant cannot be used raises :class:`_UnusableLast`."""
+    A choice whose variant cannot be used, with none after it, raises its file's problem; for a
+    ``later`` choice (:func:`plan_next`) it raises :class:`_UnusableLast`, to be left out.
+    """
     # A policy may carry the plugin host it asks (DefaultProviderPolicy(plugins) does).
     plugins = resolve_plugin_host(plugins or getattr(policy, "plugins", None))
     options = _checked_options(session_options)
     if providers is not None:
         choice = _explicit(checkpoint, providers, plugins)
     else:
-        choice = _chosen(checkpoint, policy, plugins)
+        try:
+            choice = _chosen(checkpoint, policy, plugins)
+        except _UnusableLast as unusable:
+            if later:
+                raise
+            raise unusable.cause from None
     checkpoint, host, selection = choice.checkpoint, choice.host, choice.selection
     metadata = checkpoint.metadata
     for problem in plugins.metadata_problems(metadata):
@@ -339,7 +336,9 @@ def plan_next(
     if not plan.fallbacks:
         return None
     try:
-        return _planned(checkpoint, None, session_options, _Listed(plan.fallbacks), plan.plugins)
+        return plan_session(
+            checkpoint, None, session_options, _Listed(plan.fallbacks), plan.plugins, later=True
+        )
     except _UnusableLast as unusable:  # an alternative never built: no reason to fail the build
         unusable_variant(checkpoint.label, unusable.variant, unusable.cause, None, stacklevel=4)
         return None

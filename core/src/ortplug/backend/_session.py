@@ -179,25 +179,7 @@ def _try_create(
     by_devices: bool,
     device_policy: str | None,
 ) -> tuple[Any, Exception | None, list[str]]:
-    """One attempt with ``(ort_name, options)`` pairs: ``(session, None, msgs)`` or ``(None, error, msgs)``.
-
-    A caller's own ``SessionOptions`` (the drop-in's ``ort_base``) gets its settings back after.
-    """
-    with settings_kept(options.ort_base):
-        return _attempt(
-            ort, checkpoint, options, chain, by_devices=by_devices, device_policy=device_policy
-        )
-
-
-def _attempt(
-    ort: ModuleType,
-    checkpoint: ResolvedCheckpoint,
-    options: SessionOptionsConfig,
-    chain: Sequence[tuple[str, dict[str, str]]],
-    *,
-    by_devices: bool,
-    device_policy: str | None,
-) -> tuple[Any, Exception | None, list[str]]:
+    """One attempt with ``(ort_name, options)`` pairs: ``(session, None, msgs)`` or ``(None, error, msgs)``."""
     source = checkpoint.source
     ort_options = options.to_ort(ort)
     severity = owned_session_severity()
@@ -326,9 +308,15 @@ def create_session(
             remaining, libraries, requested, strict, messages, declines=declines
         )
     while True:
-        session, error, captured = _try_create(
-            ort, checkpoint, options, remaining, by_devices=by_devices, device_policy=device_policy
-        )
+        with settings_kept(options.ort_base):  # a caller's own SessionOptions gets them back
+            session, error, captured = _try_create(
+                ort,
+                checkpoint,
+                options,
+                remaining,
+                by_devices=by_devices,
+                device_policy=device_policy,
+            )
         messages.extend(captured)
         if error is None:
             break
