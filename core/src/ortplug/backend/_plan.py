@@ -184,7 +184,7 @@ class Choice:
     selection: ProviderSelection  # without alternatives: the choices after it are their own
     host: HostCapabilities
     strict: bool  # an explicit chain: enforced strictly
-    variant: ResolvedCheckpoint | None  # the precision variant's weights (``None``: the checkpoint's)
+    variant: ResolvedCheckpoint | None  # the variant's weights (``None``: the checkpoint's)
     explain: Callable[[Sequence[str]], Mapping[str, str]] = attrs.field(eq=False, repr=False)
     plugins: PluginHost = attrs.field(eq=False, repr=False)
 

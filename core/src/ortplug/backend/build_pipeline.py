@@ -38,7 +38,6 @@ from ..providers.configs import CPU_EP
 from ._caller import user_stacklevel
 from ._plan import Choice, SessionPlan, choices, metadata_warnings, prepare
 from ._session import SessionBuild, create_planned
-from .report import Candidate
 
 if TYPE_CHECKING:
     import numpy as np
@@ -48,7 +47,7 @@ if TYPE_CHECKING:
     from ..verification.verdicts import Verdict
     from ._traffic_check import TrafficCheck
     from ._verified import Verifier
-    from .report import ProviderReport
+    from .report import Candidate, ProviderReport
 
 __all__ = [
     "ENV_MEASURE",
@@ -179,6 +178,8 @@ class _Entry:
         self.outcome, self.reason = outcome, reason
 
     def candidate(self, checkpoint: ResolvedCheckpoint) -> Candidate:
+        from .report import Candidate  # the report's values: only where candidates are weighed
+
         weights = self.choice.variant or checkpoint
         return Candidate(
             chain=tuple(config.kind for config in self.choice.selection.chain),
@@ -258,7 +259,9 @@ class BuildPipeline:
         """The CPU reference alone, built now (what a startup fallback serves at once)."""
         choice = next(choices(self.checkpoint, [CPU_EP], None, None))
         plan = self.prepare(choice)
-        return BuildResult(self.checkpoint, plan, self.build(plan), choice=choice, choices=(choice,))
+        return BuildResult(
+            self.checkpoint, plan, self.build(plan), choice=choice, choices=(choice,)
+        )
 
     # -- the whole build ---------------------------------------------------------------------
 
@@ -273,6 +276,8 @@ class BuildPipeline:
             result = BuildResult(self.checkpoint, plan, build, choice=first, choices=tuple(listed))
             if self.verify is False or first.strict:
                 return result
+            from .report import Candidate
+
             only = Candidate(("cpu",), None, self.checkpoint.metadata.precision, None, None, True,
                              "the CPU reference, the only choice offered")  # fmt: skip
             return attrs.evolve(result, candidates=(only,), outcomes=(CandidateOutcome.REFERENCE,))
@@ -392,9 +397,7 @@ class BuildPipeline:
             raise VerificationError(f"{label}: {why}", entry.verdict)
         following = entries[index + 1].choice if index + 1 < len(entries) else None
         after = f"; taking the next choice: {following.text}" if following else ""
-        warnings.warn(
-            f"{label}: {why}{after}", VerificationWarning, stacklevel=user_stacklevel()
-        )
+        warnings.warn(f"{label}: {why}{after}", VerificationWarning, stacklevel=user_stacklevel())
 
     # -- 4. measure --------------------------------------------------------------------------
 

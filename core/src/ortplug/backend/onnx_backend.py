@@ -28,8 +28,6 @@ from ..plugins.manager import resolve_plugin_host
 from ..providers.configs import CPU_EP
 from ..providers.options import encode_option
 from ..providers.run_options import RunOptionsConfig
-from . import _async_runs
-from ._placement import enforce_share, node_counts
 from ._plan import SessionPlan, StalePlanError, resolve_checkpoint
 from ._run import bfloat16_as_ort_values, check_into_outputs, feed_by_name, select_outputs
 from ._serial import serialised
@@ -324,6 +322,8 @@ class OnnxBackend:
         result = pipeline.run(listed)
         backend = cls._made(result)
         if min_accelerator_share is not None:
+            from ._placement import enforce_share
+
             enforce_share(backend.report, min_accelerator_share, strict=result.plan.strict)
         if hint != "latency":
             others = None if verify is False else functools.partial(pipeline.prepared, result)
@@ -569,6 +569,8 @@ class OnnxBackend:
         config entry ``session.record_ep_graph_assignment_info`` is set to
         ``"0"``); for a wrapped session without it this raises ``RuntimeError``.
         """
+        from ._placement import node_counts  # the report's: not on a plain run's path
+
         session = self._live()
         try:
             return node_counts(session)
@@ -879,6 +881,8 @@ class OnnxBackend:
         if self._server is not None:
             self._served_async(inputs, callback, outputs, run_options)
             return
+        from . import _async_runs  # only asynchronous runs count themselves
+
         session = self._live()
         feed = self._feed(inputs)
         names = self._output_names if outputs is None else self._selected(outputs)
