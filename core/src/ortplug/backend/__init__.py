@@ -3,10 +3,10 @@
 ``Binding`` and the introspection values load on first use (they are not
 needed to build and run a backend).
 
-``OnnxBackend.from_checkpoint`` is one pipeline, a module per stage: candidates
-(``_plan``: the policy's choices, planned), verify (``_verified``), measure
-(``_measure``), serve (``_proven`` runs the stages and picks; ``_session`` builds,
-``_startup`` runs the pipeline in the background behind a CPU session). A throughput hint
+``OnnxBackend.from_checkpoint`` runs one pipeline (``build_pipeline``: the order and the
+decisions) whose stages have workers: candidates and prepare (``_plan``), build
+(``_session``), verify (``_verified``), measure (``_measure``); ``_startup`` runs the
+proving stages in the background behind a CPU session. A throughput hint
 adds a serving stage (``_serving_start``): devices, batching and streams, measured
 (``_serving_measure``) and recorded (``_serving_record``), served by ``_serving``.
 """

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import OptionError, ProviderFallbackWarning, ProviderNotRealizedError
 from ..providers.configs import CPU_EP
+from ._caller import user_stacklevel
 
 if TYPE_CHECKING:
     from .report import ProviderReport
@@ -45,4 +46,5 @@ def enforce_share(report: ProviderReport, minimum: float, *, strict: bool) -> No
     )
     if strict:
         raise ProviderNotRealizedError(report.requested, report.realized, accelerators, cause)
-    warnings.warn(f"mostly on CPU: {cause}", ProviderFallbackWarning, stacklevel=4)
+    stacklevel = user_stacklevel()
+    warnings.warn(f"mostly on CPU: {cause}", ProviderFallbackWarning, stacklevel=stacklevel)

@@ -1,14 +1,15 @@
-"""Planning a session: the provider chain (explicit, or the policy's selection) and the options.
+"""Planning a session: the candidates (an explicit chain, or the policy's choices) and, for
+the one about to be built, the plugins' finished chain and session options.
 
-The policy owns "which providers" (:func:`~ortplug.selection.select_providers`);
-this module only asks it, then lets the plugins finish each chain entry and
-the session options.
+The policy owns "which providers" (:func:`~ortplug.selection.select_providers`); this module
+asks it (:func:`choices`, pure), then lets the plugins prepare one choice (:func:`prepare`).
+The order of the stages is :mod:`.build_pipeline`'s.
 """
 
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -36,23 +37,29 @@ from ..selection import (
     SelectionRequest,
     select_providers,
 )
+from ._caller import user_stacklevel
 
 if TYPE_CHECKING:
     from ..host.capabilities import HostCapabilities
 
 __all__ = [
+    "RECORD_ASSIGNMENT",
+    "Choice",
     "SessionPlan",
+    "StalePlanError",
     "choice_text",
-    "plan_next",
-    "plan_on_reference",
+    "choices",
+    "metadata_warnings",
+    "parse_providers",
     "plan_session",
+    "prepare",
     "resolve_checkpoint",
     "unusable_variant",
 ]
 
 # Lets OnnxBackend.node_assignment() say which provider took which nodes; measured
 # free to 2.5% of the build (light_squeezenet, light_resnet50, the demo model).
-_RECORD_ASSIGNMENT = "session.record_ep_graph_assignment_info"
+RECORD_ASSIGNMENT = "session.record_ep_graph_assignment_info"
 
 
 class StalePlanError(Exception):
@@ -83,8 +90,6 @@ class SessionPlan:
     plugins: PluginHost | None = attrs.field(default=None, eq=False, repr=False)
     #: The variant's weights when the policy chose a precision variant (``None``: the checkpoint's).
     variant: ResolvedCheckpoint | None = attrs.field(default=None, eq=False, repr=False)
-    #: The policy's next choices, best first, for when verification rejects this plan.
-    fallbacks: tuple[ProviderSelection, ...] = attrs.field(default=(), eq=False, repr=False)
     #: A measured record (``bench --save`` or an earlier first build) chose this plan.
     tuned: bool = False
     #: The reduced precision the chain's lead computes at (``None``: the weights' own).
@@ -116,16 +121,6 @@ class SessionPlan:
     def cpu_reference(self) -> bool:
         """Whether it is the CPU reference: the reference weights, and no accelerator asked for."""
         return self.on_reference and not any(is_accelerator(config) for config in self.chain)
-
-
-@attrs.frozen
-class _Listed:
-    """A policy that answers with choices already made: the first, the rest as its alternatives."""
-
-    choices: tuple[ProviderSelection, ...]
-
-    def choose(self, request: SelectionRequest) -> ProviderSelection:
-        return attrs.evolve(self.choices[0], alternatives=self.choices[1:])
 
 
 def resolve_checkpoint(checkpoint: object) -> ResolvedCheckpoint:
@@ -181,44 +176,105 @@ def _checked_options(session_options: object) -> SessionOptionsConfig:
 
 
 @attrs.frozen
-class _Choice:
-    """What was decided before the plugins finish the chain: an explicit chain or the policy's."""
+class Choice:
+    """One candidate of a build, decided and pure: the chain as the policy (or the caller) gave
+    it, the weights it runs; no plugin has prepared it yet (:func:`prepare` does, when it is
+    about to be built)."""
 
-    selection: ProviderSelection
+    selection: ProviderSelection  # without alternatives: the choices after it are their own
     host: HostCapabilities
-    checkpoint: ResolvedCheckpoint  # the chosen variant's weights, when the policy chose one
-    variant: ResolvedCheckpoint | None
-    explain: Callable[[Sequence[str]], Mapping[str, str]]
+    strict: bool  # an explicit chain: enforced strictly
+    variant: ResolvedCheckpoint | None  # the variant's weights (``None``: the checkpoint's)
+    explain: Callable[[Sequence[str]], Mapping[str, str]] = attrs.field(eq=False, repr=False)
+    plugins: PluginHost = attrs.field(eq=False, repr=False)
+
+    @property
+    def precision(self) -> str | None:
+        return self.selection.precision
+
+    @property
+    def variant_name(self) -> str | None:
+        return self.variant.variant if self.variant is not None else None
+
+    @property
+    def on_reference(self) -> bool:
+        """Whether it runs the reference weights at their own precision (no variant, no mode)."""
+        return self.variant is None and self.precision is None
+
+    @property
+    def cpu_reference(self) -> bool:
+        """Whether it is the CPU reference: the reference weights, and no accelerator asked for."""
+        return self.on_reference and not any(is_accelerator(c) for c in self.selection.chain)
+
+    @property
+    def text(self) -> str:
+        """``variant int8 on [cpu]``: the choice as one line names it."""
+        return choice_text(self.variant_name, self.selection.chain)
 
 
-def _explicit(checkpoint: ResolvedCheckpoint, providers: object, plugins: PluginHost) -> _Choice:
-    """The user's chain as given: only its plugins' probes run; declines are asked on demand."""
-    chain = _explicit_chain(providers, plugins)
-    host = plugins.host_capabilities(kinds={config.kind for config in chain})
-    reasons = ("requested explicitly (strict)",) * len(chain)
+def parse_providers(providers: object, plugins: PluginHost) -> tuple[ProviderConfig, ...]:
+    """An explicit provider list (config objects, ``{"kind": ...}`` dicts, names) parsed once."""
+    return tuple(_explicit_chain(providers, plugins))
+
+
+def choices(
+    checkpoint: ResolvedCheckpoint,
+    providers: Sequence[Any] | None,
+    policy: object | None,
+    plugins: PluginHost | None,
+) -> Iterator[Choice]:
+    """The build's candidates, best first, produced as they are asked for: an explicit chain
+    (strict), or the policy's choice and each of its alternatives. Pure: no plugin prepares
+    anything here. A choice whose variant file cannot be read is skipped with one warning
+    (the only choice raises its file's problem)."""
+    # A policy may carry the plugin host it asks (DefaultProviderPolicy(plugins) does).
+    host_plugins = resolve_plugin_host(plugins or getattr(policy, "plugins", None))
+    if providers is not None:
+        chain = parse_providers(providers, host_plugins)
+        host = host_plugins.host_capabilities(kinds={config.kind for config in chain})
+        reasons = ("requested explicitly (strict)",) * len(chain)
+        asked = _explainer(checkpoint, host_plugins, host)
+        yield Choice(ProviderSelection(chain, reasons), host, True, None, asked, host_plugins)
+        return
+    host = host_plugins.host_capabilities()
+    request = SelectionRequest(checkpoint.metadata, host, host_plugins, checkpoint)
+    selection = select_providers(policy or DefaultProviderPolicy(host_plugins), request)
+    if not selection.chain and selection.device_policy is None:
+        raise NoProviderError(_no_provider_message(checkpoint.label, host_plugins, selection))
+    known = selection.decline_reasons()
+
+    def explain(kinds: Sequence[str]) -> Mapping[str, str]:
+        return {kind: known[kind] for kind in kinds if kind in known}
+
+    listed = [attrs.evolve(selection, alternatives=()), *selection.alternatives]
+    kept = False
+    for index, chosen in enumerate(listed):
+        variant = None
+        if chosen.variant is not None:
+            following = listed[index + 1] if index + 1 < len(listed) else None
+            try:
+                variant = select_variant(checkpoint, chosen.variant)
+            except (OptionError, MissingFileError) as exc:
+                if following is None and not kept:
+                    raise
+                then = choice_text(following.variant, following.chain) if following else None
+                unusable_variant(checkpoint.label, chosen.variant, exc, then)
+                continue
+        kept = True
+        yield Choice(chosen, host, False, variant, explain, host_plugins)
+
+
+def _explainer(
+    checkpoint: ResolvedCheckpoint, plugins: PluginHost, host: HostCapabilities
+) -> Callable[[Sequence[str]], Mapping[str, str]]:
+    """Why the plugins do not offer ``kinds`` here, asked only when a requested one is missing."""
 
     def explain(kinds: Sequence[str]) -> Mapping[str, str]:
         answers = plugins.offer_providers(checkpoint.metadata, host, checkpoint)
         declines = [a for a in answers if isinstance(a, ProviderDecline) and a.kind in kinds]
         return {d.kind: f"{d.reason} [{d.plugin}]" for d in declines}
 
-    return _Choice(ProviderSelection(tuple(chain), reasons), host, checkpoint, None, explain)
-
-
-def _chosen(checkpoint: ResolvedCheckpoint, policy: object | None, plugins: PluginHost) -> _Choice:
-    """The policy's selection (and the variant it chose) for this checkpoint on this host."""
-    host = plugins.host_capabilities()
-    request = SelectionRequest(checkpoint.metadata, host, plugins, checkpoint)
-    selection = select_providers(policy or DefaultProviderPolicy(plugins), request)
-    if not selection.chain and selection.device_policy is None:
-        raise NoProviderError(_no_provider_message(checkpoint.label, plugins, selection))
-    selection, variant = _usable_variant(checkpoint, selection)
-    known = selection.decline_reasons()
-
-    def explain(kinds: Sequence[str]) -> Mapping[str, str]:
-        return {kind: known[kind] for kind in kinds if kind in known}
-
-    return _Choice(selection, host, variant or checkpoint, variant, explain)
+    return explain
 
 
 def choice_text(variant: str | None, chain: Iterable[ProviderConfig]) -> str:
@@ -227,48 +283,60 @@ def choice_text(variant: str | None, chain: Iterable[ProviderConfig]) -> str:
     return f"{weights} on [{', '.join(config.kind for config in chain)}]"
 
 
-def unusable_variant(
-    label: str, name: str, problem: Exception, following: str | None, *, stacklevel: int
-) -> None:
+def unusable_variant(label: str, name: str, problem: Exception, following: str | None) -> None:
     """Say that the policy's variant ``name`` cannot be used (its file is missing, not a model,
     refused by ONNX Runtime) and that the next choice, ``following``, is taken (``None``: it was
-    a later choice, left out)."""
+    the last choice, left out)."""
     then = f"taking the next choice: {following}" if following else "it is left out"
     warnings.warn(
         f"{label}: variant {name!r} cannot be used: {problem}; {then}",
         VerificationWarning,
-        stacklevel=stacklevel + 1,
+        stacklevel=user_stacklevel(),
     )
 
 
-class _UnusableLast(Exception):
-    """The last choice left is a variant whose file cannot be used (``cause`` says why)."""
+def metadata_warnings(checkpoint: ResolvedCheckpoint, plugins: PluginHost) -> None:
+    """The plugins' problems with the checkpoint's metadata, one warning each."""
+    for problem in plugins.metadata_problems(checkpoint.metadata):
+        warnings.warn(
+            f"{checkpoint.label}: {problem}", OrtplugConfigWarning, stacklevel=user_stacklevel()
+        )
 
-    def __init__(self, variant: str, cause: Exception) -> None:
-        super().__init__(variant, cause)
-        self.variant, self.cause = variant, cause
 
-
-def _usable_variant(
-    checkpoint: ResolvedCheckpoint, selection: ProviderSelection
-) -> tuple[ProviderSelection, ResolvedCheckpoint | None]:
-    """The policy's first choice whose variant file can be read (the reference needs none)."""
-    while selection.variant is not None:
-        try:
-            return selection, select_variant(checkpoint, selection.variant)
-        except (OptionError, MissingFileError) as exc:
-            if not selection.alternatives:
-                raise _UnusableLast(selection.variant, exc) from exc
-            following, *rest = selection.alternatives
-            unusable_variant(
-                checkpoint.label,
-                selection.variant,
-                exc,
-                choice_text(following.variant, following.chain),
-                stacklevel=5,  # the caller of from_checkpoint
-            )
-            selection = attrs.evolve(following, alternatives=tuple(rest))
-    return selection, None
+def prepare(
+    checkpoint: ResolvedCheckpoint,
+    choice: Choice,
+    session_options: SessionOptionsConfig | None,
+) -> SessionPlan:
+    """``choice`` about to be built: each plugin finishes its chain entry and the session
+    options (``ortplug_prepare_provider`` runs here, and only here)."""
+    plugins, host, selection = choice.plugins, choice.host, choice.selection
+    weights = choice.variant or checkpoint
+    metadata = weights.metadata
+    options = _checked_options(session_options)
+    chain = [plugins.prepare_provider(config, weights, host) for config in selection.chain]
+    options = options.with_defaults(selection.session_defaults)
+    options = plugins.adjust_session_options(options, chain, metadata, host)
+    if options.ort_base is None:  # a caller's own SessionOptions records only if it asks
+        options = options.with_config_entries({RECORD_ASSIGNMENT: "1"})  # the user's value wins
+    _check_options_fit(options, weights)
+    registry = plugins.provider_registry()
+    return SessionPlan(
+        chain=tuple(chain),
+        reasons=selection.reasons,
+        options=options,
+        strict=choice.strict,
+        host=host,
+        libraries=tuple(registry.library_of(config.kind) for config in chain),
+        declined=tuple(selection.decline_reasons().items()),
+        device_policy=selection.device_policy,
+        explain_declines=choice.explain,
+        plugins=plugins,
+        variant=choice.variant,
+        tuned=selection.tuned,
+        precision=selection.precision,
+        recorded=selection.recorded,
+    )
 
 
 def plan_session(
@@ -277,90 +345,11 @@ def plan_session(
     session_options: SessionOptionsConfig | None,
     policy: object | None,
     plugins: PluginHost | None,
-    *,
-    later: bool = False,
 ) -> SessionPlan:
-    """Pick the chain (explicit: strict; the policy's: graceful) and let plugins finish it.
-
-    A choice whose variant cannot be used, with none after it, raises its file's problem; for a
-    ``later`` choice (:func:`plan_next`) it raises :class:`_UnusableLast`, to be left out.
-    """
-    # A policy may carry the plugin host it asks (DefaultProviderPolicy(plugins) does).
-    plugins = resolve_plugin_host(plugins or getattr(policy, "plugins", None))
-    options = _checked_options(session_options)
-    if providers is not None:
-        choice = _explicit(checkpoint, providers, plugins)
-    else:
-        try:
-            choice = _chosen(checkpoint, policy, plugins)
-        except _UnusableLast as unusable:
-            if later:
-                raise
-            raise unusable.cause from None
-    checkpoint, host, selection = choice.checkpoint, choice.host, choice.selection
-    metadata = checkpoint.metadata
-    for problem in plugins.metadata_problems(metadata):
-        warnings.warn(f"{checkpoint.label}: {problem}", OrtplugConfigWarning, stacklevel=4)
-    chain = [plugins.prepare_provider(config, checkpoint, host) for config in selection.chain]
-    options = options.with_defaults(selection.session_defaults)
-    options = plugins.adjust_session_options(options, chain, metadata, host)
-    if options.ort_base is None:  # a caller's own SessionOptions records only if it asks
-        options = options.with_config_entries({_RECORD_ASSIGNMENT: "1"})  # the user's value wins
-    _check_options_fit(options, checkpoint)
-    registry = plugins.provider_registry()
-    return SessionPlan(
-        chain=tuple(chain),
-        reasons=selection.reasons,
-        options=options,
-        strict=providers is not None,
-        host=host,
-        libraries=tuple(registry.library_of(config.kind) for config in chain),
-        declined=tuple(selection.decline_reasons().items()),
-        device_policy=selection.device_policy,
-        explain_declines=choice.explain,
-        plugins=plugins,
-        variant=choice.variant,
-        fallbacks=selection.alternatives,
-        tuned=selection.tuned,
-        precision=selection.precision,
-        recorded=selection.recorded,
-    )
-
-
-def plan_next(
-    checkpoint: ResolvedCheckpoint,
-    plan: SessionPlan,
-    session_options: SessionOptionsConfig | None,
-) -> SessionPlan | None:
-    """The policy's next choice after ``plan`` (verification rejected it), planned; ``None``: none left."""
-    if not plan.fallbacks:
-        return None
-    try:
-        return plan_session(
-            checkpoint, None, session_options, _Listed(plan.fallbacks), plan.plugins, later=True
-        )
-    except _UnusableLast as unusable:  # an alternative never built: no reason to fail the build
-        unusable_variant(checkpoint.label, unusable.variant, unusable.cause, None, stacklevel=4)
-        return None
-
-
-def plan_on_reference(
-    checkpoint: ResolvedCheckpoint,
-    plan: SessionPlan,
-    session_options: SessionOptionsConfig | None,
-) -> SessionPlan:
-    """``plan``, or the first of its fallbacks on the reference weights at their precision
-    (for ``verify=False``)."""
-    current: SessionPlan | None = plan
-    while current is not None and not current.on_reference:
-        current = plan_next(checkpoint, current, session_options)
-    if current is None:
-        raise OptionError(
-            f"verify=False: expected a choice of the policy on the reference weights of "
-            f"{checkpoint.label} at their precision, got only variants or reduced-precision "
-            "modes (an unverified one is not used); pass verify=None or True"
-        )
-    return current
+    """The first choice, prepared: what a single session (the CPU reference of a verification,
+    one row of ``ortplug verify``) is built from."""
+    first = next(choices(checkpoint, providers, policy, plugins))
+    return prepare(checkpoint, first, session_options)
 
 
 def _no_provider_message(label: str, plugins: PluginHost, selection: ProviderSelection) -> str:

@@ -35,16 +35,15 @@ from ..errors import (
     VerificationWarning,
 )
 from ..plugins.manager import resolve_plugin_host
+from ._caller import user_stacklevel
 from ._plan import SessionPlan, choice_text
 from ._traffic_check import Request, TrafficCheck
 from ._verified import Verifier
+from .build_pipeline import BuildResult, ServeChange, ServingBackend
 from .report import Candidate
 
 if TYPE_CHECKING:
-    from ._proven import Proven
-    from ._session import SessionBuild
     from ._startup import Proving, StartupSwitch
-    from .onnx_backend import OnnxBackend
 
 __all__ = [
     "DEFAULT_CHECKS",
@@ -69,8 +68,8 @@ _SHADOW_QUEUE = 4
 _SPOT_CHECK_CPU_SHARE = 0.1
 _REFERENCE = "the CPU reference"
 
-#: ``_startup``'s switch: (backend, weights, plan, build, switch) -> whether it serves now.
-_SwitchTo = Callable[["OnnxBackend", ResolvedCheckpoint, SessionPlan, "SessionBuild", Any], bool]
+#: ``_startup``'s switch: (backend, result, switch) -> whether the result's session serves now.
+_SwitchTo = Callable[[ServingBackend, BuildResult, Any], bool]
 
 
 @attrs.frozen
@@ -122,7 +121,7 @@ def _setting(
         warnings.warn(
             f"{env}={text!r} is ignored: expected {expected}; using {default}",
             OrtplugConfigWarning,
-            stacklevel=4,
+            stacklevel=user_stacklevel(),
         )
         return default
     return value
@@ -160,9 +159,8 @@ def traffic_settings(
 
 
 def hand_over(
-    backend: OnnxBackend,
-    origin: ResolvedCheckpoint,
-    proven: Proven,
+    backend: ServingBackend,
+    proven: BuildResult,
     proving: Proving,
     switch: StartupSwitch,
     switch_to: _SwitchTo,
@@ -172,9 +170,11 @@ def hand_over(
     or at once when none are asked for or it was not verified (False)."""
     if switch.exiting:  # nothing new starts while the interpreter exits
         return False
-    tolerance = proving.verify if isinstance(proving.verify, Tolerance) else None
+    pipeline = proving.pipeline
+    tolerance = pipeline.verify if isinstance(pipeline.verify, Tolerance) else None
     plugins = resolve_plugin_host(proven.plan.plugins)
-    verifier = Verifier(origin, plugins, tolerance, given=proving.given)  # verdicts' cache key
+    origin = proven.origin
+    verifier = Verifier(origin, plugins, tolerance, given=pipeline.given)  # verdicts' cache key
     handover = _Handover(weakref.ref(backend), origin, proven, proving, verifier, switch, switch_to)
     if proving.traffic.checks and proven.verdict is not None:
         handover.shadow(backend)
@@ -201,9 +201,9 @@ class _Handover:
     """A verified candidate taking over from the CPU reference: shadowed on real requests, then
     serving (spot-checked), or rejected. Holds the backend weakly: its threads must not keep it."""
 
-    backend: weakref.ReferenceType[OnnxBackend]
+    backend: weakref.ReferenceType[ServingBackend]
     origin: ResolvedCheckpoint
-    proven: Proven
+    proven: BuildResult
     proving: Proving
     verifier: Verifier
     switch: StartupSwitch
@@ -221,11 +221,11 @@ class _Handover:
             f"{self.agreed} of {needed} agreed (it serves after {needed})"
         )
 
-    def shadow(self, backend: OnnxBackend) -> None:
+    def shadow(self, backend: ServingBackend) -> None:
         """Run the requests ``backend`` serves on the candidate too, from now on."""
         precision = self.origin.metadata.precision
         shadowed = "verified; shadows the CPU reference on real requests before it serves"
-        backend._candidates = tuple(
+        candidates = tuple(
             attrs.evolve(c, chosen=False, reason=shadowed)
             if c.chosen
             else attrs.evolve(c, chosen=True, reason=f"{_REFERENCE} (serves while it is shadowed)")
@@ -233,6 +233,7 @@ class _Handover:
             else c
             for c in self.proven.candidates
         )
+        backend._serve(ServeChange(candidates=candidates))
         self.switch.status = self._status()
         check = TrafficCheck(
             self.proven.build.session,
@@ -243,7 +244,7 @@ class _Handover:
         )
         self.switch.traffic = check
         weakref.finalize(backend, check.stop, wait=False)
-        if not backend._watch_with(check):  # closed meanwhile
+        if not backend._serve(ServeChange(set_watch=True, watch=check)).moved:  # closed meanwhile
             check.stop()
 
     def _judge(self, request: Request, outcome: Mapping[str, Any] | Exception) -> bool:
@@ -267,10 +268,10 @@ class _Handover:
         return False
 
     def _reject(
-        self, backend: OnnxBackend, request: Request, outcome: Mapping[str, Any] | Exception
+        self, backend: ServingBackend, request: Request, outcome: Mapping[str, Any] | Exception
     ) -> None:
         """Keep the CPU reference serving for good, and say why in one line."""
-        backend._watch_with(None)
+        served = backend._serve(ServeChange(set_watch=True, watch=None))
         plan = self.proven.plan
         reference, outcome = self._every_output(request, outcome)
         verdict = self.verifier.on_real_request(
@@ -282,14 +283,15 @@ class _Handover:
             outcome,
         )
         shadowed = next(i for i, c in enumerate(self.proven.candidates) if c.chosen)
-        backend._candidates = tuple(
+        candidates = tuple(
             attrs.evolve(c, verdict=verdict, reason=f"rejected: {'; '.join(verdict.problems)}")
             if i == shadowed
             else attrs.evolve(c, reason=_REFERENCE)
             if c.chosen
             else c
-            for i, c in enumerate(backend._candidates)
+            for i, c in enumerate(served.candidates)
         )
+        backend._serve(ServeChange(candidates=candidates))
         said = f"{self.origin.label}: {verdict.describe()}"
         self.switch.error = VerificationError(said, verdict)
         self.switch.status = f"the CPU reference serves: {self.text} was rejected on real inputs"
@@ -300,7 +302,7 @@ class _Handover:
     ) -> tuple[Mapping[str, Any], Mapping[str, Any] | Exception]:
         """The request's outputs from both sessions, every output of the model (what a cached
         verdict holds) where it asked for fewer; as they are when that cannot be had."""
-        session = self.proving.reference.session
+        session = self.proving.reference.build.session
         names = [output.name for output in session.get_outputs()]
         if isinstance(outcome, Exception) or set(names) == set(request.names):
             return request.outputs, outcome
@@ -311,21 +313,17 @@ class _Handover:
         except Exception:  # judged on what was asked: not cached
             return request.outputs, outcome
 
-    def take_over(self, backend: OnnxBackend, after: str) -> None:
+    def take_over(self, backend: ServingBackend, after: str) -> None:
         """Serve the candidate now (``after`` says why now), spot-checked when asked."""
         switch = self.switch
-        backend._watch_with(None)
+        backend._serve(ServeChange(set_watch=True, watch=None))
         try:
-            target = self.proven.plan.variant or self.origin
-            switch.switched = self.switch_to(
-                backend, target, self.proven.plan, self.proven.build, switch
-            )
+            switch.switched = self.switch_to(backend, self.proven, switch)
         except Exception as exc:
             did_not_come_up(switch, self.text, exc)
             return
         if not switch.switched:
             return
-        backend._take_proven(self.origin, self.proven)
         switch.status = f"{self.text} serves, {after}"
         rate = self.proving.traffic.spot_check
         if rate <= 0 or self.proven.verdict is None:
@@ -335,12 +333,12 @@ class _Handover:
             self.origin,
             self.verifier,
             switch,
-            self.proving.reference_plan,
+            self.proving.reference.plan,
             rate,
             served=switch.status,
         )
         check = TrafficCheck(
-            self.proving.reference.session,
+            self.proving.reference.build.session,
             spot.judge,
             name="ortplug-spot-check",
             capacity=1,
@@ -348,7 +346,7 @@ class _Handover:
             cpu_share=_SPOT_CHECK_CPU_SHARE,
         )
         weakref.finalize(backend, check.stop, wait=False)
-        if not backend._watch_with(check):  # closed meanwhile
+        if not backend._serve(ServeChange(set_watch=True, watch=check)).moved:  # closed meanwhile
             check.stop()
 
 
@@ -356,7 +354,7 @@ class _Handover:
 class _SpotCheck:
     """A sampled share of the serving candidate's calls run again on the CPU reference."""
 
-    backend: weakref.ReferenceType[OnnxBackend]
+    backend: weakref.ReferenceType[ServingBackend]
     origin: ResolvedCheckpoint
     verifier: Verifier
     switch: StartupSwitch
@@ -370,7 +368,7 @@ class _SpotCheck:
         if backend is None or backend.closed:
             return False
         plan = request.served
-        if not isinstance(plan, SessionPlan) or plan is not backend._plan:
+        if not isinstance(plan, SessionPlan) or plan is not backend._serve(ServeChange()).plan:
             return True  # served before a fall-back: not what serves now
         if isinstance(outcome, Exception):
             return True  # the CPU reference refused what the candidate ran: nothing to compare
@@ -383,23 +381,27 @@ class _SpotCheck:
                 f"reference (a share of {self.rate:g} sampled), all agreed"
             )
             return True
-        failed = backend._session
+        failed = backend._serve(ServeChange()).session
         verdict = self.verifier.on_real_request(
             candidate, plan, failed, request.describe(), outcome, request.outputs
         )
         was = list(backend.providers)
-        moved = backend._next_choice(failed) or backend._next_choice(failed, self.reference_plan)
+        served = backend._serve(ServeChange(failed=failed))
+        if not served.moved:
+            served = backend._serve(ServeChange(failed=failed, instead=self.reference_plan))
+        moved = served.moved
         now = list(backend.providers)
-        on_reference = backend._plan is not None and backend._plan.cpu_reference
+        on_reference = served.plan is not None and served.plan.cpu_reference
         precision = self.origin.metadata.precision
-        backend._candidates = tuple(
+        candidates = tuple(
             attrs.evolve(c, chosen=False, verdict=verdict, reason=f"rejected: {verdict.describe()}")
             if c.chosen
             else attrs.evolve(c, chosen=True, reason=_REFERENCE)
             if on_reference and _is_reference(c, precision)
             else c
-            for c in backend._candidates
+            for c in served.candidates
         )
+        backend._serve(ServeChange(candidates=candidates))
         if moved:
             self.served = f"spot check: {was} was rejected on real inputs; {now} serves"
             then = f"serving on {now} from now on (no call failed)"
@@ -413,7 +415,7 @@ class _SpotCheck:
             stacklevel=1,
         )
         if on_reference or not moved:  # nothing left to check, or to move to
-            backend._watch_with(None)
+            backend._serve(ServeChange(set_watch=True, watch=None))
             return False
         return True
 

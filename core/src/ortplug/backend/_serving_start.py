@@ -1,6 +1,6 @@
 """The serving stage of a throughput build: devices, batching, layouts (measured or recorded), server.
 
-Runs after the proven choice (:mod:`._proven`) chose what serves. Under
+Runs after the build pipeline (:mod:`.build_pipeline`) chose what serves. Under
 ``cumulative_throughput`` every other choice of the policy that runs on another device is
 built and verified too (verdicts are cached, so later builds only build them). Batching is
 used when the model batches (:func:`~._batch_rows.batching_of`) and a batched run's rows
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import time
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -28,7 +28,7 @@ from ..providers.session_options import SessionOptionsConfig
 from ..verification.sample_inputs import carried_samples, session_inputs
 from . import _serving_record
 from ._batch_rows import Batching, batching_of
-from ._plan import SessionPlan, plan_next
+from ._plan import SessionPlan
 from ._serving import Device, Server
 from ._serving_devices import DevicePlan, StreamBuilder, device_plans, usable_cpus
 from ._serving_measure import (
@@ -90,18 +90,6 @@ class _Weighed:
         )
 
 
-def _others(
-    origin: ResolvedCheckpoint, first: SessionPlan, options: SessionOptionsConfig | None
-) -> list[SessionPlan]:
-    """Every choice of the policy, from its first, planned (nothing built)."""
-    plans = []
-    current: SessionPlan | None = first
-    while current is not None:
-        plans.append(current)
-        current = plan_next(origin, current, options)
-    return plans
-
-
 def _checked(
     device: DevicePlan, origin: ResolvedCheckpoint, verify: bool | Tolerance | None
 ) -> tuple[StreamBuilder | None, str]:
@@ -155,7 +143,7 @@ def start_serving(
     origin: ResolvedCheckpoint,
     served: SessionPlan,
     session: Any,
-    first: SessionPlan | None,
+    others: Callable[[], list[SessionPlan]] | None,
     infos: tuple[Sequence[Any], Sequence[Any]],
     session_options: SessionOptionsConfig | None,
     verify: bool | Tolerance | None,
@@ -164,13 +152,14 @@ def start_serving(
     """The server of a throughput build and its report (see the module docstring).
 
     ``session`` is the served plan's session (its stream sessions are built beside it);
-    ``first`` the policy's first choice (``None``: only the served device is used);
+    ``others`` the policy's choices, prepared (asked for only by the cumulative hint;
+    ``None``: only the served device is used);
     ``infos`` the model's inputs and outputs (:class:`~.introspection.ValueInfo`).
     """
     budget, said = _cpu_budget(given, served)
     _check_fits(given, budget, said)
     cumulative = hint == "cumulative_throughput"
-    plans = [] if first is None or not cumulative else _others(origin, first, session_options)
+    plans = [] if others is None or not cumulative else others()
     devices = device_plans(served, [p for p in plans if p is not served], origin, every=cumulative)
     weighed: list[_Weighed] = []
     for device in devices:

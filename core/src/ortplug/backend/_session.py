@@ -48,6 +48,7 @@ from ..host.ep_libraries import EpLibrary, devices_for, ensure_library
 from ..plugins.manager import resolve_plugin_host
 from ..providers.configs import CPU_EP, ProviderConfig
 from ..providers.session_options import SessionOptionsConfig, settings_kept
+from ._caller import user_stacklevel
 from ._plan import SessionPlan
 from ._serial import serialised
 
@@ -386,7 +387,7 @@ def _enforce(
             f"{list(realized)}; ONNX Runtime said: {_join(messages) or 'nothing'}"
             f"{'; the plugins say: ' + reasons if reasons else ''}",
             ProviderFallbackWarning,
-            stacklevel=4,
+            stacklevel=user_stacklevel(),
         )
 
 

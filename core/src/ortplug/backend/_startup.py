@@ -3,8 +3,8 @@
 An accelerator that compiles (a TensorRT engine, a CoreML or OpenVINO model,
 WebGPU's shaders) can make the first request wait seconds or minutes. With
 ``startup_fallback=True`` the backend is returned as soon as a CPU session
-serves; that session is the reference of the proven choice (:mod:`._proven`),
-which a daemon thread runs: the candidates are built, verified against it and
+serves; that session is the reference of the build pipeline (:mod:`.build_pipeline`),
+whose proving stages a daemon thread runs: the candidates are built, verified against it and
 timed, and only a verified candidate that beat it may take over (none: the CPU keeps
 serving), after it agreed with the CPU on real requests (:mod:`._real_traffic`). With
 ``verify=False`` the thread builds the accelerator's session, runs it once on
@@ -26,19 +26,16 @@ from ..host._runtime import require_onnxruntime
 from ..providers.configs import CPU_EP
 from ..verification.sample_inputs import carried_samples, session_inputs
 from ._placement import enforce_share
-from ._plan import SessionPlan, StalePlanError
+from ._plan import Choice, StalePlanError
 from ._real_traffic import TrafficSettings, did_not_come_up, hand_over
 from ._session import SessionBuild, cancel_builds, create_planned
+from .build_pipeline import BuildPipeline, BuildResult, ServeChange, ServingBackend
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Sequence
 
-    import numpy as np
-
-    from ..checkpoint import ResolvedCheckpoint, Tolerance
-    from ..providers.session_options import SessionOptionsConfig
+    from ..checkpoint import ResolvedCheckpoint
     from ._traffic_check import TrafficCheck
-    from .onnx_backend import OnnxBackend
 
 __all__ = ["Proving", "StartupSwitch", "start_on_cpu"]
 
@@ -94,32 +91,30 @@ atexit.register(_stop_at_exit)
 
 @attrs.frozen
 class Proving:
-    """What the background bring-up needs besides the plan: ``from_checkpoint``'s arguments."""
+    """What the background bring-up works with: the build's pipeline (``from_checkpoint``'s
+    arguments), the CPU reference serving now, and the checks on real requests."""
 
-    reference: SessionBuild  # the CPU session serving now
-    reference_plan: SessionPlan  # its plan
-    session_options: SessionOptionsConfig | None
-    verify: bool | Tolerance | None
-    measure: bool | None
-    min_share: float | None
+    pipeline: BuildPipeline
+    reference: BuildResult  # the CPU session serving now, and its plan
     traffic: TrafficSettings  # the checks on real requests before and after a switch
-    given: Mapping[str, np.ndarray] | None = None  # the inputs to verify on first
 
 
 def start_on_cpu(
-    backend: OnnxBackend, resolved: ResolvedCheckpoint, plan: SessionPlan, proving: Proving
+    backend: ServingBackend,
+    pipeline: BuildPipeline,
+    listed: Sequence[Choice],
+    reference: BuildResult,
+    traffic: TrafficSettings,
 ) -> StartupSwitch:
-    """Start bringing ``plan``'s accelerator up behind ``backend``, which serves on the CPU now."""
-    switch = StartupSwitch(tuple(config.to_ort()[0] for config in plan.chain))
+    """Start bringing the first of ``listed`` up behind ``backend``, which serves ``reference``
+    (the CPU) now."""
+    chain = listed[0].selection.chain
+    switch = StartupSwitch(tuple(config.to_ort()[0] for config in chain))
     switch.status = f"the CPU reference serves while {list(switch.requested)} comes up"
     _UNDER_WAY.add(switch)
-    backend._startup = switch
-    backend._chain_reasons = (
-        ("cpu", f"startup fallback: serves while {list(switch.requested)} builds and warms up"),
-    )
     thread = threading.Thread(
         target=_bring_up,
-        args=(backend, resolved, plan, proving, switch),
+        args=(backend, listed, Proving(pipeline, reference, traffic), switch),
         name="ortplug-startup-fallback",
         daemon=True,
     )
@@ -144,28 +139,27 @@ def _warm_up(build: SessionBuild, resolved: ResolvedCheckpoint, switch: StartupS
 
 
 def _bring_up(
-    backend: OnnxBackend,
-    resolved: ResolvedCheckpoint,
-    plan: SessionPlan,
-    proving: Proving,
-    switch: StartupSwitch,
+    backend: ServingBackend, listed: Sequence[Choice], proving: Proving, switch: StartupSwitch
 ) -> None:
     started = time.perf_counter()
     shadowing = False
+    pipeline = proving.pipeline
     try:
-        if proving.verify is not False:
-            shadowing = _prove(backend, resolved, plan, proving, switch)
+        if pipeline.verify is not False:
+            shadowing = _prove(backend, listed, proving, switch)
             return
-        build = create_planned(resolved, plan, plan.options)
+        plan = pipeline.prepare(listed[0])
+        build = pipeline.build(plan)
         if not any(name != CPU_EP for name in build.session.get_providers()):
             raise RuntimeError("no accelerator was realized; see the warning above for the cause")
-        _warm_up(build, resolved, switch)
+        result = BuildResult(pipeline.checkpoint, plan, build, choice=listed[0])
+        _warm_up(build, result.weights, switch)
         switch.seconds = time.perf_counter() - started
-        switch.switched = _switch(backend, resolved, plan, build, switch)
+        switch.switched = _switch(backend, result, switch)
         if switch.switched:
             switch.status = f"{list(backend.providers)} serves, unverified (verify=False)"
-        if switch.switched and proving.min_share is not None:
-            enforce_share(backend.report, proving.min_share, strict=False)
+        if switch.switched and pipeline.min_share is not None:
+            enforce_share(backend.report, pipeline.min_share, strict=False)
     except Exception as exc:
         did_not_come_up(switch, str(list(switch.requested)), exc)
     finally:
@@ -175,52 +169,32 @@ def _bring_up(
 
 
 def _prove(
-    backend: OnnxBackend,
-    resolved: ResolvedCheckpoint,
-    plan: SessionPlan,
-    proving: Proving,
-    switch: StartupSwitch,
+    backend: ServingBackend, listed: Sequence[Choice], proving: Proving, switch: StartupSwitch
 ) -> bool:
-    """The proven choice against the CPU session serving now; hand over when another one won
+    """The proving stages against the CPU session serving now; hand over when another one won
     (True: it shadows the CPU reference on real requests first)."""
-    from ._proven import build_proven, measuring_wanted
-
-    proven = build_proven(
-        resolved,
-        plan,
-        proving.session_options,
-        proving.verify,
-        measure=measuring_wanted(proving.measure),
-        min_share=proving.min_share,
-        reference=proving.reference,
-        given=proving.given,
-    )
-    if proven.build is proving.reference:  # the CPU won, or nothing else passed
-        backend._take_proven(resolved, proven)
+    result = proving.pipeline.prove(listed, reference=proving.reference)
+    if result.build is proving.reference.build:  # the CPU won, or nothing else passed
+        backend._serve(ServeChange(result=result))
         switch.status = "the CPU reference serves: no other choice was verified and faster"
         return False
-    return hand_over(backend, resolved, proven, proving, switch, _switch)
+    return hand_over(backend, result, proving, switch, _switch)
 
 
-def _switch(
-    backend: OnnxBackend,
-    target: ResolvedCheckpoint,
-    plan: SessionPlan,
-    build: SessionBuild,
-    switch: StartupSwitch,
-) -> bool:
-    """Serve ``build`` now; when custom-op libraries were registered on the backend while it
+def _switch(backend: ServingBackend, result: BuildResult, switch: StartupSwitch) -> bool:
+    """Serve ``result`` now; when custom-op libraries were registered on the backend while it
     was built (``register_custom_op_library``), build it again with them first."""
     for attempt in range(_MAX_REBUILDS + 1):
         try:
-            return not switch.exiting and backend._switch_to(target, plan, build)
+            return not switch.exiting and backend._serve(ServeChange(result, switch=True)).moved
         except StalePlanError as stale:
             if attempt == _MAX_REBUILDS:
                 raise RuntimeError(
                     f"the switch was abandoned: {stale} (registered while the accelerator's "
                     f"session was being built, {attempt + 1} times)"
                 ) from None
-            plan = plan.with_custom_op_libraries(stale.libraries)
-            build = create_planned(target, plan, plan.options)
-            _warm_up(build, target, switch)
+            plan = result.plan.with_custom_op_libraries(stale.libraries)
+            build = create_planned(result.weights, plan, plan.options)
+            _warm_up(build, result.weights, switch)
+            result = attrs.evolve(result, plan=plan, build=build)
     return False

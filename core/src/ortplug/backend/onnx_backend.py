@@ -28,19 +28,12 @@ from ..plugins.manager import resolve_plugin_host
 from ..providers.configs import CPU_EP
 from ..providers.options import encode_option
 from ..providers.run_options import RunOptionsConfig
-from . import _async_runs
-from ._placement import enforce_share, node_counts
-from ._plan import (
-    SessionPlan,
-    StalePlanError,
-    plan_on_reference,
-    plan_session,
-    resolve_checkpoint,
-)
+from ._plan import SessionPlan, StalePlanError, resolve_checkpoint
 from ._run import bfloat16_as_ort_values, check_into_outputs, feed_by_name, select_outputs
 from ._serial import serialised
 from ._session import SessionBuild, create_planned
 from ._validation import InputChecker, InputSpec
+from .build_pipeline import BuildPipeline, BuildResult, ServeChange, Served, measuring_wanted
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -49,7 +42,6 @@ if TYPE_CHECKING:
     from ..providers.session_options import SessionOptionsConfig
     from ..selection import ProviderPolicy
     from ..verification.verdicts import Verdict
-    from ._proven import Proven
     from ._serving import Server
     from ._serving_plan import ServingConfig, ServingReport
     from ._startup import StartupSwitch
@@ -307,81 +299,58 @@ class OnnxBackend:
                 raise OptionError(
                     f"verify_inputs: used only with verification on, got verify={verify!r}"
                 )
-        plan = plan_session(resolved, providers, session_options, policy, plugins)
-        if verify is False:
-            plan = plan_on_reference(resolved, plan, session_options)
-        first = plan
-        if startup_fallback and not plan.cpu_reference:
+        pipeline = BuildPipeline(
+            resolved,
+            session_options,
+            verify,
+            measuring_wanted(measure),
+            min_accelerator_share,
+            given,
+        )
+        listed = pipeline.candidates(providers, policy, plugins)
+        if startup_fallback and not listed[0].cpu_reference:
             from ._real_traffic import traffic_settings
-            from ._startup import Proving, start_on_cpu  # only for this path: ~3 ms of imports
+            from ._startup import start_on_cpu  # only for this path: ~3 ms of imports
 
             traffic = traffic_settings(real_traffic_checks, spot_check)
-            cpu_plan = plan_session(resolved, [CPU_EP], session_options, None, plan.plugins)
-            cpu_build = create_planned(resolved, cpu_plan, cpu_plan.options)
-            backend = cls._from_build(resolved, cpu_plan, cpu_build)
-            backend._origin = resolved
-            share = min_accelerator_share
-            proving = Proving(cpu_build, cpu_plan, session_options, verify, measure, share, traffic,
-                              given)  # fmt: skip
-            start_on_cpu(backend, resolved, plan, proving)
+            reference = pipeline.reference()
+            backend = cls._made(reference)
+            backend._startup = start_on_cpu(backend, pipeline, listed, reference, traffic)
+            reason = f"startup fallback: serves while {list(backend._startup.requested)} builds"
+            backend._chain_reasons = (("cpu", f"{reason} and warms up"),)
             return backend
-        alone = plan.cpu_reference and resolved.variant is None and not plan.fallbacks
-        if verify is False or alone:
-            # nothing to prove: the opt-out, or the CPU reference is the only choice
-            backend = cls._from_build(resolved, plan, create_planned(resolved, plan, plan.options))
-            if verify is not False and not plan.strict:
-                from .report import Candidate
-
-                only = Candidate(("cpu",), None, resolved.metadata.precision, None, None, True,
-                                 "the CPU reference, the only choice offered")  # fmt: skip
-                backend._candidates = (only,)
-        else:
-            from ._proven import build_proven, measuring_wanted
-
-            proven = build_proven(
-                resolved,
-                plan,
-                session_options,
-                verify,
-                measure=measuring_wanted(measure),
-                min_share=min_accelerator_share,
-                given=given,
-            )
-            plan = proven.plan
-            backend = cls._from_build(plan.variant or resolved, plan, proven.build)
-            backend._take_proven(resolved, proven)
+        result = pipeline.run(listed)
+        backend = cls._made(result)
         if min_accelerator_share is not None:
-            enforce_share(backend.report, min_accelerator_share, strict=plan.strict)
+            from ._placement import enforce_share
+
+            enforce_share(backend.report, min_accelerator_share, strict=result.plan.strict)
         if hint != "latency":
-            backend._serve(resolved, hint, serving, None if verify is False else first,
-                           session_options, verify, measure)  # fmt: skip
+            others = None if verify is False else functools.partial(pipeline.prepared, result)
+            backend._start_server(result, hint, serving, others, session_options, verify, measure)
         return backend
 
-    def _serve(
+    def _start_server(
         self,
-        resolved: ResolvedCheckpoint,
+        result: BuildResult,
         hint: str,
         given: ServingConfig | None,
-        first: SessionPlan | None,
+        others: Callable[[], list[SessionPlan]] | None,
         session_options: SessionOptionsConfig | None,
         verify: bool | Tolerance | None,
         measure: bool | None,
     ) -> None:
         """Serve many callers from now on (the throughput hints): the server takes every run."""
-        from ._proven import measuring_wanted
         from ._serving_plan import ServingConfig
         from ._serving_start import start_serving
 
-        plan = self._plan
-        if plan is None:
-            raise AssertionError("a backend built from a checkpoint has a plan")  # pragma: no cover
         server, report = start_serving(
             hint=hint,
             given=given or ServingConfig(),
-            origin=resolved,
-            served=plan,
+            origin=result.origin,
+            served=result.plan,
             session=self._live(),
-            first=first,
+            others=others,
             infos=(self.inputs, self.outputs),
             session_options=session_options,
             verify=verify,
@@ -392,25 +361,43 @@ class OnnxBackend:
         self._run = server.run
         weakref.finalize(self, server.close, "the backend was garbage-collected")
 
-    def _take_proven(self, resolved: ResolvedCheckpoint, proven: Proven) -> None:
-        """Keep what the pipeline found: the verdict, the candidates and the verified fallbacks."""
-        self._verification = proven.verdict
-        self._candidates = proven.candidates
-        self._fallbacks = () if proven.plan.strict else proven.fallbacks
-        self._origin = resolved
-
     @classmethod
-    def _from_build(
-        cls, resolved: ResolvedCheckpoint, plan: SessionPlan, build: SessionBuild
-    ) -> Self:
-        backend = cls(resolved.metadata, build.session, plugins=plan.plugins)
-        backend._take_plan(resolved, plan, build)
+    def _made(cls, result: BuildResult) -> Self:
+        """The backend serving ``result``: its session, plan, verdict, candidates, fallbacks."""
+        weights = result.weights
+        backend = cls(weights.metadata, result.build.session, plugins=result.plan.plugins)
+        backend._take_plan(weights, result.plan, result.build)
+        backend._serve(ServeChange(result=result))
         return backend
+
+    def _serve(self, change: ServeChange) -> Served:
+        """The one seam through which what serves changes (the startup switch, the checks on
+        real traffic and the run-time fallback all use it); see :class:`ServeChange`.
+
+        Raises :class:`StalePlanError` when a switch's plan lacks custom-op libraries
+        registered on this backend since it was made.
+        """
+        moved = True
+        if change.failed is not None:
+            moved = self._next_choice(change.failed, change.instead)
+        result = change.result
+        if result is not None and change.switch:
+            moved = self._switch_to(result.weights, result.plan, result.build)
+        if result is not None and moved:
+            self._verification = result.verdict
+            self._candidates = result.candidates
+            self._fallbacks = result.fallbacks
+            self._origin = result.origin
+        if change.candidates is not None:
+            self._candidates = change.candidates
+        if change.set_watch:
+            moved = self._watch_with(change.watch) and moved
+        return Served(moved, self._plan, self._session, self._candidates)
 
     def _take_plan(
         self, resolved: ResolvedCheckpoint, plan: SessionPlan, build: SessionBuild
     ) -> None:
-        """Record what ``build`` was asked for and why (at construction and at a startup switch)."""
+        """Record what ``build`` was asked for and why (at construction and at a switch)."""
         self._requested = build.requested
         self._build_messages = build.messages
         self._chain_reasons = tuple(zip((c.kind for c in plan.chain), plan.reasons))
@@ -582,6 +569,8 @@ class OnnxBackend:
         config entry ``session.record_ep_graph_assignment_info`` is set to
         ``"0"``); for a wrapped session without it this raises ``RuntimeError``.
         """
+        from ._placement import node_counts  # the report's: not on a plain run's path
+
         session = self._live()
         try:
             return node_counts(session)
@@ -892,6 +881,8 @@ class OnnxBackend:
         if self._server is not None:
             self._served_async(inputs, callback, outputs, run_options)
             return
+        from . import _async_runs  # only asynchronous runs count themselves
+
         session = self._live()
         feed = self._feed(inputs)
         names = self._output_names if outputs is None else self._selected(outputs)

@@ -8,11 +8,9 @@ import sys
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..backend._plan import SessionPlan, plan_next, plan_session
-from ..backend._session import create_planned
-from ..backend._verified import Verifier
+from ..backend.build_pipeline import BuildPipeline
 from ..backend.report import Candidate
 from ..checkpoint import LocalCheckpoint, ResolvedCheckpoint, Tolerance, select_variant
 from ..errors import VerificationWarning
@@ -26,17 +24,22 @@ from ._providers import resolve_chain
 from ._served import served_candidates
 from ._usage import UsageError
 
+if TYPE_CHECKING:
+    from ..backend._plan import SessionPlan
+    from ..backend._verified import Verifier
+
 __all__ = ["variants", "verify"]
 
 
 def _policy_choices(
     checkpoint: ResolvedCheckpoint,
 ) -> Iterator[tuple[ResolvedCheckpoint, SessionPlan]]:
-    """The policy's choices, best first: its plan, then each fallback verification would take."""
-    plan: SessionPlan | None = plan_session(checkpoint, None, None, None, None)
-    while plan is not None:
+    """The policy's choices, best first (the build pipeline's candidates), each prepared when
+    its turn comes."""
+    pipeline = BuildPipeline(checkpoint)
+    for choice in pipeline.candidates():
+        plan = pipeline.prepare(choice)
         yield plan.variant or checkpoint, plan
-        plan = plan_next(checkpoint, plan, None)
 
 
 def _explicit_choices(
@@ -52,7 +55,8 @@ def _explicit_choices(
     names = [variant] if variant else [None, *known]
     for name in names:
         candidate = checkpoint if name is None else select_variant(checkpoint, name)
-        yield candidate, plan_session(candidate, chain, None, None, None)
+        pipeline = BuildPipeline(candidate)
+        yield candidate, pipeline.prepare(pipeline.candidates(chain)[0])
 
 
 def _row(verifier: Verifier, candidate: ResolvedCheckpoint, plan: SessionPlan) -> dict[str, Any]:
@@ -63,7 +67,7 @@ def _row(verifier: Verifier, candidate: ResolvedCheckpoint, plan: SessionPlan) -
         "chain": [config.kind for config in plan.chain],
     }
     try:
-        session = create_planned(candidate, plan, plan.options).session
+        session = BuildPipeline(candidate).build(plan).session
     except Exception as exc:  # a choice this host cannot build is reported, not fatal
         return {**row, "status": "error", "error": f"{type(exc).__name__}: {exc}"}
     providers = list(session.get_providers())
@@ -96,7 +100,7 @@ def verify(args: argparse.Namespace) -> int:
         raise UsageError("--variant: expected with --providers (the policy picks variants itself)")
     tolerance = Tolerance(*args.tolerance) if args.tolerance else None
     given = load_inputs(args.input, checkpoint.metadata.input_names)
-    verifier = Verifier(checkpoint, get_plugin_host(), tolerance, given=given)
+    verifier = BuildPipeline(checkpoint, verify=tolerance, given=given).verifier(get_plugin_host())
     if args.providers:
         choices = _explicit_choices(checkpoint, resolve_chain(args.providers), args.variant)
     else:
@@ -186,7 +190,7 @@ def variants(args: argparse.Namespace) -> int:
         configure(log_severity_level=3)  # at WARNING: errors only, one line each
     metadata = write_variants(LocalCheckpoint(args.model).resolve(), precisions)
     written = LocalCheckpoint(args.model).resolve()
-    verifier = Verifier(written, get_plugin_host(), None)
+    verifier = BuildPipeline(written).verifier(get_plugin_host())
     checks = {name: _check_written(verifier, written, name) for name in precisions}
     # calibration takes the checkpoint's samples and generates the rest, as verification does
     calibration = verifier.inputs_origin if "int8" in precisions else None

@@ -322,7 +322,7 @@ class InferenceSession(_OrtSession):  # type: ignore[misc]
         what it leaves at ONNX Runtime's defaults (as the plugins do for ``OnnxBackend``).
         """
         from ..backend import OnnxBackend
-        from ..backend._plan import _RECORD_ASSIGNMENT
+        from ..backend._plan import RECORD_ASSIGNMENT
         from ..providers.session_options import SessionOptionsConfig
 
         # Node placement is recorded only when the caller asks, as ONNX Runtime's class does
@@ -332,7 +332,7 @@ class InferenceSession(_OrtSession):  # type: ignore[misc]
             config = SessionOptionsConfig.from_ort(sess_options)
         else:
             config = (config or SessionOptionsConfig()).with_config_entries(
-                {_RECORD_ASSIGNMENT: "0"}
+                {RECORD_ASSIGNMENT: "0"}
             )
 
         source: str | bytes
