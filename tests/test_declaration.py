@@ -88,7 +88,10 @@ def test_a_good_declaration_reads_back_as_written() -> None:
             {"kinds": [{**_GOOD["kinds"][0], "library": {"name": "x"}}]},  # type: ignore[index]
             r"library: expected exactly one of package or path",
         ),
-        ({"hooks": ["ortplug_offer_providers"]}, r"expected 'ortplug_provider_types'"),
+        (
+            {"hooks": ["ortplug_offer_providers"]},
+            r"kinds\[0\]: expected 'config' \(an import path.*or 'ortplug_provider_types'",
+        ),
     ],
 )
 def test_a_bad_declaration_is_one_line_naming_the_field(
