@@ -18,6 +18,10 @@ The format (JSON; ``"ortplug"`` is the format version)::
           "kinds": [{
             "kind": "acme",                        # the provider kind (lower-case identifier)
             "ort_name": "AcmeExecutionProvider",   # ONNX Runtime's name
+            "config": "ortplug_acme.config:AcmeProvider",  # its config class, by import path
+            "description": "Acme NPUs",            # one line for people
+            "device": "npu",                       # cpu, gpu (Ray reserves one), npu or any
+            "io_device": "acme",                   # IO-binding device its outputs can stay in
             "aliases": ["npu"],                    # other names users may type
             "library": {"name": "ortplug.acme",    # the plugin-EP library, if any:
                         "package": "onnxruntime_ep_acme"},  # package= or path=, as EpLibrary
@@ -37,17 +41,29 @@ The format (JSON; ``"ortplug"`` is the format version)::
           "probes": [{
             "name": "acme",
             "facts": ["devices", "error"],
+            "detect": "ortplug_acme.probes:detect",  # its function, by import path
+            "description": "Acme devices",
+            "types": {"devices": ["list"]},        # what an ORTPLUG_OVERRIDE_ value must be
+            "timeout": 10,                         # seconds (default 10)
             "identity": {                          # what the facts depend on (see Identity)
               "files": ["/dev/acme*"], "site_dirs": ["acme/lib"],
               "packages": ["onnxruntime_ep_acme"], "env": ["ACME_VISIBLE_DEVICES"],
               "env_paths": [], "libraries": ["libacme.so.1"], "system": true
             }
           }],
-          "hooks": ["ortplug_provider_types", "ortplug_host_probes", "ortplug_offer_providers"],
+          "hooks": ["ortplug_offer_providers"],   # the hooks the module implements
           "metadata_keys": [{"name": "acme_tiles", "types": ["int"], "description": "..."}]
         }
       }
     }
+
+The core builds each kind's ``ProviderType`` and each probe's ``HostProbe`` from the
+declaration (:mod:`._manifest_types`), importing ``config`` and ``detect`` (npe2's
+``python_name``) only once the plugin is imported. The older form leaves them out and lists
+``ortplug_provider_types`` / ``ortplug_host_probes`` (and ``ortplug_metadata_keys``) among the
+hooks: the hooks give them, held to what the declaration says. :func:`declaration_schema` is
+the format's JSON schema, written from the same tables that check a file (shipped as
+:data:`SCHEMA_FILE`; ``python -m ortplug.plugins.declaration --schema`` prints it).
 
 ``requires`` and ``platforms`` let the core rule a kind out before importing
 its plugin: on another platform, or when the cached facts of the named probes
@@ -62,8 +78,8 @@ reads (:mod:`ortplug.host.hardware`; any one condition, each with all its keys, 
 the CUDA major it needs from the NVIDIA driver, ``alternatives`` the installs to
 fall back on for older drivers (same fields), ``unless`` the kinds that make it
 unneeded, ``optional`` a kind named but never installed by ``doctor --fix``.
-``concurrent_runs`` (default false) says the same as the kind's ``ProviderType``: whether
-its sessions may run from several threads at once (false: ortplug serialises them). Every
+``concurrent_runs`` (default false) says whether the kind's sessions may run from several
+threads at once (false: ortplug serialises them). Every
 table is checked against the fields below (one place each: ``_KIND``,
 ``_PROBE``, ``_IDENTITY``, ...); a new version of the format adds fields there.
 A declaration that does not check is one line naming the plugin, the file, the
@@ -81,7 +97,7 @@ import re
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 from urllib.parse import urlsplit
 
 import attrs
@@ -330,22 +346,25 @@ class PluginDeclaration:
 # it accepts: the same tables validate a declaration and write ``declaration_schema()``.
 
 
+_T = TypeVar("_T")
+
+
 @attrs.frozen
-class _Check:
+class _Check(Generic[_T]):
     """One field's converter and the JSON schema of the values it accepts."""
 
-    convert: Callable[[str, object], Any]
+    convert: Callable[[str, object], _T]
     schema: Mapping[str, Any]
 
-    def __call__(self, where: str, value: object) -> Any:
+    def __call__(self, where: str, value: object) -> _T:
         return self.convert(where, value)
 
 
-_Field = tuple[_Check, bool]
+_Field = tuple[_Check[Any], bool]
 
 
-def _check(schema: Mapping[str, Any]) -> Callable[[Callable[[str, object], Any]], _Check]:
-    def wrap(convert: Callable[[str, object], Any]) -> _Check:
+def _check(schema: Mapping[str, Any]) -> Callable[[Callable[[str, object], _T]], _Check[_T]]:
+    def wrap(convert: Callable[[str, object], _T]) -> _Check[_T]:
         return _Check(convert, schema)
 
     return wrap
@@ -447,7 +466,7 @@ def _seconds(where: str, value: object) -> float:
     return float(value)
 
 
-def _table(cls: type[Any], fields: Mapping[str, _Field], about: str = "") -> _Check:
+def _table(cls: type[Any], fields: Mapping[str, _Field], about: str = "") -> _Check[Any]:
     def build(where: str, value: object) -> Any:
         if not isinstance(value, dict):
             raise DeclarationError(f"{where}: expected an object, got {value!r}")
@@ -476,7 +495,7 @@ def _table(cls: type[Any], fields: Mapping[str, _Field], about: str = "") -> _Ch
     return _Check(build, schema)
 
 
-def _list_of(item: _Check) -> _Check:
+def _list_of(item: _Check[Any]) -> _Check[tuple[Any, ...]]:
     def build(where: str, value: object) -> tuple[Any, ...]:
         if not isinstance(value, list):
             raise DeclarationError(f"{where}: expected a list, got {value!r}")

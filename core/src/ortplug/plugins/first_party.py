@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import json
 from pathlib import Path
+from typing import Any
 
 from .declaration import KindDeclaration, PluginDeclaration, from_json, parse_declarations
 
@@ -28,11 +29,19 @@ __all__ = [
 _FOLDER = Path(__file__).with_name("manifests")
 
 
+@functools.cache
+def _files(folder: Path) -> tuple[tuple[str, Any], ...]:
+    """Each manifest's source name and JSON (this project's own files, checked by its tests)."""
+    return tuple(
+        (f"{path.stem}/ortplug.json", json.loads(path.read_text(encoding="utf-8")))
+        for path in sorted(folder.glob("*.json"))
+    )
+
+
 def _read(folder: Path) -> tuple[PluginDeclaration, ...]:
     found: list[PluginDeclaration] = []
-    for path in sorted(folder.glob("*.json")):
-        source = f"{path.stem}/ortplug.json"
-        found += parse_declarations(json.loads(path.read_text(encoding="utf-8")), source).values()
+    for source, data in _files(folder):
+        found += parse_declarations(data, source).values()
     return tuple(found)
 
 
@@ -51,7 +60,10 @@ def example_declarations() -> tuple[PluginDeclaration, ...]:
 @functools.cache
 def shipped_distributions() -> frozenset[str]:
     """The distributions of this project's provider plugins: their claims come before others'."""
-    return frozenset(d.distribution for d in first_party_declarations() if d.distribution)
+    # read off the JSON, unchecked: every process ranks claims with it, and the checks (which
+    # parse each install requirement) are the catalog's to pay
+    plugins = [p for _, data in _files(_FOLDER) for p in data["plugins"].values()]
+    return frozenset(str(p["distribution"]) for p in plugins if "distribution" in p)
 
 
 def first_party_kind(name: str) -> tuple[str, KindDeclaration] | None:
