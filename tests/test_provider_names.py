@@ -99,3 +99,13 @@ def test_each_allowed_place_is_still_used() -> None:
     places = _places(_names())
     unused = [a for a in _ALLOWED if not any(re.search(a, text) for _, _, text in places)]
     assert not unused
+
+
+def test_the_binding_device_map_is_read_from_the_manifests() -> None:
+    """``bind_output(device=...)`` checks the session's providers against the kinds whose
+    manifest names that IO-binding device (binding.py listed them, DirectML and CANN too)."""
+    from ortplug.plugins.first_party import io_device_providers
+
+    assert io_device_providers("cuda") == {"CUDAExecutionProvider", "TensorrtExecutionProvider"}
+    assert io_device_providers("webgpu") == {"WebGpuExecutionProvider"}
+    assert io_device_providers("dml") == frozenset()  # no plugin declares DirectML
