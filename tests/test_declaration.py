@@ -88,7 +88,10 @@ def test_a_good_declaration_reads_back_as_written() -> None:
             {"kinds": [{**_GOOD["kinds"][0], "library": {"name": "x"}}]},  # type: ignore[index]
             r"library: expected exactly one of package or path",
         ),
-        ({"hooks": ["ortplug_offer_providers"]}, r"expected 'ortplug_provider_types'"),
+        (
+            {"hooks": ["ortplug_offer_providers"]},
+            r"kinds\[0\]: expected 'config' \(an import path.*or 'ortplug_provider_types'",
+        ),
     ],
 )
 def test_a_bad_declaration_is_one_line_naming_the_field(
@@ -162,3 +165,61 @@ def test_every_shipped_plugin_contributes_what_it_declares() -> None:
     host = PluginHost(environ={})
     assert set(SHIPPED) <= set(host.plugin_names())
     assert [f.message() for f in host.failures if f.phase == "declaration"] == []
+
+
+def test_the_shipped_schema_is_the_one_the_checking_tables_write() -> None:
+    """One model validates a declaration and writes its JSON schema; the core ships the file."""
+    from ortplug.plugins.declaration import SCHEMA_FILE, declaration_schema, schema_text
+
+    assert SCHEMA_FILE.read_text(encoding="utf-8") == schema_text()
+    source = REPOSITORY / "core/src/ortplug/plugins/ortplug.schema.json"
+    assert source.read_text(encoding="utf-8") == schema_text()  # the checkout's copy too
+    done = subprocess.run(
+        [sys.executable, "-m", "ortplug.plugins.declaration", "--schema"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert json.loads(done.stdout) == declaration_schema()
+
+
+def test_every_shipped_declaration_validates_against_the_schema() -> None:
+    jsonschema = pytest.importorskip("jsonschema")
+    from ortplug.plugins.declaration import declaration_schema
+
+    schema = declaration_schema()
+    files = [*REPOSITORY.glob("plugins/*/src/*/ortplug.json")]
+    files += [*REPOSITORY.glob("examples/*/src/*/ortplug.json")]
+    assert len(files) == 6
+    for path in files:
+        jsonschema.validate(json.loads(path.read_text()), schema)
+    bad = {"ortplug": 1, "plugins": {"acme": {**_GOOD, "kinds": [{"kind": "acme"}]}}}
+    with pytest.raises(jsonschema.ValidationError, match="'ort_name' is a required property"):
+        jsonschema.validate(bad, schema)
+
+
+def test_a_declared_kind_points_at_its_config_class_unless_the_hook_gives_it() -> None:
+    kind = {"kind": "acme", "ort_name": "AcmeExecutionProvider"}
+    with pytest.raises(DeclarationError, match=r"expected no 'ortplug_provider_types'"):
+        _parse({"kinds": [{**kind, "config": "acme.c:Acme"}], "hooks": _GOOD["hooks"]})
+    with pytest.raises(DeclarationError, match=r"config: expected an import path like"):
+        _parse({"kinds": [{**kind, "config": "acme.c.Acme"}], "hooks": []})
+    with pytest.raises(DeclarationError, match=r"device: expected one of cpu, gpu, npu, any"):
+        _parse({"kinds": [{**kind, "config": "acme.c:Acme", "device": "tpu"}], "hooks": []})
+    probe = {"name": "acme", "facts": ["devices"], "detect": "acme.p:detect"}
+    found = parse_declarations(
+        {
+            "ortplug": 1,
+            "plugins": {
+                "acme": {
+                    "kinds": [{**kind, "config": "acme.c:Acme", "device": "npu"}],
+                    "probes": [{**probe, "types": {"devices": ["list"]}, "timeout": 30}],
+                    "hooks": [],
+                }
+            },
+        },
+        "acme/ortplug.json",
+    )["acme"]
+    assert (found.kinds[0].config, found.kinds[0].device) == ("acme.c:Acme", "npu")
+    assert found.probes[0].value_types() == {"devices": (list,)}
+    assert found.probes[0].timeout == 30.0

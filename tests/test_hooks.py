@@ -24,7 +24,7 @@ from ortplug import (
     hookimpl,
 )
 from ortplug.backend._plan import plan_session
-from ortplug.plugins import hookspecs
+from ortplug.plugins import ProviderType, hookspecs
 from ortplug.testing import make_plugin_host
 from ortplug_cpu import CpuProvider
 from plugin_objects import ChainOverride, FakeCudaPlugin, FakeCudaProvider
@@ -125,11 +125,17 @@ def _prepare_wrong_kind(config):
     return FakeCudaProvider()
 
 
+@hookimpl
+def _cpu_type():
+    """The ``cpu`` kind as a hook gives it (the CPU plugin declares it in its ortplug.json)."""
+    yield ProviderType("cpu", CpuProvider.ort_name, CpuProvider, concurrent_runs=True)
+
+
 def _cpu_preparing_with(prepare: object) -> PluginHost:
     """A host whose ``cpu`` plugin is the CPU plugin plus ``prepare`` (only a kind's owner prepares it)."""
 
     class Cpu:
-        ortplug_provider_types = staticmethod(cpu_plugin.ortplug_provider_types)
+        ortplug_provider_types = staticmethod(_cpu_type)
         ortplug_offer_providers = staticmethod(cpu_plugin.ortplug_offer_providers)
         ortplug_adjust_session_options = staticmethod(cpu_plugin.ortplug_adjust_session_options)
         ortplug_prepare_provider = staticmethod(prepare)

@@ -25,7 +25,9 @@ the source), one per line, each ``<!-- readme-test: ... -->``:
 * ``captured on another host, checked by FILE::TEST`` — output captured on hardware this
   machine lacks; FILE's TEST checks the same output from the captured files;
 * ``error classes`` — the tree of ortplug's exceptions, checked against the classes;
-* ``paths`` — each line starts with a path of this repository.
+* ``paths`` — each line starts with a path of this repository;
+* ``written to PATH`` — a ``json`` block is also written to PATH in the project folder (a
+  plugin's manifest, beside the ``# PATH.py`` blocks of its package).
 
 The files the examples name are made first: ``model.onnx`` (the shipped demo model, with its
 metadata as ``model.meta.json``), ``x.npy`` (4 rows of its input, the user's own data the
@@ -336,6 +338,10 @@ def _check(block: Block, folder: Path) -> None:
         from ortplug.plugins.declaration import parse_declarations
 
         parse_declarations(json.loads(block.text), str(block))
+        if (written := _directive(block, "written to ")) is not None:
+            target = folder / "project" / written.removeprefix("written to ").strip()
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(block.text)
     elif block.language in ("", "text"):
         if (output := _directive(block, "output of ")) is not None:
             _output_of(block, output, folder)
@@ -453,7 +459,7 @@ def test_a_block_that_drifted_fails(tmp_path, block, message) -> None:
 def test_directives_are_understood() -> None:
     """A misspelt directive would silently check nothing."""
     kinds = ("replace ", "instead ", "raises ", "output of ", "error classes", "paths",
-             "captured on another host")  # fmt: skip
+             "captured on another host", "written to ")  # fmt: skip
     for block in BLOCKS:
         for directive in block.directives:
             assert directive.startswith(kinds), f"{block}: unknown directive {directive!r}"

@@ -18,6 +18,7 @@ from typing import Any
 import onnx
 import pytest
 from ortplug import CheckpointMetadata, InMemoryCheckpoint, OptionError, PluginHost
+from ortplug.plugins import EpLibrary
 from ortplug.plugins.declaration import read_declaration
 from ortplug.testing import make_host, make_plugin_host
 from ortplug_webgpu import WebGpuProvider, plugin
@@ -171,7 +172,12 @@ def test_a_dict_parses_through_the_registry(webgpu_host: PluginHost) -> None:
     config = registry.parse({"kind": "webgpu", "preferred_layout": "nhwc", "enable_int64": True})
     assert config == WebGpuProvider(preferred_layout="NHWC", enable_int64=True)
     assert registry.parse("WebGpuExecutionProvider") == WebGpuProvider()
-    assert registry.library_of("webgpu") == plugin.LIBRARY
+    assert registry.library_of("webgpu") == _LIBRARY  # as ortplug.json declares it
+
+
+_LIBRARY = EpLibrary(
+    "ortplug.webgpu", ("WebGpuExecutionProvider",), package="onnxruntime_ep_webgpu"
+)
 
 
 # --- offers and declines ---------------------------------------------------------------------
@@ -381,8 +387,9 @@ def test_the_opt_in_sets_the_eps_switch(monkeypatch: pytest.MonkeyPatch) -> None
 
 
 _REGISTER = (
-    "from ortplug.host.ep_libraries import ensure_library; "
-    "from ortplug_webgpu.plugin import LIBRARY; print(ensure_library(LIBRARY).error)"
+    "from ortplug.host.ep_libraries import EpLibrary, ensure_library; "
+    "library = EpLibrary('ortplug.webgpu', ('WebGpuExecutionProvider',), "
+    "package='onnxruntime_ep_webgpu'); print(ensure_library(library).error)"
 )
 
 
@@ -511,7 +518,7 @@ def test_the_identity_costs_no_distribution_scan() -> None:
 
 
 def test_overrides_force_probe_facts(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(plugin, "detect_webgpu", lambda: _facts(adapters=[RTX]))
+    monkeypatch.setattr(probes_module, "detect_webgpu", lambda: _facts(adapters=[RTX]))
     environ = {"ORTPLUG_OVERRIDE_WEBGPU_USABLE": "false", "ORTPLUG_OVERRIDE_WEBGPU_ERROR": "forced"}
     host = make_plugin_host(("webgpu", plugin), environ=environ).host_capabilities()
     assert host.fact("webgpu", "adapter") == RTX

@@ -26,19 +26,6 @@ def _closed(*_: object) -> NoReturn:
     raise _BackendClosedError("this Binding's OnnxBackend is closed; bind again on a new backend")
 
 
-#: ONNX Runtime's IO-binding device names and the providers whose memory they are.
-_DEVICE_PROVIDERS = {
-    "cuda": (
-        "CUDAExecutionProvider",
-        "TensorrtExecutionProvider",
-        "NvTensorRTRTXExecutionProvider",
-    ),
-    "dml": ("DmlExecutionProvider",),
-    "webgpu": ("WebGpuExecutionProvider",),
-    "cann": ("CANNExecutionProvider",),
-}
-
-
 #: Output kinds ONNX Runtime appends to on each run of an IO binding that keeps them bound.
 _ACCUMULATING = ("sequence", "map")
 
@@ -174,7 +161,9 @@ class Binding:
         wanted = device.lower()
         if wanted == "cpu":
             return
-        owners = _DEVICE_PROVIDERS.get(wanted, ())
+        from ..plugins.first_party import io_device_providers  # deferred: only a device binding
+
+        owners = io_device_providers(wanted)  # the kinds whose ortplug.json names this device
         if not any(provider in owners for provider in self._providers):
             served = ", ".join(self._providers)
             raise OptionError(

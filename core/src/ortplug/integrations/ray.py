@@ -71,8 +71,6 @@ __all__ = [
     "worker_error",
 ]
 
-#: Providers that need a GPU of their own per actor.
-_GPU_PROVIDERS = frozenset({"CUDAExecutionProvider", "TensorrtExecutionProvider"})
 #: Model input per Ray batch: enough that Ray's cost per batch (milliseconds) is small beside
 #: the runs, bounded in rows for tiny inputs; a GPU gets more so each run fills it.
 _BATCH_BYTES = {False: 16 << 20, True: 128 << 20}
@@ -350,8 +348,21 @@ def actor_resources(
     return _resources(_chain_names(config, host), num_cpus)
 
 
+def _on_gpu(chain: Sequence[str]) -> bool:
+    """Whether a provider of the chain runs on a GPU Ray schedules: its kind's declared device
+    class is ``gpu`` (the plugins' ortplug.json says so; no provider is named here)."""
+    registry = get_plugin_host().provider_registry()
+    for name in chain:
+        try:
+            if registry.lookup(name).type.device == "gpu":
+                return True
+        except OptionError:  # a provider no plugin holds here: it reserves nothing
+            continue
+    return False
+
+
 def _resources(chain: Sequence[str], num_cpus: int) -> dict[str, float]:
-    if _GPU_PROVIDERS & set(chain):
+    if _on_gpu(chain):
         return {"num_cpus": 1, "num_gpus": 1}
     return {"num_cpus": num_cpus}
 

@@ -2,8 +2,11 @@
 
 A declared plugin is imported only when one of its kinds can be part of a build:
 a kind is ruled out by its ``platforms`` or by a ``requires`` fact that the known
-facts (a host's, or the cross-process probe cache's) say is empty. Once imported,
-what the plugin really contributes must be what it declared.
+facts (a host's, or the cross-process probe cache's) say is empty. Once imported, the
+plugin must implement the hooks it lists; what the core builds from the declaration (kinds
+with a ``config``, probes with a ``detect``, metadata keys) is not compared, it is the
+declaration. Only a plugin that keeps the older form (``ortplug_provider_types``...
+listed) is held to what it declares those hooks give.
 """
 
 from __future__ import annotations
@@ -13,7 +16,6 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from ..host.capabilities import HostProbe
 from .declaration import (
     KindDeclaration,
-    MetadataKeyDeclaration,
     PluginDeclaration,
     ProbeDeclaration,
     platform_matches,
@@ -21,7 +23,7 @@ from .declaration import (
 from .registry import ProviderType
 from .types import MetadataKey
 
-__all__ = ["broken_promise", "metadata_key", "probe_stub", "ruled_out"]
+__all__ = ["broken_promise", "probe_stub", "ruled_out"]
 
 FactsOf = Callable[[str], "Mapping[str, object] | None"]
 
@@ -66,11 +68,6 @@ def probe_stub(declared: ProbeDeclaration) -> HostProbe:
     )
 
 
-def metadata_key(declared: MetadataKeyDeclaration, plugin: str) -> MetadataKey:
-    """A declared metadata key as the host's value."""
-    return MetadataKey(declared.name, declared.value_types(), declared.description, plugin)
-
-
 def _kinds(types: Iterable[ProviderType | KindDeclaration]) -> list[str]:
     rows = []
     for item in types:
@@ -95,16 +92,22 @@ def broken_promise(
     hooks: Collection[str],
     keys: Iterable[MetadataKey],
 ) -> str | None:
-    """How the imported plugin differs from its declaration (the first difference), or ``None``."""
+    """How the imported plugin differs from its declaration (the first difference), or ``None``.
+
+    Kinds, probes and metadata keys are compared only where the declaration lists their hook
+    (the older form); otherwise the core builds them from the declaration.
+    """
     declared_keys = sorted(f"{k.name} {sorted(k.types)}" for k in declaration.metadata_keys)
     given_keys = sorted(f"{k.name} {sorted(t.__name__ for t in k.types)}" for k in keys)
     pairs = (
-        ("kinds", _kinds(declaration.kinds), _kinds(types)),
-        ("probes", _probes(declaration.probes), _probes(probes)),
-        ("hooks", sorted(declaration.hooks), sorted(hooks)),
-        ("metadata keys", declared_keys, given_keys),
+        ("kinds", "ortplug_provider_types", _kinds(declaration.kinds), _kinds(types)),
+        ("probes", "ortplug_host_probes", _probes(declaration.probes), _probes(probes)),
+        ("hooks", None, sorted(declaration.hooks), sorted(hooks)),
+        ("metadata keys", "ortplug_metadata_keys", declared_keys, given_keys),
     )
-    for what, declared, given in pairs:
+    for what, hook, declared, given in pairs:
+        if hook is not None and hook not in declaration.hooks:
+            continue
         if declared != given:
             return (
                 f"{declaration.source} declares {what} {declared}, the plugin contributes "

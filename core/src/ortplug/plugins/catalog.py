@@ -2,7 +2,10 @@
 plain file reads (:mod:`ortplug.host.hardware`), and what to pip-install for it.
 
 It is written in the plugin declaration format (:mod:`.declaration`, whose catalog fields say
-what each means): the first-party plugins below, then the declaration of every installed plugin
+what each means): the first-party plugins' own ``ortplug.json`` files, as the core's wheel
+carries them (:mod:`.first_party`), most specific first (``_rank``: the first kind
+that applies to a host and names a runtime decides the runtime), then the
+declaration of every installed plugin
 the plugin host lets claim its kinds (a third party joins by shipping ``detect`` and ``install``
 in its ``ortplug.json``; one blocked, failed or skipped proposes nothing, and none replaces a
 kind of this project's), then the file ``$ORTPLUG_CATALOG`` names (an internal index, a pinned
@@ -17,17 +20,22 @@ import json
 import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
 
 import attrs
 
 from ..errors import OptionError
 from ..host.hardware import Hardware
-from .declaration import DeclarationError, PluginDeclaration, from_json, parse_declarations
+from .declaration import (
+    DeclarationError,
+    KindDeclaration,
+    PluginDeclaration,
+    from_json,
+    parse_declarations,
+)
+from .first_party import example_declarations, first_party_declarations
 from .requirement import release
 
 __all__ = [
-    "BUILTIN_CATALOG",
     "CATALOG_ENV",
     "CatalogEntry",
     "Condition",
@@ -39,86 +47,6 @@ __all__ = [
 
 #: A catalog file of one's own, in the declaration format.
 CATALOG_ENV = "ORTPLUG_CATALOG"
-
-_CUDA13_RUNTIME = "onnxruntime-gpu[cuda,cudnn]==1.31.1"
-_CUDA12_RUNTIME = "onnxruntime-gpu[cuda,cudnn]==1.26.0"  # the last CUDA 12 build on PyPI
-_NVIDIA = [{"pci_vendor": "0x10de", "pci_class": "0x03"}, {"nvidia_driver": True}]
-_HOOKS = ["ortplug_provider_types"]
-
-# The first-party plugins, as the README's install matrix installs them (their runtime rules are
-# the core's extras in core/pyproject.toml; kinds, ORT names and install lines are each plugin's
-# own ortplug.json: tests keep all three the same). Most specific first: the first kind that
-# applies to a host and names a runtime decides the runtime.
-BUILTIN_CATALOG: dict[str, Any] = {
-    "ortplug": 1,
-    "plugins": {
-        "tensorrt": {
-            "distribution": "ortplug-tensorrt",
-            "hooks": _HOOKS,
-            "kinds": [{
-                "kind": "tensorrt", "ort_name": "TensorrtExecutionProvider",
-                "hardware": "NVIDIA GPUs with TensorRT 10; opt in with ORTPLUG_TENSORRT=1",
-                "detect": _NVIDIA, "install": "ortplug[tensorrt]", "runtime": _CUDA13_RUNTIME,
-                "cuda_min": 13, "index_url": "https://pypi.nvidia.com", "optional": True,
-            }],
-        },
-        "cuda": {
-            "distribution": "ortplug-cuda",
-            "hooks": _HOOKS,
-            "kinds": [{
-                "kind": "cuda", "ort_name": "CUDAExecutionProvider", "hardware": "NVIDIA GPUs",
-                "detect": _NVIDIA, "install": "ortplug[cuda]", "runtime": _CUDA13_RUNTIME,
-                "cuda_min": 13,
-                "alternatives": [
-                    {"install": "ortplug[cuda12]", "runtime": _CUDA12_RUNTIME, "cuda_min": 12}
-                ],
-            }],
-        },
-        "coreml": {
-            "distribution": "ortplug-coreml",
-            "hooks": _HOOKS,
-            "kinds": [{
-                "kind": "coreml", "ort_name": "CoreMLExecutionProvider",
-                "hardware": "Apple Silicon Macs (GPU and Neural Engine)",
-                "detect": [{"platform": ["darwin"], "machine": ["arm64"], "macos_min": "12"}],
-                "install": "ortplug[coreml]", "runtime": "onnxruntime>=1.22",
-            }],
-        },
-        "webgpu": {
-            "distribution": "ortplug-webgpu",
-            "hooks": _HOOKS,
-            "kinds": [{
-                "kind": "webgpu", "ort_name": "WebGpuExecutionProvider",
-                "hardware": "GPUs through Vulkan (WebGPU)",
-                "detect": [{"platform": ["linux"], "gpu": True, "vulkan_loader": True}],
-                "install": "ortplug[webgpu]", "runtime": "onnxruntime>=1.24.4",
-                "unless": ["cuda", "coreml"],
-            }],
-        },
-        "openvino": {
-            "distribution": "ortplug-openvino",
-            "hooks": _HOOKS,
-            "kinds": [{
-                "kind": "openvino", "ort_name": "OpenVINOExecutionProvider",
-                "hardware": "Intel CPUs, GPUs or NPUs (OpenVINO; the example plugin)",
-                "detect": [
-                    {"pci_vendor": "0x8086", "pci_class": "0x03"},
-                    {"pci_vendor": "0x8086", "pci_class": "0x12"},
-                    {"cpu_vendor": ["GenuineIntel"]},
-                ],
-                "install": "ortplug-openvino", "optional": True,
-            }],
-        },
-        "cpu": {
-            "distribution": "ortplug-cpu",
-            "hooks": _HOOKS,
-            "kinds": [{
-                "kind": "cpu", "ort_name": "CPUExecutionProvider", "hardware": "a CPU",
-                "detect": [{}], "install": "ortplug[cpu]", "runtime": "onnxruntime>=1.22",
-            }],
-        },
-    },
-}  # fmt: skip
 
 
 def _hex(value: str | None) -> int | None:
@@ -263,24 +191,47 @@ def _entries(declarations: Iterable[PluginDeclaration], own: bool) -> list[Catal
     ]
 
 
+def _rank(kind: KindDeclaration, example: bool) -> tuple[bool, bool, int]:
+    """Most specific first: a kind that needs another's facts (TensorRT: the cuda probe's), then
+    the others, then one unneeded where others apply (``unless``); the examples' after this
+    project's plugins; one for every host (an empty ``detect`` condition) last."""
+    for_every_host = kind.detect is not None and {} in kind.detect
+    specific = 0 if set(kind.required_probes()) - {kind.kind} else 2 if kind.unless else 1
+    return for_every_host, example, specific
+
+
+def _builtin() -> list[PluginDeclaration]:
+    """This project's plugins and examples, each kind its own entry, most specific first."""
+    ranked = [
+        (_rank(kind, example), attrs.evolve(declaration, kinds=(kind,)))
+        for example, declarations in (
+            (False, first_party_declarations()),
+            (True, example_declarations()),
+        )
+        for declaration in declarations
+        for kind in declaration.kinds
+    ]
+    return [declaration for _, declaration in sorted(ranked, key=lambda pair: pair[0])]
+
+
 def _installed_declarations(environ: Mapping[str, str]) -> list[PluginDeclaration]:
     """The declarations of the installed plugins the plugin host lets claim what they declare
     (:meth:`~ortplug.plugins.manager.PluginHost.holding_declarations`: not blocked, failed or
     skipped for a name claimed first), each with the distribution that ships it as its source;
-    a kind of the built-in catalog's is taken from this project's plugins only (a third party
-    declaring ``cpu`` with its own ``install`` would have replaced it)."""
+    a kind of the built-in catalog's is left out: the built-in entry is this project's plugin's
+    own declaration already (a third party declaring ``cpu`` with its own ``install`` would
+    have replaced it)."""
     from .manager import PluginHost, get_plugin_host
 
     host = get_plugin_host() if environ is os.environ else PluginHost(environ=environ)
-    plugins = BUILTIN_CATALOG["plugins"].values()
-    ours = {kind["kind"] for plugin in plugins for kind in plugin["kinds"]}
+    ours = {kind.kind for declaration in _builtin() for kind in declaration.kinds}
     return [
         attrs.evolve(
             declaration,
             source=declaration.distribution or f"plugin {declaration.plugin!r}",
-            kinds=tuple(k for k in declaration.kinds if shipped or k.kind not in ours),
+            kinds=tuple(k for k in declaration.kinds if k.kind not in ours),
         )
-        for declaration, shipped in host.holding_declarations()
+        for declaration, _ in host.holding_declarations()
     ]
 
 
@@ -326,7 +277,7 @@ def load_catalog(
     """The built-in entries, then the installed plugins' (with ``installed``), then those of
     ``$ORTPLUG_CATALOG``: a later entry replaces one of its kind in place, new kinds go first."""
     env = os.environ if environ is None else environ
-    layers = [list(parse_declarations(BUILTIN_CATALOG, "built-in catalog").values())]
+    layers = [_builtin()]
     if installed:
         layers.append(_installed_declarations(env))
     if env.get(CATALOG_ENV):

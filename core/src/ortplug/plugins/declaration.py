@@ -18,6 +18,10 @@ The format (JSON; ``"ortplug"`` is the format version)::
           "kinds": [{
             "kind": "acme",                        # the provider kind (lower-case identifier)
             "ort_name": "AcmeExecutionProvider",   # ONNX Runtime's name
+            "config": "ortplug_acme.config:AcmeProvider",  # its config class, by import path
+            "description": "Acme NPUs",            # one line for people
+            "device": "npu",                       # cpu, gpu (Ray reserves one), npu or any
+            "io_device": "acme",                   # IO-binding device its outputs can stay in
             "aliases": ["npu"],                    # other names users may type
             "library": {"name": "ortplug.acme",    # the plugin-EP library, if any:
                         "package": "onnxruntime_ep_acme"},  # package= or path=, as EpLibrary
@@ -37,17 +41,29 @@ The format (JSON; ``"ortplug"`` is the format version)::
           "probes": [{
             "name": "acme",
             "facts": ["devices", "error"],
+            "detect": "ortplug_acme.probes:detect",  # its function, by import path
+            "description": "Acme devices",
+            "types": {"devices": ["list"]},        # what an ORTPLUG_OVERRIDE_ value must be
+            "timeout": 10,                         # seconds (default 10)
             "identity": {                          # what the facts depend on (see Identity)
               "files": ["/dev/acme*"], "site_dirs": ["acme/lib"],
               "packages": ["onnxruntime_ep_acme"], "env": ["ACME_VISIBLE_DEVICES"],
               "env_paths": [], "libraries": ["libacme.so.1"], "system": true
             }
           }],
-          "hooks": ["ortplug_provider_types", "ortplug_host_probes", "ortplug_offer_providers"],
+          "hooks": ["ortplug_offer_providers"],   # the hooks the module implements
           "metadata_keys": [{"name": "acme_tiles", "types": ["int"], "description": "..."}]
         }
       }
     }
+
+The core builds each kind's ``ProviderType`` and each probe's ``HostProbe`` from the
+declaration (:mod:`._manifest_types`), importing ``config`` and ``detect`` (npe2's
+``python_name``) only once the plugin is imported. The older form leaves them out and lists
+``ortplug_provider_types`` / ``ortplug_host_probes`` (and ``ortplug_metadata_keys``) among the
+hooks: the hooks give them, held to what the declaration says. :func:`declaration_schema` is
+the format's JSON schema, written from the same tables that check a file (shipped as
+:data:`SCHEMA_FILE`; ``python -m ortplug.plugins.declaration --schema`` prints it).
 
 ``requires`` and ``platforms`` let the core rule a kind out before importing
 its plugin: on another platform, or when the cached facts of the named probes
@@ -62,8 +78,8 @@ reads (:mod:`ortplug.host.hardware`; any one condition, each with all its keys, 
 the CUDA major it needs from the NVIDIA driver, ``alternatives`` the installs to
 fall back on for older drivers (same fields), ``unless`` the kinds that make it
 unneeded, ``optional`` a kind named but never installed by ``doctor --fix``.
-``concurrent_runs`` (default false) says the same as the kind's ``ProviderType``: whether
-its sessions may run from several threads at once (false: ortplug serialises them). Every
+``concurrent_runs`` (default false) says whether the kind's sessions may run from several
+threads at once (false: ortplug serialises them). Every
 table is checked against the fields below (one place each: ``_KIND``,
 ``_PROBE``, ``_IDENTITY``, ...); a new version of the format adds fields there.
 A declaration that does not check is one line naming the plugin, the file, the
@@ -77,10 +93,11 @@ import glob
 import importlib.util
 import json
 import os
+import re
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 from urllib.parse import urlsplit
 
 import attrs
@@ -94,10 +111,12 @@ from ..host.probing import (
 )
 
 __all__ = [
+    "DEVICES",
     "FILENAME",
     "FORMAT",
     "HOOKS",
     "MAX_BYTES",
+    "SCHEMA_FILE",
     "DeclarationError",
     "Identity",
     "KindDeclaration",
@@ -106,10 +125,12 @@ __all__ = [
     "PluginDeclaration",
     "ProbeDeclaration",
     "declaration_path",
+    "declaration_schema",
     "from_json",
     "parse_declarations",
     "platform_matches",
     "read_declaration",
+    "schema_text",
     "source_of",
 ]
 
@@ -145,6 +166,13 @@ _TYPE_NAMES: Mapping[str, type] = {
     "list": list,
     "dict": dict,
 }
+
+
+#: The device classes a kind's sessions may run on: ``cpu`` the host's CPUs; ``gpu`` a GPU that
+#: Ray schedules (an actor of ``ortplug.integrations.ray`` reserves one); ``npu`` a neural
+#: accelerator; ``any`` whatever the provider's own stack picks (Core ML among CPU, GPU and Neural
+#: Engine; WebGPU on any adapter, software ones included), which Ray does not reserve.
+DEVICES = ("cpu", "gpu", "npu", "any")
 
 
 class DeclarationError(ValueError):
@@ -225,6 +253,10 @@ class KindDeclaration:
 
     kind: str
     ort_name: str
+    config: str | None = None
+    description: str = ""
+    device: str = "cpu"
+    io_device: str | None = None
     aliases: tuple[str, ...] = ()
     library: LibraryDeclaration | None = None
     platforms: tuple[str, ...] = ()
@@ -262,7 +294,15 @@ class ProbeDeclaration:
 
     name: str
     facts: tuple[str, ...]
+    detect: str | None = None
+    description: str = ""
+    types: Mapping[str, tuple[str, ...]] = attrs.field(factory=dict, eq=False, hash=False)
+    timeout: float | None = None
     identity: Identity | None = None
+
+    def value_types(self) -> dict[str, tuple[type, ...]]:
+        """Each fact's declared types as Python types (what its override must be)."""
+        return {fact: tuple(_TYPE_NAMES[n] for n in names) for fact, names in self.types.items()}
 
 
 @attrs.frozen
@@ -301,17 +341,43 @@ class PluginDeclaration:
         return next((k for k in self.kinds if wanted in k.names()), None)
 
 
-# -- checking: one table of fields per object, each field (type, required, converter) ---------
+# -- checking: one table of fields per object, each field (check, required) -----------------
+# A check converts a JSON value (or raises DeclarationError) and carries the JSON schema of what
+# it accepts: the same tables validate a declaration and write ``declaration_schema()``.
 
-_Field = tuple[Callable[[str, object], Any], bool]
+
+_T = TypeVar("_T")
 
 
+@attrs.frozen
+class _Check(Generic[_T]):
+    """One field's converter and the JSON schema of the values it accepts."""
+
+    convert: Callable[[str, object], _T]
+    schema: Mapping[str, Any]
+
+    def __call__(self, where: str, value: object) -> _T:
+        return self.convert(where, value)
+
+
+_Field = tuple[_Check[Any], bool]
+
+
+def _check(schema: Mapping[str, Any]) -> Callable[[Callable[[str, object], _T]], _Check[_T]]:
+    def wrap(convert: Callable[[str, object], _T]) -> _Check[_T]:
+        return _Check(convert, schema)
+
+    return wrap
+
+
+@_check({"type": "string"})
 def _text(where: str, value: object) -> str:
     if not isinstance(value, str):
         raise DeclarationError(f"{where}: expected a string, got {value!r}")
     return value
 
 
+@_check({"type": "string", "minLength": 1})
 def _name(where: str, value: object) -> str:
     text = _text(where, value)
     if not text:
@@ -319,18 +385,21 @@ def _name(where: str, value: object) -> str:
     return text
 
 
+@_check({"type": "array", "items": {"type": "string", "minLength": 1}})
 def _texts(where: str, value: object) -> tuple[str, ...]:
     if not isinstance(value, list):
         raise DeclarationError(f"{where}: expected a list of strings, got {value!r}")
     return tuple(_name(f"{where}[{i}]", item) for i, item in enumerate(value))
 
 
+@_check({"type": "boolean"})
 def _flag(where: str, value: object) -> bool:
     if not isinstance(value, bool):
         raise DeclarationError(f"{where}: expected true or false, got {value!r}")
     return value
 
 
+@_check({"type": "array", "items": {"type": "string", "pattern": r"^[^.]+\.[^.].*$"}})
 def _requires(where: str, value: object) -> tuple[str, ...]:
     names = _texts(where, value)
     for i, name in enumerate(names):
@@ -340,6 +409,7 @@ def _requires(where: str, value: object) -> tuple[str, ...]:
     return names
 
 
+@_check({"type": "array", "items": {"enum": sorted(HOOKS)}, "uniqueItems": True})
 def _hooks(where: str, value: object) -> frozenset[str]:
     names = _texts(where, value)
     unknown = sorted(set(names) - HOOKS)
@@ -350,6 +420,7 @@ def _hooks(where: str, value: object) -> frozenset[str]:
     return frozenset(names)
 
 
+@_check({"type": "array", "items": {"enum": list(_TYPE_NAMES)}, "minItems": 1})
 def _types(where: str, value: object) -> tuple[str, ...]:
     names = _texts(where, value)
     unknown = sorted(set(names) - set(_TYPE_NAMES))
@@ -360,7 +431,42 @@ def _types(where: str, value: object) -> tuple[str, ...]:
     return names
 
 
-def _table(cls: type[Any], fields: Mapping[str, _Field]) -> Callable[[str, object], Any]:
+@_check({"type": "object", "additionalProperties": _types.schema})
+def _fact_types(where: str, value: object) -> Mapping[str, tuple[str, ...]]:
+    if not isinstance(value, dict):
+        raise DeclarationError(f"{where}: expected an object of fact: [type names], got {value!r}")
+    return {fact: _types(f"{where}.{fact}", names) for fact, names in value.items()}
+
+
+_PYTHON_NAME = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
+
+
+@_check({"type": "string", "pattern": _PYTHON_NAME.pattern})
+def _python_name(where: str, value: object) -> str:
+    """An object by import path, npe2's ``python_name``: ``package.module:Name``."""
+    text = _text(where, value)
+    if not _PYTHON_NAME.match(text):
+        raise DeclarationError(
+            f"{where}: expected an import path like 'package.module:Name', got {value!r}"
+        )
+    return text
+
+
+@_check({"enum": list(DEVICES)})
+def _device(where: str, value: object) -> str:
+    if value not in DEVICES:
+        raise DeclarationError(f"{where}: expected one of {', '.join(DEVICES)}, got {value!r}")
+    return str(value)
+
+
+@_check({"type": "number", "exclusiveMinimum": 0})
+def _seconds(where: str, value: object) -> float:
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not value > 0:
+        raise DeclarationError(f"{where}: expected a number of seconds above 0, got {value!r}")
+    return float(value)
+
+
+def _table(cls: type[Any], fields: Mapping[str, _Field], about: str = "") -> _Check[Any]:
     def build(where: str, value: object) -> Any:
         if not isinstance(value, dict):
             raise DeclarationError(f"{where}: expected an object, got {value!r}")
@@ -374,18 +480,31 @@ def _table(cls: type[Any], fields: Mapping[str, _Field]) -> Callable[[str, objec
             raise DeclarationError(f"{where}: missing field(s) {missing}")
         return cls(**{key: fields[key][0](f"{where}.{key}", item) for key, item in value.items()})
 
-    return build
+    schema: dict[str, Any] = {
+        "type": "object",
+        "properties": {
+            key: {**check.schema, **_ABOUT.get(key, {})} for key, (check, _) in fields.items()
+        },
+        "additionalProperties": False,
+    }
+    required = [key for key, (_, needed) in fields.items() if needed]
+    if required:
+        schema["required"] = required
+    if about:
+        schema["description"] = about
+    return _Check(build, schema)
 
 
-def _list_of(item: Callable[[str, object], Any]) -> Callable[[str, object], tuple[Any, ...]]:
+def _list_of(item: _Check[Any]) -> _Check[tuple[Any, ...]]:
     def build(where: str, value: object) -> tuple[Any, ...]:
         if not isinstance(value, list):
             raise DeclarationError(f"{where}: expected a list, got {value!r}")
         return tuple(item(f"{where}[{i}]", entry) for i, entry in enumerate(value))
 
-    return build
+    return _Check(build, {"type": "array", "items": item.schema})
 
 
+@_check({"type": "string", "pattern": "^0[xX][0-9a-fA-F]+$"})
 def _hex_id(where: str, value: object) -> str:
     try:
         int(_name(where, value), 16)
@@ -394,12 +513,14 @@ def _hex_id(where: str, value: object) -> str:
     return str(value)
 
 
+@_check({"type": "integer", "minimum": 0})
 def _count(where: str, value: object) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or value < 0:
         raise DeclarationError(f"{where}: expected a whole number like 12, got {value!r}")
     return value
 
 
+@_check({"type": "string", "pattern": "^https://"})
 def _index_url(where: str, value: object) -> str:
     """An extra index pip may take packages from: https only (over plain http anyone on the
     way could serve their own)."""
@@ -413,6 +534,7 @@ def _index_url(where: str, value: object) -> str:
     return url
 
 
+@_check({"type": "string", "minLength": 1})
 def _requirement(where: str, value: object) -> str:
     from .requirement import Requirement  # deferred: only a declaration with catalog fields
 
@@ -421,6 +543,28 @@ def _requirement(where: str, value: object) -> str:
     except ValueError as exc:
         raise DeclarationError(f"{where}: {exc}") from None
 
+
+#: What each field means, for the JSON schema (the module docstring says it at length).
+_ABOUT: Mapping[str, Mapping[str, str]] = {
+    name: {"description": text}
+    for name, text in {
+        "kind": "the provider kind, a lower-case identifier",
+        "ort_name": "ONNX Runtime's name of the execution provider",
+        "aliases": "other names users may type",
+        "description": "one line for people (ortplug plugins, info)",
+        "device": "the device class the provider's sessions run on; gpu: an actor of "
+        "ortplug.integrations.ray reserves one GPU",
+        "io_device": "ONNX Runtime's IO-binding device name of the memory outputs can stay in",
+        "config": "the provider's config class, by import path (package.module:Class)",
+        "concurrent_runs": "Run() from several threads at once is safe (false: serialised)",
+        "install": "what to pip install for this kind",
+        "runtime": "the ONNX Runtime wheel and version rule the install brings",
+        "detect": "a probe: its detect function by import path; a kind: catalog conditions",
+        "facts": "the names of the facts a probe gives",
+        "types": "the JSON types a value may have",
+        "hooks": "the hooks the plugin module implements",
+    }.items()
+}
 
 _CONDITION: Mapping[str, _Field] = {
     "platform": (_texts, False),
@@ -457,17 +601,21 @@ _LIBRARY: Mapping[str, _Field] = {
 _KIND: Mapping[str, _Field] = {
     "kind": (_name, True),
     "ort_name": (_name, True),
+    "config": (_python_name, False),
+    "description": (_text, False),
+    "device": (_device, False),
+    "io_device": (_name, False),
     "aliases": (_texts, False),
-    "library": (_table(LibraryDeclaration, _LIBRARY), False),
+    "library": (_table(LibraryDeclaration, _LIBRARY, "the plugin-EP library"), False),
     "platforms": (_texts, False),
     "requires": (_requires, False),
     "hardware": (_text, False),
     "install": (_requirement, False),
-    "detect": (_list_of(_table(dict, _CONDITION)), False),
+    "detect": (_list_of(_table(dict, _CONDITION, "a catalog condition")), False),
     "runtime": (_requirement, False),
     "index_url": (_index_url, False),
     "cuda_min": (_count, False),
-    "alternatives": (_list_of(_table(dict, _INSTALL)), False),
+    "alternatives": (_list_of(_table(dict, _INSTALL, "an older driver's install")), False),
     "unless": (_texts, False),
     "optional": (_flag, False),
     "concurrent_runs": (_flag, False),
@@ -475,7 +623,11 @@ _KIND: Mapping[str, _Field] = {
 _PROBE: Mapping[str, _Field] = {
     "name": (_name, True),
     "facts": (_texts, True),
-    "identity": (_table(Identity, _IDENTITY), False),
+    "detect": (_python_name, False),
+    "description": (_text, False),
+    "types": (_fact_types, False),
+    "timeout": (_seconds, False),
+    "identity": (_table(Identity, _IDENTITY, "what the facts depend on"), False),
 }
 _METADATA_KEY: Mapping[str, _Field] = {
     "name": (_name, True),
@@ -484,29 +636,74 @@ _METADATA_KEY: Mapping[str, _Field] = {
 }
 _PLUGIN: Mapping[str, _Field] = {
     "distribution": (_name, False),
-    "kinds": (_list_of(_table(KindDeclaration, _KIND)), False),
-    "probes": (_list_of(_table(ProbeDeclaration, _PROBE)), False),
+    "kinds": (_list_of(_table(KindDeclaration, _KIND, "a provider kind")), False),
+    "probes": (_list_of(_table(ProbeDeclaration, _PROBE, "a host probe")), False),
     "hooks": (_hooks, True),
-    "metadata_keys": (_list_of(_table(MetadataKeyDeclaration, _METADATA_KEY)), False),
+    "metadata_keys": (
+        _list_of(_table(MetadataKeyDeclaration, _METADATA_KEY, "a metadata extra key")),
+        False,
+    ),
 }
+#: Each contribution the core builds from the declaration, the hook an older declaration
+#: names instead, and the field that points at its code (none for metadata keys).
+_BUILT = (
+    ("kinds", "ortplug_provider_types", "config"),
+    ("probes", "ortplug_host_probes", "detect"),
+)
 
 
 def _check_plugin(declaration: PluginDeclaration, where: str) -> None:
-    """What the tables cannot say: a library names one place; a required probe is declared."""
+    """What the tables cannot say: a library names one place; each kind and probe points at its
+    code (``config``, ``detect``) unless the plugin keeps the older hook for them."""
     for i, kind in enumerate(declaration.kinds):
         library = kind.library
         if library is not None and (library.package is None) == (library.path is None):
             raise DeclarationError(
                 f"{where}.kinds[{i}].library: expected exactly one of package or path"
             )
-    if declaration.kinds and "ortplug_provider_types" not in declaration.hooks:
-        raise DeclarationError(
-            f"{where}.hooks: declares kinds, so expected 'ortplug_provider_types' among the hooks"
-        )
-    if declaration.probes and "ortplug_host_probes" not in declaration.hooks:
-        raise DeclarationError(
-            f"{where}.hooks: declares probes, so expected 'ortplug_host_probes' among the hooks"
-        )
+    for what, hook, field in _BUILT:
+        items = getattr(declaration, what)
+        for i, item in enumerate(items):
+            given = getattr(item, field) is not None
+            if hook in declaration.hooks and given:
+                raise DeclarationError(
+                    f"{where}.{what}[{i}].{field}: the core builds it from the declaration, so "
+                    f"expected no {hook!r} among the hooks, got both"
+                )
+            if hook not in declaration.hooks and not given:
+                raise DeclarationError(
+                    f"{where}.{what}[{i}]: expected {field!r} (an import path like "
+                    f"'package.module:Name'), or {hook!r} among the hooks (the older form)"
+                )
+
+
+_PLUGIN_TABLE = _table(dict, _PLUGIN, "one plugin, under its entry-point name")
+#: Where the core package ships :func:`declaration_schema`'s output (a test keeps them equal).
+SCHEMA_FILE = Path(__file__).with_name("ortplug.schema.json")
+
+
+def declaration_schema() -> dict[str, Any]:
+    """The JSON schema of an ``ortplug.json`` file, written from the tables that check one."""
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "ortplug.json: what an ortplug plugin provides",
+        "type": "object",
+        "properties": {
+            "ortplug": {"const": FORMAT, "description": "the format version"},
+            "plugins": {
+                "type": "object",
+                "description": "each plugin, by its entry-point name",
+                "additionalProperties": _PLUGIN_TABLE.schema,
+            },
+        },
+        "required": ["ortplug", "plugins"],
+        "additionalProperties": False,
+    }
+
+
+def schema_text() -> str:
+    """:func:`declaration_schema` as the shipped file holds it."""
+    return json.dumps(declaration_schema(), indent=2, sort_keys=True) + "\n"
 
 
 def _too_deep(data: object) -> bool:
@@ -547,8 +744,7 @@ def parse_declarations(data: object, source: str) -> dict[str, PluginDeclaration
     found = {}
     for name, fields in plugins.items():
         where = f"{source}: plugins.{name}"
-        build = _table(dict, _PLUGIN)
-        parsed = build(where, fields)
+        parsed = _PLUGIN_TABLE(where, fields)
         declaration = PluginDeclaration(plugin=name, source=source, **parsed)
         _check_plugin(declaration, where)
         found[name] = declaration
@@ -560,10 +756,15 @@ def _unstructure(value: object) -> Any:
         out = {}
         for field in attrs.fields(type(value)):  # type: ignore[arg-type]
             item = getattr(value, field.name)
-            if field.name in ("plugin", "source") or item == field.default:
+            default = field.default
+            if isinstance(default, attrs.Factory):  # type: ignore[arg-type]
+                default = default.factory()
+            if field.name in ("plugin", "source") or item == default:
                 continue
             out[field.name] = _unstructure(item)
         return out
+    if isinstance(value, Mapping):
+        return {key: _unstructure(item) for key, item in value.items()}
     if isinstance(value, frozenset):
         return sorted(value)
     if isinstance(value, tuple):
@@ -643,3 +844,9 @@ def platform_matches(platforms: tuple[str, ...], platform: str | None = None) ->
     """Whether ``platform`` (default ``sys.platform``) is one of ``platforms`` (empty: any)."""
     current = sys.platform if platform is None else platform
     return not platforms or any(current.startswith(p) for p in platforms)
+
+
+if __name__ == "__main__":  # python -m ortplug.plugins.declaration --schema
+    if sys.argv[1:] != ["--schema"]:
+        raise SystemExit("usage: python -m ortplug.plugins.declaration --schema")
+    sys.stdout.write(schema_text())

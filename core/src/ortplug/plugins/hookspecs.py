@@ -125,6 +125,8 @@ def _session_options(_: Any, after: Any) -> str | None:
 def ortplug_provider_types() -> Iterable[ProviderType]:
     """Contribute provider kinds: tag, ONNX Runtime name, config class and aliases.
 
+    For a plugin without an ``ortplug.json``: a declared plugin names each kind's config class
+    in its manifest (``"config": "package.module:Class"``) and the core builds the type.
     Called once per plugin host. A kind, alias or ORT name claimed by two plugins keeps its
     first claimant (the core's, then ortplug's own plugins, then the others); the other plugin
     is skipped with one warning naming both distributions, or
@@ -143,6 +145,8 @@ def ortplug_provider_types() -> Iterable[ProviderType]:
 def ortplug_host_probes() -> Iterable[HostProbe]:
     """Contribute lazy host probes; their facts land in ``HostCapabilities.facts[probe.name]``.
 
+    For a plugin without an ``ortplug.json``: a declared plugin names each probe's function in
+    its manifest (``"detect": "package.module:function"``) and the core builds the probe.
     Keep the hook itself cheap: only return :class:`HostProbe` values. The
     expensive work goes in ``HostProbe.detect``, which runs on first use.
     """
@@ -152,6 +156,9 @@ def ortplug_host_probes() -> Iterable[HostProbe]:
 @_spec(HookContract(CallMode.COLLECT, items=(MetadataKey,)))
 def ortplug_metadata_keys() -> Iterable[MetadataKey]:
     """Declare the ``CheckpointMetadata.extra`` keys your plugin reads, with their types.
+
+    For a plugin without an ``ortplug.json``: a declared plugin lists them in its manifest's
+    ``metadata_keys``.
 
     A checkpoint whose ``extra`` holds a key no plugin declares, or a value of
     another type, gets one :class:`~ortplug.errors.OrtplugConfigWarning` naming

@@ -42,11 +42,11 @@ from ..host.capabilities import (
 )
 from ..host.ep_libraries import devices_for, ensure_library
 from ..providers.configs import ProviderConfig
-from . import _declared, _entry_points, _probe_cache, hookspecs
+from . import _declared, _entry_points, _manifest_types, _probe_cache, hookspecs
 from .declaration import DeclarationError, PluginDeclaration, from_json, source_of
+from .first_party import shipped_distributions
 from .hookspecs import CONTRACTS, MAX_ITEMS, CallMode, HookContract
 from .registry import (
-    SHIPPED_DISTRIBUTIONS,
     ProviderRegistry,
     ProviderSpec,
     ProviderType,
@@ -250,6 +250,10 @@ class PluginHost:
                 self._fail(name, "registration", exc)
                 return False
             self._skipped.discard(name)
+            if name not in self._declarations:  # registered directly: its package's manifest
+                declared = _manifest_types.declaration_of(plugin, name)
+                if declared is not None:
+                    self._declarations[name] = declared
             self._invalidate()
             return True
 
@@ -543,9 +547,9 @@ class PluginHost:
             return True
         dist = self._distributions.get(plugin)
         if dist is not None:
-            return dist[0] in SHIPPED_DISTRIBUTIONS
+            return dist[0] in shipped_distributions()
         module = getattr(self._pm.get_plugin(plugin), "__name__", "")
-        return module.partition(".")[0].replace("_", "-") in SHIPPED_DISTRIBUTIONS
+        return module.partition(".")[0].replace("_", "-") in shipped_distributions()
 
     def _validated(self) -> tuple[ProviderRegistry, list[tuple[str, HostProbe]]]:
         """Provider types and probes of the plugins whose claims do not collide (cached).
@@ -562,6 +566,10 @@ class PluginHost:
             order = {n: (not self._is_shipped(n), i) for i, n in enumerate(ranked)}
             types = self._collect("ortplug_provider_types")
             probes = self._collect("ortplug_host_probes")
+            built = _manifest_types.declared_contributions(
+                self._declarations, registered, self._fail
+            )
+            types, probes = types + built[0], probes + built[1]
             claims = [(p, i, n) for i, (p, t) in enumerate(types) for n in _provider_names(t)]
             claims += [(p, i, f"probe name {probe.name!r}") for i, (p, probe) in enumerate(probes)]
             for plugin in self._pending:
@@ -960,9 +968,9 @@ class PluginHost:
         keys: dict[str, MetadataKey] = {}
         for plugin, key in self._collect("ortplug_metadata_keys"):
             keys.setdefault(key.name, attrs.evolve(key, plugin=plugin))
-        for plugin in list(self._pending):
-            for declared in self._declarations[plugin].metadata_keys:
-                keys.setdefault(declared.name, _declared.metadata_key(declared, plugin))
+        imported = [name for name, _ in self._pm.list_name_plugin()]
+        for key in _manifest_types.declared_keys(self._declarations, self._pending, imported):
+            keys.setdefault(key.name, key)
         return keys
 
     def metadata_problems(self, metadata: CheckpointMetadata) -> list[str]:

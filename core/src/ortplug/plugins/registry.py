@@ -11,9 +11,10 @@ import attrs
 from ..errors import OptionError, PluginConflictError
 from ..host.ep_libraries import EpLibrary
 from ..providers.configs import ProviderConfig, is_provider_config
+from .declaration import DEVICES
+from .first_party import first_party_kind
 
 __all__ = [
-    "SHIPPED_DISTRIBUTIONS",
     "ProviderRegistry",
     "ProviderSpec",
     "ProviderType",
@@ -21,22 +22,6 @@ __all__ = [
 ]
 
 _KIND_PATTERN = re.compile(r"^[a-z][a-z0-9_]*$")
-
-#: Providers whose plugins this project ships: kind -> (ONNX Runtime name, distribution, extra).
-_SHIPPED = {
-    "cpu": ("CPUExecutionProvider", "ortplug-cpu", "ortplug[cpu]"),
-    "cuda": ("CUDAExecutionProvider", "ortplug-cuda", "ortplug[cuda]"),
-    "tensorrt": ("TensorrtExecutionProvider", "ortplug-tensorrt", "ortplug[tensorrt]"),
-    "coreml": ("CoreMLExecutionProvider", "ortplug-coreml", "ortplug[coreml]"),
-    "webgpu": ("WebGpuExecutionProvider", "ortplug-webgpu", "ortplug[webgpu]"),
-}
-#: The distributions of this project's provider plugins: their claims come before any other's.
-SHIPPED_DISTRIBUTIONS = frozenset(distribution for _, distribution, _ in _SHIPPED.values())
-_SHIPPED_BY_NAME = {
-    name.lower(): (kind, distribution, extra)
-    for kind, (ort_name, distribution, extra) in _SHIPPED.items()
-    for name in (kind, ort_name)
-}
 
 
 def _check_kind(_: Any, attribute: attrs.Attribute[Any], value: str) -> None:
@@ -55,6 +40,13 @@ def _check_flag(_: Any, attribute: attrs.Attribute[Any], value: object) -> None:
         raise OptionError(
             f"ProviderType.{attribute.name}: expected True or False, got {type(value).__name__} "
             f"{value!r}"
+        )
+
+
+def _check_device(_: Any, __: Any, value: object) -> None:
+    if value not in DEVICES:
+        raise OptionError(
+            f"ProviderType.device: expected one of {', '.join(DEVICES)}, got {value!r}"
         )
 
 
@@ -79,6 +71,8 @@ class ProviderType:
         kw_only=True,
     )
     concurrent_runs: bool = attrs.field(default=False, kw_only=True, validator=_check_flag)
+    #: The device class its sessions run on (``DEVICES``: ``gpu`` makes a Ray actor reserve one).
+    device: str = attrs.field(default="cpu", kw_only=True, validator=_check_device)
 
     def __attrs_post_init__(self) -> None:
         declared = getattr(self.config_cls, "kind", None)
@@ -181,7 +175,7 @@ class ProviderRegistry:
     def knows(self, name: str) -> bool:
         """Whether ``name`` names a provider here, or one of ortplug's not installed here."""
         text = name.strip().lower()
-        return text in self._by_name or text in _SHIPPED_BY_NAME
+        return text in self._by_name or first_party_kind(text) is not None
 
     def lookup(self, name: str) -> ProviderSpec:
         """Find a provider by kind, alias or ONNX Runtime name (case-insensitive).
@@ -205,14 +199,15 @@ class ProviderRegistry:
         reason = self._why(text) if self._why is not None else None
         if reason is not None:
             return f"provider {name!r} is not available: {reason} (installed kinds: {known})"
-        shipped = _SHIPPED_BY_NAME.get(text)
+        shipped = first_party_kind(text)
         if shipped is not None:
-            kind, distribution, extra = shipped
+            distribution, kind = shipped
             from ..host.install_command import pip_install  # deferred: reads metadata
 
             return (
-                f"provider {name!r} ({kind}) is not installed: it comes with {distribution}; "
-                f"install it with {pip_install(extra)} (installed kinds: {known})"
+                f"provider {name!r} ({kind.kind}) is not installed: it comes with {distribution}; "
+                f"install it with {pip_install(kind.install or distribution)} "
+                f"(installed kinds: {known})"
             )
         short_names = [n for n, spec in self._by_name.items() if n != spec.type.ort_name.lower()]
         hint = _close_matches(text, short_names)

@@ -10,12 +10,10 @@ from ortplug.plugins import (
     CacheError,
     CheckpointMetadata,
     HostCapabilities,
-    HostProbe,
     OrtplugCacheWarning,
     ProviderConfig,
     ProviderDecline,
     ProviderOffer,
-    ProviderType,
     ResolvedCheckpoint,
     cache_dir,
     cache_key,
@@ -25,17 +23,14 @@ from ortplug.plugins import (
 )
 
 from .config import CoreMLProvider
-from .probes import COREML_FACTS, COREML_TYPES, detect_coreml
 
 __all__ = [
     "FP16_PREFERENCE",
     "LOW_PRECISION_PREFERENCE",
     "PREFERENCE",
     "model_cache_key",
-    "ortplug_host_probes",
     "ortplug_offer_providers",
     "ortplug_prepare_provider",
-    "ortplug_provider_types",
 ]
 
 #: Below CUDA (50); the only accelerator a Mac offers anyway.
@@ -47,30 +42,6 @@ FP16_PREFERENCE = 45
 LOW_PRECISION_PREFERENCE = 39
 #: MLProgram needs Core ML 5, which ships with macOS 12.
 _MIN_MACOS = (12,)
-
-
-@hookimpl
-def ortplug_provider_types() -> Iterable[ProviderType]:
-    """The ``coreml`` kind, ONNX Runtime's ``CoreMLExecutionProvider``."""
-    yield ProviderType(
-        kind="coreml",
-        ort_name=CoreMLProvider.ort_name,
-        config_cls=CoreMLProvider,
-        description="ONNX Runtime's CoreML execution provider (Apple GPU and Neural Engine)",
-        concurrent_runs=True,
-    )
-
-
-@hookimpl
-def ortplug_host_probes() -> Iterable[HostProbe]:
-    """macOS version and Apple Silicon."""
-    yield HostProbe(
-        name="coreml",
-        facts=COREML_FACTS,
-        detect=detect_coreml,
-        description="macOS version and whether this Mac has Apple Silicon (Neural Engine)",
-        types=COREML_TYPES,
-    )
 
 
 def _version(text: object) -> tuple[int, ...]:

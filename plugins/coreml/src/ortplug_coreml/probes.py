@@ -5,15 +5,7 @@ from __future__ import annotations
 import platform
 import sys
 
-__all__ = ["COREML_FACTS", "COREML_TYPES", "detect_coreml"]
-
-COREML_FACTS = ("macos_version", "apple_silicon", "neural_engine")
-#: What an ``ORTPLUG_OVERRIDE_COREML_*`` value must be (a version may be given as ``14`` or ``"14.5"``).
-COREML_TYPES: dict[str, type | tuple[type, ...]] = {
-    "macos_version": (str, int, float),
-    "apple_silicon": bool,
-    "neural_engine": bool,
-}
+__all__ = ["detect_coreml"]
 
 
 def detect_coreml() -> dict[str, object]:

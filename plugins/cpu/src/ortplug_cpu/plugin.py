@@ -9,10 +9,8 @@ from ortplug.plugins import (
     CheckpointMetadata,
     DoctorCheck,
     HostCapabilities,
-    HostProbe,
     ProviderConfig,
     ProviderOffer,
-    ProviderType,
     SessionOptionsConfig,
     check_threads,
     fact_label,
@@ -20,16 +18,13 @@ from ortplug.plugins import (
 )
 
 from .config import CpuProvider
-from .probes import CPU_FACTS, CPU_TYPES, detect_cpu
 
 __all__ = [
     "INT8_ISA",
     "INT8_PREFERENCE",
     "ortplug_adjust_session_options",
     "ortplug_doctor_checks",
-    "ortplug_host_probes",
     "ortplug_offer_providers",
-    "ortplug_provider_types",
 ]
 
 _SPINNING_KEY = "session.intra_op.allow_spinning"
@@ -39,30 +34,6 @@ _SPINNING_KEY = "session.intra_op.allow_spinning"
 INT8_ISA = frozenset({"avx512_vnni", "avx_vnni", "amx", "amx_int8", "dotprod", "i8mm"})
 #: An int8 variant on such a CPU: above the CPU on the reference weights (0), below accelerators.
 INT8_PREFERENCE = 5
-
-
-@hookimpl
-def ortplug_provider_types() -> Iterable[ProviderType]:
-    """The ``cpu`` kind, also reachable as ``CPUExecutionProvider``."""
-    yield ProviderType(
-        kind="cpu",
-        ort_name=CpuProvider.ort_name,
-        config_cls=CpuProvider,
-        description="ONNX Runtime's CPU execution provider (MLAS kernels)",
-        concurrent_runs=True,
-    )
-
-
-@hookimpl
-def ortplug_host_probes() -> Iterable[HostProbe]:
-    """CPU counts (host, affinity, cgroup quota, usable) and ISA flags."""
-    yield HostProbe(
-        name="cpu",
-        facts=CPU_FACTS,
-        detect=detect_cpu,
-        description="CPUs usable by this process and the ISA extensions they have",
-        types=CPU_TYPES,
-    )
 
 
 @hookimpl

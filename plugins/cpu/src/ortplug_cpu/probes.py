@@ -13,29 +13,11 @@ from collections.abc import Iterable
 from pathlib import Path
 
 __all__ = [
-    "CPU_FACTS",
-    "CPU_TYPES",
     "cgroup_cpu_quota",
     "detect_cpu",
     "isa_flags_from_cpuinfo",
     "usable_cpus",
 ]
-
-CPU_FACTS = (
-    "logical_cpus",
-    "affinity_cpus",
-    "cgroup_cpu_quota",
-    "usable_cpus",
-    "isa_flags",
-)
-#: What an ``ORTPLUG_OVERRIDE_CPU_*`` value must be: anything else is ignored with a warning.
-CPU_TYPES: dict[str, type | tuple[type, ...]] = {
-    "logical_cpus": int,
-    "affinity_cpus": int,
-    "cgroup_cpu_quota": (int, float),
-    "usable_cpus": int,
-    "isa_flags": list,
-}
 
 # /proc/cpuinfo flag -> the name ortplug reports.
 _X86_FLAGS = {

@@ -9,17 +9,14 @@ from ortplug.plugins import (
     CheckpointMetadata,
     DoctorCheck,
     HostCapabilities,
-    HostProbe,
     ProviderConfig,
     ProviderDecline,
     ProviderOffer,
-    ProviderType,
     hookimpl,
     preload_runtime_libraries,
 )
 
 from .config import CudaProvider
-from .probes import CUDA_FACTS, CUDA_TYPES, detect_cuda
 from .readiness import assess_cuda
 
 __all__ = [
@@ -27,10 +24,8 @@ __all__ = [
     "PREFERENCE",
     "TF32_PREFERENCE",
     "ortplug_doctor_checks",
-    "ortplug_host_probes",
     "ortplug_offer_providers",
     "ortplug_prepare_provider",
-    "ortplug_provider_types",
 ]
 
 #: Preference of a CUDA offer: above CoreML (40) and CPU (0), below an opted-in TensorRT (60).
@@ -49,31 +44,6 @@ def _has_tf32(device: dict[str, object]) -> bool:
         return (int(major), int(minor or 0)) >= _TF32_CAPABILITY
     except ValueError:
         return False
-
-
-@hookimpl
-def ortplug_provider_types() -> Iterable[ProviderType]:
-    """The ``cuda`` kind (alias ``gpu``), ONNX Runtime's ``CUDAExecutionProvider``."""
-    yield ProviderType(
-        kind="cuda",
-        ort_name=CudaProvider.ort_name,
-        config_cls=CudaProvider,
-        aliases=("gpu",),
-        description="ONNX Runtime's CUDA execution provider (NVIDIA GPUs, cuDNN)",
-        concurrent_runs=True,
-    )
-
-
-@hookimpl
-def ortplug_host_probes() -> Iterable[HostProbe]:
-    """Driver, devices (name, compute capability, memory) and CUDA/cuDNN libraries."""
-    yield HostProbe(
-        name="cuda",
-        facts=CUDA_FACTS,
-        detect=detect_cuda,
-        description="NVIDIA driver and devices, and the CUDA/cuDNN libraries ONNX Runtime loads",
-        types=CUDA_TYPES,
-    )
 
 
 @hookimpl

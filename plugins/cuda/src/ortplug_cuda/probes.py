@@ -14,42 +14,11 @@ from typing import Any
 from ortplug.plugins import run_probe_script, site_package_dirs
 
 __all__ = [
-    "CUDA_FACTS",
-    "CUDA_TYPES",
     "cuda_major",
     "detect_cuda",
     "nvidia_library_dirs",
     "ort_cuda_version",
 ]
-
-CUDA_FACTS = (
-    "driver_version",
-    "driver_cuda_version",
-    "device_count",
-    "devices",
-    "visible_devices",
-    "ort_cuda_version",
-    "cuda_runtime_version",
-    "cudnn_version",
-    "libraries",
-    "driver_error",
-    "library_error",
-)
-
-#: What an ``ORTPLUG_OVERRIDE_CUDA_*`` value must be (a version may be given as ``12.4`` or ``"12.4"``).
-CUDA_TYPES: dict[str, type | tuple[type, ...]] = {
-    "driver_version": (str, int, float),
-    "driver_cuda_version": (str, int, float),
-    "device_count": int,
-    "devices": list,
-    "visible_devices": (str, int),
-    "ort_cuda_version": (str, int, float),
-    "cuda_runtime_version": (str, int, float),
-    "cudnn_version": (str, int, float),
-    "libraries": dict,
-    "driver_error": str,
-    "library_error": str,
-}
 
 _QUERY_SCRIPT = Path(__file__).with_name("_nvquery.py")
 _QUERY_TIMEOUT_S = 15.0

@@ -11,13 +11,10 @@ import attrs
 from ortplug.plugins import (
     CheckpointMetadata,
     HostCapabilities,
-    HostProbe,
-    MetadataKey,
     OptionError,
     ProviderConfig,
     ProviderDecline,
     ProviderOffer,
-    ProviderType,
     ResolvedCheckpoint,
     SessionOptionsConfig,
     hookimpl,
@@ -34,7 +31,6 @@ from .engine_cache import (
     has_cached_engine,
     timing_dir,
 )
-from .probes import TENSORRT_FACTS, TENSORRT_TYPES, detect_tensorrt
 from .shapes import format_profile, parse_profile, profiles_from_ranges
 
 __all__ = [
@@ -42,11 +38,8 @@ __all__ = [
     "OPT_IN_ENV",
     "PREFERENCE",
     "ortplug_adjust_session_options",
-    "ortplug_host_probes",
-    "ortplug_metadata_keys",
     "ortplug_offer_providers",
     "ortplug_prepare_provider",
-    "ortplug_provider_types",
 ]
 
 _log = logging.getLogger("ortplug.tensorrt")
@@ -60,37 +53,6 @@ PREFERENCE = 60
 FP16_PREFERENCE = 59
 #: TensorRT 10 builds run on Turing (7.5) and newer.
 _MIN_CAPABILITY = (7, 5)
-
-
-@hookimpl
-def ortplug_provider_types() -> Iterable[ProviderType]:
-    """The ``tensorrt`` kind (alias ``trt``), ONNX Runtime's ``TensorrtExecutionProvider``."""
-    yield ProviderType(
-        kind="tensorrt",
-        ort_name=TensorrtProvider.ort_name,
-        config_cls=TensorrtProvider,
-        aliases=("trt",),
-        description="ONNX Runtime's TensorRT execution provider (NVIDIA GPUs, compiled engines)",
-        concurrent_runs=True,
-    )
-
-
-@hookimpl
-def ortplug_metadata_keys() -> Iterable[MetadataKey]:
-    """The checkpoint's own TensorRT opt-in (``dim_ranges`` is the core's key)."""
-    yield MetadataKey("tensorrt", bool, "true lets the default policy choose TensorRT")
-
-
-@hookimpl
-def ortplug_host_probes() -> Iterable[HostProbe]:
-    """Whether libnvinfer loads, and its version."""
-    yield HostProbe(
-        name="tensorrt",
-        facts=TENSORRT_FACTS,
-        detect=detect_tensorrt,
-        description="TensorRT library (libnvinfer) version",
-        types=TENSORRT_TYPES,
-    )
 
 
 def _capability(text: str | None) -> tuple[int, int]:

@@ -16,23 +16,12 @@ from ortplug.plugins import run_probe_script, site_package_dirs
 
 __all__ = [
     "NVINFER_MAJOR",
-    "TENSORRT_FACTS",
-    "TENSORRT_TYPES",
     "detect_tensorrt",
     "tensorrt_library_dirs",
 ]
 
-TENSORRT_FACTS = ("version", "library", "library_error")
-
 #: The libnvinfer ABI major the ONNX Runtime GPU wheels (1.19 and later) link against.
 NVINFER_MAJOR = 10
-
-#: What an ``ORTPLUG_OVERRIDE_TENSORRT_*`` value must be (a version may be given as ``10`` or ``"10.3.0"``).
-TENSORRT_TYPES: dict[str, type | tuple[type, ...]] = {
-    "version": (str, int, float),
-    "library": str,
-    "library_error": str,
-}
 
 _QUERY_SCRIPT = Path(__file__).with_name("_trtquery.py")
 

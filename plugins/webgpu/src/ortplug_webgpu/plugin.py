@@ -9,14 +9,11 @@ from collections.abc import Iterable
 from ortplug.plugins import (
     CheckpointMetadata,
     DoctorCheck,
-    EpLibrary,
     HostCapabilities,
-    HostProbe,
     OptionError,
     ProviderConfig,
     ProviderDecline,
     ProviderOffer,
-    ProviderType,
     ResolvedCheckpoint,
     hookimpl,
 )
@@ -24,11 +21,7 @@ from ortplug.plugins import (
 from .config import WebGpuProvider
 from .probes import (
     ALLOW_SOFTWARE_ENV,
-    PROBE_TIMEOUT_S,
-    WEBGPU_FACTS,
-    WEBGPU_TYPES,
     apply_software_opt_in,
-    detect_webgpu,
     software_allowed,
 )
 from .readiness import assess_webgpu
@@ -36,53 +29,20 @@ from .shader_cache import MESA_CACHE_ENV, shader_cache_path, use_shader_cache
 
 __all__ = [
     "FP16_PREFERENCE",
-    "LIBRARY",
     "PREFERENCE",
     "ortplug_doctor_checks",
-    "ortplug_host_probes",
     "ortplug_offer_providers",
     "ortplug_prepare_provider",
-    "ortplug_provider_types",
 ]
 
 #: Below CUDA (50), CoreML (40) and the OpenVINO example (30); above CPU (0).
 PREFERENCE = 20
 #: WebGPU on an fp16 variant (shader-f16 halves memory traffic): ahead of WebGPU on the fp32 reference.
 FP16_PREFERENCE = 25
-#: The ``onnxruntime-ep-webgpu`` library; the core registers it and appends it by device.
-LIBRARY = EpLibrary("ortplug.webgpu", (WebGpuProvider.ort_name,), package="onnxruntime_ep_webgpu")
-
-
-@hookimpl
-def ortplug_provider_types() -> Iterable[ProviderType]:
-    """The ``webgpu`` kind, ONNX Runtime's ``WebGpuExecutionProvider`` from its plugin-EP library.
-
-    With the software opt-in, the EP's own switch is set here, before the core
-    first registers the library.
-    """
-    apply_software_opt_in()
-    yield ProviderType(
-        kind="webgpu",
-        ort_name=WebGpuProvider.ort_name,
-        config_cls=WebGpuProvider,
-        description="ONNX Runtime's WebGPU execution provider (Dawn on Vulkan, D3D12 or Metal)",
-        library=LIBRARY,
-        # Dawn's device is shared by every session: runs at once fail or crash the process
-        concurrent_runs=False,
-    )
-
-
-@hookimpl
-def ortplug_host_probes() -> Iterable[HostProbe]:
-    """Vulkan loader and adapters (vendor, type, driver), and whether Dawn runs a session."""
-    yield HostProbe(
-        name="webgpu",
-        facts=WEBGPU_FACTS,
-        detect=detect_webgpu,
-        description="the adapters Dawn sees (Vulkan on Linux) and whether the WebGPU EP runs",
-        timeout=PROBE_TIMEOUT_S,
-        types=WEBGPU_TYPES,
-    )
+# The ``onnxruntime-ep-webgpu`` library is declared in ortplug.json; the EP reads its software
+# switch when the core first registers the library, so the opt-in is applied at import (a
+# declared plugin is imported before its kind is built and the library registered).
+apply_software_opt_in()
 
 
 @hookimpl

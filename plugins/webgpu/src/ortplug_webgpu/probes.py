@@ -32,7 +32,6 @@ __all__ = [
     "ORT_SOFTWARE_ENV",
     "PROBE_TIMEOUT_S",
     "WEBGPU_FACTS",
-    "WEBGPU_TYPES",
     "apply_software_opt_in",
     "chosen_adapter",
     "describe_adapter",
@@ -56,19 +55,6 @@ WEBGPU_FACTS = (
     "ep_version",
     "ort_devices",
 )
-#: Types an ``ORTPLUG_OVERRIDE_WEBGPU_<FACT>`` value must have.
-WEBGPU_TYPES: Mapping[str, type | tuple[type, ...]] = {
-    "backend": str,
-    "vulkan_loader": str,
-    "adapters": list,
-    "adapter": dict,
-    "software": bool,
-    "usable": bool,
-    "error": str,
-    "ep_version": str,
-    "ort_devices": list,
-}
-
 _SCRIPT = Path(__file__).with_name("_adapterquery.py")
 _VULKAN_TIMEOUT_S = 15.0
 #: A cold first session compiles a shader (lavapipe: well under a second) after Dawn starts.

@@ -1,0 +1,178 @@
+"""Provider types, host probes and metadata keys built from a plugin's declaration.
+
+A kind's ``config`` and a probe's ``detect`` name their code by import path (npe2's
+``python_name``, ``package.module:Name``); the host builds them only for a plugin it imports
+(one in play), so discovery stays import-free. A path that does not import, or names the
+wrong thing, is one line naming the plugin, the path and what was expected; that plugin's
+declared kinds and probes are left out and the rest of the host goes on.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Iterable, Mapping
+from types import ModuleType
+from typing import Any
+
+from ..host.capabilities import DEFAULT_PROBE_TIMEOUT_S, HostProbe
+from ..host.ep_libraries import EpLibrary
+from .declaration import DeclarationError, PluginDeclaration, read_declaration
+from .registry import ProviderType
+from .types import MetadataKey
+
+__all__ = [
+    "declaration_of",
+    "declared_contributions",
+    "declared_keys",
+    "host_probes",
+    "metadata_keys",
+    "provider_types",
+    "resolve",
+]
+
+Fail = Callable[[str, str, BaseException], None]
+
+
+def resolve(path: str, plugin: str, expected: str) -> Any:
+    """The object an import path names (``package.module:Name``); one-line error if none."""
+    module_name, _, attribute = path.partition(":")
+    try:
+        found: Any = importlib.import_module(module_name)
+        for part in attribute.split("."):
+            found = getattr(found, part)
+    except Exception as exc:  # an import error, a missing name: the plugin's, not the host's
+        raise DeclarationError(
+            f"plugin {plugin!r}: {path!r}: expected {expected}, got {type(exc).__name__}: {exc}"
+        ) from None
+    return found
+
+
+def declaration_of(plugin: object, name: str) -> PluginDeclaration | None:
+    """The declaration a plugin object registered directly (not through its entry point) ships
+    beside its package, under entry-point name ``name``; ``None`` when its package declares
+    none of that name. Read from the file, nothing imported."""
+    module = getattr(plugin, "__name__", None) if isinstance(plugin, ModuleType) else None
+    module = module or type(plugin).__module__
+    try:
+        return read_declaration(name, module)
+    except DeclarationError:  # none under this name, or broken: the plugin works from its hooks
+        return None
+
+
+def provider_types(declaration: PluginDeclaration) -> list[ProviderType]:
+    """The declared kinds as provider types (each ``config`` class imported)."""
+    plugin = declaration.plugin
+    libraries: dict[str, list[str]] = {}
+    for kind in declaration.kinds:
+        if kind.library is not None:
+            libraries.setdefault(kind.library.name, []).append(kind.ort_name)
+    found = []
+    for kind in declaration.kinds:
+        cls = resolve(str(kind.config), plugin, "a provider config class")
+        named = getattr(cls, "ort_name", None)
+        if not isinstance(cls, type) or named != kind.ort_name:
+            raise DeclarationError(
+                f"plugin {plugin!r}: {kind.config!r}: expected a config class with ort_name "
+                f"{kind.ort_name!r} (the declared one), got {named!r}"
+            )
+        library = kind.library
+        found.append(
+            ProviderType(
+                kind=kind.kind,
+                ort_name=kind.ort_name,
+                config_cls=cls,
+                aliases=kind.aliases,
+                description=kind.description,
+                library=None
+                if library is None
+                else EpLibrary(
+                    library.name,
+                    tuple(libraries[library.name]),
+                    path=library.path,
+                    package=library.package,
+                ),
+                concurrent_runs=kind.concurrent_runs,
+                device=kind.device,
+            )
+        )
+    return found
+
+
+def host_probes(declaration: PluginDeclaration) -> list[HostProbe]:
+    """The declared probes (each ``detect`` function imported)."""
+    found = []
+    for probe in declaration.probes:
+        detect = resolve(str(probe.detect), declaration.plugin, "a probe function")
+        if not callable(detect):
+            raise DeclarationError(
+                f"plugin {declaration.plugin!r}: {probe.detect!r}: expected a probe function, "
+                f"got {type(detect).__name__} {detect!r:.80}"
+            )
+        found.append(
+            HostProbe(
+                name=probe.name,
+                facts=probe.facts,
+                detect=detect,
+                description=probe.description,
+                timeout=DEFAULT_PROBE_TIMEOUT_S if probe.timeout is None else probe.timeout,
+                types=probe.value_types(),
+                identity=probe.identity,
+            )
+        )
+    return found
+
+
+def metadata_keys(declaration: PluginDeclaration) -> list[MetadataKey]:
+    """The declared ``CheckpointMetadata.extra`` keys as the host's values."""
+    return [
+        MetadataKey(key.name, key.value_types(), key.description, declaration.plugin)
+        for key in declaration.metadata_keys
+    ]
+
+
+def declared_keys(
+    declarations: Mapping[str, PluginDeclaration],
+    pending: Iterable[str],
+    imported: Iterable[str],
+) -> list[MetadataKey]:
+    """The declared metadata keys of the plugins not imported yet (``pending``) and of the
+    imported ones that do not give them through ``ortplug_metadata_keys``."""
+    own = [p for p in imported if p in declarations]
+    wanted = [*pending, *(p for p in own if not _by_hook(declarations[p], "ortplug_metadata_keys"))]
+    return [key for plugin in wanted for key in metadata_keys(declarations[plugin])]
+
+
+def declared_contributions(
+    declarations: Mapping[str, PluginDeclaration], plugins: Iterable[str], fail: Fail
+) -> tuple[list[tuple[str, ProviderType]], list[tuple[str, HostProbe]]]:
+    """The types and probes of the imported ``plugins`` that declare them by import path.
+
+    A plugin whose paths do not resolve is reported through ``fail(plugin, phase, error)``
+    and contributes none of them.
+    """
+    types: list[tuple[str, ProviderType]] = []
+    probes: list[tuple[str, HostProbe]] = []
+    for plugin in plugins:
+        declaration = declarations.get(plugin)
+        if declaration is None:
+            continue
+        try:
+            own_types = (
+                []
+                if _by_hook(declaration, "ortplug_provider_types")
+                else provider_types(declaration)
+            )
+            own_probes = (
+                [] if _by_hook(declaration, "ortplug_host_probes") else host_probes(declaration)
+            )
+        except (DeclarationError, ValueError, TypeError) as exc:
+            fail(plugin, "declaration", exc)
+            continue
+        types += [(plugin, t) for t in own_types]
+        probes += [(plugin, p) for p in own_probes]
+    return types, probes
+
+
+def _by_hook(declaration: PluginDeclaration, hook: str) -> bool:
+    """Whether the plugin keeps the older form: the hook gives what the declaration lists."""
+    return hook in declaration.hooks

@@ -1,0 +1,105 @@
+"""This project's plugin declarations, as the core's wheel carries them.
+
+The core's build copies each first-party plugin's ``ortplug.json`` into
+``ortplug/plugins/manifests/`` (``core/hatch_build.py``), so the core knows this project's
+kinds — names, distributions, install lines, catalog fields, device classes — when their
+plugins are not installed, from the plugins' own files and no list of its own; the example
+plugins' come along under ``manifests/examples/`` for the catalog only. Read on first use.
+Installed plugins' declarations come from the entry-point scan, which imports nothing.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from pathlib import Path
+from typing import Any
+
+from .declaration import KindDeclaration, PluginDeclaration, from_json, parse_declarations
+
+__all__ = [
+    "example_declarations",
+    "first_party_declarations",
+    "first_party_kind",
+    "installed_declarations",
+    "io_device_providers",
+    "shipped_distributions",
+]
+
+_FOLDER = Path(__file__).with_name("manifests")
+
+
+@functools.cache
+def _files(folder: Path) -> tuple[tuple[str, Any], ...]:
+    """Each manifest's source name and JSON (this project's own files, checked by its tests)."""
+    return tuple(
+        (f"{path.stem}/ortplug.json", json.loads(path.read_text(encoding="utf-8")))
+        for path in sorted(folder.glob("*.json"))
+    )
+
+
+def _read(folder: Path) -> tuple[PluginDeclaration, ...]:
+    found: list[PluginDeclaration] = []
+    for source, data in _files(folder):
+        found += parse_declarations(data, source).values()
+    return tuple(found)
+
+
+@functools.cache
+def first_party_declarations() -> tuple[PluginDeclaration, ...]:
+    """The declarations of this project's provider plugins (``plugins/*``), by package name."""
+    return _read(_FOLDER)
+
+
+@functools.cache
+def example_declarations() -> tuple[PluginDeclaration, ...]:
+    """The declarations of this project's example plugins (``examples/*``): catalog entries."""
+    return _read(_FOLDER / "examples")
+
+
+@functools.cache
+def shipped_distributions() -> frozenset[str]:
+    """The distributions of this project's provider plugins: their claims come before others'."""
+    # read off the JSON, unchecked: every process ranks claims with it, and the checks (which
+    # parse each install requirement) are the catalog's to pay
+    plugins = [p for _, data in _files(_FOLDER) for p in data["plugins"].values()]
+    return frozenset(str(p["distribution"]) for p in plugins if "distribution" in p)
+
+
+def first_party_kind(name: str) -> tuple[str, KindDeclaration] | None:
+    """The distribution and declared kind of this project's whose kind or ONNX Runtime name is
+    ``name`` (any case), or ``None``."""
+    wanted = name.strip().lower()
+    for declaration in first_party_declarations():
+        for kind in declaration.kinds:
+            if wanted in (kind.kind, kind.ort_name.lower()):
+                return declaration.distribution, kind
+    return None
+
+
+def installed_declarations() -> list[PluginDeclaration]:
+    """The declarations of the installed plugins, as the entry-point scan read them (checked
+    again; one that does not check is left out: the plugin host reports it)."""
+    from ._entry_points import PROJECT, discover
+    from .declaration import DeclarationError, source_of
+
+    found = []
+    for row in discover(PROJECT):
+        if row.declaration is not None:
+            try:
+                found.append(from_json(row.name, row.declaration, source_of(row.value)))
+            except DeclarationError:
+                continue
+    return found
+
+
+def io_device_providers(device: str) -> frozenset[str]:
+    """The ONNX Runtime names of the providers whose outputs can stay in IO-binding device
+    ``device`` (``"cuda"``), as this project's and the installed plugins' kinds declare."""
+    declarations = (*first_party_declarations(), *installed_declarations())
+    return frozenset(
+        kind.ort_name
+        for declaration in declarations
+        for kind in declaration.kinds
+        if kind.io_device == device
+    )
