@@ -278,6 +278,17 @@ def test_two_distributions_with_one_entry_point_name_are_reported(monkeypatch) -
     assert "dup" in host.plugin_names()  # the first one found is used
 
 
+def test_a_refused_registration_leaves_the_plugin_of_that_name_in_place(
+    plugin_host: PluginHost, cpu_host
+) -> None:
+    # A second plugin under the name "cpu" used to be refused by unregistering the first:
+    # the CPU plugin vanished while the cached registry still listed its kind.
+    with pytest.warns(OrtplugPluginWarning, match=r"plugin name 'cpu' is already taken"):
+        assert not plugin_host.register(RaisingOffers(), name="cpu")
+    assert "cpu" in plugin_host.plugin_names()
+    assert [o.config.kind for o in plugin_host.offer_providers(META, cpu_host)] == ["cpu"]
+
+
 def test_a_failure_is_recorded_and_warned_once(plugin_host: PluginHost, cpu_host) -> None:
     plugin_host.register(RaisingOffers(), name="raiser")
     with pytest.warns(OrtplugPluginWarning):

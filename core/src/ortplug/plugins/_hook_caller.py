@@ -114,18 +114,28 @@ class HookCaller:
     # -- plugins ------------------------------------------------------------------------------
 
     def register(self, plugin: object, name: str) -> None:
-        """Register ``plugin`` under ``name`` with its hooks guarded; raises what pluggy refuses."""
+        """Register ``plugin`` under ``name`` with its hooks guarded; raises what is refused.
+
+        A refused plugin leaves the plugin that holds the name (or the object) in place.
+        """
+        holder = self._pm.get_plugin(name)
+        if holder is not None:
+            raise ValueError(
+                f"plugin name {name!r} is already taken by {holder!r}; register "
+                f"{plugin!r} under another name"
+            )
         if any(isinstance(p, _Isolated) and p.plugin is plugin for p in self._pm.get_plugins()):
             raise ValueError(f"plugin {plugin!r} is already registered under another name")
         functions = {
             attr: self._guard(name, getattr(function, _MARKER), attr, function)
             for attr, function in _hook_functions(plugin).items()
         }
+        isolated = _Isolated(plugin, functions)
         try:
-            self._pm.register(_Isolated(plugin, functions), name=name)
+            self._pm.register(isolated, name=name)
             self._pm.check_pending()
         except BaseException:
-            if self._pm.get_plugin(name) is not None:
+            if self._pm.get_plugin(name) is isolated:
                 self._pm.unregister(name=name)
             raise
 

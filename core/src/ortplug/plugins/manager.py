@@ -28,14 +28,7 @@ import attrs
 from ..host.capabilities import HostCapabilities, probe_overridden
 from ..providers.configs import ProviderConfig
 from . import _declared, _entry_points
-from ._loader import (
-    ENV_ALLOW,
-    ENV_DENY,
-    SLOW_IMPORT_MS,
-    UNDECLARED_NOTE,
-    PluginLoader,
-    blocked_by,
-)
+from ._loader import ENV_ALLOW, ENV_DENY, PluginLoader, blocked_by
 from ._offer_checks import library_checked, names_its_type, unknown_kind
 from ._probe_runner import ProbeRunner
 from .hookspecs import CONTRACTS, CallMode
@@ -58,8 +51,6 @@ __all__ = [
     "ENV_ALLOW",
     "ENV_DENY",
     "ENV_STRICT",
-    "SLOW_IMPORT_MS",
-    "UNDECLARED_NOTE",
     "PluginHost",
     "blocked_by",
     "get_plugin_host",
