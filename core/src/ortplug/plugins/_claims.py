@@ -9,8 +9,7 @@ loader turns each skip into one warning, or a
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
-
-import attrs
+from typing import NamedTuple
 
 from ..host.capabilities import HostProbe
 from .declaration import PluginDeclaration
@@ -19,8 +18,7 @@ from .registry import ProviderType
 __all__ = ["Claim", "Skip", "arbitrate", "declared_claims", "hook_claims"]
 
 
-@attrs.frozen
-class Claim:
+class Claim(NamedTuple):
     """``plugin`` claims ``name`` through its item number ``item`` (a declared one is negative)."""
 
     plugin: str
@@ -28,8 +26,7 @@ class Claim:
     name: str
 
 
-@attrs.frozen
-class Skip:
+class Skip(NamedTuple):
     """``plugin`` loses ``name`` to ``owner``, which claimed it first."""
 
     plugin: str

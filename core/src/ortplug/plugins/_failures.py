@@ -9,8 +9,6 @@ from __future__ import annotations
 import warnings
 from collections.abc import Mapping
 
-import attrs
-
 from ..errors import OrtplugPluginWarning, PluginError
 from .types import PluginFailure
 
@@ -23,7 +21,6 @@ def describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
-@attrs.define
 class FailureLog:
     """Every distinct failure, in order; ``strict`` (``ORTPLUG_STRICT_PLUGINS=1``) raises instead.
 
@@ -31,9 +28,10 @@ class FailureLog:
     is recorded.
     """
 
-    strict: bool
-    distributions: Mapping[str, tuple[str, str]]
-    _seen: dict[PluginFailure, None] = attrs.field(factory=dict)  # an ordered set
+    def __init__(self, strict: bool, distributions: Mapping[str, tuple[str, str]]) -> None:
+        self.strict = strict
+        self.distributions = distributions
+        self._seen: dict[PluginFailure, None] = {}  # an ordered set
 
     def record(self, plugin: str, phase: str, exc: BaseException) -> None:
         """Record ``plugin``'s failure in ``phase`` and warn once (strict: raise ``PluginError``)."""

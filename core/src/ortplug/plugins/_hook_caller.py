@@ -18,9 +18,8 @@ import inspect
 import itertools
 import threading
 from collections.abc import Callable, Collection
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
-import attrs
 import pluggy
 
 from . import hookspecs
@@ -74,20 +73,20 @@ def check_contract(plugin: object) -> None:
             )
 
 
-@attrs.frozen
-class _Answer:
+class _Answer(NamedTuple):
     """One implementation's checked answer: its items (a first result's list), with its plugin."""
 
     plugin: str
     items: list[Any]
 
 
-@attrs.define
 class _Folding:
-    """A fold in progress: the hook and the value as the implementations so far left it."""
+    """A fold in progress: the value as the implementations so far left it."""
 
-    hook_name: str
-    value: Any
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
 
 
 class _Isolated:
@@ -190,7 +189,7 @@ class HookCaller:
         ``None`` keeps the value; a wrong type is a failure.
         """
         folds: list[_Folding] = self._local.__dict__.setdefault("folds", [])
-        folding = _Folding(hook_name, value)
+        folding = _Folding(value)
         folds.append(folding)
         try:
             self._caller(hook_name, only)(

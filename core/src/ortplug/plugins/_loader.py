@@ -15,8 +15,7 @@ import sys
 import threading
 import time
 from collections.abc import Collection, Iterable, Mapping
-
-import attrs
+from typing import NamedTuple
 
 from ..errors import PluginConflictError
 from ..host.capabilities import HostCapabilities, HostProbe, base_fact
@@ -125,8 +124,7 @@ def _broken_promise(hooks: HookCaller, name: str, declaration: PluginDeclaration
     )
 
 
-@attrs.frozen
-class _Validated:
+class _Validated(NamedTuple):
     """The claims settled: the provider registry and the probes of the plugins that hold theirs."""
 
     registry: ProviderRegistry

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Hashable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 import attrs
 
@@ -59,7 +59,6 @@ class _ProbeRun:
             self.done.set()
 
 
-@attrs.define
 class ProbeRunner:
     """The probe runs and detected hosts of one plugin host.
 
@@ -67,23 +66,33 @@ class ProbeRunner:
     under the declared identity); ``version_of`` a plugin's distribution version.
     """
 
-    environ: Mapping[str, str]
-    failures: FailureLog
-    owner_of: OwnerOf
-    version_of: Callable[[str], str | None]
-    _runs: dict[str, _ProbeRun] = attrs.field(factory=dict)
-    _hosts: dict[Hashable, HostCapabilities] = attrs.field(factory=dict)
-    _composed: list[HostCapabilities] = attrs.field(factory=list)  # every host detected, kept
-    _cached_facts: dict[str, Mapping[str, object] | None] = attrs.field(factory=dict)
+    def __init__(
+        self,
+        environ: Mapping[str, str],
+        failures: FailureLog,
+        owner_of: OwnerOf,
+        version_of: Callable[[str], str | None],
+    ) -> None:
+        self.environ = environ
+        self.failures = failures
+        self.owner_of = owner_of
+        self.version_of = version_of
+        self._runs: dict[str, _ProbeRun] = {}
+        self._hosts: dict[tuple[int, frozenset[str] | None], HostCapabilities] = {}
+        self._composed: list[HostCapabilities] = []  # every host detected, kept alive
+        self._cached_facts: dict[str, Mapping[str, object] | None] = {}
 
     def detect(
         self,
-        key: Hashable,
+        key: tuple[int, frozenset[str] | None],
         probes: Iterable[tuple[str, HostProbe]],
         declared: Iterable[ProbeDeclaration] = (),
     ) -> HostCapabilities:
-        """The host ``probes`` see (remembered under ``key``), with ``declared`` probes' cached
-        facts (of plugins not imported) added."""
+        """The host ``probes`` see, with ``declared`` probes' cached facts (of plugins not
+        imported) added; remembered under ``key``: the plugin set's generation and the plugins
+        probed (``None``: all), so a changed plugin set composes anew."""
+        if any(generation != key[0] for generation, _ in self._hosts):
+            self._hosts.clear()
         host = self._hosts.get(key)
         if host is not None:
             return host
@@ -102,10 +111,6 @@ class ProbeRunner:
     def detected(self, host: HostCapabilities) -> bool:
         """Whether ``host`` is one this runner composed (not made up or injected by a caller)."""
         return any(host is composed for composed in self._composed)
-
-    def forget_hosts(self) -> None:
-        """Compose hosts anew at the next detection (the plugins changed)."""
-        self._hosts.clear()
 
     def refresh(self) -> int:
         """Forget every probe result here and in the cross-process cache; how many were removed."""
