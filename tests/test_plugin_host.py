@@ -22,6 +22,7 @@ from ortplug import (
     ProviderOffer,
     hookimpl,
 )
+from ortplug.providers.session_options import SessionOptionsConfig
 from plugin_objects import RaisingOffers
 
 FAKE_DISTS = Path(__file__).parent / "data" / "fake_dists"
@@ -287,6 +288,37 @@ def test_a_refused_registration_leaves_the_plugin_of_that_name_in_place(
         assert not plugin_host.register(RaisingOffers(), name="cpu")
     assert "cpu" in plugin_host.plugin_names()
     assert [o.config.kind for o in plugin_host.offer_providers(META, cpu_host)] == ["cpu"]
+
+
+class _RaisingAdjust:
+    @hookimpl(tryfirst=True)
+    def ortplug_adjust_session_options(self, session_options):
+        raise RuntimeError("adjust bug")
+
+
+class _FixedOptions:  # does not take the value it replaces
+    @hookimpl
+    def ortplug_adjust_session_options(self, chain):
+        return SessionOptionsConfig().with_config_entries({"fixed": str(len(chain))})
+
+
+class _Deterministic:
+    @hookimpl(trylast=True)
+    def ortplug_adjust_session_options(self, session_options):
+        return session_options.with_config_entries({"session.use_deterministic_compute": "1"})
+
+
+def test_a_fold_goes_on_past_a_raising_plugin_each_seeing_the_value_so_far(
+    plugin_host: PluginHost, cpu_host
+) -> None:
+    for name, plugin in [("raiser", _RaisingAdjust()), ("fixed", _FixedOptions())]:
+        assert plugin_host.register(plugin, name=name)
+    assert plugin_host.register(_Deterministic(), name="deterministic")
+    with pytest.warns(OrtplugPluginWarning, match=r"'raiser' failed in ortplug_adjust_session"):
+        options = plugin_host.adjust_session_options(SessionOptionsConfig(), [], META, cpu_host)
+    assert options.config_entries["fixed"] == "0"  # replaced without being taken
+    assert options.config_entries["session.use_deterministic_compute"] == "1"  # saw "fixed"
+    assert [f.plugin for f in plugin_host.failures] == ["raiser"]
 
 
 def test_a_failure_is_recorded_and_warned_once(plugin_host: PluginHost, cpu_host) -> None:
