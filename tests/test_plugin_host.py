@@ -290,6 +290,17 @@ def test_a_refused_registration_leaves_the_plugin_of_that_name_in_place(
     assert [o.config.kind for o in plugin_host.offer_providers(META, cpu_host)] == ["cpu"]
 
 
+def test_registering_under_a_blocked_name_is_refused_not_reported_done(fake_dists) -> None:
+    # pluggy ignores a plugin registered under a blocked name; register() said True for it
+    blocked = "fake_never_imported"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the other fake distributions' own failures
+        host = PluginHost(environ={"ORTPLUG_DISABLE_PLUGINS": blocked})
+    with pytest.warns(OrtplugPluginWarning, match=f"'{blocked}' is blocked by ORTPLUG_DISABLE"):
+        assert not host.register(RaisingOffers(), name=blocked)
+    assert blocked not in host.plugin_names()
+
+
 class _RaisingAdjust:
     @hookimpl(tryfirst=True)
     def ortplug_adjust_session_options(self, session_options):

@@ -150,6 +150,10 @@ class HookCaller:
         isolated = self._pm.get_plugin(name)
         return isolated.plugin if isinstance(isolated, _Isolated) else None
 
+    def blocked(self, name: str) -> bool:
+        """Whether ``name`` is blocked: pluggy ignores a plugin registered under it."""
+        return self._pm.is_blocked(name)
+
     def known(self, name: str) -> bool:
         """Whether ``name`` is registered or blocked."""
         return self._pm.has_plugin(name) or self._pm.is_blocked(name)

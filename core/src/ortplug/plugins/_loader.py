@@ -163,6 +163,9 @@ class PluginLoader:
         with self._lock:
             try:
                 check_contract(plugin)
+                if self.hooks.blocked(name):  # pluggy would ignore it and report nothing
+                    setting = self._env_blocked.get(name, ("this host",))[0]
+                    raise ValueError(f"plugin name {name!r} is blocked by {setting}; use another")
                 self.hooks.register(plugin, name)
             except KeyboardInterrupt:
                 raise
@@ -275,9 +278,10 @@ class PluginLoader:
         """
         with self._lock:
             self.validated()
-            platform = base_fact("platform", sys.platform, self.environ)
             if host is not None:
                 platform = host.platform
+            else:
+                platform = base_fact("platform", sys.platform, self.environ)
             out = {}
             for name in list(self._pending):
                 reasons = _declared.ruled_out(self.declarations[name], platform, facts_of)
