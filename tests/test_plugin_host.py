@@ -22,6 +22,7 @@ from ortplug import (
     ProviderOffer,
     hookimpl,
 )
+from ortplug.providers.session_options import SessionOptionsConfig
 from plugin_objects import RaisingOffers
 
 FAKE_DISTS = Path(__file__).parent / "data" / "fake_dists"
@@ -276,6 +277,59 @@ def test_two_distributions_with_one_entry_point_name_are_reported(monkeypatch) -
     with pytest.warns(OrtplugPluginWarning, match=r"entry point 'dup' of ortplug-dup-\w.*taken"):
         host = PluginHost(environ={})
     assert "dup" in host.plugin_names()  # the first one found is used
+
+
+def test_a_refused_registration_leaves_the_plugin_of_that_name_in_place(
+    plugin_host: PluginHost, cpu_host
+) -> None:
+    # A second plugin under the name "cpu" used to be refused by unregistering the first:
+    # the CPU plugin vanished while the cached registry still listed its kind.
+    with pytest.warns(OrtplugPluginWarning, match=r"plugin name 'cpu' is already taken"):
+        assert not plugin_host.register(RaisingOffers(), name="cpu")
+    assert "cpu" in plugin_host.plugin_names()
+    assert [o.config.kind for o in plugin_host.offer_providers(META, cpu_host)] == ["cpu"]
+
+
+def test_registering_under_a_blocked_name_is_refused_not_reported_done(fake_dists) -> None:
+    # pluggy ignores a plugin registered under a blocked name; register() said True for it
+    blocked = "fake_never_imported"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the other fake distributions' own failures
+        host = PluginHost(environ={"ORTPLUG_DISABLE_PLUGINS": blocked})
+    with pytest.warns(OrtplugPluginWarning, match=f"'{blocked}' is blocked by ORTPLUG_DISABLE"):
+        assert not host.register(RaisingOffers(), name=blocked)
+    assert blocked not in host.plugin_names()
+
+
+class _RaisingAdjust:
+    @hookimpl(tryfirst=True)
+    def ortplug_adjust_session_options(self, session_options):
+        raise RuntimeError("adjust bug")
+
+
+class _FixedOptions:  # does not take the value it replaces
+    @hookimpl
+    def ortplug_adjust_session_options(self, chain):
+        return SessionOptionsConfig().with_config_entries({"fixed": str(len(chain))})
+
+
+class _Deterministic:
+    @hookimpl(trylast=True)
+    def ortplug_adjust_session_options(self, session_options):
+        return session_options.with_config_entries({"session.use_deterministic_compute": "1"})
+
+
+def test_a_fold_goes_on_past_a_raising_plugin_each_seeing_the_value_so_far(
+    plugin_host: PluginHost, cpu_host
+) -> None:
+    for name, plugin in [("raiser", _RaisingAdjust()), ("fixed", _FixedOptions())]:
+        assert plugin_host.register(plugin, name=name)
+    assert plugin_host.register(_Deterministic(), name="deterministic")
+    with pytest.warns(OrtplugPluginWarning, match=r"'raiser' failed in ortplug_adjust_session"):
+        options = plugin_host.adjust_session_options(SessionOptionsConfig(), [], META, cpu_host)
+    assert options.config_entries["fixed"] == "0"  # replaced without being taken
+    assert options.config_entries["session.use_deterministic_compute"] == "1"  # saw "fixed"
+    assert [f.plugin for f in plugin_host.failures] == ["raiser"]
 
 
 def test_a_failure_is_recorded_and_warned_once(plugin_host: PluginHost, cpu_host) -> None:

@@ -1,0 +1,82 @@
+"""Claim arbitration: every provider name and probe name belongs to one plugin.
+
+A name claimed twice keeps its first claimant (the core's, then this project's plugins,
+then the others in registration order); the later claimant is skipped whole. Pure: the
+loader turns each skip into one warning, or a
+:class:`~ortplug.errors.PluginConflictError` under ``ORTPLUG_STRICT_PLUGINS=1``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from typing import NamedTuple
+
+from ..host.capabilities import HostProbe
+from .declaration import PluginDeclaration
+from .registry import ProviderType
+
+__all__ = ["Claim", "Skip", "arbitrate", "declared_claims", "hook_claims"]
+
+
+class Claim(NamedTuple):
+    """``plugin`` claims ``name`` through its item number ``item`` (a declared one is negative)."""
+
+    plugin: str
+    item: int
+    name: str
+
+
+class Skip(NamedTuple):
+    """``plugin`` loses ``name`` to ``owner``, which claimed it first."""
+
+    plugin: str
+    name: str
+    owner: str
+
+    def message(self, owner_origin: str, plugin_origin: str) -> str:
+        """The one line saying so, with where each plugin comes from (``ortplug-acme 1.0``)."""
+        return (
+            f"{self.name} is already claimed by plugin {self.owner!r} ({owner_origin}); plugin "
+            f"{self.plugin!r} ({plugin_origin}) is skipped: uninstall one of the two"
+        )
+
+
+def _provider_names(ptype: ProviderType) -> Iterator[str]:
+    """What a provider type claims: its kind, aliases and ONNX Runtime name (case-insensitive)."""
+    for name in sorted({n.lower() for n in (ptype.kind, *ptype.aliases, ptype.ort_name)}):
+        yield f"provider name {name!r}"
+
+
+def hook_claims(
+    types: Iterable[tuple[str, ProviderType]], probes: Iterable[tuple[str, HostProbe]]
+) -> list[Claim]:
+    """The claims of imported plugins: their provider types' names and their probes' names."""
+    claims = [Claim(p, i, n) for i, (p, t) in enumerate(types) for n in _provider_names(t)]
+    claims += [Claim(p, i, f"probe name {probe.name!r}") for i, (p, probe) in enumerate(probes)]
+    return claims
+
+
+def declared_claims(plugin: str, declaration: PluginDeclaration) -> list[Claim]:
+    """The claims of a declared plugin not imported yet: what its declaration names."""
+    claims = [
+        Claim(plugin, -1 - i, f"provider name {n!r}")
+        for i, kind in enumerate(declaration.kinds)
+        for n in kind.names()
+    ]
+    return claims + [Claim(plugin, -1, f"probe name {p.name!r}") for p in declaration.probes]
+
+
+def arbitrate(claims: Iterable[Claim], rank: Callable[[str], tuple[bool, int]]) -> list[Skip]:
+    """The plugins that lose a claim, with the name and its first claimant, in ``rank`` order.
+
+    A plugin already skipped neither loses nor wins again.
+    """
+    owners: dict[str, Claim] = {}
+    skipped: set[str] = set()
+    skips = []
+    for claim in sorted(claims, key=lambda claim: rank(claim.plugin)):
+        owner = owners.setdefault(claim.name, claim)
+        if owner != claim and not {claim.plugin, owner.plugin} & skipped:
+            skipped.add(claim.plugin)
+            skips.append(Skip(claim.plugin, claim.name, owner.plugin))
+    return skips
