@@ -32,11 +32,11 @@ from .root import (
     MARKER,
     atomic_write,
     cache_root,
-    read_cache_file,
     read_marker,
     root_problem,
     write_marker,
 )
+from .store import RECORD_FOLDERS, read_json
 
 if TYPE_CHECKING:
     from ..checkpoint import ResolvedCheckpoint
@@ -61,15 +61,6 @@ ENTRY_FILE = "ortplug-entry.json"
 MAX_MB_ENV = "ORTPLUG_CACHE_MAX_MB"
 #: An entry used this recently may be in use by a running process: never removed for size.
 _IN_USE_S = 600.0
-#: The core's own record files: folder -> kind.
-_RECORD_FOLDERS = {
-    "autotune": "autotune record",
-    "serving": "serving record",
-    "probes": "probe facts",
-    "entry-points": "plugin scan",
-    "verify": "verification verdict",
-    "fingerprints": "model fingerprint",
-}
 
 
 @attrs.frozen
@@ -154,10 +145,11 @@ def _usage(path: Path) -> tuple[int, float]:
 
 
 def _record(path: Path) -> dict[str, Any] | None:
-    """A record's fields (``{}`` for JSON that is not an object); ``None`` when unreadable."""
+    """A record's fields (``{}`` for JSON that is not an object); ``None`` when unreadable or
+    untrusted (the one check reading applies: a link, or a file another user could write)."""
     try:
-        value = json.loads(read_cache_file(path, max_bytes=1 << 20))
-    except (OSError, ValueError, RecursionError):
+        value = read_json(path)
+    except (OSError, ValueError):
         return None
     return value if isinstance(value, dict) else {}
 
@@ -214,7 +206,7 @@ def _entry(folder: Path, installed_ort: str | None) -> CacheEntry:
 
 def _described(root: Path, owned: list[str], installed_ort: str | None) -> Iterator[CacheEntry]:
     for name in owned:
-        if name in _RECORD_FOLDERS or not _real_folder(root / name):
+        if name in RECORD_FOLDERS or not _real_folder(root / name):
             continue
         for folder, names in _walk(root / name):
             if ENTRY_FILE in names and _regular(folder / ENTRY_FILE):
@@ -229,7 +221,7 @@ def _record_files(folder: Path) -> list[Path]:
 
 
 def _records(root: Path, owned: list[str], installed_ort: str | None) -> Iterator[CacheEntry]:
-    for folder, kind in _RECORD_FOLDERS.items():
+    for folder, kind in RECORD_FOLDERS.items():
         if folder not in owned:
             continue
         for path in _record_files(root / folder):
