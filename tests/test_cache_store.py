@@ -187,3 +187,8 @@ def test_an_autotune_record_every_user_can_write_is_ignored_and_listed_unreadabl
         assert lookup(checkpoint, host) is None
     (listed,) = [e for e in cache_index.entries() if e.path == path]
     assert listed.stale == "unreadable"
+
+
+def test_a_store_keeps_its_records_where_ortplug_cache_lists_them() -> None:
+    with pytest.raises(ValueError, match="record folder: expected one of .*'verify'.*, got 'mine'"):
+        RecordStore("mine", 1, "test record")

@@ -14,12 +14,11 @@ plugin uses an entry (least recently used first).
 from __future__ import annotations
 
 import json
-import math
 import os
 import stat
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +26,7 @@ import attrs
 
 from ..errors import CacheError, OptionError, OrtplugConfigWarning
 from ..host._runtime import onnxruntime_or_none
+from ..settings import Settings, parse_size_mb, settings
 from .root import (
     CACHE_ENV,
     MARKER,
@@ -268,27 +268,13 @@ def _listing(root: Path, ours: list[str]) -> list[CacheEntry]:
     return [*_described(root, ours, installed), *_records(root, ours, installed)]
 
 
-def max_mb(environ: dict[str, str] | None = None) -> float | None:
+def max_mb(environ: Mapping[str, str] | None = None) -> float | None:
     """The cap from ``ORTPLUG_CACHE_MAX_MB`` (``None``: no cap); a bad value names the variable."""
-    raw = (os.environ if environ is None else environ).get(MAX_MB_ENV, "").strip()
-    if not raw:
-        return None
-    value = parse_size_mb(raw)
-    if value is None:
-        raise OptionError(
-            f"{MAX_MB_ENV}: expected a size in MB (a finite number >= 0), got {raw!r}"
-        )
-    return value
-
-
-def parse_size_mb(text: str) -> float | None:
-    """A cache size in MB (``ORTPLUG_CACHE_MAX_MB``, ``--max-mb``): a finite number >= 0, -0
-    read as 0; ``None`` for anything else."""
-    try:
-        value = float(text)
-    except ValueError:
-        return None
-    return abs(value) if 0 <= value < math.inf else None
+    found = settings() if environ is None else Settings.from_environ(environ, strict=False)
+    problem = found.problem(MAX_MB_ENV)
+    if problem is not None:
+        raise OptionError(problem)
+    return found.cache_max_mb
 
 
 def configured_cap(*, stacklevel: int = 2) -> float | None:

@@ -21,6 +21,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from ..errors import CacheError, OrtplugCacheWarning
+from ..settings import Settings, settings
 from ._trust import kind_of, trust_problem
 
 __all__ = [
@@ -50,10 +51,9 @@ _MAX_READ_BYTES = 1 << 20
 
 def cache_root(environ: Mapping[str, str] | None = None) -> Path:
     """The cache root: ``$ORTPLUG_CACHE_DIR`` or the platform's user cache dir for ortplug."""
-    env = os.environ if environ is None else environ
-    configured = env.get(CACHE_ENV)
-    if configured:
-        return Path(configured).expanduser()
+    found = settings() if environ is None else Settings.from_environ(environ, strict=False)
+    if found.cache_dir is not None:
+        return found.cache_dir
     import platformdirs  # deferred: only code that writes a cache needs it
 
     return Path(platformdirs.user_cache_dir("ortplug", appauthor=False))

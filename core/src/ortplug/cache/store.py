@@ -84,13 +84,20 @@ class RecordStore:
     after it) rather than a debug line; ``constants``: whether ``Infinity``/``NaN`` may be read.
     """
 
-    folder: str
+    folder: str = attrs.field()
     schema: int
     kind: str
     remedy: str = "it is made again"
     max_bytes: int = 1 << 20
     warn: bool = True
     constants: bool = True
+
+    @folder.validator
+    def _listed(self, _: attrs.Attribute[str], folder: str) -> None:
+        if folder not in RECORD_FOLDERS:  # `ortplug cache` lists and prunes only those
+            raise ValueError(
+                f"record folder: expected one of {sorted(RECORD_FOLDERS)}, got {folder!r}"
+            )
 
     def _name(self, key: str) -> str:
         if not key or not all(c.isalnum() or c in "-_" for c in key):
