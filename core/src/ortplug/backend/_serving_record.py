@@ -23,7 +23,7 @@ from ..checkpoint import ResolvedCheckpoint
 from ..errors import OptionError
 from ..host.capabilities import HostCapabilities
 from ..providers.options import check_threads
-from ..selection.autotune import host_signature
+from ..selection.autotune import host_signature, measured_here
 from ._serving_plan import (
     HINTS,
     MAX_BATCH_ROWS,
@@ -71,10 +71,7 @@ def save(
 ) -> Path:
     """Write the record of ``report`` (measured with ``given`` fixed) atomically; its path."""
     record = {
-        "model": checkpoint.fingerprint(),
-        "model_path": str(checkpoint.weights_path.resolve()) if checkpoint.weights_path else None,
-        "ort_version": host.ort_version,
-        "host": host_signature(host),
+        **measured_here(checkpoint, host),
         "given": given.to_dict(),
         "report": report.to_dict(),
     }

@@ -35,6 +35,7 @@ __all__ = [
     "choice_label",
     "host_signature",
     "lookup",
+    "measured_here",
     "save",
     "stale_records",
 ]
@@ -125,6 +126,19 @@ def _key(checkpoint: ResolvedCheckpoint, host: HostCapabilities) -> str:
     return cache_key("autotune", checkpoint.fingerprint(), host.ort_version, host_signature(host))
 
 
+def measured_here(checkpoint: ResolvedCheckpoint, host: HostCapabilities) -> dict[str, Any]:
+    """What a record measured for a model on this host begins with (autotune and serving records):
+    the model's fingerprint and file (``ortplug cache`` marks it stale once gone), the runtime
+    and the host signature."""
+    weights = checkpoint.weights_path
+    return {
+        "model": checkpoint.fingerprint(),
+        "model_path": str(weights.resolve()) if weights else None,
+        "ort_version": host.ort_version,
+        "host": host_signature(host),
+    }
+
+
 def check_can_save() -> Path:
     """Raise :class:`~ortplug.errors.CacheError` now (with the fix) if a record could not be saved.
 
@@ -135,13 +149,7 @@ def check_can_save() -> Path:
 
 def save(checkpoint: ResolvedCheckpoint, host: HostCapabilities, setting: TunedSetting) -> Path:
     """Write the record for this model on this host atomically; returns its path."""
-    record = {
-        "model": checkpoint.fingerprint(),
-        "model_path": str(checkpoint.weights_path.resolve()) if checkpoint.weights_path else None,
-        "ort_version": host.ort_version,
-        "host": host_signature(host),
-        "setting": attrs.asdict(setting),
-    }
+    record = {**measured_here(checkpoint, host), "setting": attrs.asdict(setting)}
     return _STORE.save(_key(checkpoint, host), record)
 
 
