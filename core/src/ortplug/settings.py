@@ -2,8 +2,9 @@
 
 :class:`Settings` has a field per variable (and the ``ORTPLUG_OVERRIDE_*`` family as one
 mapping); :data:`VARIABLES` and :data:`OVERRIDES` are their table (name, type, default, one
-line), which the README's "Environment variables" section is checked against. :meth:`Settings.from_environ` validates each
-variable, a bad one raising one line that names it, what was expected and what was given;
+line), which the README's "Environment variables" section is checked against.
+:meth:`Settings.from_environ` validates each variable, a bad one raising one line that names
+it, what was expected and what was given;
 :func:`settings` reads ``os.environ`` once per process, and there a bad value is kept aside in
 :attr:`Settings.invalid` (with that line) and its default used: the module that reads it says so
 where it is used, as a bad variable never stopped a run. Code reads the value passed down to it,
@@ -166,7 +167,7 @@ class Settings:
             raw = environ.get(variable.name)
             if raw is None or (not raw.strip() and variable.type != "names"):
                 continue  # unset, or blank: the default (a blank list of names lists none)
-            value = variable.parse(raw.strip())
+            value = variable.parse(raw if variable.type == "path" else raw.strip())
             if value is None:
                 problem = f"{variable.name}: expected {variable.expected}, got {raw.strip()!r}"
                 if strict:

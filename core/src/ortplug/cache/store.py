@@ -125,7 +125,7 @@ class RecordStore:
         return record
 
     def load(self, key: str, parse: Callable[[dict[str, Any]], T]) -> T | None:
-        """The record ``key`` as ``parse`` makes it, or ``None``: absent, or bad (ignored, said once).
+        """The record ``key`` as ``parse`` makes it, or ``None``: absent, or bad (ignored, said by :meth:`ignore`).
 
         ``parse`` gets the record's object (schema checked) and raises ``ValueError`` (or
         ``KeyError``, ``TypeError``) naming what is wrong; the record is then ignored, not removed.
@@ -148,7 +148,8 @@ class RecordStore:
             _log.debug("%s %s ignored: %s", self.kind, path, problem)
             return
         message = f"ignoring {self.kind} {path}: {problem}; {self.remedy}"
-        warnings.warn(message, OrtplugCacheWarning, stacklevel=4)
+        # past this, load and the record module's function: where its caller was called, as before
+        warnings.warn(message, OrtplugCacheWarning, stacklevel=5)
 
     def _encoded(self, record: Mapping[str, Any] | object, indent: int | None) -> str:
         fields = record if isinstance(record, Mapping) else attrs.asdict(record)  # type: ignore[arg-type]
@@ -182,7 +183,7 @@ class RecordStore:
             if not self.warn:
                 _log.debug("%s %s not kept: %s", self.kind, path, exc)
                 return
-            warnings.warn(f"{self.kind} is not cached: {exc}", OrtplugCacheWarning, stacklevel=3)
+            warnings.warn(f"{self.kind} is not cached: {exc}", OrtplugCacheWarning, stacklevel=4)
 
     def records(self) -> list[Path]:
         """The record files of the folder (none through a link, nor from an untrusted folder)."""
