@@ -78,20 +78,21 @@ def parse_size_mb(text: str) -> float | None:
     return abs(value) if 0 <= value < math.inf else None
 
 
-def _count(text: str) -> int | None:
-    try:
-        value = int(text)
-    except ValueError:
-        return None
-    return value if value >= 0 else None
+def _bounded(convert: Callable[[str], float], low: float, high: float) -> Callable[[str], Any]:
+    """A parser of numbers from ``low`` to ``high``: ``None`` for anything else (NaN too)."""
+
+    def parse(text: str) -> float | None:
+        try:
+            value = convert(text)
+        except ValueError:
+            return None
+        return value if low <= value <= high else None
+
+    return parse
 
 
-def _share(text: str) -> float | None:
-    try:
-        value = float(text)
-    except ValueError:
-        return None
-    return value if 0 <= value <= 1 else None
+_count = _bounded(int, 0, math.inf)
+_share = _bounded(float, 0.0, 1.0)
 
 
 def _path(text: str) -> Path:
