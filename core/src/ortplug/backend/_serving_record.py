@@ -12,19 +12,18 @@ serving on other devices, does not use it. A corrupt or foreign file is ignored 
 from __future__ import annotations
 
 import json
-import os
-import warnings
 from pathlib import Path
 from typing import Any
 
 import attrs
 
-from ..cache.root import atomic_write, cache_dir, cache_key, read_cache_file, touch, trusted_folder
+from ..cache.root import cache_key
+from ..cache.store import RecordStore
 from ..checkpoint import ResolvedCheckpoint
-from ..errors import OptionError, OrtplugCacheWarning
+from ..errors import OptionError
 from ..host.capabilities import HostCapabilities
 from ..providers.options import check_threads
-from ..selection.autotune import host_signature
+from ..selection.autotune import host_signature, measured_here
 from ._serving_plan import (
     HINTS,
     MAX_BATCH_ROWS,
@@ -46,16 +45,22 @@ _MAX_DEVICES = 16
 _MAX_TRIALS = 32
 _MAX_TEXT = 400
 _MAX_RATE = 1e9
+_STORE = RecordStore(
+    RECORD_FOLDER,
+    RECORD_SCHEMA,
+    "serving record",
+    "delete it to measure again",
+    max_bytes=_MAX_RECORD_BYTES,
+)
 
 
-def _name(
+def _key(
     checkpoint: ResolvedCheckpoint, host: HostCapabilities, hint: str, given: ServingConfig
 ) -> str:
     """One record per model, host, hint and stated configuration (a build that fixes some of it
     measures the rest under that constraint: it must not replace the unconstrained record)."""
     fingerprint, signature = checkpoint.fingerprint(), host_signature(host)
-    key = cache_key("serving", fingerprint, host.ort_version, signature, hint, given.to_dict())
-    return f"{key}.json"
+    return cache_key("serving", fingerprint, host.ort_version, signature, hint, given.to_dict())
 
 
 def save(
@@ -65,17 +70,12 @@ def save(
     report: ServingReport,
 ) -> Path:
     """Write the record of ``report`` (measured with ``given`` fixed) atomically; its path."""
-    path = cache_dir(RECORD_FOLDER) / _name(checkpoint, host, report.hint, given)
     record = {
-        "schema": RECORD_SCHEMA,
-        "model": checkpoint.fingerprint(),
-        "model_path": str(checkpoint.weights_path.resolve()) if checkpoint.weights_path else None,
-        "ort_version": host.ort_version,
-        "host": host_signature(host),
+        **measured_here(checkpoint, host),
         "given": given.to_dict(),
         "report": report.to_dict(),
     }
-    return atomic_write(path, json.dumps(record, indent=2))
+    return _STORE.save(_key(checkpoint, host, report.hint, given), record)
 
 
 def _text(value: object, name: str) -> str:
@@ -146,15 +146,9 @@ def _device(value: object) -> DeviceServing:
 
 
 def _parse(
-    path: Path, checkpoint: ResolvedCheckpoint, host: HostCapabilities
+    record: dict[str, Any], checkpoint: ResolvedCheckpoint, host: HostCapabilities
 ) -> tuple[Any, ServingReport]:
     """The record's given configuration (as stored) and its report; any defect raises."""
-    try:
-        record = json.loads(read_cache_file(path, max_bytes=_MAX_RECORD_BYTES))
-    except RecursionError:
-        raise OptionError("its JSON is nested too deeply") from None
-    if not isinstance(record, dict) or record.get("schema") != RECORD_SCHEMA:
-        raise OptionError(f"not an ortplug serving record (schema {RECORD_SCHEMA})")
     if (
         record.get("model") != checkpoint.fingerprint()
         or record.get("ort_version") != host.ort_version
@@ -191,22 +185,11 @@ def recorded_serving(
 
     For ``ortplug info --model`` and ``bench``: what a throughput build here serves with.
     """
-    folder = trusted_folder(RECORD_FOLDER)
-    if folder is None:
+    key = _key(checkpoint, host, hint, given or ServingConfig())
+    found = _STORE.load(key, lambda record: _parse(record, checkpoint, host))
+    if found is None:
         return None
-    path = folder / _name(checkpoint, host, hint, given or ServingConfig())
-    if not os.path.lexists(path):
-        return None
-    try:
-        stored, report = _parse(path, checkpoint, host)
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-        warnings.warn(
-            f"ignoring serving record {path}: {exc}; delete it to measure again",
-            OrtplugCacheWarning,
-            stacklevel=3,
-        )
-        return None
-    touch(path)
+    stored, report = found
     return dict(stored) if isinstance(stored, dict) else {}, report
 
 

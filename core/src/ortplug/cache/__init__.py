@@ -1,1 +1,2 @@
-"""The cache: its root, keys, trusted folders and atomic writes, and the index that prunes it."""
+"""The cache: its root, keys, trusted folders and atomic writes, the one record store, and the
+index that prunes it."""

@@ -15,7 +15,7 @@ import stat
 import struct
 from pathlib import Path
 
-__all__ = ["foreign_writers"]
+__all__ = ["foreign_writers", "kind_of", "trust_problem"]
 
 #: The extended attribute holding a file's POSIX access ACL (Linux), and its entries' layout.
 _ACL_XATTR = "system.posix_acl_access"
@@ -151,3 +151,34 @@ def foreign_writers(path: Path, info: os.stat_result) -> str | None:
     else:
         whose = "not your own private group, whose members"
     return f"{path} is writable by its group {group} (mode {mode:o}), {whose} {_fixed(path, info)}"
+
+
+def kind_of(mode: int) -> str:
+    """What a file that is not a regular one is (``a FIFO``), for messages."""
+    for test, name in (
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+    ):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def trust_problem(path: Path, info: os.stat_result | None = None, *, folder: bool) -> str | None:
+    """Why ortplug may not trust ``path`` (a folder, or a record or marker file), or ``None``.
+
+    The one check for reading a record, and for what ``ortplug cache clear`` and ``prune``
+    remove: not a symbolic link (unless ``info`` says the caller followed it, as for the root),
+    the kind expected, and no other user able to write it (:func:`foreign_writers`).
+    """
+    info = os.lstat(path) if info is None else info
+    if stat.S_ISLNK(info.st_mode):
+        return f"{path} is a symbolic link (ortplug never follows one inside its cache)"
+    if folder and not stat.S_ISDIR(info.st_mode):
+        return f"{path} is not a directory"
+    if not folder and not stat.S_ISREG(info.st_mode):
+        return f"{path} is {kind_of(info.st_mode)}, expected a regular file"
+    return foreign_writers(path, info)

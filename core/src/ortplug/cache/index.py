@@ -14,12 +14,11 @@ plugin uses an entry (least recently used first).
 from __future__ import annotations
 
 import json
-import math
 import os
 import stat
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,16 +26,17 @@ import attrs
 
 from ..errors import CacheError, OptionError, OrtplugConfigWarning
 from ..host._runtime import onnxruntime_or_none
+from ..settings import Settings, parse_size_mb, settings
 from .root import (
     CACHE_ENV,
     MARKER,
     atomic_write,
     cache_root,
-    read_cache_file,
     read_marker,
     root_problem,
     write_marker,
 )
+from .store import RECORD_FOLDERS, read_json
 
 if TYPE_CHECKING:
     from ..checkpoint import ResolvedCheckpoint
@@ -61,15 +61,6 @@ ENTRY_FILE = "ortplug-entry.json"
 MAX_MB_ENV = "ORTPLUG_CACHE_MAX_MB"
 #: An entry used this recently may be in use by a running process: never removed for size.
 _IN_USE_S = 600.0
-#: The core's own record files: folder -> kind.
-_RECORD_FOLDERS = {
-    "autotune": "autotune record",
-    "serving": "serving record",
-    "probes": "probe facts",
-    "entry-points": "plugin scan",
-    "verify": "verification verdict",
-    "fingerprints": "model fingerprint",
-}
 
 
 @attrs.frozen
@@ -154,10 +145,11 @@ def _usage(path: Path) -> tuple[int, float]:
 
 
 def _record(path: Path) -> dict[str, Any] | None:
-    """A record's fields (``{}`` for JSON that is not an object); ``None`` when unreadable."""
+    """A record's fields (``{}`` for JSON that is not an object); ``None`` when unreadable or
+    untrusted (the one check reading applies: a link, or a file another user could write)."""
     try:
-        value = json.loads(read_cache_file(path, max_bytes=1 << 20))
-    except (OSError, ValueError, RecursionError):
+        value = read_json(path)
+    except (OSError, ValueError):
         return None
     return value if isinstance(value, dict) else {}
 
@@ -214,7 +206,7 @@ def _entry(folder: Path, installed_ort: str | None) -> CacheEntry:
 
 def _described(root: Path, owned: list[str], installed_ort: str | None) -> Iterator[CacheEntry]:
     for name in owned:
-        if name in _RECORD_FOLDERS or not _real_folder(root / name):
+        if name in RECORD_FOLDERS or not _real_folder(root / name):
             continue
         for folder, names in _walk(root / name):
             if ENTRY_FILE in names and _regular(folder / ENTRY_FILE):
@@ -229,7 +221,7 @@ def _record_files(folder: Path) -> list[Path]:
 
 
 def _records(root: Path, owned: list[str], installed_ort: str | None) -> Iterator[CacheEntry]:
-    for folder, kind in _RECORD_FOLDERS.items():
+    for folder, kind in RECORD_FOLDERS.items():
         if folder not in owned:
             continue
         for path in _record_files(root / folder):
@@ -276,27 +268,13 @@ def _listing(root: Path, ours: list[str]) -> list[CacheEntry]:
     return [*_described(root, ours, installed), *_records(root, ours, installed)]
 
 
-def max_mb(environ: dict[str, str] | None = None) -> float | None:
+def max_mb(environ: Mapping[str, str] | None = None) -> float | None:
     """The cap from ``ORTPLUG_CACHE_MAX_MB`` (``None``: no cap); a bad value names the variable."""
-    raw = (os.environ if environ is None else environ).get(MAX_MB_ENV, "").strip()
-    if not raw:
-        return None
-    value = parse_size_mb(raw)
-    if value is None:
-        raise OptionError(
-            f"{MAX_MB_ENV}: expected a size in MB (a finite number >= 0), got {raw!r}"
-        )
-    return value
-
-
-def parse_size_mb(text: str) -> float | None:
-    """A cache size in MB (``ORTPLUG_CACHE_MAX_MB``, ``--max-mb``): a finite number >= 0, -0
-    read as 0; ``None`` for anything else."""
-    try:
-        value = float(text)
-    except ValueError:
-        return None
-    return abs(value) if 0 <= value < math.inf else None
+    found = settings() if environ is None else Settings.from_environ(environ, strict=False)
+    problem = found.problem(MAX_MB_ENV)
+    if problem is not None:
+        raise OptionError(problem)
+    return found.cache_max_mb
 
 
 def configured_cap(*, stacklevel: int = 2) -> float | None:

@@ -21,7 +21,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from ..errors import CacheError, OrtplugCacheWarning
-from ._trust import foreign_writers
+from ..settings import Settings, settings
+from ._trust import kind_of, trust_problem
 
 __all__ = [
     "CACHE_ENV",
@@ -50,10 +51,9 @@ _MAX_READ_BYTES = 1 << 20
 
 def cache_root(environ: Mapping[str, str] | None = None) -> Path:
     """The cache root: ``$ORTPLUG_CACHE_DIR`` or the platform's user cache dir for ortplug."""
-    env = os.environ if environ is None else environ
-    configured = env.get(CACHE_ENV)
-    if configured:
-        return Path(configured).expanduser()
+    found = settings() if environ is None else Settings.from_environ(environ, strict=False)
+    if found.cache_dir is not None:
+        return found.cache_dir
     import platformdirs  # deferred: only code that writes a cache needs it
 
     return Path(platformdirs.user_cache_dir("ortplug", appauthor=False))
@@ -61,15 +61,6 @@ def cache_root(environ: Mapping[str, str] | None = None) -> Path:
 
 def _fix(root: Path) -> str:
     return f"set {CACHE_ENV} to a writable directory (now: {root})"
-
-
-def _unusable(path: Path, info: os.stat_result) -> str | None:
-    """Why ``path`` (already stat'ed, links not followed below the root) cannot hold ortplug's files."""
-    if stat.S_ISLNK(info.st_mode):
-        return f"{path} is a symbolic link (ortplug never follows one inside its cache)"
-    if not stat.S_ISDIR(info.st_mode):
-        return f"{path} is not a directory"
-    return foreign_writers(path, info)
 
 
 #: What :func:`_prepare` says of a folder that does not exist (and was not to be created).
@@ -96,8 +87,7 @@ def read_marker(root: Path) -> list[str] | None:
     nor one another user could have written: see :func:`root_problem`)."""
     path = root / MARKER
     try:
-        info = os.lstat(path)
-        if not stat.S_ISREG(info.st_mode) or foreign_writers(path, info) is not None:
+        if trust_problem(path, folder=False) is not None:
             return None
         data = json.loads(read_cache_file(path, max_bytes=64 * 1024))
     except (OSError, ValueError, RecursionError):
@@ -121,11 +111,13 @@ def root_problem(root: Path) -> str | None:
     """Why ortplug may not remove what the cache root ``root`` lists, or ``None``: the root, or
     its marker, is a thing another user could have written (the trust check reading applies)."""
     try:
-        problem = _unusable(root, os.stat(root))
+        problem = trust_problem(root, os.stat(root), folder=True)
         marker = root / MARKER
         if problem is None and os.path.lexists(marker):
             info = os.lstat(marker)
-            problem = foreign_writers(marker, info) if stat.S_ISREG(info.st_mode) else None
+            problem = (
+                trust_problem(marker, info, folder=False) if stat.S_ISREG(info.st_mode) else None
+            )
     except OSError as exc:
         return f"{root} cannot be used ({exc.strerror or exc})"
     return problem
@@ -193,7 +185,7 @@ def _prepare(
                 return current, f"{current} cannot be used ({exc.strerror or exc})"
         except OSError as exc:  # a file on the way, a symlink loop, a folder we may not enter
             return current, f"{current} cannot be used ({exc.strerror or exc})"
-        problem = _unusable(current, info)
+        problem = trust_problem(current, info, folder=True)
         if problem is not None:
             return current, problem
     return current, None
@@ -370,22 +362,9 @@ def atomic_write(path: str | os.PathLike[str], data: bytes | str, *, mode: int =
     return target
 
 
-def _kind(mode: int) -> str:
-    for test, name in (
-        (stat.S_ISDIR, "a directory"),
-        (stat.S_ISFIFO, "a FIFO"),
-        (stat.S_ISSOCK, "a socket"),
-        (stat.S_ISCHR, "a character device"),
-        (stat.S_ISBLK, "a block device"),
-    ):
-        if test(mode):
-            return name
-    return "not a regular file"
-
-
 def _check_regular(path: Path, info: os.stat_result, max_bytes: int) -> None:
     if not stat.S_ISREG(info.st_mode):
-        raise CacheError(f"{path} is {_kind(info.st_mode)}, expected a regular file")
+        raise CacheError(f"{path} is {kind_of(info.st_mode)}, expected a regular file")
     if info.st_size > max_bytes:
         raise CacheError(f"{path} has {info.st_size} bytes, expected at most {max_bytes}")
 

@@ -16,15 +16,13 @@ version; anything else is hashed again.
 
 from __future__ import annotations
 
-import contextlib
-import json
 import os
 import threading
 import time
 from pathlib import Path
 
-from ..cache.root import atomic_write, cache_key, read_cache_file, touch, trusted_folder
-from ..errors import CacheError
+from ..cache.root import cache_key
+from ..cache.store import RecordStore
 
 __all__ = [
     "FOLDER",
@@ -43,6 +41,8 @@ REMEMBERED_BYTES = 8 << 20
 #: A file changed this recently may change again unseen within its timestamps' granularity.
 _SETTLED_S = 2.0
 _SCHEMA = 1
+#: A missing or broken digest only costs a hash: logged, not warned about.
+_STORE = RecordStore(FOLDER, _SCHEMA, "fingerprint record", warn=False, constants=False)
 
 #: A file's version: real path, device, inode, size, modification and change times (ns).
 _Version = tuple[str, int, int, int, int, int]
@@ -104,25 +104,18 @@ def _is_digest(value: object) -> bool:
     )
 
 
-def _recalled(name: str, version: _Version, spans: str | None) -> str | None:
+def _recalled(key: str, version: _Version, spans: str | None) -> str | None:
     """The digest kept for ``version``, or ``None`` (absent, unreadable, not this version's)."""
-    folder = trusted_folder(FOLDER)
-    if folder is None:
-        return None
-    try:
-        record = json.loads(read_cache_file(folder / name))
-    except (OSError, ValueError, RecursionError):
-        return None
-    if (
-        not isinstance(record, dict)
-        or record.get("schema") != _SCHEMA
-        or record.get("version") != list(version)
-        or record.get("spans") != spans
-        or not _is_digest(record.get("sha256"))
-    ):
-        return None
-    touch(folder / name)
-    digest: str = record["sha256"]
+    return _STORE.load(key, lambda record: _digest(record, version, spans))
+
+
+def _digest(record: dict[str, object], version: _Version, spans: str | None) -> str:
+    """The record's digest, or ``ValueError`` when it is not one digest of this version."""
+    digest = record.get("sha256")
+    if record.get("version") != list(version) or record.get("spans") != spans:
+        raise ValueError("it is the digest of another file version or other byte ranges")
+    if not isinstance(digest, str) or not _is_digest(digest):
+        raise ValueError("sha256 is not a hex SHA-256 digest")
     return digest
 
 
@@ -133,20 +126,10 @@ def settled_version(path: Path) -> _Version | None:
     return version if max(version[4], version[5]) / 1e9 <= time.time() - _SETTLED_S else None
 
 
-def _keep(name: str, version: _Version, spans: str | None, digest: str) -> None:
-    """Keep ``digest`` in the cache; best effort."""
-    folder = trusted_folder(FOLDER, create=True)
-    if folder is None:
-        return
-    record = {
-        "schema": _SCHEMA,
-        "model_path": version[0],
-        "version": list(version),
-        "spans": spans,
-        "sha256": digest,
-    }
-    with contextlib.suppress(CacheError):  # a read-only cache only costs the next process a hash
-        atomic_write(folder / name, json.dumps(record))
+def _keep(key: str, version: _Version, spans: str | None, digest: str) -> None:
+    """Keep ``digest`` in the cache; best effort (a read-only cache costs the next process a hash)."""
+    record = {"model_path": version[0], "version": list(version), "spans": spans, "sha256": digest}
+    _STORE.keep(key, record)
 
 
 def file_fingerprint(path: Path, spans: Spans | None = None) -> str:
@@ -163,14 +146,14 @@ def file_fingerprint(path: Path, spans: Spans | None = None) -> str:
     hashed = version[3] if spans is None else sum(size for _, size in spans)
     remembered = hashed >= REMEMBERED_BYTES
     ranges = None if spans is None else cache_key(spans)
-    name = f"{cache_key(_SCHEMA, *version, ranges)}.json" if remembered else ""
-    digest = _recalled(name, version, ranges) if remembered else None
+    key = cache_key(_SCHEMA, *version, ranges) if remembered else ""
+    digest = _recalled(key, version, ranges) if remembered else None
     if digest is None:
         digest = _hash(path, spans)
         if file_version(path) != version:  # changed while it was read
             return digest
         if remembered:
-            _keep(name, version, ranges, digest)
+            _keep(key, version, ranges, digest)
     with _lock:
         _known[(version, spans)] = digest
     return digest

@@ -11,7 +11,6 @@ warning when only a degenerate size runs (what is timed on it says little).
 from __future__ import annotations
 
 import contextlib
-import os
 import sys
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
@@ -23,6 +22,7 @@ from ..checkpoint import ResolvedCheckpoint
 from ..errors import GivenInputsError, InputsNotAcceptedError, InputValidationError
 from ..providers.configs import CPU_EP
 from ..providers.run_options import RunOptionsConfig
+from ..settings import settings
 from ..verification.sample_inputs import (
     AcceptedInputs,
     GeneratedFeed,
@@ -94,7 +94,7 @@ def first_run_error(
 
 def quiet_run_options() -> RunOptionsConfig | None:
     """Run options that keep ONNX Runtime's log of a failing run off stderr (unless ORTPLUG_DEBUG)."""
-    return None if os.environ.get("ORTPLUG_DEBUG") else RunOptionsConfig(log_severity_level=4)
+    return None if settings().debug else RunOptionsConfig(log_severity_level=4)
 
 
 def reference_feed(

@@ -123,9 +123,10 @@ def ray_session() -> Iterator[Any]:
     Ray's first line with the log file that holds the rest (removed after a run that worked).
     """
     from ..integrations.ray import require_ray, worker_error
+    from ..settings import settings
 
     ray = require_ray()
-    debug = bool(os.environ.get("ORTPLUG_DEBUG"))
+    debug = settings().debug
     log = Path(tempfile.gettempdir()) / f"ortplug-batch-ray-{os.getpid()}.log"
     if not ray.is_initialized():
         _check_cluster_answers()

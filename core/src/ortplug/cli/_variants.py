@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import warnings
 from collections.abc import Iterator
@@ -17,6 +16,7 @@ from ..errors import VerificationWarning
 from ..host.environment import configure
 from ..plugins.manager import get_plugin_host
 from ..providers.configs import CPU_EP
+from ..settings import settings
 from ..verification.precision_variants import CALIBRATION_BATCHES, write_variants
 from ._inputs import given_usage, load_inputs
 from ._json import print_json
@@ -186,7 +186,7 @@ def variants(args: argparse.Namespace) -> int:
     precisions = [name for name in ("int8", "fp16") if getattr(args, name)]
     if not precisions:
         raise UsageError("expected --int8 and/or --fp16 (the precisions to build)")
-    if not os.environ.get("ORTPLUG_DEBUG"):  # the tools' calibration sessions log advice
+    if not settings().debug:  # the tools' calibration sessions log advice
         configure(log_severity_level=3)  # at WARNING: errors only, one line each
     metadata = write_variants(LocalCheckpoint(args.model).resolve(), precisions)
     written = LocalCheckpoint(args.model).resolve()

@@ -140,7 +140,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     args = build_parser().parse_args(arguments)
     prog = f"ortplug {args.command}"
-    debug = bool(os.environ.get("ORTPLUG_DEBUG"))
+    from ..settings import settings  # deferred: `ortplug --help` imports nothing of the core
+
+    debug = settings().debug
     shown = warnings.showwarning
     if not debug:
         warnings.showwarning = _show_warning

@@ -31,7 +31,6 @@ from __future__ import annotations
 import _thread  # threading is not imported by ONNX Runtime: ~0.6 ms more at its import under exec
 import contextlib
 import functools
-import os
 import sys
 import warnings
 from collections.abc import Callable, Iterator
@@ -183,7 +182,9 @@ def _set_capturing(starting: bool) -> None:
 
 def _debug() -> bool:
     """``ORTPLUG_DEBUG=1``: ONNX Runtime's own log shows."""
-    return bool(os.environ.get("ORTPLUG_DEBUG"))
+    from ..settings import settings  # deferred: read when a log is captured, not at import
+
+    return settings().debug
 
 
 @contextlib.contextmanager

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import platform
 import re
 import sys
@@ -15,6 +14,7 @@ from typing import Any
 import attrs
 
 from ..errors import OptionError, OrtplugConfigWarning
+from ..settings import OVERRIDE_PREFIX, settings
 from ._runtime import onnxruntime_or_none
 
 __all__ = [
@@ -119,10 +119,6 @@ class HostProbe:
     identity: Callable[[], object] | None = attrs.field(default=None, eq=False, hash=False)
 
 
-#: Prefix of the environment variables that force host facts (``ORTPLUG_OVERRIDE_CPU_USABLE_CPUS=2``).
-OVERRIDE_PREFIX = "ORTPLUG_OVERRIDE_"
-
-
 def override_variable(probe: str, fact: str) -> str:
     """The environment variable that forces one probe fact."""
     return f"{OVERRIDE_PREFIX}{probe.upper()}_{fact.upper()}"
@@ -137,7 +133,7 @@ def probe_overridden(probe: str, environ: Mapping[str, str]) -> bool:
 def fact_label(probe: str, fact: str) -> str:
     """How an error names a fact: ``cpu usable_cpus``, or its override variable when one is set."""
     variable = override_variable(probe, fact)
-    return variable if variable in os.environ else f"{probe} {fact}"
+    return variable if variable in settings().overrides else f"{probe} {fact}"
 
 
 #: Bounds of a probe's facts as JSON holds them: device lists and flags, not data.
@@ -348,7 +344,7 @@ def compose_host(
     environ: Mapping[str, str] | None = None,
 ) -> HostCapabilities:
     """Assemble ``HostCapabilities`` from base facts and probe results, overrides applied."""
-    env = os.environ if environ is None else environ
+    env = settings().overrides if environ is None else environ
     base = _apply_base_overrides(_base_facts(), env)
     facts = {probe.name: _probe_facts(probe, env, detected) for probe, detected in probe_results}
     return HostCapabilities(facts=facts, **base)

@@ -23,6 +23,7 @@ from typing import Any
 import attrs
 
 from .._printable import printable
+from ..settings import settings
 from .capabilities import base_fact
 
 __all__ = [
@@ -255,7 +256,7 @@ def detect_hardware(
 ) -> Hardware:
     """Read the host's hardware from files under ``root`` (default: the override variable's
     folder, else ``/``); files that are missing or unreadable are simply not seen."""
-    env = os.environ if environ is None else environ
+    env = settings().overrides if environ is None else environ
     base = Path(root if root is not None else env.get(HARDWARE_ROOT_ENV) or "/")
     loader, icds = _vulkan(base)
     vendor, flags = _cpu(base)

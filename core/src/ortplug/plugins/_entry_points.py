@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-import json
 import os
 import sys
 from collections.abc import Sequence
@@ -27,9 +26,8 @@ from typing import Any
 
 import attrs
 
-from .. import _log
-from ..cache.root import atomic_write, cache_key, read_cache_file, remove_entries, trusted_folder
-from ..errors import CacheError
+from ..cache.root import cache_key, read_cache_file
+from ..cache.store import RecordStore
 
 __all__ = ["FOLDER", "PROJECT", "PluginEntryPoint", "clear", "discover"]
 
@@ -39,8 +37,11 @@ PROJECT = "ortplug"
 #: Where the remembered scans live under the cache root.
 FOLDER = "entry-points"
 # 2: each row names the entry_points.txt that declares it; 3: and the declaration; 4: and the
-# state of the declaration's file (an edited ortplug.json changes no sys.path folder)
-_SCHEMA = 4
+# state of the declaration's file (an edited ortplug.json changes no sys.path folder); 5: the
+# rows are kept in a record of the one store (``{"schema": 5, "rows": [...]}``)
+_SCHEMA = 5
+#: A remembered scan that does not check only costs a scan: logged, not warned about.
+_STORE = RecordStore(FOLDER, _SCHEMA, "plugin scan", warn=False, constants=False)
 
 
 @attrs.frozen
@@ -197,35 +198,30 @@ def _unchanged(state: object) -> bool:
     return bool(_file_state(state[0]) == state[1])
 
 
-def _read(path: os.PathLike[str], group: str) -> list[PluginEntryPoint] | None:
-    """The remembered rows, each confirmed by the files it names; ``None``: scan again."""
-    try:
-        rows = json.loads(read_cache_file(path))
-    except (OSError, ValueError, RecursionError):
-        return None
-    if not isinstance(rows, list):
-        return None
+def _read(record: dict[str, object], group: str) -> list[PluginEntryPoint]:
+    """The remembered rows, each confirmed by the files it names; ``ValueError``: scan again."""
+    rows = record.get("rows")
+    if not isinstance(rows, list) or set(record) != {"schema", "rows"}:
+        raise ValueError("not a plugin scan")
     found, declarations = [], {}
     installed = {os.path.realpath(entry) for entry in sys.path if os.path.isabs(entry)}
     for row in rows:
         if not isinstance(row, list) or len(row) != 8:
-            return None
+            raise ValueError("a row is not a remembered entry point")
         name, value, distribution, version, plugin_declaration, error, declaration, state = row
         if not all(map(_text, (name, value, declaration))) or not all(
             item is None or _text(item) for item in (distribution, version, error)
         ):
-            return None
+            raise ValueError(f"the row of {str(name)[:60]!r} is not text where text belongs")
         if plugin_declaration is not None and not isinstance(plugin_declaration, dict):
-            return None
+            raise ValueError(f"the declaration of {name!r} is not an object")
         if declaration not in declarations:
             declarations[declaration] = _declared(declaration, group, installed)
         declared = declarations[declaration]
         if declared is None or declared.get(name) != value:
-            _log.debug("entry point %s=%s not declared by %s: scanning", name, value, declaration)
-            return None
+            raise ValueError(f"entry point {name}={value} not declared by {declaration}: scanning")
         if not _unchanged(state):
-            _log.debug("the declaration of entry point %s changed: scanning", name)
-            return None
+            raise ValueError(f"the declaration of entry point {name} changed: scanning")
         found.append(
             PluginEntryPoint(name, value, distribution, version, plugin_declaration, error)
         )
@@ -240,24 +236,18 @@ def discover(group: str, *, remember: bool = True) -> Sequence[PluginEntryPoint]
     """
     if not remember:
         return [point for point, _, _ in _scan(group)]
-    name = f"{_key(group)}.json"
-    folder = trusted_folder(FOLDER)
-    remembered = _read(folder / name, group) if folder is not None else None
+    key = _key(group)
+    remembered = _STORE.load(key, lambda record: _read(record, group))
     if remembered is not None:
         return remembered
     found = _scan(group)
     if any(declaration is None for _, declaration, _ in found):
         return [point for point, _, _ in found]  # one that cannot be confirmed: never remembered
-    folder = trusted_folder(FOLDER, create=True)
-    if folder is not None:
-        try:
-            rows = [[*attrs.astuple(point), file, state] for point, file, state in found]
-            atomic_write(folder / name, json.dumps(rows))
-        except (CacheError, TypeError, ValueError) as exc:
-            _log.debug("entry points not remembered: %s", exc)
+    rows = [[*attrs.astuple(point), file, state] for point, file, state in found]
+    _STORE.keep(key, {"rows": rows})
     return [point for point, _, _ in found]
 
 
 def clear() -> int:
     """Forget every entry; returns how many there were."""
-    return remove_entries(FOLDER)
+    return _STORE.clear()

@@ -13,22 +13,15 @@ exactly its probe's declared facts, of their declared types.
 from __future__ import annotations
 
 import importlib.util
-import json
 import os
 import time
 from collections.abc import Mapping
 from pathlib import Path
+from typing import cast
 
 from .. import _log
-from ..cache.root import (
-    atomic_write,
-    cache_key,
-    read_cache_file,
-    remove_entries,
-    touch,
-    trusted_folder,
-)
-from ..errors import CacheError
+from ..cache.root import cache_key
+from ..cache.store import RecordStore
 from ..host.capabilities import HostProbe
 
 __all__ = ["FOLDER", "clear", "entry_key", "load", "store", "trial_key"]
@@ -36,6 +29,8 @@ __all__ = ["FOLDER", "clear", "entry_key", "load", "store", "trial_key"]
 #: Where probe entries live under the cache root.
 FOLDER = "probes"
 _SCHEMA = 2  # 2: the record names its probe
+#: A broken entry only costs a probe run: logged, not warned about.
+_STORE = RecordStore(FOLDER, _SCHEMA, "probe record", warn=False, constants=False)
 
 
 def _boot() -> str:
@@ -98,11 +93,11 @@ def _typed(probe: HostProbe, name: str, value: object) -> bool:
     return isinstance(value, kinds) and (not isinstance(value, bool) or bool in kinds)
 
 
-def _problem(record: object, probe: HostProbe) -> str | None:
+def _problem(record: Mapping[str, object], probe: HostProbe) -> str | None:
     """Why a stored record is not this probe's facts (it is untrusted input), or ``None``."""
-    if not isinstance(record, dict) or set(record) != {"schema", "probe", "facts"}:
+    if set(record) != {"schema", "probe", "facts"}:
         return "not a probe record"
-    if record["schema"] != _SCHEMA or record["probe"] != probe.name:
+    if record["probe"] != probe.name:
         return f"not a record of probe {probe.name!r} (schema {_SCHEMA})"
     facts = record["facts"]
     if not isinstance(facts, dict):
@@ -120,35 +115,22 @@ def load(key: str, probe: HostProbe) -> Mapping[str, object] | None:
     A record is untrusted input: one that is not exactly this probe's declared facts, of
     their declared types, is ignored (the probe runs; its facts replace the record).
     """
-    folder = trusted_folder(FOLDER)
-    if folder is None:
-        return None
-    path = folder / f"{key}.json"
-    try:
-        record = json.loads(read_cache_file(path))
-    except (OSError, ValueError, RecursionError):
-        return None
+    return _STORE.load(key, lambda record: _facts(record, probe))
+
+
+def _facts(record: Mapping[str, object], probe: HostProbe) -> Mapping[str, object]:
+    """The record's facts, or ``ValueError`` naming why they are not this probe's."""
     problem = _problem(record, probe)
     if problem is not None:
-        _log.debug("probe record %s ignored: %s", path, problem)
-        return None
-    touch(path)
-    facts: Mapping[str, object] = record["facts"]
-    return facts
+        raise ValueError(problem)
+    return cast("Mapping[str, object]", record["facts"])  # _problem checked it is an object
 
 
 def store(key: str, probe: HostProbe, facts: Mapping[str, object]) -> None:
     """Keep ``facts`` under ``key``; facts that are not JSON, or an unusable cache, are skipped."""
-    folder = trusted_folder(FOLDER, create=True)
-    if folder is None:
-        return  # said once, by trusted_folder
-    try:
-        record = {"schema": _SCHEMA, "probe": probe.name, "facts": dict(facts)}
-        atomic_write(folder / f"{key}.json", json.dumps(record, allow_nan=False))
-    except (TypeError, ValueError, CacheError) as exc:
-        _log.debug("probe facts not cached: %s", exc)
+    _STORE.keep(key, {"probe": probe.name, "facts": dict(facts)})
 
 
 def clear() -> int:
     """Forget every entry; returns how many there were."""
-    return remove_entries(FOLDER)
+    return _STORE.clear()

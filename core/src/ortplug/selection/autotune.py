@@ -10,24 +10,16 @@ from __future__ import annotations
 
 import json
 import os
-import warnings
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import attrs
 
-from ..cache.root import (
-    atomic_write,
-    cache_dir,
-    cache_key,
-    check_writable,
-    read_cache_file,
-    touch,
-    trusted_folder,
-)
+from ..cache.root import cache_key
+from ..cache.store import RecordStore, read_json
 from ..checkpoint import ResolvedCheckpoint
-from ..errors import OptionError, OrtplugCacheWarning
+from ..errors import OptionError
 from ..host.capabilities import HostCapabilities
 from ..plugins.manager import PluginHost
 from ..providers.options import check_threads
@@ -43,6 +35,7 @@ __all__ = [
     "choice_label",
     "host_signature",
     "lookup",
+    "measured_here",
     "save",
     "stale_records",
 ]
@@ -129,9 +122,21 @@ def host_signature(host: HostCapabilities) -> dict[str, Any]:
     }
 
 
-def _name(checkpoint: ResolvedCheckpoint, host: HostCapabilities) -> str:
-    key = cache_key("autotune", checkpoint.fingerprint(), host.ort_version, host_signature(host))
-    return f"{key}.json"
+def _key(checkpoint: ResolvedCheckpoint, host: HostCapabilities) -> str:
+    return cache_key("autotune", checkpoint.fingerprint(), host.ort_version, host_signature(host))
+
+
+def measured_here(checkpoint: ResolvedCheckpoint, host: HostCapabilities) -> dict[str, Any]:
+    """What a record measured for a model on this host begins with (autotune and serving records):
+    the model's fingerprint and file (``ortplug cache`` marks it stale once gone), the runtime
+    and the host signature."""
+    weights = checkpoint.weights_path
+    return {
+        "model": checkpoint.fingerprint(),
+        "model_path": str(weights.resolve()) if weights else None,
+        "ort_version": host.ort_version,
+        "host": host_signature(host),
+    }
 
 
 def check_can_save() -> Path:
@@ -139,21 +144,13 @@ def check_can_save() -> Path:
 
     ``ortplug bench --save`` calls it before benchmarking, not after.
     """
-    return check_writable(RECORD_FOLDER)
+    return _STORE.check_writable()
 
 
 def save(checkpoint: ResolvedCheckpoint, host: HostCapabilities, setting: TunedSetting) -> Path:
     """Write the record for this model on this host atomically; returns its path."""
-    path = cache_dir(RECORD_FOLDER) / _name(checkpoint, host)
-    record = {
-        "schema": RECORD_SCHEMA,
-        "model": checkpoint.fingerprint(),
-        "model_path": str(checkpoint.weights_path.resolve()) if checkpoint.weights_path else None,
-        "ort_version": host.ort_version,
-        "host": host_signature(host),
-        "setting": attrs.asdict(setting),
-    }
-    return atomic_write(path, json.dumps(record, indent=2))
+    record = {**measured_here(checkpoint, host), "setting": attrs.asdict(setting)}
+    return _STORE.save(_key(checkpoint, host), record)
 
 
 #: Bounds of a record: it is a few hundred bytes of flat JSON written by ``save``.
@@ -163,6 +160,14 @@ _MAX_OFFERED = 64
 _MAX_KIND_CHARS = 64
 _SPEEDUP_RANGE = (1e-6, 1e6)
 _MEDIAN_MS_RANGE = (0.0, 1e9)
+_STORE = RecordStore(
+    RECORD_FOLDER,
+    RECORD_SCHEMA,
+    "autotune record",
+    "delete it or run `ortplug bench MODEL --save` again",
+    max_bytes=_MAX_RECORD_BYTES,
+    constants=False,
+)
 
 
 def _shown(value: object) -> str:
@@ -172,19 +177,6 @@ def _shown(value: object) -> str:
     except RecursionError:
         return f"<{type(value).__name__} nested too deeply>"
     return text if len(text) <= 60 else text[:57] + "..."
-
-
-def _no_constant(name: str) -> object:
-    raise ValueError(f"{name} is not a finite number")
-
-
-def _load_record(path: Path) -> object:
-    """The JSON of a record file: a regular file of bounded size and nesting."""
-    data = read_cache_file(path, max_bytes=_MAX_RECORD_BYTES)
-    try:
-        return json.loads(data, parse_constant=_no_constant)
-    except RecursionError:
-        raise OptionError("its JSON is nested too deeply (expected a flat record)") from None
 
 
 def _number(setting: dict[str, Any], name: str, bounds: tuple[float, float]) -> float:
@@ -217,15 +209,10 @@ def _chain(setting: dict[str, Any]) -> list[str]:
     return chain
 
 
-def _parse(path: Path, checkpoint: ResolvedCheckpoint, host: HostCapabilities) -> TunedSetting:
+def _parse(
+    record: dict[str, Any], checkpoint: ResolvedCheckpoint, host: HostCapabilities
+) -> TunedSetting:
     """Every field checked against its type and bounds; any defect raises naming the field."""
-    record = _load_record(path)
-    if (
-        not isinstance(record, dict)
-        or type(record.get("schema")) is not int
-        or record["schema"] != RECORD_SCHEMA
-    ):
-        raise OptionError(f"not an ortplug autotune record (schema {RECORD_SCHEMA})")
     if (
         record.get("model") != checkpoint.fingerprint()
         or record.get("ort_version") != host.ort_version
@@ -274,23 +261,9 @@ def lookup(checkpoint: ResolvedCheckpoint, host: HostCapabilities) -> TunedSetti
     A corrupt, foreign, oversized or non-regular file is ignored with an
     :class:`~ortplug.errors.OrtplugCacheWarning` naming it.
     """
-    folder = trusted_folder(RECORD_FOLDER)
-    if folder is None or not any(folder.glob("*.json")):
+    if not _STORE.records():
         return None
-    path = folder / _name(checkpoint, host)
-    if not os.path.lexists(path):
-        return None
-    try:
-        setting = _parse(path, checkpoint, host)
-    except (OSError, ValueError, KeyError, TypeError, RecursionError) as exc:
-        warnings.warn(
-            f"ignoring autotune record {path}: {exc}; delete it or run `ortplug bench MODEL --save` again",
-            OrtplugCacheWarning,
-            stacklevel=3,
-        )
-        return None
-    touch(path)  # used: the last to go when the cache is pruned for size
-    return setting
+    return _STORE.load(_key(checkpoint, host), lambda record: _parse(record, checkpoint, host))
 
 
 def stale_records(ort_version: str | None) -> list[Path]:
@@ -298,13 +271,10 @@ def stale_records(ort_version: str | None) -> list[Path]:
 
     A FIFO, device or directory named ``*.json`` is listed without being opened.
     """
-    folder = trusted_folder(RECORD_FOLDER)  # never through a link, nor one others can write
-    if folder is None:
-        return []
     stale = []
-    for path in sorted(folder.glob("*.json")):
+    for path in _STORE.records():  # never through a link, nor a folder others can write
         try:
-            record = _load_record(path)
+            record = read_json(path, max_bytes=_MAX_RECORD_BYTES, constants=False)
             if not isinstance(record, dict) or record.get("ort_version") != ort_version:
                 stale.append(path)
         except (OSError, ValueError, RecursionError):

@@ -7,7 +7,8 @@ Installed with ortplug and registered as a pytest plugin (entry point
   the CPU plugin, no entry points: register your plugin object on it;
 * ``cpu_host`` — hand-made :class:`~ortplug.HostCapabilities` of a CPU-only Linux host;
 * ``ortplug_cache`` — ``ORTPLUG_CACHE_DIR`` in a temporary folder and a fresh
-  process-wide plugin host, for tests that write caches or use the defaults.
+  process-wide plugin host, for tests that write caches or use the defaults; the
+  test's ``monkeypatch.setenv``/``delenv`` then refresh the settings (:func:`follow_environment`).
 
 And the functions behind them, which need no pytest: :func:`make_plugin_host`,
 :func:`make_host`, :func:`demo_model` (the small model shipped in the core). The
@@ -28,11 +29,13 @@ from ..host.capabilities import HostCapabilities
 from ..host.ep_libraries import unregister_libraries
 from ..plugins._entry_points import PROJECT
 from ..plugins.manager import PluginHost, reset_plugin_host
+from ..settings import refresh_settings
 
 __all__ = [
     "cpu_host",
     "demo_model",
     "demo_static_model",
+    "follow_environment",
     "forget_ep_libraries",
     "make_host",
     "make_plugin_host",
@@ -42,6 +45,27 @@ __all__ = [
 
 #: Facts of the CPU plugin's probe on the host :func:`make_host` builds by default.
 _CPU_FACTS = {"logical_cpus": 8, "usable_cpus": 8, "isa_flags": ["avx2"]}
+
+
+def follow_environment(monkeypatch: Any) -> None:
+    """Make a pytest ``monkeypatch``'s ``setenv`` and ``delenv`` refresh ortplug's settings,
+    which are read from the environment once per process (:func:`ortplug.settings.settings`)."""
+    if getattr(monkeypatch, "_ortplug_follows", False):
+        refresh_settings()
+        return
+    setenv, delenv = monkeypatch.setenv, monkeypatch.delenv
+
+    def _setenv(name: str, value: str, prepend: str | None = None) -> None:
+        setenv(name, value, prepend)
+        refresh_settings()
+
+    def _delenv(name: str, raising: bool = True) -> None:
+        delenv(name, raising)
+        refresh_settings()
+
+    monkeypatch.setenv, monkeypatch.delenv = _setenv, _delenv
+    monkeypatch._ortplug_follows = True
+    refresh_settings()
 
 
 def demo_model() -> Path:
@@ -134,6 +158,7 @@ if sys.modules.get("pytest") is not None:  # under pytest (this module is its pl
     def ortplug_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
         """A private cache folder and a fresh process-wide plugin host for the test."""
         cache = tmp_path / "ortplug-cache"
+        follow_environment(monkeypatch)
         monkeypatch.setenv("ORTPLUG_CACHE_DIR", str(cache))
         reset_plugin_host()
         yield cache

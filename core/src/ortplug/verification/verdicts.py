@@ -12,18 +12,15 @@ difference), is ignored with an :class:`~ortplug.errors.OrtplugCacheWarning`.
 
 from __future__ import annotations
 
-import json
 import math
-import os
-import warnings
 from collections.abc import Mapping
 from typing import Any
 
 import attrs
 
-from ..cache.root import atomic_write, cache_key, read_cache_file, touch, trusted_folder
+from ..cache.root import cache_key
+from ..cache.store import RecordStore
 from ..checkpoint.variants import Tolerance, default_tolerance
-from ..errors import CacheError, OrtplugCacheWarning
 from .comparison import OutputCheck, compare_outputs
 
 __all__ = [
@@ -45,6 +42,13 @@ RECORD_FOLDER = "verify"
 # largest difference against its range, on one input: never read
 _SCHEMA = 3
 _MAX_RECORD_BYTES = 256 * 1024
+_STORE = RecordStore(
+    RECORD_FOLDER,
+    _SCHEMA,
+    "verification record",
+    "it is measured again",
+    max_bytes=_MAX_RECORD_BYTES,
+)
 
 
 @attrs.frozen
@@ -194,12 +198,9 @@ def _covered(record: Mapping[str, Any]) -> tuple[str, ...]:
     return tuple(covered)
 
 
-def _parse(data: bytes, outputs: Mapping[str, str]) -> Measurement:
+def _parse(record: Mapping[str, Any], outputs: Mapping[str, str]) -> Measurement:
     """A record's checks, refused unless it names exactly the model's outputs, each once, with
     differences that can be true."""
-    record = json.loads(data)
-    if not isinstance(record, dict) or record.get("schema") != _SCHEMA:
-        raise ValueError(f"not an ortplug verification record (schema {_SCHEMA})")
     items = record.get("checks")
     if not isinstance(items, list) or not items:
         raise ValueError("checks: expected a non-empty list")
@@ -219,23 +220,7 @@ def load_checks(key: str, outputs: Mapping[str, str]) -> Measurement | None:
 
     A record is untrusted input: a corrupt or impossible one is warned about and ignored.
     """
-    folder = trusted_folder(RECORD_FOLDER)
-    if folder is None:
-        return None
-    path = folder / f"{key}.json"
-    if not os.path.lexists(path):
-        return None
-    try:
-        measured = _parse(read_cache_file(path, max_bytes=_MAX_RECORD_BYTES), outputs)
-        touch(path)  # used now: least-recently-used pruning keeps it
-        return measured
-    except (OSError, ValueError, KeyError, TypeError, RecursionError) as exc:
-        warnings.warn(
-            f"ignoring verification record {path}: {exc}; it is measured again",
-            OrtplugCacheWarning,
-            stacklevel=3,
-        )
-        return None
+    return _STORE.load(key, lambda record: _parse(record, outputs))
 
 
 def save_checks(key: str, measured: Measurement, described: Mapping[str, Any]) -> None:
@@ -244,12 +229,5 @@ def save_checks(key: str, measured: Measurement, described: Mapping[str, Any]) -
 
     A cache that cannot be written costs the next process another verification, nothing more.
     """
-    folder = trusted_folder(RECORD_FOLDER, create=True)
-    if folder is None:
-        return  # said once, by trusted_folder
     checks = [c.to_dict() for c in measured.checks]
-    record = {"schema": _SCHEMA, **described, "covered": list(measured.covered), "checks": checks}
-    try:
-        atomic_write(folder / f"{key}.json", json.dumps(record, indent=2))
-    except CacheError as exc:
-        warnings.warn(f"verification is not cached: {exc}", OrtplugCacheWarning, stacklevel=3)
+    _STORE.keep(key, {**described, "covered": list(measured.covered), "checks": checks}, indent=2)

@@ -1,0 +1,195 @@
+"""The one persistent record store: every record ortplug keeps across processes goes through it.
+
+A :class:`RecordStore` is a folder under the cache root, a schema number, a kind (named in
+messages) and a bound on a record's size. A record is one JSON object per key (``<key>.json``),
+written atomically (temporary file, then ``os.replace``) with its schema in ``"schema"``, and
+read back only through the one trust check (:func:`trust_problem`: every folder on the way, and
+the file itself, this user's alone; the file a regular one, not a link), bounded, and given to
+its kind's parser. A record that is absent, unreadable, of another schema or refused by the
+parser is ignored on one path (:meth:`RecordStore.ignore`): one
+:class:`~ortplug.errors.OrtplugCacheWarning` naming the file and the defect (a debug line for the
+stores that are only a speed-up), never an exception, never a rewrite of it. A record used
+is touched (its mtime), so least-recently-used pruning keeps it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import warnings
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, TypeVar
+
+import attrs
+
+from .. import _log
+from ..errors import CacheError, OrtplugCacheWarning
+from ._trust import trust_problem
+from .root import (
+    atomic_write,
+    cache_dir,
+    check_writable,
+    read_cache_file,
+    remove_entries,
+    touch,
+    trusted_folder,
+)
+
+__all__ = ["RECORD_FOLDERS", "RecordStore", "read_json"]
+
+T = TypeVar("T")
+
+#: Every record folder under the cache root, with the kind ``ortplug cache list`` shows.
+RECORD_FOLDERS = {
+    "autotune": "autotune record",
+    "serving": "serving record",
+    "probes": "probe facts",
+    "entry-points": "plugin scan",
+    "verify": "verification verdict",
+    "fingerprints": "model fingerprint",
+}
+
+#: What a record's parser may raise on a record that is not what it claims.
+_DEFECTS = (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError)
+
+
+def _no_constant(name: str) -> object:
+    raise ValueError(f"{name} is not a finite number")
+
+
+def read_json(path: Path, *, max_bytes: int = 1 << 20, constants: bool = True) -> object:
+    """The JSON a trusted record file holds (:func:`trust_problem`), at most ``max_bytes`` of it.
+
+    Raises ``OSError`` (:class:`~ortplug.errors.CacheError` naming the problem) or ``ValueError``
+    (not JSON, ``NaN``/``Infinity`` unless ``constants``, nested too deeply).
+    """
+    problem = trust_problem(path, folder=False)
+    if problem is not None:
+        raise CacheError(problem)
+    data = read_cache_file(path, max_bytes=max_bytes)
+    try:
+        if constants:
+            return json.loads(data)
+        return json.loads(data, parse_constant=_no_constant)
+    except RecursionError:
+        raise ValueError("its JSON is nested too deeply (expected a flat record)") from None
+
+
+@attrs.frozen
+class RecordStore:
+    """One kind of record: its folder under the cache root, schema, name in messages and bounds.
+
+    ``warn``: a bad record is an :class:`~ortplug.errors.OrtplugCacheWarning` (with ``remedy``
+    after it) rather than a debug line; ``constants``: whether ``Infinity``/``NaN`` may be read.
+    """
+
+    folder: str = attrs.field()
+    schema: int
+    kind: str
+    remedy: str = "it is made again"
+    max_bytes: int = 1 << 20
+    warn: bool = True
+    constants: bool = True
+
+    @folder.validator
+    def _listed(self, _: attrs.Attribute[str], folder: str) -> None:
+        if folder not in RECORD_FOLDERS:  # `ortplug cache` lists and prunes only those
+            raise ValueError(
+                f"record folder: expected one of {sorted(RECORD_FOLDERS)}, got {folder!r}"
+            )
+
+    def _name(self, key: str) -> str:
+        if not key or not all(c.isalnum() or c in "-_" for c in key):
+            raise ValueError(f"{self.kind} key: expected letters, digits, - or _, got {key!r}")
+        return f"{key}.json"
+
+    def path(self, key: str) -> Path | None:
+        """Where the record ``key`` would be, in a trusted folder; ``None`` without one."""
+        folder = trusted_folder(self.folder)
+        return None if folder is None else folder / self._name(key)
+
+    def check_writable(self) -> Path:
+        """The folder, or :class:`~ortplug.errors.CacheError` now (with the fix) if it is unusable."""
+        return check_writable(self.folder)
+
+    def decode(self, path: Path) -> dict[str, Any]:
+        """A record file's object, refused unless trusted, bounded, JSON and of this schema."""
+        record = read_json(path, max_bytes=self.max_bytes, constants=self.constants)
+        if (
+            not isinstance(record, dict)
+            or type(record.get("schema")) is not int
+            or record["schema"] != self.schema
+        ):
+            raise ValueError(f"not an ortplug {self.kind} (schema {self.schema})")
+        return record
+
+    def load(self, key: str, parse: Callable[[dict[str, Any]], T]) -> T | None:
+        """The record ``key`` as ``parse`` makes it, or ``None``: absent, or bad (ignored, said by :meth:`ignore`).
+
+        ``parse`` gets the record's object (schema checked) and raises ``ValueError`` (or
+        ``KeyError``, ``TypeError``) naming what is wrong; the record is then ignored, not removed.
+        """
+        path = self.path(key)
+        if path is None or not os.path.lexists(path):
+            return None
+        try:
+            value = parse(self.decode(path))
+        except _DEFECTS as exc:
+            self.ignore(path, exc)
+            return None
+        touch(path)  # used now: least-recently-used pruning keeps it
+        return value
+
+    def ignore(self, path: Path, problem: object) -> None:
+        """The one way a bad record is passed over: one warning per read of it (Python's filters
+        show it once per place), or a debug line."""
+        if not self.warn:
+            _log.debug("%s %s ignored: %s", self.kind, path, problem)
+            return
+        message = f"ignoring {self.kind} {path}: {problem}; {self.remedy}"
+        # past this, load and the record module's function: where its caller was called, as before
+        warnings.warn(message, OrtplugCacheWarning, stacklevel=5)
+
+    def _encoded(self, record: Mapping[str, Any] | object, indent: int | None) -> str:
+        fields = record if isinstance(record, Mapping) else attrs.asdict(record)  # type: ignore[arg-type]
+        return json.dumps(
+            {"schema": self.schema, **fields}, indent=indent, allow_nan=self.constants
+        )
+
+    def save(self, key: str, record: Mapping[str, Any] | object, *, indent: int | None = 2) -> Path:
+        """Write ``record`` (a mapping or an attrs instance) atomically; its path.
+
+        Raises :class:`~ortplug.errors.CacheError` naming the fix when the cache is unusable.
+        """
+        path = cache_dir(self.folder) / self._name(key)
+        return atomic_write(path, self._encoded(record, indent))
+
+    def keep(
+        self, key: str, record: Mapping[str, Any] | object, *, indent: int | None = None
+    ) -> None:
+        """Write ``record`` when the cache can hold it; best effort (a cache is a speed-up).
+
+        An unusable folder was said once by :func:`~ortplug.cache.root.trusted_folder`; a
+        failed write, or a record that is not JSON, is warned about (or logged) as a bad record.
+        """
+        folder = trusted_folder(self.folder, create=True)
+        if folder is None:
+            return
+        path = folder / self._name(key)
+        try:
+            atomic_write(path, self._encoded(record, indent))
+        except (CacheError, TypeError, ValueError) as exc:
+            if not self.warn:
+                _log.debug("%s %s not kept: %s", self.kind, path, exc)
+                return
+            warnings.warn(f"{self.kind} is not cached: {exc}", OrtplugCacheWarning, stacklevel=4)
+
+    def records(self) -> list[Path]:
+        """The record files of the folder (none through a link, nor from an untrusted folder)."""
+        folder = trusted_folder(self.folder)
+        return [] if folder is None else sorted(folder.glob("*.json"))
+
+    def clear(self) -> int:
+        """Forget every record; returns how many there were."""
+        return remove_entries(self.folder)

@@ -1,0 +1,132 @@
+"""The one settings value (issue 29, item 5): every core ``ORTPLUG_*`` variable typed and checked
+in one place, read once per process, and the README's table kept in step with it."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from ortplug.errors import OptionError
+from ortplug.settings import OVERRIDES, VARIABLES, Settings, refresh_settings, settings
+
+ROOT = Path(__file__).resolve().parents[1]
+ORTPLUG = shutil.which("ortplug", path=os.path.dirname(sys.executable)) or "ortplug"
+
+
+def _tables() -> tuple[dict[str, str], dict[str, str]]:
+    """The README's core table (variable -> default) and plugin table (variable -> plugin)."""
+    text = (ROOT / "README.md").read_text()
+    section = text[text.index("## Environment variables\n") :]
+    section = section[: section.index("\n## ", 1)]
+    core, plugins = section.split("The plugins' own variables", 1)
+    row = re.compile(r"^\| `(ORTPLUG_[A-Z_<>]+)[=`][^|]*\| ([^|]+) \|", re.MULTILINE)
+    return (
+        {name: default.strip() for name, default in row.findall(core)},
+        {name: plugin.strip() for name, plugin in row.findall(plugins)},
+    )
+
+
+def test_the_readme_lists_every_core_variable_with_its_default() -> None:
+    core, _ = _tables()
+    table = {v.name: v.default for v in (*VARIABLES, *OVERRIDES)}
+    assert sorted(core) == sorted(table)
+    assert core == table
+
+
+def test_the_plugins_variables_are_listed_apart_and_read_by_their_plugin() -> None:
+    core, plugins = _tables()
+    assert plugins and not set(plugins) & set(core)
+    for name, plugin in plugins.items():
+        folder = ROOT / "plugins" / plugin.removeprefix("ortplug-") / "src"
+        assert any(name in p.read_text() for p in folder.rglob("*.py")), name
+    assert not set(plugins) & {v.name for v in VARIABLES}
+
+
+def test_nothing_set_is_the_defaults() -> None:
+    assert Settings.from_environ({}) == Settings()
+    assert Settings().measure and Settings().plugins is None and Settings().spot_check == 0.01
+
+
+def test_each_variable_is_typed() -> None:
+    found = Settings.from_environ(
+        {
+            "ORTPLUG_PLUGINS": "cpu, acme,",
+            "ORTPLUG_STRICT_PLUGINS": "1",
+            "ORTPLUG_CACHE_DIR": "~/c",
+            "ORTPLUG_CACHE_MAX_MB": "-0",
+            "ORTPLUG_MEASURE": "off",
+            "ORTPLUG_REAL_TRAFFIC_CHECKS": "3",
+            "ORTPLUG_SPOT_CHECK": "0.5",
+            "ORTPLUG_DEBUG": "0",
+            "ORTPLUG_OVERRIDE_CPU_USABLE_CPUS": "2",
+            "ORTPLUG_SPOT_CHECKS": "ignored: not a variable",
+            "HOME": "/home/x",
+        }
+    )
+    assert found.plugins == ("cpu", "acme") and found.strict_plugins
+    assert found.cache_dir == Path("~/c").expanduser() and found.cache_max_mb == 0.0
+    assert not found.measure and not found.debug
+    assert (found.real_traffic_checks, found.spot_check) == (3, 0.5)
+    assert dict(found.overrides) == {"ORTPLUG_OVERRIDE_CPU_USABLE_CPUS": "2"}
+    assert Settings.from_environ({"ORTPLUG_PLUGINS": ""}).plugins == ()  # lists none
+    assert Settings.from_environ({"ORTPLUG_MEASURE": " "}).measure  # blank: the default
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "expected"),
+    [
+        ("ORTPLUG_SPOT_CHECK", "2", "a share of calls from 0 to 1"),
+        ("ORTPLUG_REAL_TRAFFIC_CHECKS", "-1", "a whole number of requests >= 0"),
+        ("ORTPLUG_CACHE_MAX_MB", "lots", r"a size in MB \(a finite number >= 0\)"),
+    ],
+)
+def test_a_bad_value_is_one_line_naming_the_variable(name: str, value: str, expected: str) -> None:
+    with pytest.raises(OptionError, match=f"^{name}: expected {expected}, got '{value}'$"):
+        Settings.from_environ({name: value})
+    lenient = Settings.from_environ({name: value}, strict=False)
+    assert lenient.problem(name) is not None and "\n" not in str(lenient.problem(name))
+    assert lenient == Settings(invalid={name: lenient.problem(name) or ""})  # the default used
+
+
+def test_the_process_settings_are_read_once_until_refreshed() -> None:
+    saved = os.environ.get("ORTPLUG_SPOT_CHECK")
+    try:
+        os.environ["ORTPLUG_SPOT_CHECK"] = "0.25"
+        assert refresh_settings().spot_check == 0.25
+        os.environ["ORTPLUG_SPOT_CHECK"] = "0.5"
+        assert settings().spot_check == 0.25  # read once
+        assert refresh_settings().spot_check == 0.5
+    finally:
+        if saved is None:
+            os.environ.pop("ORTPLUG_SPOT_CHECK", None)
+        else:
+            os.environ["ORTPLUG_SPOT_CHECK"] = saved
+        refresh_settings()
+
+
+def test_monkeypatch_changes_refresh_the_settings(monkeypatch) -> None:
+    monkeypatch.setenv("ORTPLUG_CACHE_MAX_MB", "12")
+    assert settings().cache_max_mb == 12.0
+    monkeypatch.delenv("ORTPLUG_CACHE_MAX_MB")
+    assert settings().cache_max_mb is None
+
+
+def test_debug_zero_is_off(tmp_path) -> None:
+    """Regression: any non-empty ``ORTPLUG_DEBUG``, ``0`` too, turned on the CLI's tracebacks."""
+    model = tmp_path / "bad.onnx"
+    model.write_text("garbage")
+    done = subprocess.run(
+        [ORTPLUG, "run", str(model)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "ORTPLUG_DEBUG": "0"},
+        timeout=120,
+    )
+    assert done.returncode == 1
+    assert "Traceback" not in done.stderr
+    assert done.stderr.strip().startswith(f"ortplug run: error: {model} is not a valid ONNX model")
