@@ -130,3 +130,26 @@ def test_debug_zero_is_off(tmp_path) -> None:
     assert done.returncode == 1
     assert "Traceback" not in done.stderr
     assert done.stderr.strip().startswith(f"ortplug run: error: {model} is not a valid ONNX model")
+
+
+def test_the_plugin_host_reads_the_process_settings_not_the_environment() -> None:
+    """The plugin host's allow/deny lists come from the settings value (they were read from
+    ``os.environ`` by the host itself, so one process could hold two views of them)."""
+    from ortplug.plugins.manager import PluginHost
+
+    saved = os.environ.get("ORTPLUG_DISABLE_PLUGINS")
+    try:
+        os.environ["ORTPLUG_DISABLE_PLUGINS"] = "cpu"
+        refresh_settings()
+        os.environ.pop("ORTPLUG_DISABLE_PLUGINS")  # changed after the read: not seen
+        assert PluginHost().blocked_by() == {"cpu": "ORTPLUG_DISABLE_PLUGINS=cpu"}
+        refresh_settings()
+        assert "cpu" not in PluginHost().blocked_by()
+        given = PluginHost(environ={"ORTPLUG_DISABLE_PLUGINS": "cpu"}).blocked_by()
+        assert given == {"cpu": "ORTPLUG_DISABLE_PLUGINS=cpu"}  # a host given its own variables
+    finally:
+        if saved is None:
+            os.environ.pop("ORTPLUG_DISABLE_PLUGINS", None)
+        else:
+            os.environ["ORTPLUG_DISABLE_PLUGINS"] = saved
+        refresh_settings()

@@ -7,7 +7,6 @@ every kind of host is a test; :func:`installed_state` is the one reading of the 
 
 from __future__ import annotations
 
-import os
 import shlex
 from collections.abc import Mapping, Sequence
 from importlib.metadata import distributions
@@ -292,5 +291,4 @@ def plan_fit(hardware: Hardware, catalog: Sequence[CatalogEntry], installed: Ins
 def check_host(environ: Mapping[str, str] | None = None) -> FitPlan:
     """This host's hardware, the catalog and this environment, compared (file and metadata
     reads only). A bad ``$ORTPLUG_CATALOG`` raises :class:`~ortplug.errors.OptionError`."""
-    env = os.environ if environ is None else environ
-    return plan_fit(detect_hardware(environ=env), load_catalog(env), installed_state())
+    return plan_fit(detect_hardware(environ=environ), load_catalog(environ), installed_state())

@@ -15,7 +15,7 @@ import sys
 import threading
 import time
 from collections.abc import Collection, Iterable, Mapping
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from ..errors import PluginConflictError
 from ..host.capabilities import HostCapabilities, HostProbe, base_fact
@@ -26,6 +26,9 @@ from .declaration import DeclarationError, PluginDeclaration, ProbeDeclaration, 
 from .first_party import shipped_distributions
 from .registry import ProviderRegistry, ProviderSpec, ProviderType
 from .types import PluginInfo
+
+if TYPE_CHECKING:
+    from ..settings import Settings
 
 __all__ = [
     "BUILTIN_PLUGINS",
@@ -51,21 +54,13 @@ UNDECLARED_NOTE = (
 SLOW_IMPORT_MS = 100.0
 
 
-def _env_names(environ: Mapping[str, str], variable: str) -> frozenset[str] | None:
-    raw = environ.get(variable)
-    if raw is None:
-        return None
-    return frozenset(name.strip() for name in raw.split(",") if name.strip())
-
-
-def blocked_by(name: str, environ: Mapping[str, str]) -> str | None:
+def blocked_by(name: str, settings: Settings) -> str | None:
     """The setting that keeps entry point ``name`` out (``ORTPLUG_DISABLE_PLUGINS=cpu``, or an
     ``ORTPLUG_PLUGINS`` that does not list it), ``None`` when it is let in."""
-    allow = _env_names(environ, ENV_ALLOW)
-    if name in (_env_names(environ, ENV_DENY) or ()):
-        return f"{ENV_DENY}={environ.get(ENV_DENY, '')}"
-    if allow is not None and name not in allow:
-        return f"{ENV_ALLOW}={environ.get(ENV_ALLOW, '')}"
+    if name in settings.disable_plugins:
+        return f"{ENV_DENY}={','.join(settings.disable_plugins)}"
+    if settings.plugins is not None and name not in settings.plugins:
+        return f"{ENV_ALLOW}={','.join(settings.plugins)}"
     return None
 
 
@@ -135,9 +130,9 @@ class _Validated(NamedTuple):
 class PluginLoader:
     """The plugins of one plugin host: which are known, declared, imported, blocked or skipped."""
 
-    def __init__(self, environ: Mapping[str, str], *, strict: bool, lock: threading.RLock) -> None:
-        self.environ = environ
-        self.strict = strict
+    def __init__(self, settings: Settings, *, lock: threading.RLock) -> None:
+        self.settings = settings
+        strict = self.strict = settings.strict_plugins
         self.distributions: dict[str, tuple[str, str]] = {}
         self.failures = FailureLog(strict, self.distributions)
         self.hooks = HookCaller(self.failures)
@@ -219,7 +214,7 @@ class PluginLoader:
     def _admitted(self, entry_point: _entry_points.PluginEntryPoint) -> bool:
         """Whether the entry point is new here, let in and its name not another's."""
         name = entry_point.name
-        setting = blocked_by(name, self.environ)
+        setting = blocked_by(name, self.settings)
         if setting is not None:
             self._env_blocked[name] = (setting, _quiet_declaration(entry_point))
             self.hooks.unregister(name, block=True)
@@ -286,7 +281,7 @@ class PluginLoader:
             if host is not None:
                 platform = host.platform
             else:
-                platform = base_fact("platform", sys.platform, self.environ)
+                platform = base_fact("platform", sys.platform, self.settings.overrides)
             out = {}
             for name in list(self._pending):
                 reasons = _declared.ruled_out(self.declarations[name], platform, facts_of)

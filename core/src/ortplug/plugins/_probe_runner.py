@@ -68,12 +68,12 @@ class ProbeRunner:
 
     def __init__(
         self,
-        environ: Mapping[str, str],
+        overrides: Mapping[str, str],
         failures: FailureLog,
         owner_of: OwnerOf,
         version_of: Callable[[str], str | None],
     ) -> None:
-        self.environ = environ
+        self.overrides = overrides  # the ORTPLUG_OVERRIDE_* variables
         self.failures = failures
         self.owner_of = owner_of
         self.version_of = version_of
@@ -103,7 +103,7 @@ class ProbeRunner:
             for probe in declared
             if (facts := self.cached(probe.name)) is not None
         ]
-        host = compose_host(results, environ=self.environ)
+        host = compose_host(results, environ=self.overrides)
         self._hosts[key] = host
         self._composed.append(host)
         return host
@@ -135,7 +135,7 @@ class ProbeRunner:
             return self._cached_facts[probe]
         facts = None
         owner = self.owner_of(probe)
-        if owner is not None and not probe_overridden(probe, self.environ):
+        if owner is not None and not probe_overridden(probe, self.overrides):
             plugin, declared = owner
             stub = _declared.probe_stub(declared)
             key = _probe_cache.entry_key(stub, plugin, self.version_of(plugin))

@@ -17,7 +17,6 @@ would install. Only ``info`` and ``doctor`` import this module, never a build.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
@@ -25,6 +24,7 @@ import attrs
 
 from ..errors import OptionError
 from ..host.hardware import Hardware
+from ..settings import Settings, settings
 from .declaration import (
     DeclarationError,
     KindDeclaration,
@@ -214,7 +214,7 @@ def _builtin() -> list[PluginDeclaration]:
     return [declaration for _, declaration in sorted(ranked, key=lambda pair: pair[0])]
 
 
-def _installed_declarations(environ: Mapping[str, str]) -> list[PluginDeclaration]:
+def _installed_declarations(environ: Mapping[str, str] | None) -> list[PluginDeclaration]:
     """The declarations of the installed plugins the plugin host lets claim what they declare
     (:meth:`~ortplug.plugins.manager.PluginHost.holding_declarations`: not blocked, failed or
     skipped for a name claimed first), each with the distribution that ships it as its source;
@@ -223,7 +223,7 @@ def _installed_declarations(environ: Mapping[str, str]) -> list[PluginDeclaratio
     have replaced it)."""
     from .manager import PluginHost, get_plugin_host
 
-    host = get_plugin_host() if environ is os.environ else PluginHost(environ=environ)
+    host = get_plugin_host() if environ is None else PluginHost(environ=environ)
     ours = {kind.kind for declaration in _builtin() for kind in declaration.kinds}
     return [
         attrs.evolve(
@@ -241,10 +241,10 @@ def refused_declarations(environ: Mapping[str, str] | None = None) -> list[str]:
     from ._entry_points import PROJECT, discover
     from .manager import blocked_by
 
-    env = os.environ if environ is None else environ
+    let_in = _settings_of(environ)
     refused = []
     for row in discover(PROJECT):
-        if blocked_by(row.name, env) is not None:
+        if blocked_by(row.name, let_in) is not None:
             continue
         source = row.distribution or f"plugin {row.name!r}"
         try:
@@ -255,6 +255,11 @@ def refused_declarations(environ: Mapping[str, str] | None = None) -> list[str]:
         except DeclarationError as exc:
             refused.append(f"{exc}; so {source} proposes nothing")
     return refused
+
+
+def _settings_of(environ: Mapping[str, str] | None) -> Settings:
+    """This process's settings, or those ``environ`` makes (a test's, ``check_host``'s)."""
+    return settings() if environ is None else Settings.from_environ(environ, strict=False)
 
 
 def _file_declarations(path: str) -> list[PluginDeclaration]:
@@ -276,12 +281,12 @@ def load_catalog(
 ) -> tuple[CatalogEntry, ...]:
     """The built-in entries, then the installed plugins' (with ``installed``), then those of
     ``$ORTPLUG_CATALOG``: a later entry replaces one of its kind in place, new kinds go first."""
-    env = os.environ if environ is None else environ
     layers = [_builtin()]
     if installed:
-        layers.append(_installed_declarations(env))
-    if env.get(CATALOG_ENV):
-        layers.append(_file_declarations(env[CATALOG_ENV]))
+        layers.append(_installed_declarations(environ))
+    catalog = _settings_of(environ).catalog
+    if catalog is not None:
+        layers.append(_file_declarations(str(catalog)))
     entries: list[CatalogEntry] = []
     for number, layer in enumerate(layers):
         new = _entries(layer, own=number == 0)

@@ -18,7 +18,6 @@ without a declaration is imported at every start.
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -27,8 +26,9 @@ import attrs
 
 from ..host.capabilities import HostCapabilities, probe_overridden
 from ..providers.configs import ProviderConfig
+from ..settings import Settings, settings
 from . import _entry_points, _manifest_types
-from ._loader import ENV_ALLOW, ENV_DENY, PluginLoader, blocked_by
+from ._loader import PluginLoader, blocked_by
 from ._offer_checks import library_checked, names_its_type, unknown_kind
 from ._probe_runner import ProbeRunner
 from .hookspecs import CONTRACTS, CallMode
@@ -48,9 +48,6 @@ if TYPE_CHECKING:
     from .declaration import PluginDeclaration
 
 __all__ = [
-    "ENV_ALLOW",
-    "ENV_DENY",
-    "ENV_STRICT",
     "PluginHost",
     "blocked_by",
     "get_plugin_host",
@@ -59,7 +56,6 @@ __all__ = [
     "resolve_plugin_host",
 ]
 
-ENV_STRICT = "ORTPLUG_STRICT_PLUGINS"
 #: The kind whose plugin adjusts every session's options: ONNX Runtime runs its CPU provider in all.
 _CPU_KIND = "cpu"
 
@@ -82,13 +78,15 @@ class PluginHost:
         builtins: bool = True,
         environ: Mapping[str, str] | None = None,
     ) -> None:
-        self._environ = os.environ if environ is None else environ
-        strict = self._environ.get(ENV_STRICT, "") not in ("", "0", "false", "no")
+        # ``environ``: read these variables instead of this process's settings (tests, catalogs)
+        given = None if environ is None else Settings.from_environ(environ, strict=False)
+        self._settings = settings() if given is None else given
         self._lock = threading.RLock()
-        self._loader = PluginLoader(self._environ, strict=strict, lock=self._lock)
+        self._loader = PluginLoader(self._settings, lock=self._lock)
         self._hooks = self._loader.hooks
+        overrides = self._settings.overrides
         self._probes = ProbeRunner(
-            self._environ, self._loader.failures, self._loader.probe_owner, self._loader.version_of
+            overrides, self._loader.failures, self._loader.probe_owner, self._loader.version_of
         )
         if builtins:
             self._loader.register_builtins()
@@ -264,7 +262,7 @@ class PluginHost:
         if not self._probes.detected(host):
             return False
         probes = [probe.name for owner, probe in self._loader.validated().probes if owner == plugin]
-        return not any(probe_overridden(name, self._environ) for name in probes)
+        return not any(probe_overridden(name, self._settings.overrides) for name in probes)
 
     def provider_chain(
         self,
