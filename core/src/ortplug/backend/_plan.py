@@ -26,8 +26,8 @@ from ..errors import (
 from ..host._runtime import install_hint
 from ..host.environment import global_thread_pools
 from ..host.ep_libraries import EpLibrary
+from ..plugin_host.registry import check_distinct
 from ..plugins.manager import PluginHost, resolve_plugin_host
-from ..plugins.registry import check_distinct
 from ..plugins.types import ProviderDecline
 from ..providers.configs import ProviderConfig, is_accelerator
 from ..providers.session_options import SessionOptionsConfig

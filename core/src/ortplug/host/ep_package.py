@@ -26,7 +26,7 @@ from ..checkpoint import CheckpointMetadata
 from ..errors import OptionError
 from ..plugins.declaration import Identity
 from ..plugins.hookspecs import hookimpl
-from ..plugins.registry import ProviderType
+from ..plugins.provider_type import ProviderType
 from ..plugins.types import ProviderDecline, ProviderOffer
 from ..providers.options import encode_option, ort_options
 from .capabilities import HostCapabilities, HostProbe

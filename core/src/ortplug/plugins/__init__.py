@@ -34,6 +34,7 @@ if TYPE_CHECKING:
         site_package_dirs,
         system_library_identity,
     )
+    from ..plugin_host.registry import ProviderRegistry
     from ..providers.configs import ProviderConfig
     from ..providers.options import (
         bool_field,
@@ -57,7 +58,7 @@ if TYPE_CHECKING:
         reset_plugin_host,
         resolve_plugin_host,
     )
-    from .registry import ProviderRegistry, ProviderSpec, ProviderType
+    from .provider_type import ProviderSpec, ProviderType
     from .types import (
         DoctorCheck,
         MetadataKey,
@@ -143,9 +144,9 @@ _LAZY = {
     "parse_provider": (".manager", "parse_provider"),
     "reset_plugin_host": (".manager", "reset_plugin_host"),
     "resolve_plugin_host": (".manager", "resolve_plugin_host"),
-    "ProviderRegistry": (".registry", "ProviderRegistry"),
-    "ProviderSpec": (".registry", "ProviderSpec"),
-    "ProviderType": (".registry", "ProviderType"),
+    "ProviderRegistry": ("..plugin_host.registry", "ProviderRegistry"),
+    "ProviderSpec": (".provider_type", "ProviderSpec"),
+    "ProviderType": (".provider_type", "ProviderType"),
     "DoctorCheck": (".types", "DoctorCheck"),
     "MetadataKey": (".types", "MetadataKey"),
     "PluginFailure": (".types", "PluginFailure"),

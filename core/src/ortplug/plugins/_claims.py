@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 from ..host.capabilities import HostProbe
 from .declaration import PluginDeclaration
-from .registry import ProviderType
+from .provider_type import ProviderType
 
 __all__ = ["Claim", "Skip", "arbitrate", "declared_claims", "hook_claims"]
 

@@ -20,7 +20,7 @@ from .declaration import (
     ProbeDeclaration,
     platform_matches,
 )
-from .registry import ProviderType
+from .provider_type import ProviderType
 from .types import MetadataKey
 
 __all__ = ["broken_promise", "probe_stub", "ruled_out"]

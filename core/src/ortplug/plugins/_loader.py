@@ -19,12 +19,13 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from ..errors import PluginConflictError
 from ..host.capabilities import HostCapabilities, HostProbe, base_fact
+from ..plugin_host.registry import ProviderRegistry
 from . import _claims, _declared, _entry_points, _manifest_types, hookspecs
 from ._failures import FailureLog
 from ._hook_caller import HookCaller, check_contract
 from .declaration import DeclarationError, PluginDeclaration, ProbeDeclaration, from_json, source_of
 from .first_party import shipped_distributions
-from .registry import ProviderRegistry, ProviderSpec, ProviderType
+from .provider_type import ProviderSpec, ProviderType
 from .types import PluginInfo
 
 if TYPE_CHECKING:

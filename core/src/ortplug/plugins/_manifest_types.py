@@ -17,7 +17,7 @@ from typing import Any
 from ..host.capabilities import DEFAULT_PROBE_TIMEOUT_S, HostProbe
 from ..host.ep_libraries import EpLibrary
 from .declaration import DeclarationError, PluginDeclaration, read_declaration
-from .registry import ProviderType
+from .provider_type import ProviderType
 from .types import MetadataKey
 
 __all__ = [

@@ -29,7 +29,7 @@ from ..host.capabilities import HostProbe
 from ..providers.configs import ProviderConfig, is_provider_config
 from ..providers.session_options import SessionOptionsConfig
 from ._entry_points import PROJECT
-from .registry import ProviderType
+from .provider_type import ProviderType
 from .types import DoctorCheck, MetadataKey, ProviderDecline, ProviderOffer
 
 if TYPE_CHECKING:

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from ..host.capabilities import HostCapabilities, probe_overridden
+from ..plugin_host.registry import ProviderRegistry, close_matches
 from ..providers.configs import ProviderConfig
 from ..settings import Settings, settings
 from . import _entry_points, _manifest_types
@@ -32,7 +33,6 @@ from ._loader import PluginLoader, blocked_by
 from ._offer_checks import library_checked, names_its_type, unknown_kind
 from ._probe_runner import ProbeRunner
 from .hookspecs import CONTRACTS, CallMode
-from .registry import ProviderRegistry, _close_matches
 from .types import (
     DoctorCheck,
     MetadataKey,
@@ -308,7 +308,7 @@ class PluginHost:
         for name, value in metadata.extra.items():
             key = keys.get(name)
             if key is None:
-                close = _close_matches(name, list(keys))
+                close = close_matches(name, list(keys))
                 hint = f" (did you mean {close[0]!r}?)" if close else ""
                 known = ", ".join(sorted(keys)) or "none"
                 problems.append(

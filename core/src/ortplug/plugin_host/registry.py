@@ -1,8 +1,8 @@
-"""The provider registry: every kind the plugins contribute, and parsing user input into configs."""
+"""The provider registry: every kind the plugins contribute, looked up by name, and parsing
+user input into configs."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -10,85 +10,11 @@ import attrs
 
 from ..errors import OptionError, PluginConflictError
 from ..host.ep_libraries import EpLibrary
+from ..plugins.first_party import first_party_kind
+from ..plugins.provider_type import ProviderSpec
 from ..providers.configs import ProviderConfig, is_provider_config
-from .declaration import DEVICES
-from .first_party import first_party_kind
 
-__all__ = [
-    "ProviderRegistry",
-    "ProviderSpec",
-    "ProviderType",
-    "check_distinct",
-]
-
-_KIND_PATTERN = re.compile(r"^[a-z][a-z0-9_]*$")
-
-
-def _check_kind(_: Any, attribute: attrs.Attribute[Any], value: str) -> None:
-    if not isinstance(value, str) or not _KIND_PATTERN.match(value):
-        raise OptionError(
-            f"{attribute.name}: expected a lower-case identifier like 'cuda', got {value!r}"
-        )
-
-
-def _as_names(value: Iterable[str]) -> tuple[str, ...]:
-    return tuple(value)
-
-
-def _check_flag(_: Any, attribute: attrs.Attribute[Any], value: object) -> None:
-    if not isinstance(value, bool):
-        raise OptionError(
-            f"ProviderType.{attribute.name}: expected True or False, got {type(value).__name__} "
-            f"{value!r}"
-        )
-
-
-def _check_device(_: Any, __: Any, value: object) -> None:
-    if value not in DEVICES:
-        raise OptionError(
-            f"ProviderType.device: expected one of {', '.join(DEVICES)}, got {value!r}"
-        )
-
-
-@attrs.frozen
-class ProviderType:
-    """A provider kind a plugin contributes: its tag, ONNX Runtime name, config class and aliases.
-
-    ``concurrent_runs=True`` says ONNX Runtime runs a session with this provider from several
-    threads at once safely (``Run()`` is documented thread-safe for it); a kind that does not
-    say so has the runs of its sessions serialised by ortplug (``ortplug.backend._serial``).
-    """
-
-    kind: str = attrs.field(validator=_check_kind)
-    ort_name: str = attrs.field(validator=attrs.validators.min_len(1))
-    config_cls: type[Any]
-    aliases: tuple[str, ...] = attrs.field(default=(), converter=_as_names)
-    description: str = ""
-    #: The plugin-EP library that holds this provider (``None``: built into ONNX Runtime).
-    library: EpLibrary | None = attrs.field(
-        default=None,
-        validator=attrs.validators.optional(attrs.validators.instance_of(EpLibrary)),
-        kw_only=True,
-    )
-    concurrent_runs: bool = attrs.field(default=False, kw_only=True, validator=_check_flag)
-    #: The device class its sessions run on (``DEVICES``: ``gpu`` makes a Ray actor reserve one).
-    device: str = attrs.field(default="cpu", kw_only=True, validator=_check_device)
-
-    def __attrs_post_init__(self) -> None:
-        declared = getattr(self.config_cls, "kind", None)
-        if declared != self.kind:
-            raise OptionError(
-                f"provider type {self.kind!r}: config class {self.config_cls.__name__} "
-                f"declares kind {declared!r}; they must match"
-            )
-
-
-@attrs.frozen
-class ProviderSpec:
-    """A registered provider type together with the plugin that contributed it."""
-
-    type: ProviderType
-    plugin: str
+__all__ = ["ProviderRegistry", "check_distinct", "close_matches"]
 
 
 class ProviderRegistry:
@@ -210,7 +136,7 @@ class ProviderRegistry:
                 f"(installed kinds: {known})"
             )
         short_names = [n for n, spec in self._by_name.items() if n != spec.type.ort_name.lower()]
-        hint = _close_matches(text, short_names)
+        hint = close_matches(text, short_names)
         did_you_mean = f" (did you mean {hint[0]!r}?)" if hint else ""
         return f"unknown provider {name!r}{did_you_mean}; known kinds: {known}"
 
@@ -264,7 +190,7 @@ def check_distinct(chain: Sequence[tuple[str, ProviderConfig]]) -> None:
         first[config.kind] = given
 
 
-def _close_matches(word: str, candidates: list[str]) -> list[str]:
+def close_matches(word: str, candidates: list[str]) -> list[str]:
     """The closest candidate to ``word``, for "did you mean" hints (only on errors)."""
     import difflib  # deferred: only an error message needs it
 
