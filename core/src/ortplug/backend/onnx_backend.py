@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from ..verification.verdicts import Verdict
     from ._serving import Server
     from ._serving_plan import ServingConfig, ServingReport
-    from ._startup import StartupSwitch
+    from ._switch_state import StartupSwitch
     from ._traffic_check import TrafficCheck
     from .binding import Binding
     from .introspection import MemoryInfo, ModelInfo, ValueInfo
