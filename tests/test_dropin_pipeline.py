@@ -3,6 +3,8 @@ pointing at the user's line."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import warnings
 from pathlib import Path
 from typing import ClassVar
@@ -77,3 +79,35 @@ def test_a_warning_of_a_drop_in_build_points_at_the_users_line() -> None:
     rejected = [w for w in caught if issubclass(w.category, VerificationWarning)]
     assert rejected, "the misbehaving candidate is rejected with a warning"
     assert {Path(w.filename).name for w in rejected} == {Path(__file__).name}
+
+
+#: Stages a build on the CPU reference alone does not run: none of them is imported.
+_OTHER_STAGES = [
+    "ortplug.backend._measure",
+    "ortplug.backend._placement",
+    "ortplug.backend._real_traffic",
+    "ortplug.backend._serving_plan",
+    "ortplug.backend._startup",
+    "ortplug.backend._switch_state",
+    "ortplug.backend._verified",
+    "ortplug.verification.verdicts",
+]
+
+
+def test_a_taken_over_cpu_list_imports_only_the_stages_it_runs() -> None:
+    """The drop-in's taken-over CPU list builds the CPU reference alone: the serving stage is
+    not imported (its session options' config entry made the build import it for the hint)."""
+    code = (
+        "import sys, numpy as np, ortplug\n"
+        "ortplug.patch(takeover='cpu')\n"
+        "import onnxruntime as ort\n"
+        f"s = ort.InferenceSession({str(demo_model())!r}, providers=['CPUExecutionProvider'])\n"
+        "s.run(None, {'x': np.zeros((1, 8), np.float32)})\n"
+        "assert s.backend is not None\n"
+        "print(sorted(set(sys.argv[1:]) & set(sys.modules)))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, *_OTHER_STAGES], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"

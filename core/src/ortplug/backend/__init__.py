@@ -21,9 +21,8 @@ from .onnx_backend import OnnxBackend
 from .protocol import InferenceBackend
 
 if TYPE_CHECKING:
+    from ._hints import HINT_ENTRY, HINTS
     from ._serving_plan import (
-        HINT_ENTRY,
-        HINTS,
         DeviceServing,
         Layout,
         ServingConfig,
@@ -53,8 +52,8 @@ __all__ = [
 ]
 
 _LAZY = {
-    "HINTS": "._serving_plan",
-    "HINT_ENTRY": "._serving_plan",
+    "HINTS": "._hints",
+    "HINT_ENTRY": "._hints",
     "DeviceServing": "._serving_plan",
     "Layout": "._serving_plan",
     "ServingConfig": "._serving_plan",
