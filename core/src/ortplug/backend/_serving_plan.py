@@ -17,7 +17,7 @@ import attrs
 
 from ..errors import OptionError
 from ..providers.options import check_threads
-from ._hints import HINTS  # what _serving_record checks a recorded report's hint against
+from ._hints import HINTS as HINTS  # re-exported: _serving_record checks recorded hints with it
 
 __all__ = [
     "MAX_BATCH_ROWS",
