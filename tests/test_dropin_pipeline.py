@@ -1,5 +1,5 @@
 """The drop-in session through the build pipeline: its provider list parsed once, its warnings
-pointing at the user's line."""
+pointing at the user's line; a build on the CPU reference alone imports only what it runs."""
 
 from __future__ import annotations
 
@@ -81,8 +81,8 @@ def test_a_warning_of_a_drop_in_build_points_at_the_users_line() -> None:
     assert {Path(w.filename).name for w in rejected} == {Path(__file__).name}
 
 
-#: Stages a build on the CPU reference alone does not run: none of them is imported.
-_OTHER_STAGES = [
+#: What a build on the CPU reference alone does not run: none of it is imported.
+_NOT_RUN = [
     "ortplug.backend._measure",
     "ortplug.backend._placement",
     "ortplug.backend._real_traffic",
@@ -90,24 +90,42 @@ _OTHER_STAGES = [
     "ortplug.backend._startup",
     "ortplug.backend._switch_state",
     "ortplug.backend._verified",
+    "ortplug.host.environment",  # the global thread pools: asked only by a build that opts out
     "ortplug.verification.verdicts",
 ]
+
+
+def _imported(build: str) -> str:
+    """What of ``_NOT_RUN`` a fresh process imported for ``build`` (a build and a first run)."""
+    code = (
+        "import sys, numpy as np, ortplug\n"
+        "x = np.zeros((1, 8), np.float32)\n"
+        f"{build}\n"
+        "print(sorted(set(sys.argv[1:]) & set(sys.modules)))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, *_NOT_RUN], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
 
 
 def test_a_taken_over_cpu_list_imports_only_the_stages_it_runs() -> None:
     """The drop-in's taken-over CPU list builds the CPU reference alone: the serving stage is
     not imported (its session options' config entry made the build import it for the hint)."""
-    code = (
-        "import sys, numpy as np, ortplug\n"
-        "ortplug.patch(takeover='cpu')\n"
-        "import onnxruntime as ort\n"
+    build = (
+        "ortplug.patch(takeover='cpu')\nimport onnxruntime as ort\n"
         f"s = ort.InferenceSession({str(demo_model())!r}, providers=['CPUExecutionProvider'])\n"
-        "s.run(None, {'x': np.zeros((1, 8), np.float32)})\n"
-        "assert s.backend is not None\n"
-        "print(sorted(set(sys.argv[1:]) & set(sys.modules)))"
+        "assert s.backend is not None\ns.run(None, {'x': x})"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code, *_OTHER_STAGES], capture_output=True, text=True, timeout=120
+    assert _imported(build) == "[]"
+
+
+def test_an_explicit_cpu_build_imports_only_the_stages_it_runs() -> None:
+    build = (
+        "from ortplug import LocalCheckpoint, OnnxBackend\n"
+        f"b = OnnxBackend.from_checkpoint(LocalCheckpoint({str(demo_model())!r}).resolve(), "
+        "providers=['cpu'])\n"
+        "b.run({'x': x})"
     )
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "[]"
+    assert _imported(build) == "[]"
