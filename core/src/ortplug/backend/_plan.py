@@ -404,4 +404,3 @@ def _check_options_fit(options: SessionOptionsConfig, checkpoint: ResolvedCheckp
                 "ortplug.configure(global_intra_op_num_threads=..., "
                 "global_inter_op_num_threads=...) first"
             )
-

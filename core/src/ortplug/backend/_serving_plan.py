@@ -17,9 +17,10 @@ import attrs
 
 from ..errors import OptionError
 from ..providers.options import check_threads
-from ._hints import HINTS as HINTS  # re-exported: _serving_record checks recorded hints with it
+from ._hints import HINTS
 
 __all__ = [
+    "HINTS",  # the hints' home is _hints; _serving_record checks a recorded hint with this one
     "MAX_BATCH_ROWS",
     "MAX_DELAY_MS",
     "DeviceServing",
