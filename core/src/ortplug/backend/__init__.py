@@ -6,7 +6,8 @@ needed to build and run a backend).
 ``OnnxBackend.from_checkpoint`` runs one pipeline (``build_pipeline``: the order and the
 decisions) whose stages have workers: candidates and prepare (``_plan``), build
 (``_session``), verify (``_verified``), measure (``_measure``); ``_startup`` runs the
-proving stages in the background behind a CPU session. A throughput hint
+proving stages in the background behind a CPU session (the switch's state in ``_switch_state``,
+shared with the checks on real traffic, ``_real_traffic``). A throughput hint
 adds a serving stage (``_serving_start``): devices, batching and streams, measured
 (``_serving_measure``) and recorded (``_serving_record``), served by ``_serving``.
 """
@@ -21,9 +22,8 @@ from .onnx_backend import OnnxBackend
 from .protocol import InferenceBackend
 
 if TYPE_CHECKING:
+    from ._hints import HINT_ENTRY, HINTS
     from ._serving_plan import (
-        HINT_ENTRY,
-        HINTS,
         DeviceServing,
         Layout,
         ServingConfig,
@@ -53,8 +53,8 @@ __all__ = [
 ]
 
 _LAZY = {
-    "HINTS": "._serving_plan",
-    "HINT_ENTRY": "._serving_plan",
+    "HINTS": "._hints",
+    "HINT_ENTRY": "._hints",
     "DeviceServing": "._serving_plan",
     "Layout": "._serving_plan",
     "ServingConfig": "._serving_plan",

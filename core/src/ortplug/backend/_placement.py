@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import warnings
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..errors import OptionError, ProviderFallbackWarning, ProviderNotRealizedError
@@ -13,13 +12,7 @@ from ._caller import user_stacklevel
 if TYPE_CHECKING:
     from .report import ProviderReport
 
-__all__ = ["accelerator_share", "enforce_share", "node_counts"]
-
-
-def accelerator_share(counts: Mapping[str, int]) -> float | None:
-    """The share of graph nodes that did not land on the CPU provider (``None``: no node counted)."""
-    total = sum(counts.values())
-    return 1 - counts.get(CPU_EP, 0) / total if total else None
+__all__ = ["enforce_share", "node_counts"]
 
 
 def node_counts(session: Any) -> dict[str, int]:

@@ -24,7 +24,6 @@ from ..errors import (
     VerificationWarning,
 )
 from ..host._runtime import install_hint
-from ..host.environment import global_thread_pools
 from ..host.ep_libraries import EpLibrary
 from ..plugin_host.registry import check_distinct
 from ..plugins.manager import PluginHost, resolve_plugin_host
@@ -396,9 +395,12 @@ def _check_options_fit(options: SessionOptionsConfig, checkpoint: ResolvedCheckp
                 f"free_dimension_overrides: {unknown} not a symbolic dimension of the inputs of "
                 f"{checkpoint.label}; it has {sorted(symbolic) or 'none'}"
             )
-    if options.use_per_session_threads is False and global_thread_pools() is None:
-        raise OptionError(
-            "use_per_session_threads=False needs the process-wide thread pools: call "
-            "ortplug.configure(global_intra_op_num_threads=..., global_inter_op_num_threads=...) "
-            "first"
-        )
+    if options.use_per_session_threads is False:
+        from ..host.environment import global_thread_pools  # only a build that opts out asks
+
+        if global_thread_pools() is None:
+            raise OptionError(
+                "use_per_session_threads=False needs the process-wide thread pools: call "
+                "ortplug.configure(global_intra_op_num_threads=..., "
+                "global_inter_op_num_threads=...) first"
+            )

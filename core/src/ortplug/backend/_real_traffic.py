@@ -22,7 +22,7 @@ import os
 import warnings
 import weakref
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import attrs
 
@@ -30,28 +30,23 @@ from ..checkpoint import ResolvedCheckpoint, Tolerance
 from ..errors import (
     OptionError,
     OrtplugConfigWarning,
-    ProviderFallbackWarning,
     VerificationError,
     VerificationWarning,
 )
 from ..plugins.manager import resolve_plugin_host
 from ._caller import user_stacklevel
 from ._plan import SessionPlan, choice_text
+from ._switch_state import Proving, StartupSwitch, TrafficSettings, did_not_come_up
 from ._traffic_check import Request, TrafficCheck
 from ._verified import Verifier
 from .build_pipeline import BuildResult, ServeChange, ServingBackend
 from .report import Candidate
-
-if TYPE_CHECKING:
-    from ._startup import Proving, StartupSwitch
 
 __all__ = [
     "DEFAULT_CHECKS",
     "DEFAULT_SPOT_CHECK",
     "ENV_CHECKS",
     "ENV_SPOT_CHECK",
-    "TrafficSettings",
-    "did_not_come_up",
     "hand_over",
     "traffic_settings",
 ]
@@ -69,16 +64,7 @@ _SPOT_CHECK_CPU_SHARE = 0.1
 _REFERENCE = "the CPU reference"
 
 #: ``_startup``'s switch: (backend, result, switch) -> whether the result's session serves now.
-_SwitchTo = Callable[[ServingBackend, BuildResult, Any], bool]
-
-
-@attrs.frozen
-class TrafficSettings:
-    """``checks``: agreeing real requests before a candidate serves (0: it serves once verified);
-    ``spot_check``: the share of its calls run again on the CPU reference then (0: none)."""
-
-    checks: int
-    spot_check: float
+_SwitchTo = Callable[[ServingBackend, BuildResult, StartupSwitch], bool]
 
 
 def _count(value: object) -> int | None:
@@ -418,18 +404,3 @@ class _SpotCheck:
             backend._serve(ServeChange(set_watch=True, watch=None))
             return False
         return True
-
-
-def did_not_come_up(switch: StartupSwitch, what: str, exc: Exception) -> None:
-    """The candidate ``what`` did not come up: the CPU keeps serving, and the cause reaches the
-    user as one warning (none while the interpreter exits)."""
-    switch.error = exc
-    switch.status = f"the CPU reference serves: {what} did not come up"
-    if switch.exiting:
-        return
-    warnings.warn(
-        f"startup fallback: {list(switch.requested)} did not come up, the CPU keeps serving: "
-        f"{type(exc).__name__}: {exc}",
-        ProviderFallbackWarning,
-        stacklevel=1,
-    )

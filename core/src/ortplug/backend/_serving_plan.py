@@ -1,4 +1,4 @@
-"""The performance hint and what a throughput build serves with: the values, as reports show them.
+"""What a throughput build serves with: the values, as reports show them.
 
 ``performance_hint="latency"`` (the default) serves each call on the calling thread, as
 before. ``"throughput"`` serves many callers: execution streams and a queue that batches
@@ -6,23 +6,21 @@ concurrent requests (:mod:`._serving`), sized by measuring the model on this hos
 throughput build (:mod:`._serving_measure`) and recorded (:mod:`._serving_record`).
 ``"cumulative_throughput"`` does the same over every verified device it may use at once
 (:mod:`._serving_devices`). The hint is given to ``OnnxBackend.from_checkpoint``, or as the
-session config entry :data:`HINT_ENTRY` (the drop-in's ``SessionOptions``).
+session config entry :data:`~._hints.HINT_ENTRY` (the drop-in's ``SessionOptions``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import attrs
 
 from ..errors import OptionError
 from ..providers.options import check_threads
+from ._hints import HINTS
 
 __all__ = [
-    "DEFAULT_HINT",
-    "HINTS",
-    "HINT_ENTRY",
+    "HINTS",  # the hints' home is _hints; _serving_record checks a recorded hint with this one
     "MAX_BATCH_ROWS",
     "MAX_DELAY_MS",
     "DeviceServing",
@@ -30,28 +28,11 @@ __all__ = [
     "ServingConfig",
     "ServingReport",
     "Trial",
-    "performance_hint",
 ]
 
-HINTS = ("latency", "throughput", "cumulative_throughput")
-DEFAULT_HINT = "latency"
-#: The session config entry that carries the hint (``SessionOptions.add_session_config_entry``).
-HINT_ENTRY = "ortplug.performance_hint"
 #: The bounds of a batch (rows per run) and of the queueing delay a configuration may state.
 MAX_BATCH_ROWS = 4096
 MAX_DELAY_MS = 1000.0
-
-
-def performance_hint(given: object, config_entries: Mapping[str, str] | None = None) -> str:
-    """``given``, else the session config entry :data:`HINT_ENTRY`, else ``"latency"``."""
-    source = "performance_hint"
-    if given is None and config_entries and HINT_ENTRY in config_entries:
-        given, source = config_entries[HINT_ENTRY], f"session config entry {HINT_ENTRY!r}"
-    if given is None:
-        return DEFAULT_HINT
-    if given not in HINTS:
-        raise OptionError(f"{source}: expected one of {', '.join(HINTS)}, got {given!r}")
-    return str(given)
 
 
 def _positive(limit: int) -> Any:

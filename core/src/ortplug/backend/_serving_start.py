@@ -28,6 +28,7 @@ from ..providers.session_options import SessionOptionsConfig
 from ..verification.sample_inputs import carried_samples, session_inputs
 from . import _serving_record
 from ._batch_rows import Batching, batching_of
+from ._caller import user_stacklevel
 from ._plan import SessionPlan
 from ._serving import Device, Server
 from ._serving_devices import DevicePlan, StreamBuilder, device_plans, usable_cpus
@@ -306,5 +307,7 @@ def _save(
         _serving_record.save(origin, served.host, given, report)
     except CacheError as exc:
         warnings.warn(
-            f"the measured serving layout is not recorded: {exc}", OrtplugCacheWarning, stacklevel=4
+            f"the measured serving layout is not recorded: {exc}",
+            OrtplugCacheWarning,
+            stacklevel=user_stacklevel(),
         )

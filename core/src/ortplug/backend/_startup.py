@@ -13,10 +13,9 @@ representative inputs (so its first real run is not the slow one), and switches 
 
 from __future__ import annotations
 
-import atexit
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import attrs
 
@@ -27,76 +26,20 @@ from ..providers.configs import CPU_EP
 from ..verification.sample_inputs import carried_samples, session_inputs
 from ._placement import enforce_share
 from ._plan import Choice, StalePlanError
-from ._real_traffic import TrafficSettings, did_not_come_up, hand_over
-from ._session import SessionBuild, cancel_builds, create_planned
+from ._real_traffic import hand_over
+from ._session import SessionBuild, create_planned
+from ._switch_state import Proving, StartupSwitch, TrafficSettings, did_not_come_up, start_switch
 from .build_pipeline import BuildPipeline, BuildResult, ServeChange, ServingBackend
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from ..checkpoint import ResolvedCheckpoint
-    from ._traffic_check import TrafficCheck
 
-__all__ = ["Proving", "StartupSwitch", "start_on_cpu"]
+__all__ = ["start_on_cpu"]
 
-
-@attrs.define(eq=False)
-class StartupSwitch:
-    """The background bring-up of one backend's accelerator: when it settled and how.
-
-    ``done`` is set once what serves is settled: the accelerator serves, or it will not
-    (it failed, was rejected on generated or real inputs, lost to the CPU, or was closed).
-    """
-
-    requested: tuple[str, ...]
-    done: threading.Event = attrs.field(factory=threading.Event)
-    switched: bool = False
-    error: BaseException | None = None
-    seconds: float | None = None  # build + warm-up time of the accelerator session
-    exiting: bool = False  # the interpreter is exiting: stop, quietly
-    warm_up_options: Any = None  # the warm-up run's RunOptions, to terminate it at exit
-    status: str = ""  # what it is doing or did, as the report says it
-    traffic: TrafficCheck | None = None  # the shadow checking a candidate on real requests
-
-    def settle(self) -> None:
-        """What serves is settled: no longer under way."""
-        _UNDER_WAY.discard(self)
-        self.done.set()
-
-
-#: Bring-ups under way; at exit each is stopped and waited for (native code still
-#: running in a thread when the process ends aborts it).
-_UNDER_WAY: set[StartupSwitch] = set()
-_EXIT_WAIT_S = 30.0
 #: Accelerator sessions built again for custom-op libraries registered during a bring-up.
 _MAX_REBUILDS = 3
-
-
-def _stop_at_exit() -> None:
-    switches = list(_UNDER_WAY)
-    for switch in switches:
-        switch.exiting = True
-        if switch.warm_up_options is not None:
-            switch.warm_up_options.terminate = True
-        if switch.traffic is not None:
-            switch.traffic.stop(wait=False)
-    cancel_builds()
-    deadline = time.monotonic() + _EXIT_WAIT_S
-    for switch in switches:
-        switch.done.wait(max(0.0, deadline - time.monotonic()))
-
-
-atexit.register(_stop_at_exit)
-
-
-@attrs.frozen
-class Proving:
-    """What the background bring-up works with: the build's pipeline (``from_checkpoint``'s
-    arguments), the CPU reference serving now, and the checks on real requests."""
-
-    pipeline: BuildPipeline
-    reference: BuildResult  # the CPU session serving now, and its plan
-    traffic: TrafficSettings  # the checks on real requests before and after a switch
 
 
 def start_on_cpu(
@@ -109,9 +52,8 @@ def start_on_cpu(
     """Start bringing the first of ``listed`` up behind ``backend``, which serves ``reference``
     (the CPU) now."""
     chain = listed[0].selection.chain
-    switch = StartupSwitch(tuple(config.to_ort()[0] for config in chain))
+    switch = start_switch(tuple(config.to_ort()[0] for config in chain))
     switch.status = f"the CPU reference serves while {list(switch.requested)} comes up"
-    _UNDER_WAY.add(switch)
     thread = threading.Thread(
         target=_bring_up,
         args=(backend, listed, Proving(pipeline, reference, traffic), switch),

@@ -62,13 +62,14 @@ from ..verification.verdicts import (
     record_key,
     save_checks,
 )
-from ._placement import accelerator_share, node_counts
+from ._placement import node_counts
 from ._plan import SessionPlan, plan_session
 from ._serial import concurrent_runs
 from ._session import capture_messages, create_planned, model_key
 from ._validation import InputChecker
 from .binding import accumulates
 from .introspection import value_infos
+from .report import accelerator_share
 
 __all__ = ["THREADS", "Verifier", "needs_check"]
 

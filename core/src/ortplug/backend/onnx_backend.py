@@ -28,6 +28,7 @@ from ..plugins.manager import resolve_plugin_host
 from ..providers.configs import CPU_EP
 from ..providers.options import encode_option
 from ..providers.run_options import RunOptionsConfig
+from ._hints import performance_hint
 from ._plan import SessionPlan, StalePlanError, resolve_checkpoint
 from ._run import bfloat16_as_ort_values, check_into_outputs, feed_by_name, select_outputs
 from ._serial import serialised
@@ -44,7 +45,7 @@ if TYPE_CHECKING:
     from ..verification.verdicts import Verdict
     from ._serving import Server
     from ._serving_plan import ServingConfig, ServingReport
-    from ._startup import StartupSwitch
+    from ._switch_state import StartupSwitch
     from ._traffic_check import TrafficCheck
     from .binding import Binding
     from .introspection import MemoryInfo, ModelInfo, ValueInfo
@@ -71,11 +72,11 @@ def _hint(
 ) -> str:
     """The performance hint asked for (checked against the arguments it cannot go with)."""
     entries = options.config_entries if options is not None else None
-    if given is None and serving is None and not entries:
-        return "latency"  # today's path: nothing of the serving modules is imported
-    from ._serving_plan import ServingConfig, performance_hint
-
     hint = performance_hint(given, entries)
+    if hint == "latency" and serving is None:
+        return hint  # nothing of the serving modules is imported
+    from ._serving_plan import ServingConfig
+
     if serving is not None and not isinstance(serving, ServingConfig):
         raise OptionTypeError(f"serving: expected a ServingConfig, got {type(serving).__name__}")
     if serving is not None and hint == "latency":

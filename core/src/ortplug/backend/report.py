@@ -8,13 +8,19 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from ._placement import accelerator_share
+from ..providers.configs import CPU_EP
 
 if TYPE_CHECKING:
     from ..verification.verdicts import Verdict
     from ._serving_plan import ServingReport
 
-__all__ = ["Candidate", "ProviderReport"]
+__all__ = ["Candidate", "ProviderReport", "accelerator_share"]
+
+
+def accelerator_share(counts: Mapping[str, int]) -> float | None:
+    """The share of graph nodes that did not land on the CPU provider (``None``: no node counted)."""
+    total = sum(counts.values())
+    return 1 - counts.get(CPU_EP, 0) / total if total else None
 
 
 def _frozen(value: Mapping[str, Any]) -> Mapping[str, Any]:

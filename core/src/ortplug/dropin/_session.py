@@ -34,6 +34,7 @@ from ..host._ort_log import hook_onnxruntime, left_to_ort
 if TYPE_CHECKING:
     from ..backend import OnnxBackend
     from ..backend.report import ProviderReport
+    from ..providers.configs import ProviderConfig
     from ..providers.session_options import SessionOptionsConfig
 
 __all__ = ["InferenceSession", "SessionRecord"]
@@ -120,11 +121,19 @@ def _names_cpu(item: object) -> bool:
     return item == _CPU or (isinstance(item, tuple) and item[:1] == (_CPU,))
 
 
-def _ortplug_forms(providers: object, provider_options: object) -> bool:
-    """Whether ``providers`` uses ortplug's forms (anything else is ONNX Runtime's to judge)."""
+def _ortplug_chain(
+    providers: object, provider_options: object
+) -> tuple[ProviderConfig, ...] | None:
+    """``providers`` parsed, once, when it uses ortplug's forms: the chain the build takes as
+    given (``None``: ONNX Runtime's to judge)."""
     if provider_options is not None or not isinstance(providers, (list, tuple)):
-        return False
-    return any(_is_ortplug_form(item) for item in providers)
+        return None
+    if not any(_is_ortplug_form(item) for item in providers):
+        return None
+    from ..backend._plan import parse_providers
+    from ..plugins import get_plugin_host
+
+    return parse_providers(providers, get_plugin_host())
 
 
 def _taken_over(rule: str, providers: Sequence[Any]) -> bool:
@@ -254,7 +263,8 @@ class InferenceSession(_OrtSession):  # type: ignore[misc]
         config = sess_options if options_class and isinstance(sess_options, options_class) else None
         if config is not None:
             sess_options = config.to_ort(_ort)  # what ONNX Runtime's path takes
-        strict = providers is not None and _ortplug_forms(providers, provider_options)
+        chain = None if providers is None else _ortplug_chain(providers, provider_options)
+        strict = chain is not None
         why = "providers=None: ortplug's policy"
         if strict:
             why = f"providers={list(providers or ())} in ortplug's forms (strict)"
@@ -280,7 +290,7 @@ class InferenceSession(_OrtSession):  # type: ignore[misc]
         # What ortplug failing to plan means for providers=None: ONNX Runtime chooses instead.
         unplanned = (CheckpointError, MissingFileError, ModelLoadError, NoProviderError)
         try:
-            self._build(model, sess_options, config, providers if strict else None, kwargs)
+            self._build(model, sess_options, config, chain, kwargs)
         except unplanned as exc:
             if strict:
                 raise
@@ -313,7 +323,7 @@ class InferenceSession(_OrtSession):  # type: ignore[misc]
         model: Any,
         sess_options: Any,
         config: SessionOptionsConfig | None,
-        chain: Sequence[Any] | None,
+        chain: tuple[ProviderConfig, ...] | None,
         kwargs: Mapping[str, Any],
     ) -> None:
         """``OnnxBackend.from_checkpoint``'s path; this object becomes its session.
@@ -415,8 +425,8 @@ class InferenceSession(_OrtSession):  # type: ignore[misc]
         """Re-create the session: ONNX Runtime's forms as ONNX Runtime does, ``None`` and
         ortplug's forms planned again by ortplug."""
         self._check_session_can_be_recreated("set_providers")
-        strict = providers is not None and _ortplug_forms(providers, provider_options)
-        if providers is not None and not strict:
+        chain = None if providers is None else _ortplug_chain(providers, provider_options)
+        if providers is not None and chain is None:
             _OrtSession.set_providers(self, providers, provider_options)
             self._serve(None)
             self._backend = None
@@ -427,5 +437,5 @@ class InferenceSession(_OrtSession):  # type: ignore[misc]
             release()
         model = self._model_path or self._model_bytes
         fallback = {"enable_fallback": self._enable_fallback}
-        self._build(model, self._sess_options_initial, None, providers, fallback)
+        self._build(model, self._sess_options_initial, None, chain, fallback)
         self._why = f"set_providers({providers!r}): ortplug: {self._reasons()}"

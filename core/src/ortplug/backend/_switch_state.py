@@ -1,0 +1,114 @@
+"""What a startup fallback's bring-up shares with the checks on real traffic: its state
+(:class:`StartupSwitch`, stopped and waited for at exit), what it works with (:class:`Proving`),
+and how a candidate that did not come up is said.
+
+:mod:`._startup` starts the bring-up and hands a verified candidate to :mod:`._real_traffic`;
+both read and write these values, neither imports the other's back.
+"""
+
+from __future__ import annotations
+
+import atexit
+import threading
+import time
+import warnings
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from ..errors import ProviderFallbackWarning
+from ._session import cancel_builds
+
+if TYPE_CHECKING:
+    from ._traffic_check import TrafficCheck
+    from .build_pipeline import BuildPipeline, BuildResult
+
+__all__ = ["Proving", "StartupSwitch", "TrafficSettings", "did_not_come_up", "start_switch"]
+
+
+@attrs.frozen
+class TrafficSettings:
+    """``checks``: agreeing real requests before a candidate serves (0: it serves once verified);
+    ``spot_check``: the share of its calls run again on the CPU reference then (0: none)."""
+
+    checks: int
+    spot_check: float
+
+
+@attrs.define(eq=False)
+class StartupSwitch:
+    """The background bring-up of one backend's accelerator: when it settled and how.
+
+    ``done`` is set once what serves is settled: the accelerator serves, or it will not
+    (it failed, was rejected on generated or real inputs, lost to the CPU, or was closed).
+    """
+
+    requested: tuple[str, ...]
+    done: threading.Event = attrs.field(factory=threading.Event)
+    switched: bool = False
+    error: BaseException | None = None
+    seconds: float | None = None  # build + warm-up time of the accelerator session
+    exiting: bool = False  # the interpreter is exiting: stop, quietly
+    warm_up_options: Any = None  # the warm-up run's RunOptions, to terminate it at exit
+    status: str = ""  # what it is doing or did, as the report says it
+    traffic: TrafficCheck | None = None  # the shadow checking a candidate on real requests
+
+    def settle(self) -> None:
+        """What serves is settled: no longer under way."""
+        _UNDER_WAY.discard(self)
+        self.done.set()
+
+
+#: Bring-ups under way; at exit each is stopped and waited for (native code still
+#: running in a thread when the process ends aborts it).
+_UNDER_WAY: set[StartupSwitch] = set()
+_EXIT_WAIT_S = 30.0
+
+
+def _stop_at_exit() -> None:
+    switches = list(_UNDER_WAY)
+    for switch in switches:
+        switch.exiting = True
+        if switch.warm_up_options is not None:
+            switch.warm_up_options.terminate = True
+        if switch.traffic is not None:
+            switch.traffic.stop(wait=False)
+    cancel_builds()
+    deadline = time.monotonic() + _EXIT_WAIT_S
+    for switch in switches:
+        switch.done.wait(max(0.0, deadline - time.monotonic()))
+
+
+atexit.register(_stop_at_exit)
+
+
+def start_switch(requested: tuple[str, ...]) -> StartupSwitch:
+    """The switch of a bring-up of ``requested`` starting now: under way until it settles."""
+    switch = StartupSwitch(requested)
+    _UNDER_WAY.add(switch)
+    return switch
+
+
+@attrs.frozen
+class Proving:
+    """What the background bring-up works with: the build's pipeline (``from_checkpoint``'s
+    arguments), the CPU reference serving now, and the checks on real requests."""
+
+    pipeline: BuildPipeline
+    reference: BuildResult  # the CPU session serving now, and its plan
+    traffic: TrafficSettings  # the checks on real requests before and after a switch
+
+
+def did_not_come_up(switch: StartupSwitch, what: str, exc: Exception) -> None:
+    """The candidate ``what`` did not come up: the CPU keeps serving, and the cause reaches the
+    user as one warning (none while the interpreter exits)."""
+    switch.error = exc
+    switch.status = f"the CPU reference serves: {what} did not come up"
+    if switch.exiting:
+        return
+    warnings.warn(
+        f"startup fallback: {list(switch.requested)} did not come up, the CPU keeps serving: "
+        f"{type(exc).__name__}: {exc}",
+        ProviderFallbackWarning,
+        stacklevel=1,
+    )
