@@ -129,15 +129,20 @@ def test_a_right_candidate_takes_over_after_exactly_the_stated_number_of_real_re
 
 
 def test_the_default_is_eight_real_requests_and_the_environment_sets_another(demo, monkeypatch):
-    from ortplug.backend._real_traffic import DEFAULT_CHECKS, DEFAULT_SPOT_CHECK, traffic_settings
+    from ortplug.backend._real_traffic import traffic_settings
+    from ortplug.settings import Settings
 
-    assert (DEFAULT_CHECKS, DEFAULT_SPOT_CHECK) == (8, 0.01)
-    assert traffic_settings(None, None, {}).checks == 8
-    settings = traffic_settings(None, None, {"ORTPLUG_REAL_TRAFFIC_CHECKS": "2"})
+    def made(environ: dict[str, str]) -> Settings:
+        return Settings.from_environ(environ, strict=False)
+
+    defaults = traffic_settings(None, None, made({}))
+    assert (defaults.checks, defaults.spot_check) == (8, 0.01)
+    settings = traffic_settings(None, None, made({"ORTPLUG_REAL_TRAFFIC_CHECKS": "2"}))
     assert (settings.checks, settings.spot_check) == (2, 0.01)
-    assert traffic_settings(0, 0.5, {"ORTPLUG_REAL_TRAFFIC_CHECKS": "2"}).checks == 0
-    with pytest.warns(OrtplugConfigWarning, match=r"ORTPLUG_SPOT_CHECK='2' is ignored: expected"):
-        assert traffic_settings(None, None, {"ORTPLUG_SPOT_CHECK": "2"}).spot_check == 0.01
+    assert traffic_settings(0, 0.5, made({"ORTPLUG_REAL_TRAFFIC_CHECKS": "2"})).checks == 0
+    refused = r"ORTPLUG_SPOT_CHECK: expected a share of calls from 0 to 1, got '2': ignored"
+    with pytest.warns(OrtplugConfigWarning, match=refused):
+        assert traffic_settings(None, None, made({"ORTPLUG_SPOT_CHECK": "2"})).spot_check == 0.01
     monkeypatch.setenv("ORTPLUG_REAL_TRAFFIC_CHECKS", "1")
     backend = OnnxBackend.from_checkpoint(
         demo, plugins=_host("slow", delay_s=0.001), startup_fallback=True, measure=False

@@ -18,7 +18,6 @@ the calls that follow to the next verified choice (the CPU reference last), fail
 
 from __future__ import annotations
 
-import os
 import warnings
 import weakref
 from collections.abc import Callable, Mapping
@@ -34,6 +33,7 @@ from ..errors import (
     VerificationWarning,
 )
 from ..plugins.manager import resolve_plugin_host
+from ..settings import Settings, settings
 from ._caller import user_stacklevel
 from ._plan import SessionPlan, choice_text
 from ._switch_state import Proving, StartupSwitch, TrafficSettings, did_not_come_up
@@ -43,20 +43,14 @@ from .build_pipeline import BuildResult, ServeChange, ServingBackend
 from .report import Candidate
 
 __all__ = [
-    "DEFAULT_CHECKS",
-    "DEFAULT_SPOT_CHECK",
-    "ENV_CHECKS",
-    "ENV_SPOT_CHECK",
     "hand_over",
     "traffic_settings",
 ]
 
 #: ``ORTPLUG_REAL_TRAFFIC_CHECKS=N``: agreeing real requests before a candidate serves.
-ENV_CHECKS = "ORTPLUG_REAL_TRAFFIC_CHECKS"
+_CHECKS = "ORTPLUG_REAL_TRAFFIC_CHECKS"
 #: ``ORTPLUG_SPOT_CHECK=0.01``: the share of a serving candidate's calls run again on the CPU.
-ENV_SPOT_CHECK = "ORTPLUG_SPOT_CHECK"
-DEFAULT_CHECKS = 8
-DEFAULT_SPOT_CHECK = 0.01
+_SPOT_CHECK = "ORTPLUG_SPOT_CHECK"
 #: Requests waiting for the shadow at most; the ones beyond are served and not checked.
 _SHADOW_QUEUE = 4
 #: The share of one CPU's time the spot check may take.
@@ -79,68 +73,37 @@ def _share(value: object) -> float | None:
     return float(value)
 
 
-def _setting(
-    given: object,
-    name: str,
-    environ: Mapping[str, str],
-    env: str,
-    valid: Callable[[object], Any],
-    parse: Callable[[str], object],
-    expected: str,
-    default: float,
-) -> Any:
-    """``given``, else the environment variable ``env``, else ``default``: a bad argument raises,
-    a bad variable is said once and ignored."""
-    if given is not None:
-        value = valid(given)
-        if value is None:
-            raise OptionError(f"{name}: expected {expected}, got {given!r}")
-        return value
-    text = environ.get(env, "").strip()
-    if not text:
-        return default
-    try:
-        value = valid(parse(text))
-    except ValueError:
-        value = None
+def _given(given: object, name: str, valid: Callable[[object], Any], expected: str) -> Any:
+    """The argument ``name`` checked: a bad one raises one line."""
+    value = valid(given)
     if value is None:
+        raise OptionError(f"{name}: expected {expected}, got {given!r}")
+    return value
+
+
+def _from_settings(current: Settings, variable: str, value: float) -> Any:
+    """The settings' value, said once when its variable was refused (its default then)."""
+    problem = current.problem(variable)
+    if problem is not None:
         warnings.warn(
-            f"{env}={text!r} is ignored: expected {expected}; using {default}",
-            OrtplugConfigWarning,
-            stacklevel=user_stacklevel(),
+            f"{problem}: ignored, using {value}", OrtplugConfigWarning, stacklevel=user_stacklevel()
         )
-        return default
     return value
 
 
 def traffic_settings(
-    checks: object, spot_check: object, environ: Mapping[str, str] = os.environ
+    checks: object, spot_check: object, current: Settings | None = None
 ) -> TrafficSettings:
-    """``real_traffic_checks`` and ``spot_check`` as given, else ``ORTPLUG_REAL_TRAFFIC_CHECKS``
-    and ``ORTPLUG_SPOT_CHECK``, else the defaults (8 requests, a share of 0.01 of the calls)."""
-    requests = "a whole number of requests >= 0"
-    share = "a share of calls from 0 to 1"
+    """``real_traffic_checks`` and ``spot_check`` as given, else the process's settings
+    (``ORTPLUG_REAL_TRAFFIC_CHECKS``, ``ORTPLUG_SPOT_CHECK``: 8 requests, a share of 0.01)."""
+    current = settings() if current is None else current
     return TrafficSettings(
-        _setting(
-            checks,
-            "real_traffic_checks",
-            environ,
-            ENV_CHECKS,
-            _count,
-            int,
-            requests,
-            DEFAULT_CHECKS,
-        ),
-        _setting(
-            spot_check,
-            "spot_check",
-            environ,
-            ENV_SPOT_CHECK,
-            _share,
-            float,
-            share,
-            DEFAULT_SPOT_CHECK,
-        ),
+        _from_settings(current, _CHECKS, current.real_traffic_checks)
+        if checks is None
+        else _given(checks, "real_traffic_checks", _count, "a whole number of requests >= 0"),
+        _from_settings(current, _SPOT_CHECK, current.spot_check)
+        if spot_check is None
+        else _given(spot_check, "spot_check", _share, "a share of calls from 0 to 1"),
     )
 
 

@@ -25,7 +25,6 @@ fallback) as a :class:`ServeChange` through its one seam, ``_serve``.
 from __future__ import annotations
 
 import enum
-import os
 import warnings
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
@@ -50,7 +49,6 @@ if TYPE_CHECKING:
     from .report import Candidate, ProviderReport
 
 __all__ = [
-    "ENV_MEASURE",
     "MARGIN",
     "MAX_MEASURED",
     "BuildPipeline",
@@ -62,8 +60,6 @@ __all__ = [
     "measuring_wanted",
 ]
 
-#: ``ORTPLUG_MEASURE=0`` skips the measured choice (the first verified choice serves).
-ENV_MEASURE = "ORTPLUG_MEASURE"
 #: Verified candidates timed besides the CPU reference (the policy's leading ones).
 MAX_MEASURED = 3
 #: A candidate wins over the CPU reference only when its median is at most this share of it.
@@ -81,11 +77,11 @@ class CandidateOutcome(enum.Enum):
     UNUSABLE = "unusable"  # a variant file ONNX Runtime refuses
 
 
-def measuring_wanted(measure: bool | None, environ: Mapping[str, str] = os.environ) -> bool:
-    """``measure`` as given, else on unless ``ORTPLUG_MEASURE`` is ``0``/``false``/``no``."""
-    if measure is not None:
-        return measure
-    return environ.get(ENV_MEASURE, "1").strip().lower() not in ("0", "false", "no", "off")
+def measuring_wanted(measure: bool | None) -> bool:
+    """``measure`` as given, else the process's setting (``ORTPLUG_MEASURE``, on by default)."""
+    from ..settings import settings
+
+    return settings().measure if measure is None else measure
 
 
 @attrs.frozen
