@@ -267,6 +267,7 @@ def test_version_reads_only_the_metadata_it_prints() -> None:
 
     from ortplug.host._runtime import installed_runtimes
     from ortplug.plugins import _entry_points
+    from ortplug.plugins.project import PROJECT
 
     code = (
         "import sys\n"
@@ -278,7 +279,7 @@ def test_version_reads_only_the_metadata_it_prints() -> None:
     assert done.returncode == 0, done.stderr
     *printed, imported = done.stdout.splitlines()
     assert imported == "[]"  # neither every distribution's metadata nor the plugin host's classes
-    plugins = sorted(_entry_points.discover(_entry_points.PROJECT), key=lambda e: e.name)
+    plugins = sorted(_entry_points.discover(PROJECT), key=lambda e: e.name)
     assert printed == [
         f"ortplug {version('ortplug')}",
         *(f"runtime {d.name} {d.version}" for d in installed_runtimes()),

@@ -15,10 +15,10 @@ from __future__ import annotations
 import os
 import sys
 
+from ..plugins.project import PROJECT
+
 __all__ = ["version_text"]
 
-#: The entry-point group of plugins (``_entry_points.PROJECT``, whose module imports attrs).
-_GROUP = "ortplug"
 _RUNTIME_FILE = "onnxruntime/__init__.py"
 
 
@@ -111,7 +111,7 @@ def version_text() -> str:
     plugins = sorted(
         (entry, folder)
         for folder in distributions.values()
-        for entry in _entry_points(folder, _GROUP)
+        for entry in _entry_points(folder, PROJECT)
     )
     for entry, folder in plugins:
         made_by = " ".join(filter(None, _name_and_version(folder))) or "?"

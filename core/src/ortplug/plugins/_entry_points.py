@@ -29,10 +29,7 @@ import attrs
 from ..cache.root import cache_key, read_cache_file
 from ..cache.store import RecordStore
 
-__all__ = ["FOLDER", "PROJECT", "PluginEntryPoint", "clear", "discover"]
-
-#: The one name: entry-point group, hook prefix and ``ORTPLUG_*`` variables.
-PROJECT = "ortplug"
+__all__ = ["FOLDER", "PluginEntryPoint", "clear", "discover"]
 
 #: Where the remembered scans live under the cache root.
 FOLDER = "entry-points"

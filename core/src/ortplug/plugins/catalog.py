@@ -238,7 +238,8 @@ def _installed_declarations(environ: Mapping[str, str] | None) -> list[PluginDec
 def refused_declarations(environ: Mapping[str, str] | None = None) -> list[str]:
     """One line for each installed plugin let in whose declaration does not check (a plain-http
     ``index_url``...): the catalog leaves all of it out, and ``doctor --fix`` says so."""
-    from ._entry_points import PROJECT, discover
+    from ._entry_points import discover
+    from .project import PROJECT
     from .manager import blocked_by
 
     let_in = _settings_of(environ)

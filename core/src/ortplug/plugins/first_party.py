@@ -80,7 +80,8 @@ def first_party_kind(name: str) -> tuple[str, KindDeclaration] | None:
 def installed_declarations() -> list[PluginDeclaration]:
     """The declarations of the installed plugins, as the entry-point scan read them (checked
     again; one that does not check is left out: the plugin host reports it)."""
-    from ._entry_points import PROJECT, discover
+    from ._entry_points import discover
+    from .project import PROJECT
     from .declaration import DeclarationError, source_of
 
     found = []

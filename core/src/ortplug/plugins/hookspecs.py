@@ -28,7 +28,7 @@ import pluggy
 from ..host.capabilities import HostProbe
 from ..providers.configs import ProviderConfig, is_provider_config
 from ..providers.session_options import SessionOptionsConfig
-from ._entry_points import PROJECT
+from .project import PROJECT
 from .provider_type import ProviderType
 from .types import DoctorCheck, MetadataKey, ProviderDecline, ProviderOffer
 

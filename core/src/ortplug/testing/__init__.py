@@ -27,7 +27,7 @@ from typing import Any
 
 from ..host.capabilities import HostCapabilities
 from ..host.ep_libraries import unregister_libraries
-from ..plugins._entry_points import PROJECT
+from ..plugins.project import PROJECT
 from ..plugins.manager import PluginHost, reset_plugin_host
 from ..settings import refresh_settings
 
