@@ -188,7 +188,7 @@ def section_broken(path: Path) -> None:
 
 def section_webgpu(folder: Path) -> None:
     from ortplug import LocalCheckpoint, OnnxBackend, Tolerance, VerificationWarning
-    from ortplug.plugins import reset_plugin_host
+    from ortplug.plugin_host.manager import reset_plugin_host
     from ortplug.verification.precision_variants import write_variants
 
     os.environ["ORTPLUG_WEBGPU_ALLOW_SOFTWARE"] = "1"  # lavapipe; a real GPU needs no opt-in

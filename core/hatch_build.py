@@ -1,6 +1,6 @@
 """Build hook: the core's wheel carries this repository's plugin declarations.
 
-Each ``plugins/*/src/<package>/ortplug.json`` goes to ``ortplug/plugins/manifests/<package>.json``
+Each ``plugins/*/src/<package>/ortplug.json`` goes to ``ortplug/plugin_host/manifests/<package>.json``
 and each ``examples/*/src/<package>/ortplug.json`` to ``.../manifests/examples/``: the core
 knows this project's kinds (names, distributions, install lines, catalog fields, device
 classes) when their plugins are not installed, from the plugins' own files, with no copy in
@@ -27,5 +27,5 @@ class FirstPartyManifests(BuildHookInterface):  # type: ignore[type-arg]
         prefix = "src/ortplug" if self.target_name == "sdist" else "ortplug"
         for folder, under in _FOLDERS.items():
             for path in sorted(repository.glob(f"{folder}/*/src/*/ortplug.json")):
-                target = f"{prefix}/plugins/manifests/{under}{path.parent.name}.json"
+                target = f"{prefix}/plugin_host/manifests/{under}{path.parent.name}.json"
                 build_data["force_include"][str(path)] = target

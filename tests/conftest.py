@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from ortplug import PluginHost
-from ortplug.plugins.manager import reset_plugin_host
+from ortplug.plugin_host.manager import reset_plugin_host
 from ortplug.testing import follow_environment, make_plugin_host
 
 # plugin_host and cpu_host come from ortplug.testing (a pytest plugin installed with ortplug).

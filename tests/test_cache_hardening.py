@@ -38,7 +38,7 @@ from ortplug.cache.root import (
 )
 from ortplug.cli._doctor import run_checks
 from ortplug.errors import CacheError, CheckpointError, OrtplugCacheWarning, OrtplugConfigWarning
-from ortplug.plugins.manager import get_plugin_host
+from ortplug.plugin_host.manager import get_plugin_host
 from ortplug.selection.autotune import TunedSetting, lookup, save, stale_records
 from ortplug.testing import make_plugin_host
 

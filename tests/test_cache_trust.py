@@ -20,7 +20,7 @@ from ortplug import HostProbe, LocalCheckpoint, OnnxBackend, PluginHost, hookimp
 from ortplug.cache import index as cache_index
 from ortplug.cache.root import cache_dir, read_marker, trusted_folder
 from ortplug.errors import CacheError, OrtplugCacheWarning, VerificationWarning
-from ortplug.plugins import _entry_points
+from ortplug.plugin_host import entry_points as _entry_points
 from ortplug.testing import make_plugin_host
 from variant_models import INT8_ACCEPTED, mlp_with_variants, set_tolerance
 
@@ -331,7 +331,7 @@ def test_prune_never_follows_a_symlinked_record_folder(ortplug_cache: Path, tmp_
     (ortplug_cache / "verify").symlink_to(user)
     assert cache_index.entries() == [] and cache_index.prune() == []
     assert (user / "notes.json").exists()
-    from ortplug.plugins import _probe_cache
+    from ortplug.host import probe_cache as _probe_cache
 
     (ortplug_cache / "probes").symlink_to(user)
     with pytest.warns(OrtplugCacheWarning, match="probes is a symbolic link"):

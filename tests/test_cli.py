@@ -120,7 +120,7 @@ def test_a_first_result_imports_only_what_its_path_needs() -> None:
         "ortplug.backend._real_traffic",
         "ortplug.backend._startup",
         "ortplug.backend._traffic_check",
-        "ortplug.backend._verified",
+        "ortplug.backend.verifier",
         "ortplug.checkpoint.model_package",
         "ortplug.verification.verdicts",
     ]

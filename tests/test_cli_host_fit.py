@@ -44,7 +44,7 @@ def _cli_with(python: list[str], *args: str, **env: str) -> subprocess.Completed
 
 
 def _runtimes() -> list[str]:
-    from ortplug.host._runtime import installed_runtimes
+    from ortplug.host.runtime import installed_runtimes
 
     return [f"{r.name} {r.version}" for r in installed_runtimes()]
 

@@ -9,7 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from ortplug.plugins import CONTRACTS, PluginHost
+from ortplug.plugin_host.manager import PluginHost
+from ortplug.plugins import CONTRACTS
 from ortplug.plugins.declaration import (
     HOOKS,
     DeclarationError,
@@ -146,7 +147,7 @@ def test_the_scan_remembers_each_plugins_declaration(tmp_path: Path) -> None:
     """A fresh process reads the declarations from the remembered scan, importing no plugin."""
     script = (
         "import sys\n"
-        "from ortplug.plugins import _entry_points\n"
+        "from ortplug.plugin_host import entry_points as _entry_points\n"
         "rows = {e.name: e for e in _entry_points.discover('ortplug')}\n"
         "print(sorted(k['kind'] for k in rows['cuda'].declaration['kinds']))\n"
         "print('ortplug_cuda.plugin' in sys.modules)\n"

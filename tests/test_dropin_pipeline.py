@@ -14,7 +14,7 @@ import models
 import pytest
 from ortplug import ProviderType, VerificationWarning, hookimpl
 from ortplug.dropin import InferenceSession
-from ortplug.plugins.manager import get_plugin_host
+from ortplug.plugin_host.manager import get_plugin_host
 from ortplug.testing import demo_model
 from ortplug.testing.misbehaving import MisbehavingPlugin
 
@@ -89,7 +89,7 @@ _NOT_RUN = [
     "ortplug.backend._serving_plan",
     "ortplug.backend._startup",
     "ortplug.backend._switch_state",
-    "ortplug.backend._verified",
+    "ortplug.backend.verifier",
     "ortplug.host.environment",  # the global thread pools: asked only by a build that opts out
     "ortplug.verification.verdicts",
 ]

@@ -18,7 +18,7 @@ from ortplug import (
     hookimpl,
 )
 from ortplug.host.ep_libraries import EpLibrary, ensure_library
-from ortplug.host.ep_package import LibraryProvider
+from ortplug.plugins.ep_package import LibraryProvider
 
 
 def test_a_missing_library_file_is_reported(tmp_path) -> None:

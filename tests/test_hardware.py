@@ -10,7 +10,7 @@ from pathlib import Path
 
 import fake_roots
 import pytest
-from ortplug.host.hardware import HARDWARE_ROOT_ENV, cuda_major_for_driver, detect_hardware
+from ortplug.fit.hardware import HARDWARE_ROOT_ENV, cuda_major_for_driver, detect_hardware
 
 _LINUX = {"ORTPLUG_OVERRIDE_PLATFORM": "linux", "ORTPLUG_OVERRIDE_MACHINE": "x86_64"}
 
@@ -177,7 +177,7 @@ def test_bidi_and_zero_width_characters_in_names_print_as_marks(tmp_path: Path) 
     assert done.stdout.startswith(f"hardware  linux x86_64: {shown}, NVIDIA driver"), done.stdout
 
 
-_DETECT = "from ortplug.host.hardware import detect_hardware as d; print(d({!r}).to_dict())"
+_DETECT = "from ortplug.fit.hardware import detect_hardware as d; print(d({!r}).to_dict())"
 
 
 def _detect_in_a_child(root: Path) -> subprocess.CompletedProcess[str]:

@@ -23,7 +23,7 @@ from ortplug import (
     SessionOptionsConfig,
     hookimpl,
 )
-from ortplug.backend._plan import plan_session
+from ortplug.backend.plan import plan_session
 from ortplug.plugins import ProviderType, hookspecs
 from ortplug.testing import make_plugin_host
 from ortplug_cpu import CpuProvider

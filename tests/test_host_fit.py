@@ -11,11 +11,11 @@ from pathlib import Path
 import fake_roots
 import pytest
 from ortplug.errors import OptionError
-from ortplug.host._runtime import RuntimeDistribution
-from ortplug.host.fit import FitPlan, Installed, plan_fit
-from ortplug.host.hardware import Hardware, detect_hardware
-from ortplug.plugins.catalog import CATALOG_ENV, load_catalog
-from ortplug.plugins.requirement import Requirement
+from ortplug.fit.catalog import CATALOG_ENV, load_catalog
+from ortplug.fit.hardware import Hardware, detect_hardware
+from ortplug.fit.planner import FitPlan, Installed, plan_fit
+from ortplug.fit.requirement import Requirement
+from ortplug.host.runtime import RuntimeDistribution
 
 REPOSITORY = Path(__file__).resolve().parents[1]
 _LINUX = {"ORTPLUG_OVERRIDE_PLATFORM": "linux", "ORTPLUG_OVERRIDE_MACHINE": "x86_64"}
@@ -326,7 +326,7 @@ print(json.dumps(sorted(m for m in sys.modules if m in MODULES)))
 
 
 def test_a_build_imports_neither_the_catalog_nor_the_hardware_scan() -> None:
-    modules = ["ortplug.plugins.catalog", "ortplug.host.fit", "ortplug.host.hardware"]
+    modules = ["ortplug.fit.catalog", "ortplug.fit.planner", "ortplug.fit.hardware"]
     script = _BUILD.replace("MODULES", repr(modules))
     done = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
@@ -334,7 +334,7 @@ def test_a_build_imports_neither_the_catalog_nor_the_hardware_scan() -> None:
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout.splitlines()[-1]) == []
     # and the same process does import them when asked, so the check can fail
-    check = script.replace("print(", "import ortplug.host.fit\nprint(")
+    check = script.replace("print(", "import ortplug.fit.planner\nprint(")
     done = subprocess.run(
         [sys.executable, "-c", check], capture_output=True, text=True, timeout=120
     )

@@ -6,13 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from ortplug.host._runtime import RuntimeDistribution, duplicate_runtimes, install_hint
 from ortplug.host.install_command import (
     core_checkout,
     core_extras,
     install_targets,
     pip_install,
 )
+from ortplug.host.runtime import RuntimeDistribution, duplicate_runtimes, install_hint
 
 REPOSITORY = Path(__file__).resolve().parents[1]
 _EXTRAS = {

@@ -8,7 +8,7 @@ import models
 import onnx
 import pytest
 from ortplug import CheckpointMetadata
-from ortplug.checkpoint._onnx_wire import WireFormatError, summarize_model
+from ortplug.checkpoint.onnx_wire import WireFormatError, summarize_model
 
 
 def test_json_round_trip_keeps_every_field() -> None:

@@ -265,8 +265,8 @@ def test_inspect_shortens_a_long_symbolic_dimension_and_names_what_it_is_of(tmp_
 def test_version_reads_only_the_metadata_it_prints() -> None:
     from importlib.metadata import version
 
-    from ortplug.host._runtime import installed_runtimes
-    from ortplug.plugins import _entry_points
+    from ortplug.host.runtime import installed_runtimes
+    from ortplug.plugin_host import entry_points as _entry_points
     from ortplug.plugins.project import PROJECT
 
     code = (

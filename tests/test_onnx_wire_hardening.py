@@ -30,8 +30,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from onnx import TensorProto, helper
 from ortplug import CheckpointMetadata, InMemoryCheckpoint, LocalCheckpoint
-from ortplug.checkpoint import _onnx_wire as wire
-from ortplug.checkpoint._onnx_wire import (
+from ortplug.checkpoint import onnx_wire as wire
+from ortplug.checkpoint.onnx_wire import (
     ModelSummary,
     TensorInfo,
     WireFormatError,
@@ -286,7 +286,7 @@ def run(trigger_at):
     calls = 0
     def hook(frame, event, arg):
         nonlocal calls
-        if event == "call" and frame.f_code.co_filename.endswith("_onnx_wire.py"):
+        if event == "call" and frame.f_code.co_filename.endswith("onnx_wire.py"):
             calls += 1
             if calls == trigger_at:  # rewrite in place, as a careless writer does
                 with open(path, "r+b") as handle:
@@ -302,7 +302,7 @@ def run(trigger_at):
 calls = 0
 def count(frame, event, arg):
     global calls
-    if event == "call" and frame.f_code.co_filename.endswith("_onnx_wire.py"):
+    if event == "call" and frame.f_code.co_filename.endswith("onnx_wire.py"):
         calls += 1
 sys.setprofile(count)
 LocalCheckpoint(path).resolve()
@@ -389,7 +389,7 @@ def test_an_unchanged_file_reads_like_its_bytes(tmp_path) -> None:
 
 _TIMED_READ = r"""
 import sys, time
-from ortplug.checkpoint._onnx_wire import summarize_file
+from ortplug.checkpoint.onnx_wire import summarize_file
 start = time.perf_counter()
 summary = summarize_file(sys.argv[1])
 print(time.perf_counter() - start, summary.initializer_sizes)
@@ -476,7 +476,7 @@ def _raise_in_reader(after_calls: int, exc: BaseException) -> Iterator[None]:
 
     def hook(frame: Any, event: str, arg: Any) -> None:
         nonlocal calls
-        if event == "call" and frame.f_code.co_filename.endswith("_onnx_wire.py"):
+        if event == "call" and frame.f_code.co_filename.endswith("onnx_wire.py"):
             calls += 1
             if calls == after_calls:
                 sys.setprofile(None)
@@ -514,7 +514,7 @@ def test_a_signal_handler_exception_mid_read_comes_through(tmp_path) -> None:
     path = models.write(tmp_path, "chain.onnx", models.long_chain_model(20_000))
 
     def on_alarm(signum: int, frame: Any) -> None:
-        if frame is not None and frame.f_code.co_filename.endswith("_onnx_wire.py"):
+        if frame is not None and frame.f_code.co_filename.endswith("onnx_wire.py"):
             raise _Alarm  # only inside the reader, never in this test's own lines
 
     previous = signal.signal(signal.SIGVTALRM, on_alarm)

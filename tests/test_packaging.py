@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import tomllib
 from ortplug import RuntimeDistribution, installed_runtimes
-from ortplug.host._runtime import duplicate_runtime_problem
+from ortplug.host.runtime import duplicate_runtime_problem
 
 ROOT = Path(__file__).resolve().parents[1]
 PLUGINS = ("cpu", "cuda", "tensorrt", "coreml")

@@ -405,7 +405,7 @@ def test_a_bad_override_is_one_warning_and_ignored(variable, value, expected) ->
 
 def test_typed_fields_of_a_library_provider_reach_onnx_runtime() -> None:
     from ortplug.errors import OptionError
-    from ortplug.host.ep_package import LibraryProvider
+    from ortplug.plugins.ep_package import LibraryProvider
     from ortplug.providers.options import bool_field
 
     @attrs.frozen(kw_only=True)

@@ -18,7 +18,7 @@ from ortplug import (
     VerificationError,
     VerificationWarning,
 )
-from ortplug.plugins.manager import get_plugin_host
+from ortplug.plugin_host.manager import get_plugin_host
 from ortplug.testing import demo_model, demo_static_model, make_plugin_host
 from ortplug.testing.misbehaving import MisbehavingPlugin, MisbehavingProvider
 

@@ -23,7 +23,7 @@ CORE = REPOSITORY / "core" / "src" / "ortplug"
 #: Each allowed use: what the code says (a regex over the token), and why it may say it.
 _ALLOWED = {
     r"cuda_min|cuda_major|driver_for_cuda|_DRIVER_FOR_CUDA|CUDA \{": (
-        "the NVIDIA driver's CUDA version: a hardware fact (host/hardware.py) and the "
+        "the NVIDIA driver's CUDA version: a hardware fact (fit/hardware.py) and the "
         "declaration format's cuda_min field, which the catalog and host fit compare; not a kind"
     ),
     r"cuda:device_id=1|cuda,cpu|\"kind\": \"cuda\"|\['cuda', 'cpu'\]": (
@@ -34,8 +34,9 @@ _ALLOWED = {
     ),
     r"first TensorRT engine": "load_timeout_s's hint names the slowest first build it knows",
     r"^\"cuda\"$": (
-        "host/_runtime.py: the extra that brings onnxruntime-gpu when several runtime wheels "
-        "clash (reading it from the manifests' runtime field is left to that module's owner)"
+        "host/runtime.py: the extra that brings onnxruntime-gpu when several runtime wheels "
+        "clash (host/ lies below the plugin host that reads the manifests, and must name a fix "
+        "when no plugin imports)"
     ),
 }
 
@@ -104,7 +105,7 @@ def test_each_allowed_place_is_still_used() -> None:
 def test_the_binding_device_map_is_read_from_the_manifests() -> None:
     """``bind_output(device=...)`` checks the session's providers against the kinds whose
     manifest names that IO-binding device (binding.py listed them, DirectML and CANN too)."""
-    from ortplug.plugins.first_party import io_device_providers
+    from ortplug.plugin_host.first_party import io_device_providers
 
     assert io_device_providers("cuda") == {"CUDAExecutionProvider", "TensorrtExecutionProvider"}
     assert io_device_providers("webgpu") == {"WebGpuExecutionProvider"}

@@ -135,7 +135,7 @@ def test_debug_zero_is_off(tmp_path) -> None:
 def test_the_plugin_host_reads_the_process_settings_not_the_environment() -> None:
     """The plugin host's allow/deny lists come from the settings value (they were read from
     ``os.environ`` by the host itself, so one process could hold two views of them)."""
-    from ortplug.plugins.manager import PluginHost
+    from ortplug.plugin_host.manager import PluginHost
 
     saved = os.environ.get("ORTPLUG_DISABLE_PLUGINS")
     try:

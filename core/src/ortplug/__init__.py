@@ -50,19 +50,17 @@ if TYPE_CHECKING:
         VerificationError,
         VerificationWarning,
     )
-    from .host._runtime import RuntimeDistribution, installed_runtimes, preload_runtime_libraries
     from .host.capabilities import HostCapabilities, HostProbe
     from .host.environment import configure
+    from .host.runtime import RuntimeDistribution, installed_runtimes, preload_runtime_libraries
+    from .plugin_host.manager import PluginHost, get_plugin_host, parse_provider
     from .plugins import (
         DoctorCheck,
         MetadataKey,
-        PluginHost,
         ProviderDecline,
         ProviderOffer,
         ProviderType,
-        get_plugin_host,
         hookimpl,
-        parse_provider,
     )
     from .providers.configs import ProviderConfig
     from .providers.run_options import RunOptionsConfig
@@ -147,14 +145,14 @@ _LAZY = {
     "DefaultProviderPolicy": ".selection",
     "DoctorCheck": ".plugins",
     "FreeDimensionOverride": ".providers.session_options",
-    "get_plugin_host": ".plugins",
+    "get_plugin_host": ".plugin_host.manager",
     "hookimpl": ".plugins",
     "HostCapabilities": ".host.capabilities",
     "HostProbe": ".host.capabilities",
     "InferenceBackend": ".backend",
     "InMemoryCheckpoint": ".checkpoint",
     "InputValidationError": ".errors",
-    "installed_runtimes": ".host._runtime",
+    "installed_runtimes": ".host.runtime",
     "LocalCheckpoint": ".checkpoint",
     "MemoryInfo": ".backend",
     "MetadataKey": ".plugins",
@@ -165,11 +163,11 @@ _LAZY = {
     "OptionError": ".errors",
     "OrtplugError": ".errors",
     "OrtplugPluginWarning": ".errors",
-    "parse_provider": ".plugins",
+    "parse_provider": ".plugin_host.manager",
     "PluginConflictError": ".errors",
     "PluginError": ".errors",
-    "PluginHost": ".plugins",
-    "preload_runtime_libraries": ".host._runtime",
+    "PluginHost": ".plugin_host.manager",
+    "preload_runtime_libraries": ".host.runtime",
     "ProviderConfig": ".providers.configs",
     "ProviderDecline": ".plugins",
     "ProviderFallbackWarning": ".errors",
@@ -181,7 +179,7 @@ _LAZY = {
     "ResolvedCheckpoint": ".checkpoint",
     "RunOptionsConfig": ".providers.run_options",
     "RunTerminatedError": ".errors",
-    "RuntimeDistribution": ".host._runtime",
+    "RuntimeDistribution": ".host.runtime",
     "RuntimeNotInstalledError": ".errors",
     "SelectingPolicy": ".selection",
     "SelectionRequest": ".selection",

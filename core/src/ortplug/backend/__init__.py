@@ -17,9 +17,9 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from ._validation import InputSpec
 from .onnx_backend import OnnxBackend
 from .protocol import InferenceBackend
+from .validation import InputSpec
 
 if TYPE_CHECKING:
     from ._hints import HINT_ENTRY, HINTS

@@ -32,15 +32,15 @@ from ..errors import (
     VerificationError,
     VerificationWarning,
 )
-from ..plugins.manager import resolve_plugin_host
+from ..plugin_host.manager import resolve_plugin_host
 from ..settings import Settings, settings
 from ._caller import user_stacklevel
-from ._plan import SessionPlan, choice_text
 from ._switch_state import Proving, StartupSwitch, TrafficSettings, did_not_come_up
 from ._traffic_check import Request, TrafficCheck
-from ._verified import Verifier
 from .build_pipeline import BuildResult, ServeChange, ServingBackend
+from .plan import SessionPlan, choice_text
 from .report import Candidate
+from .verifier import Verifier
 
 __all__ = [
     "hand_over",

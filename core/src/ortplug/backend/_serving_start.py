@@ -23,13 +23,12 @@ import attrs
 
 from ..checkpoint import ResolvedCheckpoint, Tolerance
 from ..errors import CacheError, OptionError, OrtplugCacheWarning, OrtplugError
-from ..plugins.manager import resolve_plugin_host
+from ..plugin_host.manager import resolve_plugin_host
 from ..providers.session_options import SessionOptionsConfig
 from ..verification.sample_inputs import carried_samples, session_inputs
 from . import _serving_record
 from ._batch_rows import Batching, batching_of
 from ._caller import user_stacklevel
-from ._plan import SessionPlan
 from ._serving import Device, Server
 from ._serving_devices import DevicePlan, StreamBuilder, device_plans, usable_cpus
 from ._serving_measure import (
@@ -43,7 +42,8 @@ from ._serving_measure import (
 )
 from ._serving_plan import DeviceServing, Layout, ServingConfig, ServingReport, Trial
 from ._session import create_planned
-from ._verified import Verifier
+from .plan import SessionPlan
+from .verifier import Verifier
 
 __all__ = ["MIN_SHARE", "start_serving"]
 

@@ -12,11 +12,11 @@ models run side by side; builds of one model (same fingerprint) run one at a tim
 so they never race for its caches, and ``load_timeout_s`` counts from the moment a
 build holds its model's lock, not while it waits for it.
 
-What ORT logs is captured by :mod:`ortplug.host._ort_log` (which says how the program's
+What ORT logs is captured by :mod:`ortplug.host.ort_log` (which says how the program's
 own logger settings are kept). A session ortplug builds for itself logs at fatal unless its
 options name a severity or ``ORTPLUG_DEBUG=1``: its build's and its runs' warnings and
 errors never reach stderr as ONNX Runtime's raw log (an error carries ONNX Runtime's
-message). Under the drop-in (:func:`ortplug.host._ort_log.left_to_ort`) the program's
+message). Under the drop-in (:func:`ortplug.host.ort_log.left_to_ort`) the program's
 session logs as ONNX Runtime's own class would.
 """
 
@@ -33,7 +33,7 @@ from typing import Any
 
 import attrs
 
-from .. import _log
+from .. import log as _log
 from ..checkpoint import ResolvedCheckpoint
 from ..errors import (
     BuildTimeoutError,
@@ -41,16 +41,16 @@ from ..errors import (
     ProviderFallbackWarning,
     ProviderNotRealizedError,
 )
-from ..host._import_hook import after_import
-from ..host._ort_log import captured, hook_onnxruntime, owned_session_severity
-from ..host._runtime import require_onnxruntime
 from ..host.ep_libraries import EpLibrary, devices_for, ensure_library
-from ..plugins.manager import resolve_plugin_host
+from ..host.import_hook import after_import
+from ..host.ort_log import captured, hook_onnxruntime, owned_session_severity
+from ..host.runtime import require_onnxruntime
+from ..plugin_host.manager import resolve_plugin_host
 from ..providers.configs import CPU_EP, ProviderConfig
 from ..providers.session_options import SessionOptionsConfig, settings_kept
 from ._caller import user_stacklevel
-from ._plan import SessionPlan
-from ._serial import serialised
+from .plan import SessionPlan
+from .serial import serialised
 
 __all__ = [
     "SessionBuild",

@@ -19,17 +19,17 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from .. import _log
+from .. import log as _log
 from ..errors import InputsNotAcceptedError, OrtplugError
-from ..host._runtime import require_onnxruntime
+from ..host.runtime import require_onnxruntime
 from ..providers.configs import CPU_EP
 from ..verification.sample_inputs import carried_samples, session_inputs
 from ._placement import enforce_share
-from ._plan import Choice, StalePlanError
 from ._real_traffic import hand_over
 from ._session import SessionBuild, create_planned
 from ._switch_state import Proving, StartupSwitch, TrafficSettings, did_not_come_up, start_switch
 from .build_pipeline import BuildPipeline, BuildResult, ServeChange, ServingBackend
+from .plan import Choice, StalePlanError
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

@@ -24,7 +24,7 @@ from typing import Any
 import attrs
 import numpy as np
 
-from ..host._runtime import require_onnxruntime
+from ..host.runtime import require_onnxruntime
 
 __all__ = ["Judge", "Request", "TrafficCheck"]
 

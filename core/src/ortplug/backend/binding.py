@@ -161,7 +161,7 @@ class Binding:
         wanted = device.lower()
         if wanted == "cpu":
             return
-        from ..plugins.first_party import io_device_providers  # deferred: only a device binding
+        from ..plugin_host.first_party import io_device_providers  # deferred: only a device binding
 
         owners = io_device_providers(wanted)  # the kinds whose ortplug.json names this device
         if not any(provider in owners for provider in self._providers):

@@ -35,18 +35,18 @@ from ..checkpoint import ResolvedCheckpoint, Tolerance
 from ..errors import OptionError, OrtplugError, VerificationError, VerificationWarning
 from ..providers.configs import CPU_EP
 from ._caller import user_stacklevel
-from ._plan import Choice, SessionPlan, choices, metadata_warnings, prepare
 from ._session import SessionBuild, create_planned
+from .plan import Choice, SessionPlan, choices, metadata_warnings, prepare
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from ..plugins.manager import PluginHost
+    from ..plugin_host.manager import PluginHost
     from ..providers.session_options import SessionOptionsConfig
     from ..verification.verdicts import Verdict
     from ._traffic_check import TrafficCheck
-    from ._verified import Verifier
     from .report import Candidate, ProviderReport
+    from .verifier import Verifier
 
 __all__ = [
     "MARGIN",
@@ -234,8 +234,8 @@ class BuildPipeline:
 
     def verifier(self, plugins: PluginHost | None = None) -> Verifier:
         """The verify stage's worker: checks candidates against the CPU reference."""
-        from ..plugins.manager import resolve_plugin_host
-        from ._verified import Verifier
+        from ..plugin_host.manager import resolve_plugin_host
+        from .verifier import Verifier
 
         tolerance = self.verify if isinstance(self.verify, Tolerance) else None
         host = resolve_plugin_host(plugins)
@@ -345,7 +345,7 @@ class BuildPipeline:
 
     def _verified(self, entries: list[_Entry], index: int, verifier: Verifier) -> bool:
         """Prepare, build and check ``entries[index]``: True when it may serve."""
-        from ._verified import needs_check
+        from .verifier import needs_check
 
         entry = entries[index]
         choice = entry.choice
@@ -358,7 +358,7 @@ class BuildPipeline:
             if choice.strict or following is None:
                 raise
             if weights.variant is not None:  # a variant file ONNX Runtime refuses
-                from ._plan import unusable_variant
+                from .plan import unusable_variant
 
                 why = f"rejected: variant {weights.variant!r} cannot be used: {exc}"
                 entry.settle(CandidateOutcome.UNUSABLE, why)
@@ -410,16 +410,15 @@ class BuildPipeline:
             for i, median in zip((*pool, ref), interleaved_medians(runs)):
                 entries[i].median_ms = median
         reference_ms = entries[ref].median_ms
-        winner = ref
-        for i in sorted(pool, key=lambda i: entries[i].median_ms or 0.0):
-            ms = entries[i].median_ms
-            if ms is not None and reference_ms is not None and ms <= MARGIN * reference_ms:
-                winner = i
-                break
-            entries[i].reason = "verified, not faster than the CPU reference"
+        fastest_first = sorted(pool, key=lambda i: entries[i].median_ms or 0.0)
+        winner = next((i for i in fastest_first if _wins(entries[i], reference_ms)), ref)
         for i in pool:
-            if i != winner and entries[i].reason == CandidateOutcome.VERIFIED.value:
-                entries[i].reason = "verified, slower than the chosen one"
+            if i != winner:
+                entries[i].reason = (
+                    "verified, not faster than the CPU reference"
+                    if winner == ref
+                    else "verified, slower than the chosen one"
+                )
         self._record(entries, winner, reference_ms)
         return winner
 
@@ -492,6 +491,12 @@ class BuildPipeline:
             choice=entry.choice,
             choices=tuple(e.choice for e in entries),
         )
+
+
+def _wins(entry: _Entry, reference_ms: float | None) -> bool:
+    """Whether ``entry`` beats the CPU reference by the margin a candidate needs to serve."""
+    ms = entry.median_ms
+    return ms is not None and reference_ms is not None and ms <= MARGIN * reference_ms
 
 
 def _on_cpu_only(entry: _Entry) -> bool:

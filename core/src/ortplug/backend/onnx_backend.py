@@ -23,23 +23,23 @@ from ..errors import (
     ProviderFallbackWarning,
     RunTerminatedError,
 )
-from ..host._runtime import require_onnxruntime
-from ..plugins.manager import resolve_plugin_host
+from ..host.runtime import require_onnxruntime
+from ..plugin_host.manager import resolve_plugin_host
 from ..providers.configs import CPU_EP
 from ..providers.options import encode_option
 from ..providers.run_options import RunOptionsConfig
 from ._hints import performance_hint
-from ._plan import SessionPlan, StalePlanError, resolve_checkpoint
 from ._run import bfloat16_as_ort_values, check_into_outputs, feed_by_name, select_outputs
-from ._serial import serialised
 from ._session import SessionBuild, create_planned
-from ._validation import InputChecker, InputSpec
 from .build_pipeline import BuildPipeline, BuildResult, ServeChange, Served, measuring_wanted
+from .plan import SessionPlan, StalePlanError, resolve_checkpoint
+from .serial import serialised
+from .validation import InputChecker, InputSpec
 
 if TYPE_CHECKING:
     from typing_extensions import Self
 
-    from ..plugins.manager import PluginHost
+    from ..plugin_host.manager import PluginHost
     from ..providers.session_options import SessionOptionsConfig
     from ..selection import ProviderPolicy
     from ..verification.verdicts import Verdict

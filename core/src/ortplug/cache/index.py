@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from ..errors import CacheError, OptionError, OrtplugConfigWarning
-from ..host._runtime import onnxruntime_or_none
+from ..host.runtime import onnxruntime_or_none
 from ..settings import Settings, parse_size_mb, settings
 from .root import (
     CACHE_ENV,

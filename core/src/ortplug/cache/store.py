@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 
 import attrs
 
-from .. import _log
+from .. import log as _log
 from ..errors import CacheError, OrtplugCacheWarning
 from ._trust import trust_problem
 from .root import (

@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 import attrs
 
 from ..errors import CheckpointError, OptionError
-from ._onnx_wire import (
+from .onnx_wire import (
     BFLOAT16,
     DOUBLE,
     FLOAT,

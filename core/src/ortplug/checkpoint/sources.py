@@ -21,8 +21,8 @@ from ..errors import (
     OrtplugError,
 )
 from ._fingerprints import file_fingerprint, file_version, settled_version
-from ._onnx_wire import ExternalData, ModelSummary, summarize_file, summarize_model
 from .metadata import CheckpointMetadata
+from .onnx_wire import ExternalData, ModelSummary, summarize_file, summarize_model
 from .variants import Variant
 
 if TYPE_CHECKING:

@@ -13,12 +13,12 @@ from typing import Any
 import attrs
 
 from ..backend import OnnxBackend
-from ..backend._timing import median_ms
+from ..backend.timing import median_ms
 from ..cache.root import cache_root
 from ..checkpoint import LocalCheckpoint, ResolvedCheckpoint
 from ..errors import InputValidationError
 from ..host.capabilities import fact_label
-from ..plugins.manager import get_plugin_host
+from ..plugin_host.manager import get_plugin_host
 from ..providers.configs import ProviderConfig
 from ..providers.options import check_threads
 from ..providers.session_options import SessionOptionsConfig

@@ -16,7 +16,7 @@ from typing import Any
 from ..backend import OnnxBackend
 from ..checkpoint import LocalCheckpoint
 from ..errors import InputValidationError
-from ..host._runtime import require_onnxruntime
+from ..host.runtime import require_onnxruntime
 from ._callers import Served, drive
 from ._inputs import first_run_error, load_inputs, quiet_run_options, reference_feed
 from ._json import print_json

@@ -14,18 +14,18 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .._printable import printable
 from ..backend import OnnxBackend
 from ..backend.report import Candidate
 from ..checkpoint import LocalCheckpoint, ResolvedCheckpoint
 from ..errors import OptionError
-from ..host._runtime import (
+from ..host.runtime import (
     duplicate_runtime_problem,
     install_hint,
     installed_runtimes,
     onnxruntime_or_none,
 )
-from ..plugins.manager import get_plugin_host
+from ..plugin_host.manager import get_plugin_host
+from ..printable import printable
 from ..selection import DefaultProviderPolicy
 from ._inputs import first_run_error, given_usage, load_inputs, quiet_run_options, reference_feed
 from ._json import print_json
@@ -299,8 +299,8 @@ def info(args: argparse.Namespace) -> int:
 def _fit_lines() -> dict[str, Any]:
     """Host fit for ``info``: the hardware seen, the plan, and one line per finding (a bad
     catalog file is one such line)."""
-    from ..host.fit import check_host
-    from ..host.hardware import detect_hardware
+    from ..fit.hardware import detect_hardware
+    from ..fit.planner import check_host
 
     try:
         plan = check_host()

@@ -7,11 +7,11 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from .._printable import printable
 from ..backend import OnnxBackend
 from ..checkpoint import LocalCheckpoint
-from ..checkpoint._onnx_wire import summarize_file
-from ..plugins.manager import get_plugin_host
+from ..checkpoint.onnx_wire import summarize_file
+from ..plugin_host.manager import get_plugin_host
+from ..printable import printable
 from ._doctor import run_checks
 from ._json import print_json
 

@@ -7,14 +7,14 @@ from typing import TYPE_CHECKING
 from ..cache.index import MAX_MB_ENV, max_mb
 from ..cache.root import CACHE_ENV, cache_problem, cache_root
 from ..errors import OptionError
-from ..host._runtime import duplicate_runtimes, install_hint, installed_runtimes
 from ..host.ep_libraries import ensure_library
+from ..host.runtime import duplicate_runtimes, install_hint, installed_runtimes
 from ..plugins.types import DoctorCheck, ProviderOffer
 from ..selection.autotune import RECORD_FOLDER, stale_records
 
 if TYPE_CHECKING:
     from ..host.capabilities import HostCapabilities
-    from ..plugins.manager import PluginHost
+    from ..plugin_host.manager import PluginHost
 
 __all__ = ["run_checks"]
 
@@ -103,8 +103,8 @@ def _cache_checks(ort_version: str | None) -> list[DoctorCheck]:
 
 def _fit_checks() -> list[DoctorCheck]:
     """Host fit: what the hardware calls for that is missing, what is installed for nothing."""
-    from ..host.fit import check_host  # deferred: the catalog is read by info and doctor only
-    from ..plugins.catalog import CATALOG_ENV
+    from ..fit.catalog import CATALOG_ENV
+    from ..fit.planner import check_host  # deferred: the catalog is read by info and doctor only
 
     try:
         plan = check_host()

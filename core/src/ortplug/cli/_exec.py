@@ -31,7 +31,7 @@ def quick_arguments(arguments: Sequence[str]) -> SimpleNamespace | None:
     """``exec``'s arguments read without argparse (building the parser costs ~20 ms of a
     program's start); ``None`` for anything but ``[--takeover RULE] [--report] [--] COMMAND...``,
     which the parser then reads (its errors, its help)."""
-    from ..dropin._patch import TAKEOVER_RULES
+    from ..dropin.patching import TAKEOVER_RULES
 
     takeover, report, rest = "cpu", False, list(arguments)
     while rest and rest[0].startswith("-") and rest[0] != "--":

@@ -20,9 +20,9 @@ import sysconfig
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from .._printable import printable
-from ..host.fit import FitPlan, check_host
-from ..plugins.catalog import refused_declarations
+from ..fit.catalog import refused_declarations
+from ..fit.planner import FitPlan, check_host
+from ..printable import printable
 from ._json import print_json
 from ._usage import UsageError
 

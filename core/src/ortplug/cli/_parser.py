@@ -381,7 +381,7 @@ def _add_cache(sub: argparse._SubParsersAction[_CommandParser]) -> None:
 
 def _add_exec(sub: argparse._SubParsersAction[_CommandParser]) -> None:
     """``exec``: run a program with ONNX Runtime's InferenceSession patched by ortplug."""
-    from ..dropin._patch import TAKEOVER_RULES
+    from ..dropin.patching import TAKEOVER_RULES
 
     run = sub.add_parser(
         "exec",

@@ -127,8 +127,8 @@ def resolve_chain(
 ) -> list[ProviderConfig]:
     """Configs from the plugins' registry; an unknown kind, a bad option or a kind listed twice
     is a usage error."""
+    from ..plugin_host.manager import get_plugin_host
     from ..plugin_host.registry import check_distinct
-    from ..plugins.manager import get_plugin_host
 
     registry = get_plugin_host().provider_registry()
     configs = []

@@ -14,7 +14,7 @@ from ..backend.report import Candidate
 from ..checkpoint import LocalCheckpoint, ResolvedCheckpoint, Tolerance, select_variant
 from ..errors import VerificationWarning
 from ..host.environment import configure
-from ..plugins.manager import get_plugin_host
+from ..plugin_host.manager import get_plugin_host
 from ..providers.configs import CPU_EP
 from ..settings import settings
 from ..verification.precision_variants import CALIBRATION_BATCHES, write_variants
@@ -25,8 +25,8 @@ from ._served import served_candidates
 from ._usage import UsageError
 
 if TYPE_CHECKING:
-    from ..backend._plan import SessionPlan
-    from ..backend._verified import Verifier
+    from ..backend.plan import SessionPlan
+    from ..backend.verifier import Verifier
 
 __all__ = ["variants", "verify"]
 

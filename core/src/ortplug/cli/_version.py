@@ -3,7 +3,7 @@
 Read straight from the distribution folders on ``sys.path`` (``*.dist-info``, ``*.egg-info``),
 each name once, the first found, as :mod:`importlib.metadata` finds them: the metadata of
 ortplug, of the ONNX Runtime wheels (an ``onnxruntime*`` distribution whose ``RECORD`` ships
-``onnxruntime/__init__.py``, as :func:`~ortplug.host._runtime.installed_runtimes` counts them) and
+``onnxruntime/__init__.py``, as :func:`~ortplug.host.runtime.installed_runtimes` counts them) and
 of those whose ``entry_points.txt`` has an ``[ortplug]`` section, nothing else. Neither
 :mod:`importlib.metadata` (~50 ms to import, and it parses every distribution's metadata) nor
 ``re``, ``typing``, a plugin or the runtime is imported: the answer takes what ``--help`` takes
@@ -105,7 +105,7 @@ def version_text() -> str:
     )
     lines += [f"runtime {name} {version}" for name, version in runtimes]
     if not runtimes:
-        from ..host._runtime import install_hint
+        from ..host.runtime import install_hint
 
         lines.append(f"runtime: {install_hint()}")
     plugins = sorted(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import importlib
 
-from ._patch import TAKEOVER_RULES, Patch, patch, unpatch
+from .patching import TAKEOVER_RULES, Patch, patch, unpatch
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

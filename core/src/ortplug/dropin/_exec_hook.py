@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import sys
 
-from ._patch import Patch, patch
+from .patching import Patch, patch
 
 __all__ = ["start"]
 

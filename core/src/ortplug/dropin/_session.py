@@ -29,7 +29,7 @@ from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
-from ..host._ort_log import hook_onnxruntime, left_to_ort
+from ..host.ort_log import hook_onnxruntime, left_to_ort
 
 if TYPE_CHECKING:
     from ..backend import OnnxBackend
@@ -45,7 +45,7 @@ __all__ = ["InferenceSession", "SessionRecord"]
 try:
     import onnxruntime as _ort
 except ImportError:  # pragma: no cover - ortplug's error names the command to install it
-    from ..host._runtime import require_onnxruntime
+    from ..host.runtime import require_onnxruntime
 
     _ort = require_onnxruntime()
 
@@ -108,7 +108,7 @@ def _is_ortplug_form(item: object) -> bool:
     if isinstance(item, str):
         if item.endswith("ExecutionProvider"):
             return False
-        from ..plugins import get_plugin_host
+        from ..plugin_host.manager import get_plugin_host
 
         return get_plugin_host().provider_registry().knows(item)
     config_class = _loaded("providers.configs", "ProviderConfig")
@@ -130,8 +130,8 @@ def _ortplug_chain(
         return None
     if not any(_is_ortplug_form(item) for item in providers):
         return None
-    from ..backend._plan import parse_providers
-    from ..plugins import get_plugin_host
+    from ..backend.plan import parse_providers
+    from ..plugin_host.manager import get_plugin_host
 
     return parse_providers(providers, get_plugin_host())
 
@@ -332,7 +332,7 @@ class InferenceSession(_OrtSession):  # type: ignore[misc]
         what it leaves at ONNX Runtime's defaults (as the plugins do for ``OnnxBackend``).
         """
         from ..backend import OnnxBackend
-        from ..backend._plan import RECORD_ASSIGNMENT
+        from ..backend.plan import RECORD_ASSIGNMENT
         from ..providers.session_options import SessionOptionsConfig
 
         # Node placement is recorded only when the caller asks, as ONNX Runtime's class does
@@ -371,13 +371,13 @@ class InferenceSession(_OrtSession):  # type: ignore[misc]
 
     def _serve(self, session: Any) -> None:
         """Run as ``session`` (the backend's) runs: through its locks when its providers do not
-        all declare concurrent runs (``ortplug.backend._serial``); else, or for ``None``, with
+        all declare concurrent runs (``ortplug.backend.serial``); else, or for ``None``, with
         ONNX Runtime's own methods, nothing added."""
         for name in _RUNS:
             self.__dict__.pop(name, None)
         if session is None:
             return
-        from ..backend._serial import SerialSession, serial_lock
+        from ..backend.serial import SerialSession, serial_lock
 
         lock = serial_lock(session)
         if lock is not None:

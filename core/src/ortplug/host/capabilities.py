@@ -15,7 +15,7 @@ import attrs
 
 from ..errors import OptionError, OrtplugConfigWarning
 from ..settings import OVERRIDE_PREFIX, settings
-from ._runtime import onnxruntime_or_none
+from .runtime import onnxruntime_or_none
 
 __all__ = [
     "DEFAULT_PROBE_TIMEOUT_S",

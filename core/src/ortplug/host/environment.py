@@ -14,7 +14,7 @@ import attrs
 
 from ..errors import OptionError
 from ..providers.options import check_threads
-from ._runtime import require_onnxruntime
+from .runtime import require_onnxruntime
 
 __all__ = ["GlobalThreadPools", "configure", "global_thread_pools"]
 

@@ -25,11 +25,11 @@ from typing import Any
 
 import attrs
 
-from .. import _log
+from .. import log as _log
 from ..errors import OptionError
-from ._ort_log import captured
-from ._runtime import require_onnxruntime
+from .ort_log import captured
 from .probing import file_identity, run_probe_script
+from .runtime import require_onnxruntime
 
 __all__ = [
     "EpDevice",
@@ -260,13 +260,13 @@ def _trial_crash(library: EpLibrary, path: str, ort: Any) -> str | None:
     The outcome is kept in the probe cache; a crash is kept, a time-out only refuses the
     library for this process (a loaded machine may have been slow).
     """
-    from ..plugins import _probe_cache  # deferred: the plugins package imports this module
+    from . import probe_cache  # deferred: only a library trial reads the probe cache
     from .capabilities import HostProbe
 
     # the outcome is kept as a probe's facts are, and read back as untrusted as they are
     trial = HostProbe(name="eplibrarytrial", facts=("crash",), types={"crash": str}, detect=dict)
-    key = _probe_cache.trial_key("ep-library", file_identity([path]))
-    known = _probe_cache.load(key, trial)
+    key = probe_cache.trial_key("ep-library", file_identity([path]))
+    known = probe_cache.load(key, trial)
     if known is not None:
         crash = known.get("crash")
         if crash is None or isinstance(crash, str):
@@ -279,9 +279,9 @@ def _trial_crash(library: EpLibrary, path: str, ort: Any) -> str | None:
     answer = run_probe_script(_TRIAL_SCRIPT, argument, timeout=_TRIAL_TIMEOUT_S)
     error = answer.get("error")
     if not isinstance(error, str):  # loaded, or an ordinary error the load here reports itself
-        _probe_cache.store(key, trial, {"crash": None})
+        probe_cache.store(key, trial, {"crash": None})
         return None
     crash = f"loading it in a child process failed: {error}"
     if "crashed (" in error:
-        _probe_cache.store(key, trial, {"crash": crash})
+        probe_cache.store(key, trial, {"crash": crash})
     return crash

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
-from ..plugins.requirement import Requirement, normalize_name
+from ..fit.requirement import Requirement, normalize_name
 
 __all__ = [
     "CORE",

@@ -52,7 +52,7 @@ from ..checkpoint import (
 from ..errors import MissingFileError, OptionError, OptionTypeError, OrtplugError
 from ..host.capabilities import HostCapabilities
 from ..host.install_command import pip_install
-from ..plugins.manager import get_plugin_host
+from ..plugin_host.manager import get_plugin_host
 from ..providers.run_options import RunOptionsConfig
 from ..providers.session_options import SessionOptionsConfig
 from ..selection import DefaultProviderPolicy, SelectionRequest, select_providers

@@ -10,9 +10,9 @@ import attrs
 
 from ..errors import OptionError, PluginConflictError
 from ..host.ep_libraries import EpLibrary
-from ..plugins.first_party import first_party_kind
 from ..plugins.provider_type import ProviderSpec
 from ..providers.configs import ProviderConfig, is_provider_config
+from .first_party import first_party_kind
 
 __all__ = ["ProviderRegistry", "check_distinct", "close_matches"]
 

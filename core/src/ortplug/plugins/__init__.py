@@ -5,7 +5,7 @@ and receive, typed option fields for provider configs, the plugin-EP adapter,
 probing helpers, the cache's keys and folders, the errors a plugin raises, the
 install line for the user (``pip_install``), and the declaration format
 (:mod:`ortplug.plugins.declaration`). Tests use :mod:`ortplug.testing` beside
-it. Every name is imported on first use (PEP 562): a plugin pays only for what
+it. Nothing here imports the runtime that hosts plugins (:mod:`ortplug.plugin_host`). Every name is imported on first use (PEP 562): a plugin pays only for what
 it imports, and the core's own modules under this package (the entry-point scan
 of ``ortplug --version``) import none of it.
 """
@@ -23,10 +23,8 @@ if TYPE_CHECKING:
     from ..cache.root import CACHE_ENV, cache_dir, cache_key, cache_problem, cache_root
     from ..checkpoint import CheckpointMetadata, ResolvedCheckpoint
     from ..errors import CacheError, OptionError, OrtplugCacheWarning, PluginError
-    from ..host._runtime import preload_runtime_libraries
     from ..host.capabilities import HostCapabilities, HostProbe, fact_label
     from ..host.ep_libraries import EpLibrary, describe_device
-    from ..host.ep_package import EpPackagePlugin, LibraryProvider
     from ..host.install_command import pip_install
     from ..host.probing import (
         file_identity,
@@ -34,7 +32,7 @@ if TYPE_CHECKING:
         site_package_dirs,
         system_library_identity,
     )
-    from ..plugin_host.registry import ProviderRegistry
+    from ..host.runtime import preload_runtime_libraries
     from ..providers.configs import ProviderConfig
     from ..providers.options import (
         bool_field,
@@ -50,14 +48,8 @@ if TYPE_CHECKING:
     )
     from ..providers.session_options import SessionOptionsConfig
     from .declaration import Identity
+    from .ep_package import EpPackagePlugin, LibraryProvider
     from .hookspecs import CONTRACTS, PROJECT, CallMode, HookContract, hookimpl, hookspec
-    from .manager import (
-        PluginHost,
-        get_plugin_host,
-        parse_provider,
-        reset_plugin_host,
-        resolve_plugin_host,
-    )
     from .provider_type import ProviderSpec, ProviderType
     from .types import (
         DoctorCheck,
@@ -88,12 +80,10 @@ __all__ = [
     "OrtplugCacheWarning",
     "PluginError",
     "PluginFailure",
-    "PluginHost",
     "PluginInfo",
     "ProviderConfig",
     "ProviderDecline",
     "ProviderOffer",
-    "ProviderRegistry",
     "ProviderSpec",
     "ProviderType",
     "ResolvedCheckpoint",
@@ -110,18 +100,14 @@ __all__ = [
     "encode_option",
     "fact_label",
     "file_identity",
-    "get_plugin_host",
     "hookimpl",
     "hookspec",
     "int_field",
     "ort_options",
-    "parse_provider",
     "path_field",
     "pip_install",
     "plain_options",
     "preload_runtime_libraries",
-    "reset_plugin_host",
-    "resolve_plugin_host",
     "run_probe_script",
     "seconds_field",
     "site_package_dirs",
@@ -139,12 +125,6 @@ _LAZY = {
     "hookspec": (".hookspecs", "hookspec"),
     "HostCapabilities": ("..host.capabilities", "HostCapabilities"),
     "HostProbe": ("..host.capabilities", "HostProbe"),
-    "PluginHost": (".manager", "PluginHost"),
-    "get_plugin_host": (".manager", "get_plugin_host"),
-    "parse_provider": (".manager", "parse_provider"),
-    "reset_plugin_host": (".manager", "reset_plugin_host"),
-    "resolve_plugin_host": (".manager", "resolve_plugin_host"),
-    "ProviderRegistry": ("..plugin_host.registry", "ProviderRegistry"),
     "ProviderSpec": (".provider_type", "ProviderSpec"),
     "ProviderType": (".provider_type", "ProviderType"),
     "DoctorCheck": (".types", "DoctorCheck"),
@@ -157,9 +137,9 @@ _LAZY = {
     "CacheError": ("..errors", "CacheError"),
     "CheckpointMetadata": ("..checkpoint", "CheckpointMetadata"),
     "EpLibrary": ("..host.ep_libraries", "EpLibrary"),
-    "EpPackagePlugin": ("..host.ep_package", "EpPackagePlugin"),
+    "EpPackagePlugin": (".ep_package", "EpPackagePlugin"),
     "Identity": (".declaration", "Identity"),
-    "LibraryProvider": ("..host.ep_package", "LibraryProvider"),
+    "LibraryProvider": (".ep_package", "LibraryProvider"),
     "OptionError": ("..errors", "OptionError"),
     "OrtplugCacheWarning": ("..errors", "OrtplugCacheWarning"),
     "PluginError": ("..errors", "PluginError"),
@@ -183,7 +163,7 @@ _LAZY = {
     "path_field": ("..providers.options", "path_field"),
     "pip_install": ("..host.install_command", "pip_install"),
     "plain_options": ("..providers.options", "plain_options"),
-    "preload_runtime_libraries": ("..host._runtime", "preload_runtime_libraries"),
+    "preload_runtime_libraries": ("..host.runtime", "preload_runtime_libraries"),
     "run_probe_script": ("..host.probing", "run_probe_script"),
     "seconds_field": ("..providers.options", "seconds_field"),
     "threads_field": ("..providers.options", "threads_field"),

@@ -72,7 +72,7 @@ is empty. A probe without an ``identity`` is never cached, so a kind that
 requires its facts is always in play. ``hardware`` and ``install`` are for
 providers described but not installed (a catalog) and are optional, as are the
 catalog's other fields: ``detect`` says how to see the hardware with plain file
-reads (:mod:`ortplug.host.hardware`; any one condition, each with all its keys, see
+reads (:mod:`ortplug.fit.hardware`; any one condition, each with all its keys, see
 ``_CONDITION``; ``[{}]``: every host; absent: the catalog never proposes the kind),
 ``runtime`` the runtime wheel and version rule ``install`` brings, ``cuda_min``
 the CUDA major it needs from the NVIDIA driver, ``alternatives`` the installs to
@@ -536,7 +536,7 @@ def _index_url(where: str, value: object) -> str:
 
 @_check({"type": "string", "minLength": 1})
 def _requirement(where: str, value: object) -> str:
-    from .requirement import Requirement  # deferred: only a declaration with catalog fields
+    from ..fit.requirement import Requirement  # deferred: only a declaration with catalog fields
 
     try:
         return Requirement.parse(_name(where, value)).text

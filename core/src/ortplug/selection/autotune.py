@@ -21,7 +21,7 @@ from ..cache.store import RecordStore, read_json
 from ..checkpoint import ResolvedCheckpoint
 from ..errors import OptionError
 from ..host.capabilities import HostCapabilities
-from ..plugins.manager import PluginHost
+from ..plugin_host.manager import PluginHost
 from ..providers.options import check_threads
 from .protocol import ProviderSelection
 

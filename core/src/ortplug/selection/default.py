@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from ..checkpoint import CheckpointMetadata
 from ..host.capabilities import HostCapabilities
-from ..plugins.manager import PluginHost, resolve_plugin_host
+from ..plugin_host.manager import PluginHost, resolve_plugin_host
 from ..plugins.types import ProviderDecline, ProviderOffer
 from ..providers.configs import ProviderConfig
 from .autotune import apply_tuning

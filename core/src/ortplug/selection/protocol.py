@@ -18,7 +18,7 @@ import attrs
 from ..checkpoint import CheckpointMetadata
 from ..errors import OptionError, OptionTypeError
 from ..host.capabilities import HostCapabilities
-from ..plugins.manager import PluginHost
+from ..plugin_host.manager import PluginHost
 from ..plugins.types import ProviderDecline, ProviderOffer
 from ..providers.configs import ProviderConfig
 

@@ -22,7 +22,7 @@ import attrs
 
 from ..checkpoint import CheckpointMetadata
 from ..errors import OrtplugPluginWarning
-from ..plugins.manager import PluginHost
+from ..plugin_host.manager import PluginHost
 from ..plugins.types import ProviderOffer
 from ..providers.configs import ProviderConfig, is_accelerator
 from .protocol import ProviderSelection, SelectionRequest

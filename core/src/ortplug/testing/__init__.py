@@ -27,8 +27,8 @@ from typing import Any
 
 from ..host.capabilities import HostCapabilities
 from ..host.ep_libraries import unregister_libraries
+from ..plugin_host.manager import PluginHost, reset_plugin_host
 from ..plugins.project import PROJECT
-from ..plugins.manager import PluginHost, reset_plugin_host
 from ..settings import refresh_settings
 
 __all__ = [

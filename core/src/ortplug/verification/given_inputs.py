@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from ..backend._validation import InputChecker, InputSpec
+from ..backend.validation import InputChecker, InputSpec
 from ..errors import GivenInputsError
 
 __all__ = ["given_inputs", "given_problem", "refused_problem"]

@@ -26,7 +26,7 @@ import numpy as np
 
 from ..checkpoint import CheckpointMetadata, ResolvedCheckpoint, Variant, metadata_path_for
 from ..errors import CheckpointError, OptionError, RuntimeNotInstalledError
-from ..host._runtime import require_onnxruntime
+from ..host.runtime import require_onnxruntime
 from .sample_inputs import carried_samples, session_inputs
 
 __all__ = ["BUILDERS", "calibration_feeds", "make_fp16", "make_int8", "write_variants"]

@@ -41,7 +41,7 @@ import numpy as np
 
 from ..checkpoint.metadata import parse_dim_ranges
 from ..errors import CheckpointError, InputsNotAcceptedError, OptionError
-from ..host._runtime import require_onnxruntime
+from ..host.runtime import require_onnxruntime
 
 if TYPE_CHECKING:
     from ..checkpoint import ResolvedCheckpoint

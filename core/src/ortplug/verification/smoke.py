@@ -17,9 +17,9 @@ from typing import Any
 import attrs
 
 from ..backend import OnnxBackend
-from ..backend._timing import median_ms
+from ..backend.timing import median_ms
 from ..checkpoint import InMemoryCheckpoint, LocalCheckpoint, ResolvedCheckpoint
-from ..plugins.manager import get_plugin_host
+from ..plugin_host.manager import get_plugin_host
 from ..selection import DefaultProviderPolicy
 from .sample_inputs import accepted_inputs
 

@@ -25,15 +25,8 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from ..host.capabilities import HostCapabilities, probe_overridden
-from ..plugin_host.registry import ProviderRegistry, close_matches
-from ..providers.configs import ProviderConfig
-from ..settings import Settings, settings
-from . import _entry_points, _manifest_types
-from ._loader import PluginLoader, blocked_by
-from ._offer_checks import library_checked, names_its_type, unknown_kind
-from ._probe_runner import ProbeRunner
-from .hookspecs import CONTRACTS, CallMode
-from .types import (
+from ..plugins.hookspecs import CONTRACTS, CallMode
+from ..plugins.types import (
     DoctorCheck,
     MetadataKey,
     PluginFailure,
@@ -41,11 +34,19 @@ from .types import (
     ProviderDecline,
     ProviderOffer,
 )
+from ..providers.configs import ProviderConfig
+from ..settings import Settings, settings
+from . import _manifest_types
+from . import entry_points as _entry_points
+from ._loader import PluginLoader, blocked_by
+from ._offer_checks import library_checked, names_its_type, unknown_kind
+from ._probe_runner import ProbeRunner
+from .registry import ProviderRegistry, close_matches
 
 if TYPE_CHECKING:
     from ..checkpoint import CheckpointMetadata, ResolvedCheckpoint
+    from ..plugins.declaration import PluginDeclaration
     from ..providers.session_options import SessionOptionsConfig
-    from .declaration import PluginDeclaration
 
 __all__ = [
     "PluginHost",

@@ -8,9 +8,9 @@ plugin-EP provider whose library cannot run here (a decline, checked by ortplug)
 from __future__ import annotations
 
 from ..host.ep_libraries import devices_for, ensure_library
-from ..plugin_host.registry import ProviderRegistry
+from ..plugins.types import ProviderDecline, ProviderOffer
 from ._failures import FailureLog
-from .types import ProviderDecline, ProviderOffer
+from .registry import ProviderRegistry
 
 __all__ = ["library_checked", "names_its_type", "unknown_kind"]
 

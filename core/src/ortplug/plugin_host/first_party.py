@@ -1,7 +1,7 @@
 """This project's plugin declarations, as the core's wheel carries them.
 
 The core's build copies each first-party plugin's ``ortplug.json`` into
-``ortplug/plugins/manifests/`` (``core/hatch_build.py``), so the core knows this project's
+``ortplug/plugin_host/manifests/`` (``core/hatch_build.py``), so the core knows this project's
 kinds — names, distributions, install lines, catalog fields, device classes — when their
 plugins are not installed, from the plugins' own files and no list of its own; the example
 plugins' come along under ``manifests/examples/`` for the catalog only. Read on first use.
@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .declaration import KindDeclaration, PluginDeclaration, from_json, parse_declarations
+from ..plugins.declaration import KindDeclaration, PluginDeclaration, from_json, parse_declarations
 
 __all__ = [
     "example_declarations",
@@ -80,9 +80,9 @@ def first_party_kind(name: str) -> tuple[str, KindDeclaration] | None:
 def installed_declarations() -> list[PluginDeclaration]:
     """The declarations of the installed plugins, as the entry-point scan read them (checked
     again; one that does not check is left out: the plugin host reports it)."""
-    from ._entry_points import discover
-    from .project import PROJECT
-    from .declaration import DeclarationError, source_of
+    from ..plugins.declaration import DeclarationError, source_of
+    from ..plugins.project import PROJECT
+    from .entry_points import discover
 
     found = []
     for row in discover(PROJECT):

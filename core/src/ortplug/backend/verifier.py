@@ -35,12 +35,12 @@ from typing import Any
 import attrs
 import numpy as np
 
-from .. import _log
+from .. import log as _log
 from ..checkpoint import ResolvedCheckpoint, Tolerance
 from ..checkpoint.metadata import parse_dim_ranges
 from ..errors import GivenInputsError, InputsNotAcceptedError
-from ..host._runtime import require_onnxruntime
-from ..plugins.manager import PluginHost
+from ..host.runtime import require_onnxruntime
+from ..plugin_host.manager import PluginHost
 from ..providers.configs import CPU_EP
 from ..providers.session_options import SessionOptionsConfig
 from ..selection.autotune import host_signature
@@ -63,13 +63,13 @@ from ..verification.verdicts import (
     save_checks,
 )
 from ._placement import node_counts
-from ._plan import SessionPlan, plan_session
-from ._serial import concurrent_runs
 from ._session import capture_messages, create_planned, model_key
-from ._validation import InputChecker
 from .binding import accumulates
 from .introspection import value_infos
+from .plan import SessionPlan, plan_session
 from .report import accelerator_share
+from .serial import concurrent_runs
+from .validation import InputChecker
 
 __all__ = ["THREADS", "Verifier", "needs_check"]
 

@@ -22,9 +22,9 @@ from typing import Any, NamedTuple, TypeVar
 
 import pluggy
 
-from . import hookspecs
+from ..plugins import hookspecs
+from ..plugins.hookspecs import CONTRACTS, MAX_ITEMS, CallMode, HookContract
 from ._failures import FailureLog
-from .hookspecs import CONTRACTS, MAX_ITEMS, CallMode, HookContract
 
 __all__ = ["HookCaller", "check_contract"]
 

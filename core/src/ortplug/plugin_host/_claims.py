@@ -12,8 +12,8 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import NamedTuple
 
 from ..host.capabilities import HostProbe
-from .declaration import PluginDeclaration
-from .provider_type import ProviderType
+from ..plugins.declaration import PluginDeclaration
+from ..plugins.provider_type import ProviderType
 
 __all__ = ["Claim", "Skip", "arbitrate", "declared_claims", "hook_claims"]
 

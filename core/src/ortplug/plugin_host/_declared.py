@@ -14,14 +14,14 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Iterable, Mapping
 
 from ..host.capabilities import HostProbe
-from .declaration import (
+from ..plugins.declaration import (
     KindDeclaration,
     PluginDeclaration,
     ProbeDeclaration,
     platform_matches,
 )
-from .provider_type import ProviderType
-from .types import MetadataKey
+from ..plugins.provider_type import ProviderType
+from ..plugins.types import MetadataKey
 
 __all__ = ["broken_promise", "probe_stub", "ruled_out"]
 

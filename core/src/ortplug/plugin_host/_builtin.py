@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ..plugins.hookspecs import hookimpl
+from ..plugins.types import MetadataKey, ProviderOffer
 from ..providers.configs import ProviderConfig, is_accelerator
-from .hookspecs import hookimpl
-from .types import MetadataKey, ProviderOffer
 
 __all__ = ["ortplug_metadata_keys", "ortplug_provider_chain"]
 

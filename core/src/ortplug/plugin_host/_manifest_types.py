@@ -16,9 +16,9 @@ from typing import Any
 
 from ..host.capabilities import DEFAULT_PROBE_TIMEOUT_S, HostProbe
 from ..host.ep_libraries import EpLibrary
-from .declaration import DeclarationError, PluginDeclaration, read_declaration
-from .provider_type import ProviderType
-from .types import MetadataKey
+from ..plugins.declaration import DeclarationError, PluginDeclaration, read_declaration
+from ..plugins.provider_type import ProviderType
+from ..plugins.types import MetadataKey
 
 __all__ = [
     "declaration_of",

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Mapping
 
 import attrs
 
+from ..host import probe_cache as _probe_cache
 from ..host.capabilities import (
     HostCapabilities,
     HostProbe,
@@ -21,9 +22,9 @@ from ..host.capabilities import (
     facts_problem,
     probe_overridden,
 )
-from . import _declared, _probe_cache
+from ..plugins.declaration import ProbeDeclaration
+from . import _declared
 from ._failures import FailureLog
-from .declaration import ProbeDeclaration
 
 __all__ = ["ProbeRunner"]
 

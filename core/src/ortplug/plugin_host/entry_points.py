@@ -122,7 +122,7 @@ def _plugin_declaration(
     name: str, value: str, path: Path | None
 ) -> tuple[dict[str, object] | None, str | None]:
     """The entry point's declaration as JSON, or why it does not check (read, never imported)."""
-    from .declaration import DeclarationError, read_declaration
+    from ..plugins.declaration import DeclarationError, read_declaration
 
     try:
         declared = read_declaration(name, value, path)
@@ -136,7 +136,7 @@ def _scan(group: str) -> list[tuple[PluginEntryPoint, str | None, list[object] |
     and its package's declaration file (or where it would be) with that file's state."""
     from importlib.metadata import entry_points  # the slow path, only on a cache miss
 
-    from .declaration import declaration_path
+    from ..plugins.declaration import declaration_path
 
     found = []
     for entry_point in entry_points(group=group):

@@ -24,13 +24,13 @@ import attrs
 
 from ..checkpoint import CheckpointMetadata
 from ..errors import OptionError
-from ..plugins.declaration import Identity
-from ..plugins.hookspecs import hookimpl
-from ..plugins.provider_type import ProviderType
-from ..plugins.types import ProviderDecline, ProviderOffer
+from ..host.capabilities import HostCapabilities, HostProbe
+from ..host.ep_libraries import EpLibrary, describe_device, ensure_library
 from ..providers.options import encode_option, ort_options
-from .capabilities import HostCapabilities, HostProbe
-from .ep_libraries import EpLibrary, describe_device, ensure_library
+from .declaration import Identity
+from .hookspecs import hookimpl
+from .provider_type import ProviderType
+from .types import ProviderDecline, ProviderOffer
 
 __all__ = ["EpPackagePlugin", "LibraryProvider"]
 

@@ -1,7 +1,7 @@
 """Host fit: which catalog providers this host's hardware calls for, what of them is installed,
 and the pip steps that make the environment fit (``info``, ``doctor``, ``doctor --fix``).
 
-Pure over its inputs (:class:`~ortplug.host.hardware.Hardware`, the catalog, :class:`Installed`), so
+Pure over its inputs (:class:`~ortplug.fit.hardware.Hardware`, the catalog, :class:`Installed`), so
 every kind of host is a test; :func:`installed_state` is the one reading of the environment.
 """
 
@@ -15,11 +15,11 @@ from typing import Any
 
 import attrs
 
-from ..plugins.catalog import CatalogEntry, Install, load_catalog
-from ..plugins.requirement import Requirement, normalize_name
-from ._runtime import RuntimeDistribution, installed_runtimes
+from ..host.install_command import CORE, core_checkout, core_extras, install_targets
+from ..host.runtime import RuntimeDistribution, installed_runtimes
+from .catalog import CatalogEntry, Install, load_catalog
 from .hardware import Hardware, detect_hardware, driver_for_cuda
-from .install_command import CORE, core_checkout, core_extras, install_targets
+from .requirement import Requirement, normalize_name
 
 __all__ = [
     "Finding",

@@ -1,5 +1,5 @@
 """The catalog of known providers: for each, the hardware it is for, how to see that hardware with
-plain file reads (:mod:`ortplug.host.hardware`), and what to pip-install for it.
+plain file reads (:mod:`ortplug.fit.hardware`), and what to pip-install for it.
 
 It is written in the plugin declaration format (:mod:`.declaration`, whose catalog fields say
 what each means): the first-party plugins' own ``ortplug.json`` files, as the core's wheel
@@ -23,16 +23,16 @@ from pathlib import Path
 import attrs
 
 from ..errors import OptionError
-from ..host.hardware import Hardware
-from ..settings import Settings, settings
-from .declaration import (
+from ..plugin_host.first_party import example_declarations, first_party_declarations
+from ..plugins.declaration import (
     DeclarationError,
     KindDeclaration,
     PluginDeclaration,
     from_json,
     parse_declarations,
 )
-from .first_party import example_declarations, first_party_declarations
+from ..settings import Settings, settings
+from .hardware import Hardware
 from .requirement import release
 
 __all__ = [
@@ -216,12 +216,12 @@ def _builtin() -> list[PluginDeclaration]:
 
 def _installed_declarations(environ: Mapping[str, str] | None) -> list[PluginDeclaration]:
     """The declarations of the installed plugins the plugin host lets claim what they declare
-    (:meth:`~ortplug.plugins.manager.PluginHost.holding_declarations`: not blocked, failed or
+    (:meth:`~ortplug.plugin_host.manager.PluginHost.holding_declarations`: not blocked, failed or
     skipped for a name claimed first), each with the distribution that ships it as its source;
     a kind of the built-in catalog's is left out: the built-in entry is this project's plugin's
     own declaration already (a third party declaring ``cpu`` with its own ``install`` would
     have replaced it)."""
-    from .manager import PluginHost, get_plugin_host
+    from ..plugin_host.manager import PluginHost, get_plugin_host
 
     host = get_plugin_host() if environ is None else PluginHost(environ=environ)
     ours = {kind.kind for declaration in _builtin() for kind in declaration.kinds}
@@ -238,9 +238,9 @@ def _installed_declarations(environ: Mapping[str, str] | None) -> list[PluginDec
 def refused_declarations(environ: Mapping[str, str] | None = None) -> list[str]:
     """One line for each installed plugin let in whose declaration does not check (a plain-http
     ``index_url``...): the catalog leaves all of it out, and ``doctor --fix`` says so."""
-    from ._entry_points import discover
-    from .project import PROJECT
-    from .manager import blocked_by
+    from ..plugin_host.entry_points import discover
+    from ..plugin_host.manager import blocked_by
+    from ..plugins.project import PROJECT
 
     let_in = _settings_of(environ)
     refused = []

@@ -19,14 +19,22 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from ..errors import PluginConflictError
 from ..host.capabilities import HostCapabilities, HostProbe, base_fact
-from ..plugin_host.registry import ProviderRegistry
-from . import _claims, _declared, _entry_points, _manifest_types, hookspecs
+from ..plugins import hookspecs
+from ..plugins.declaration import (
+    DeclarationError,
+    PluginDeclaration,
+    ProbeDeclaration,
+    from_json,
+    source_of,
+)
+from ..plugins.provider_type import ProviderSpec, ProviderType
+from ..plugins.types import PluginInfo
+from . import _claims, _declared, _manifest_types
+from . import entry_points as _entry_points
 from ._failures import FailureLog
 from ._hook_caller import HookCaller, check_contract
-from .declaration import DeclarationError, PluginDeclaration, ProbeDeclaration, from_json, source_of
 from .first_party import shipped_distributions
-from .provider_type import ProviderSpec, ProviderType
-from .types import PluginInfo
+from .registry import ProviderRegistry
 
 if TYPE_CHECKING:
     from ..settings import Settings
@@ -45,7 +53,7 @@ ENV_ALLOW = "ORTPLUG_PLUGINS"
 ENV_DENY = "ORTPLUG_DISABLE_PLUGINS"
 #: Plugins of the core itself by name (what ``ortplug plugins`` shows) and module, registered
 #: before entry points like any other plugin.
-BUILTIN_PLUGINS = {"ortplug": "ortplug.plugins._builtin"}
+BUILTIN_PLUGINS = {"ortplug": "ortplug.plugin_host._builtin"}
 #: What ``ortplug plugins`` says of a plugin without a declaration (with its import time).
 UNDECLARED_NOTE = (
     "no declaration: imported at every start ({ms:.0f} ms here); ship an ortplug.json beside "

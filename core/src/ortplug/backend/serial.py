@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import OptionError
 
 if TYPE_CHECKING:
-    from ..plugins.manager import PluginHost
+    from ..plugin_host.manager import PluginHost
 
 __all__ = ["KindLocks", "SerialSession", "concurrent_runs", "serial_lock", "serialised"]
 

@@ -22,9 +22,9 @@ from typing import Any
 
 import attrs
 
-from .._printable import printable
+from ..host.capabilities import base_fact
+from ..printable import printable
 from ..settings import settings
-from .capabilities import base_fact
 
 __all__ = [
     "HARDWARE_ROOT_ENV",

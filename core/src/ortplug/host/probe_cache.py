@@ -19,10 +19,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import cast
 
-from .. import _log
+from .. import log as _log
 from ..cache.root import cache_key
 from ..cache.store import RecordStore
-from ..host.capabilities import HostProbe
+from .capabilities import HostProbe
 
 __all__ = ["FOLDER", "clear", "entry_key", "load", "store", "trial_key"]
 

@@ -23,19 +23,14 @@ from ..errors import (
     OrtplugConfigWarning,
     VerificationWarning,
 )
-from ..host._runtime import install_hint
 from ..host.ep_libraries import EpLibrary
+from ..host.runtime import install_hint
+from ..plugin_host.manager import PluginHost, resolve_plugin_host
 from ..plugin_host.registry import check_distinct
-from ..plugins.manager import PluginHost, resolve_plugin_host
 from ..plugins.types import ProviderDecline
 from ..providers.configs import ProviderConfig, is_accelerator
 from ..providers.session_options import SessionOptionsConfig
-from ..selection import (
-    DefaultProviderPolicy,
-    ProviderSelection,
-    SelectionRequest,
-    select_providers,
-)
+from ..selection import DefaultProviderPolicy, ProviderSelection, SelectionRequest, select_providers
 from ._caller import user_stacklevel
 
 if TYPE_CHECKING:

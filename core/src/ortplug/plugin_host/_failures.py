@@ -10,7 +10,7 @@ import warnings
 from collections.abc import Mapping
 
 from ..errors import OrtplugPluginWarning, PluginError
-from .types import PluginFailure
+from ..plugins.types import PluginFailure
 
 __all__ = ["FailureLog", "describe"]
 

@@ -10,7 +10,7 @@ from types import ModuleType
 
 import attrs
 
-from .. import _log
+from .. import log as _log
 from ..errors import RuntimeNotInstalledError
 
 __all__ = [

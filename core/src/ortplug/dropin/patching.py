@@ -167,7 +167,7 @@ def _install_active() -> None:
 
 def _after_import(name: str, then: Any) -> None:
     """Call ``then()`` once ``name`` is imported (one waiting hook per patch in force)."""
-    from ..host._import_hook import after_import
+    from ..host.import_hook import after_import
 
     global _WAITING
     if not _WAITING:
