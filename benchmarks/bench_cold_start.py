@@ -26,6 +26,10 @@ user's model file has): what a process pays per model byte (ortplug fingerprints
 the weights; a big model's digest is kept per file version, so later processes
 read it back instead of hashing).
 
+``--against PYTHON`` times every ortplug case a second time, in the same rounds, under another
+interpreter with ortplug installed (an older checkout's venv, say), each such line marked
+``[against]``: a before/after comparison in one run, on the same machine state.
+
 ``--webgpu`` adds the WebGPU chain (software adapter opted in; source the
 lavapipe env first): its first result with and without ``startup_fallback``
 against the CPU-only chain, each run with an empty Mesa shader cache so the
@@ -129,6 +133,27 @@ def _cases(model: str, cli: str) -> dict[str, tuple[list[str], dict[str, str]]]:
     }
 
 
+#: The mark of a case timed under ``--against``'s interpreter.
+_AGAINST = "[against]"
+
+
+def _against(
+    cases: dict[str, tuple[list[str], dict[str, str]]], python: str
+) -> dict[str, tuple[list[str], dict[str, str]]]:
+    """The ortplug cases again under ``python`` (its own ``ortplug`` script for ``--help``)."""
+    folder = Path(python).parent
+    twins = {}
+    for name, (command, env) in cases.items():
+        if "ortplug" not in name or name.startswith("raw"):
+            continue
+        if command[0] == sys.executable:
+            twin = [python, *command[1:]]
+        else:
+            twin = [shutil.which("ortplug", path=str(folder)) or "ortplug", *command[1:]]
+        twins[f"{name} {_AGAINST}"] = (twin, env)
+    return twins
+
+
 _RATIOS = {
     "import ortplug": ("import numpy", "diff"),
     "ortplug --help": ("python -c pass", "ratio"),
@@ -165,6 +190,9 @@ def main() -> int:
     )
     parser.add_argument("--cold-cache", action="store_true", help="empty the probe cache each run")
     parser.add_argument("--webgpu", action="store_true", help="add the WebGPU chain's cases")
+    parser.add_argument(
+        "--against", default=None, help="also time the ortplug cases under this interpreter"
+    )
     args = parser.parse_args()
     from ortplug.testing import demo_model
 
@@ -178,6 +206,8 @@ def main() -> int:
     base_env = {k: v for k, v in os.environ.items() if k not in unset}
     base_env["XDG_CACHE_HOME"] = str(cache)
     cases = _webgpu_cases(model) if args.webgpu else _cases(model, cli)
+    if args.against:
+        cases.update(_against(cases, args.against))
     times: dict[str, list[float]] = {name: [] for name in cases}
     try:
         for round_number in range(args.rounds + 1):  # round 0 writes bytecode and the caches
@@ -194,16 +224,17 @@ def main() -> int:
         shutil.rmtree(cache, ignore_errors=True)
     medians = {name: statistics.median(values) for name, values in times.items()}
     print(f"cold start, {args.rounds} rounds, medians, model {Path(model).name}")
-    print(f"{'case':30} {'ms':>8}  against")
+    print(f"{'case':40} {'ms':>8}  against")
     for name, value in medians.items():
         against = ""
-        if name in _RATIOS:
-            base, how = _RATIOS[name]
+        ratio = _RATIOS.get(name.removesuffix(f" {_AGAINST}"))
+        if ratio is not None:
+            base, how = ratio
             if how == "ratio":
                 against = f"{value / medians[base]:.2f}x {base}"
             else:
                 against = f"{value - medians[base]:+.0f} ms over {base}"
-        print(f"{name:30} {value:8.1f}  {against}")
+        print(f"{name:40} {value:8.1f}  {against}")
     return 0
 
 

@@ -22,7 +22,7 @@ import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import Any, NamedTuple
 
 import attrs
 
@@ -43,12 +43,12 @@ __all__ = [
 OVERRIDE_PREFIX = "ORTPLUG_OVERRIDE_"
 
 
-@attrs.frozen
-class Variable:
+class Variable(NamedTuple):
     """One row of the table: the variable, its :class:`Settings` field, type, default and meaning.
 
     ``parse`` turns the variable's text into the field's value, ``None`` when it is not valid;
-    ``expected`` says what it takes, for the error line.
+    ``expected`` says what it takes, for the error line. (A named tuple: every process reads
+    the table at start, and an attrs class per row costs more to make.)
     """
 
     name: str
