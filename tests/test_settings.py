@@ -3,11 +3,13 @@ in one place, read once per process, and the README's table kept in step with it
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -93,20 +95,28 @@ def test_a_bad_value_is_one_line_naming_the_variable(name: str, value: str, expe
     assert lenient == Settings(invalid={name: lenient.problem(name) or ""})  # the default used
 
 
-def test_the_process_settings_are_read_once_until_refreshed() -> None:
-    saved = os.environ.get("ORTPLUG_SPOT_CHECK")
+@contextlib.contextmanager
+def _raw_variable(name: str) -> Iterator[None]:
+    """Change ``os.environ[name]`` in the block without refreshing the settings (monkeypatch
+    refreshes them here); put back, and the settings read again, after it."""
+    saved = os.environ.get(name)
     try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = saved
+        refresh_settings()
+
+
+def test_the_process_settings_are_read_once_until_refreshed() -> None:
+    with _raw_variable("ORTPLUG_SPOT_CHECK"):
         os.environ["ORTPLUG_SPOT_CHECK"] = "0.25"
         assert refresh_settings().spot_check == 0.25
         os.environ["ORTPLUG_SPOT_CHECK"] = "0.5"
         assert settings().spot_check == 0.25  # read once
         assert refresh_settings().spot_check == 0.5
-    finally:
-        if saved is None:
-            os.environ.pop("ORTPLUG_SPOT_CHECK", None)
-        else:
-            os.environ["ORTPLUG_SPOT_CHECK"] = saved
-        refresh_settings()
 
 
 def test_monkeypatch_changes_refresh_the_settings(monkeypatch) -> None:
@@ -137,8 +147,7 @@ def test_the_plugin_host_reads_the_process_settings_not_the_environment() -> Non
     ``os.environ`` by the host itself, so one process could hold two views of them)."""
     from ortplug.plugin_host.manager import PluginHost
 
-    saved = os.environ.get("ORTPLUG_DISABLE_PLUGINS")
-    try:
+    with _raw_variable("ORTPLUG_DISABLE_PLUGINS"):
         os.environ["ORTPLUG_DISABLE_PLUGINS"] = "cpu"
         refresh_settings()
         os.environ.pop("ORTPLUG_DISABLE_PLUGINS")  # changed after the read: not seen
@@ -147,9 +156,3 @@ def test_the_plugin_host_reads_the_process_settings_not_the_environment() -> Non
         assert "cpu" not in PluginHost().blocked_by()
         given = PluginHost(environ={"ORTPLUG_DISABLE_PLUGINS": "cpu"}).blocked_by()
         assert given == {"cpu": "ORTPLUG_DISABLE_PLUGINS=cpu"}  # a host given its own variables
-    finally:
-        if saved is None:
-            os.environ.pop("ORTPLUG_DISABLE_PLUGINS", None)
-        else:
-            os.environ["ORTPLUG_DISABLE_PLUGINS"] = saved
-        refresh_settings()
