@@ -14,7 +14,7 @@ from ortplug.errors import OptionError
 from ortplug.fit.catalog import CATALOG_ENV, load_catalog
 from ortplug.fit.hardware import Hardware, detect_hardware
 from ortplug.fit.planner import FitPlan, Installed, plan_fit
-from ortplug.fit.requirement import Requirement
+from ortplug.host.requirement import Requirement
 from ortplug.host.runtime import RuntimeDistribution
 
 REPOSITORY = Path(__file__).resolve().parents[1]

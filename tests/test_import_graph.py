@@ -12,12 +12,8 @@ import ast
 from pathlib import Path
 
 _SRC = Path(__file__).resolve().parents[1] / "core" / "src"
-#: What the SDK may use: the values hooks take and return, their lower layers, and host fit's
-#: requirement parser (a declaration's install lines are requirements).
-_SDK_MAY_IMPORT = (
-    *("cache", "checkpoint", "errors", "host", "plugins", "providers", "settings"),
-    "fit.requirement",
-)
+#: What the SDK may use: the values hooks take and return, and their lower layers.
+_SDK_MAY_IMPORT = ("cache", "checkpoint", "errors", "host", "plugins", "providers", "settings")
 
 
 def _name(path: Path) -> tuple[str, bool]:

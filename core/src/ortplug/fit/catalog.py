@@ -23,6 +23,7 @@ from pathlib import Path
 import attrs
 
 from ..errors import OptionError
+from ..host.requirement import release
 from ..plugin_host.first_party import example_declarations, first_party_declarations
 from ..plugins.declaration import (
     DeclarationError,
@@ -33,7 +34,6 @@ from ..plugins.declaration import (
 )
 from ..settings import Settings, settings
 from .hardware import Hardware
-from .requirement import release
 
 __all__ = [
     "CATALOG_ENV",

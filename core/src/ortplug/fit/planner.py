@@ -16,10 +16,10 @@ from typing import Any
 import attrs
 
 from ..host.install_command import CORE, core_checkout, core_extras, install_targets
+from ..host.requirement import Requirement, normalize_name
 from ..host.runtime import RuntimeDistribution, installed_runtimes
 from .catalog import CatalogEntry, Install, load_catalog
 from .hardware import Hardware, detect_hardware, driver_for_cuda
-from .requirement import Requirement, normalize_name
 
 __all__ = [
     "Finding",

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
-from ..fit.requirement import Requirement, normalize_name
+from .requirement import Requirement, normalize_name
 
 __all__ = [
     "CORE",

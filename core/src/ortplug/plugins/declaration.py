@@ -536,7 +536,7 @@ def _index_url(where: str, value: object) -> str:
 
 @_check({"type": "string", "minLength": 1})
 def _requirement(where: str, value: object) -> str:
-    from ..fit.requirement import Requirement  # deferred: only a declaration with catalog fields
+    from ..host.requirement import Requirement  # deferred: only a declaration with catalog fields
 
     try:
         return Requirement.parse(_name(where, value)).text
