@@ -52,7 +52,7 @@ class Variable(NamedTuple):
     """
 
     name: str
-    field: str
+    field: str | None  # None: read by `ortplug exec`'s start-up hook, before ortplug imports
     type: str
     default: str
     doc: str
@@ -116,8 +116,8 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("ORTPLUG_DEBUG", "debug", "flag", "0", "full tracebacks from the CLI, and ONNX Runtime's own log on stderr", _flag, "a flag"),
     Variable("ORTPLUG_CATALOG", "catalog", "path", "none", "more or replaced catalog kinds for `info`, `doctor`, `doctor --fix` (declaration format)", _path, "a file"),
     Variable("ORTPLUG_OVERRIDE_HARDWARE_ROOT", "hardware_root", "path", "/", "read the hardware files (`sys/`, `proc/`, macOS's version file) under this folder instead of `/`", _path, "a folder"),
-    Variable("ORTPLUG_EXEC_TAKEOVER", "exec_takeover", "text", "cpu", "which provider lists `ortplug exec` takes over in the program it runs (set by `ortplug exec --takeover`)", _text, "a takeover mode"),
-    Variable("ORTPLUG_EXEC_REPORT", "exec_report", "text", "none", "the process whose exit `ortplug exec --report` reports on (set by `ortplug exec`)", _text, "a process id"),
+    Variable("ORTPLUG_EXEC_TAKEOVER", None, "text", "cpu", "which provider lists `ortplug exec` takes over in the program it runs (set by `ortplug exec --takeover`)", _text, "a takeover mode"),
+    Variable("ORTPLUG_EXEC_REPORT", None, "text", "none", "the process whose exit `ortplug exec --report` reports on (set by `ortplug exec`)", _text, "a process id"),
 )  # fmt: skip
 
 #: The ``ORTPLUG_OVERRIDE_*`` family (:attr:`Settings.overrides`): each probe parses its own facts.
@@ -152,8 +152,6 @@ class Settings:
     debug: bool = False
     catalog: Path | None = None
     hardware_root: Path | None = None
-    exec_takeover: str = "cpu"
-    exec_report: str = ""
     overrides: Mapping[str, str] = attrs.field(factory=dict, converter=_frozen)
     invalid: Mapping[str, str] = attrs.field(factory=dict, converter=_frozen)
 
@@ -165,6 +163,8 @@ class Settings:
         values: dict[str, Any] = {}
         invalid: dict[str, str] = {}
         for variable in VARIABLES:
+            if variable.field is None:
+                continue  # the exec start-up hook's own: it reads os.environ before any import
             raw = environ.get(variable.name)
             if raw is None or (not raw.strip() and variable.type != "names"):
                 continue  # unset, or blank: the default (a blank list of names lists none)

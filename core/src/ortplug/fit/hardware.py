@@ -24,7 +24,7 @@ import attrs
 
 from ..host.capabilities import base_fact
 from ..printable import printable
-from ..settings import settings
+from ..settings import Settings, settings
 
 __all__ = [
     "HARDWARE_ROOT_ENV",
@@ -256,8 +256,9 @@ def detect_hardware(
 ) -> Hardware:
     """Read the host's hardware from files under ``root`` (default: the override variable's
     folder, else ``/``); files that are missing or unreadable are simply not seen."""
-    env = settings().overrides if environ is None else environ
-    base = Path(root if root is not None else env.get(HARDWARE_ROOT_ENV) or "/")
+    current = settings() if environ is None else Settings.from_environ(environ, strict=False)
+    base = Path(root) if root is not None else current.hardware_root or Path("/")
+    env = current.overrides
     loader, icds = _vulkan(base)
     vendor, flags = _cpu(base)
     return Hardware(
