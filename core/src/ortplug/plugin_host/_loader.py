@@ -350,9 +350,14 @@ class PluginLoader:
             for plugin in self._pending:
                 claims += _claims.declared_claims(plugin, self.declarations[plugin])
             ranked = [*(name for name, _ in self.hooks.names()), *self._pending]
-            order = {n: (not self.is_shipped(n), i) for i, n in enumerate(ranked)}
+            index = {n: i for i, n in enumerate(ranked)}
+
+            def rank(p: str) -> tuple[bool, int]:
+                i = index.get(p)
+                return (True, len(index)) if i is None else (not self.is_shipped(p), i)
+
             skipped = set()
-            for skip in _claims.arbitrate(claims, lambda p: order.get(p, (True, len(order)))):
+            for skip in _claims.arbitrate(claims, rank):
                 skipped.add(skip.plugin)
                 self._skip(skip)
             declared = {
