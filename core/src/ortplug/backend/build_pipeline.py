@@ -199,17 +199,28 @@ def _label(choice: Choice) -> str:
     return autotune.choice_label(choice.variant_name, choice.precision, kinds)
 
 
-@attrs.define(eq=False)
 class BuildPipeline:
     """The stages of one build of ``checkpoint``, each an explicit step, run in order by
-    :meth:`run` (or :meth:`reference` + :meth:`prove` behind a startup fallback)."""
+    :meth:`run` (or :meth:`reference` + :meth:`prove` behind a startup fallback). (A plain
+    class: a worker, not a value; an attrs class costs every process ~0.5 ms to make.)"""
 
-    checkpoint: ResolvedCheckpoint
-    session_options: SessionOptionsConfig | None = None
-    verify: bool | Tolerance | None = None
-    measure: bool = True
-    min_share: float | None = None
-    given: Mapping[str, np.ndarray] | None = None
+    __slots__ = ("checkpoint", "given", "measure", "min_share", "session_options", "verify")
+
+    def __init__(
+        self,
+        checkpoint: ResolvedCheckpoint,
+        session_options: SessionOptionsConfig | None = None,
+        verify: bool | Tolerance | None = None,
+        measure: bool = True,
+        min_share: float | None = None,
+        given: Mapping[str, np.ndarray] | None = None,
+    ) -> None:
+        self.checkpoint = checkpoint
+        self.session_options = session_options
+        self.verify = verify
+        self.measure = measure
+        self.min_share = min_share
+        self.given = given
 
     # -- 1. candidates ---------------------------------------------------------------------
 
