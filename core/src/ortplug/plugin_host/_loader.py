@@ -33,7 +33,6 @@ from . import _claims, _declared, _manifest_types
 from . import entry_points as _entry_points
 from ._failures import FailureLog
 from ._hook_caller import HookCaller, check_contract
-from .first_party import shipped_distributions
 from .registry import ProviderRegistry
 
 if TYPE_CHECKING:
@@ -414,6 +413,8 @@ class PluginLoader:
         """Whether ``plugin`` comes from one of this project's distributions (or is the core's)."""
         if plugin in BUILTIN_PLUGINS:
             return True
+        from .first_party import shipped_distributions  # deferred: only a claim made twice
+
         dist = self.distributions.get(plugin)
         if dist is not None:
             return dist[0] in shipped_distributions()
