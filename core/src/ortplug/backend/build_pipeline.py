@@ -27,7 +27,7 @@ from __future__ import annotations
 import enum
 import warnings
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 import attrs
 
@@ -106,15 +106,16 @@ class BuildResult:
         return self.plan.variant or self.origin
 
 
-@attrs.frozen
-class ServeChange:
+class ServeChange(NamedTuple):
     """One change of what a backend serves, through its seam (every field optional).
 
     ``result``: take its verdict, candidates and fallbacks; with ``switch`` also serve its
     session from the next run on. ``failed``: the session that failed; serve ``instead``
     (default: the next verified choice) in its place. ``watch``: the check shown every run
     from now on (``None``: none; left as is unless ``set_watch``). ``candidates``: the
-    report's candidate lines, replaced.
+    report's candidate lines, replaced. (A named tuple, as :class:`Served`: a message
+    between the backend's modules, not a value users hold; an attrs class costs every
+    process ~0.5 ms to make at import.)
     """
 
     result: BuildResult | None = None
@@ -126,8 +127,7 @@ class ServeChange:
     candidates: tuple[Candidate, ...] | None = None
 
 
-@attrs.frozen
-class Served:
+class Served(NamedTuple):
     """What a backend serves after a change: ``moved`` says whether the change took (False: the
     backend is closed, or no choice could be built); its plan, session and candidate lines."""
 
@@ -152,19 +152,22 @@ class ServingBackend(Protocol):
     def _serve(self, change: ServeChange) -> Served: ...
 
 
-@attrs.define
 class _Entry:
     """One candidate as the pipeline goes: its choice, plan once prepared, session, verdict,
-    and what became of it."""
+    and what became of it. (A plain class: private and mutable, made once per candidate; an
+    attrs class would cost every process ~0.5 ms to make at import.)"""
 
-    choice: Choice
-    plan: SessionPlan | None = None
-    build: SessionBuild | None = None
-    verdict: Verdict | None = None
-    outcome: CandidateOutcome = CandidateOutcome.NOT_TRIED
-    reason: str = "not tried: an earlier choice serves"
-    median_ms: float | None = None
-    chosen: bool = False
+    __slots__ = ("build", "choice", "chosen", "median_ms", "outcome", "plan", "reason", "verdict")
+
+    def __init__(self, choice: Choice) -> None:
+        self.choice = choice
+        self.plan: SessionPlan | None = None
+        self.build: SessionBuild | None = None
+        self.verdict: Verdict | None = None
+        self.outcome = CandidateOutcome.NOT_TRIED
+        self.reason = "not tried: an earlier choice serves"
+        self.median_ms: float | None = None
+        self.chosen = False
 
     @property
     def reference(self) -> bool:
@@ -196,17 +199,28 @@ def _label(choice: Choice) -> str:
     return autotune.choice_label(choice.variant_name, choice.precision, kinds)
 
 
-@attrs.define(eq=False)
 class BuildPipeline:
     """The stages of one build of ``checkpoint``, each an explicit step, run in order by
-    :meth:`run` (or :meth:`reference` + :meth:`prove` behind a startup fallback)."""
+    :meth:`run` (or :meth:`reference` + :meth:`prove` behind a startup fallback). (A plain
+    class: a worker, not a value; an attrs class costs every process ~0.5 ms to make.)"""
 
-    checkpoint: ResolvedCheckpoint
-    session_options: SessionOptionsConfig | None = None
-    verify: bool | Tolerance | None = None
-    measure: bool = True
-    min_share: float | None = None
-    given: Mapping[str, np.ndarray] | None = None
+    __slots__ = ("checkpoint", "given", "measure", "min_share", "session_options", "verify")
+
+    def __init__(
+        self,
+        checkpoint: ResolvedCheckpoint,
+        session_options: SessionOptionsConfig | None = None,
+        verify: bool | Tolerance | None = None,
+        measure: bool = True,
+        min_share: float | None = None,
+        given: Mapping[str, np.ndarray] | None = None,
+    ) -> None:
+        self.checkpoint = checkpoint
+        self.session_options = session_options
+        self.verify = verify
+        self.measure = measure
+        self.min_share = min_share
+        self.given = given
 
     # -- 1. candidates ---------------------------------------------------------------------
 

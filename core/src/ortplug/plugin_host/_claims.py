@@ -69,8 +69,13 @@ def declared_claims(plugin: str, declaration: PluginDeclaration) -> list[Claim]:
 def arbitrate(claims: Iterable[Claim], rank: Callable[[str], tuple[bool, int]]) -> list[Skip]:
     """The plugins that lose a claim, with the name and its first claimant, in ``rank`` order.
 
-    A plugin already skipped neither loses nor wins again.
+    A plugin already skipped neither loses nor wins again. ``rank`` is called only when some
+    name is claimed twice (ranking reads the shipped manifests: a process without a collision,
+    the usual one, skips that).
     """
+    claims = list(claims)
+    if len({claim.name for claim in claims}) == len(claims):
+        return []  # every name claimed once: nobody loses, in any order
     owners: dict[str, Claim] = {}
     skipped: set[str] = set()
     skips = []

@@ -33,7 +33,6 @@ from . import _claims, _declared, _manifest_types
 from . import entry_points as _entry_points
 from ._failures import FailureLog
 from ._hook_caller import HookCaller, check_contract
-from .first_party import shipped_distributions
 from .registry import ProviderRegistry
 
 if TYPE_CHECKING:
@@ -350,9 +349,14 @@ class PluginLoader:
             for plugin in self._pending:
                 claims += _claims.declared_claims(plugin, self.declarations[plugin])
             ranked = [*(name for name, _ in self.hooks.names()), *self._pending]
-            order = {n: (not self.is_shipped(n), i) for i, n in enumerate(ranked)}
+            index = {n: i for i, n in enumerate(ranked)}
+
+            def rank(p: str) -> tuple[bool, int]:
+                i = index.get(p)
+                return (True, len(index)) if i is None else (not self.is_shipped(p), i)
+
             skipped = set()
-            for skip in _claims.arbitrate(claims, lambda p: order.get(p, (True, len(order)))):
+            for skip in _claims.arbitrate(claims, rank):
                 skipped.add(skip.plugin)
                 self._skip(skip)
             declared = {
@@ -409,6 +413,8 @@ class PluginLoader:
         """Whether ``plugin`` comes from one of this project's distributions (or is the core's)."""
         if plugin in BUILTIN_PLUGINS:
             return True
+        from .first_party import shipped_distributions  # deferred: only a claim made twice
+
         dist = self.distributions.get(plugin)
         if dist is not None:
             return dist[0] in shipped_distributions()

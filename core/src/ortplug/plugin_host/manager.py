@@ -39,7 +39,6 @@ from ..settings import Settings, settings
 from . import _manifest_types
 from . import entry_points as _entry_points
 from ._loader import PluginLoader, blocked_by
-from ._offer_checks import library_checked, names_its_type, unknown_kind
 from ._probe_runner import ProbeRunner
 from .registry import ProviderRegistry, close_matches
 
@@ -229,6 +228,8 @@ class PluginHost:
         library check runs only on the host this plugin host detected, without
         overrides of the plugin's probes: injected facts stand for the library.
         """
+        from ._offer_checks import library_checked, names_its_type, unknown_kind  # policy only
+
         ruled_out = self._loader.load_in_play(host, self._probes.facts_of(host))
         registry = self.provider_registry()
         answers: list[ProviderOffer | ProviderDecline] = [
@@ -275,6 +276,8 @@ class PluginHost:
 
         Entries of unregistered kinds are dropped (a plugin failure).
         """
+        from ._offer_checks import unknown_kind  # deferred, as in offer_providers
+
         hook_name = "ortplug_provider_chain"
         answer = self._hooks.first_result(hook_name, offers=offers, metadata=metadata, host=host)
         if answer is None:

@@ -12,7 +12,6 @@ from ..errors import OptionError, PluginConflictError
 from ..host.ep_libraries import EpLibrary
 from ..plugins.provider_type import ProviderSpec
 from ..providers.configs import ProviderConfig, is_provider_config
-from .first_party import first_party_kind
 
 __all__ = ["ProviderRegistry", "check_distinct", "close_matches"]
 
@@ -101,7 +100,11 @@ class ProviderRegistry:
     def knows(self, name: str) -> bool:
         """Whether ``name`` names a provider here, or one of ortplug's not installed here."""
         text = name.strip().lower()
-        return text in self._by_name or first_party_kind(text) is not None
+        if text in self._by_name:
+            return True
+        from .first_party import first_party_kind  # deferred: reads the shipped manifests
+
+        return first_party_kind(text) is not None
 
     def lookup(self, name: str) -> ProviderSpec:
         """Find a provider by kind, alias or ONNX Runtime name (case-insensitive).
@@ -125,6 +128,8 @@ class ProviderRegistry:
         reason = self._why(text) if self._why is not None else None
         if reason is not None:
             return f"provider {name!r} is not available: {reason} (installed kinds: {known})"
+        from .first_party import first_party_kind
+
         shipped = first_party_kind(text)
         if shipped is not None:
             distribution, kind = shipped

@@ -89,7 +89,6 @@ field, what was expected and what was given; so is a file over :data:`MAX_BYTES`
 
 from __future__ import annotations
 
-import glob
 import importlib.util
 import json
 import os
@@ -234,6 +233,8 @@ class Identity:
 
 
 def _expand(pattern: str) -> list[str]:
+    import glob  # deferred: only a probe identity with file patterns needs it
+
     path = os.path.expanduser(pattern)
     return sorted(glob.glob(path)) if glob.has_magic(path) else [path]
 
@@ -349,12 +350,15 @@ class PluginDeclaration:
 _T = TypeVar("_T")
 
 
-@attrs.frozen
 class _Check(Generic[_T]):
-    """One field's converter and the JSON schema of the values it accepts."""
+    """One field's converter and the JSON schema of the values it accepts. (A plain class: the
+    tables make some forty of them at import, and an attrs class costs ~0.5 ms to make.)"""
 
-    convert: Callable[[str, object], _T]
-    schema: Mapping[str, Any]
+    __slots__ = ("convert", "schema")
+
+    def __init__(self, convert: Callable[[str, object], _T], schema: Mapping[str, Any]) -> None:
+        self.convert = convert
+        self.schema = schema
 
     def __call__(self, where: str, value: object) -> _T:
         return self.convert(where, value)

@@ -11,7 +11,6 @@ from ..plugins.types import ProviderDecline, ProviderOffer
 from ..providers.configs import ProviderConfig
 from .autotune import apply_tuning
 from .protocol import ProviderSelection, SelectionRequest
-from .variants import candidate_key, offer_reason, rank_variants
 
 if TYPE_CHECKING:
     from ..checkpoint import ResolvedCheckpoint
@@ -40,6 +39,8 @@ class DefaultProviderPolicy:
 
     def choose(self, request: SelectionRequest) -> ProviderSelection:
         """Offers and declines from every plugin, ordered by the chain hook, autotune applied."""
+        from .variants import candidate_key, offer_reason, rank_variants  # an explicit list: none
+
         plugins = self._plugins or request.plugins
         items = plugins.offer_providers(request.metadata, request.host, request.checkpoint)
         offers = tuple(item for item in items if isinstance(item, ProviderOffer))
