@@ -740,6 +740,10 @@ class OnnxBackend:
         return select_outputs(outputs, self._output_names)
 
     def _run_with(self, names: list[str], feed: Any, config: RunOptionsConfig) -> list[Any]:
+        server = self._server
+        if server is not None:  # with its own run options the request runs alone, on a stream
+            with self._options_for(config) as options:
+                return server.submit(feed, names, options).result()
         with self._options_for(config) as options:
             results = list(self._live().run(names, feed, options))
         watch = self._watch
