@@ -761,8 +761,7 @@ class OnnxBackend:
         try:
             yield options
         finally:
-            with self._inflight_lock:
-                self._inflight.discard(options)
+            self._forget(options)
 
     def _own_run_options(self, config: RunOptionsConfig) -> Any:
         if not isinstance(config, RunOptionsConfig):
