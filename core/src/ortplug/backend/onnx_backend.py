@@ -28,6 +28,7 @@ from ..plugin_host.manager import resolve_plugin_host
 from ..providers.configs import CPU_EP
 from ..providers.options import encode_option
 from ..providers.run_options import RunOptionsConfig
+from ._caller import user_stacklevel
 from ._hints import performance_hint
 from ._run import bfloat16_as_ort_values, check_into_outputs, feed_by_name, select_outputs
 from ._session import SessionBuild, create_planned
@@ -703,7 +704,7 @@ class OnnxBackend:
             f"({type(exc).__name__}: {' '.join(str(exc).split())[:300]}); serving on "
             f"{list(self._providers)} from now on (call retried once)",
             ProviderFallbackWarning,
-            stacklevel=3,
+            stacklevel=user_stacklevel(),
         )
         return True
 
