@@ -893,11 +893,11 @@ class OnnxBackend:
         names = self._output_names if outputs is None else self._selected(outputs)
         options = self._run_options if run_options is None else self._own_run_options(run_options)
 
+        own = None if options is self._run_options else options  # forgotten when it ends
+
         def done(results: Any, _user_data: Any, error: str) -> None:
             try:
-                if options is not self._run_options:
-                    with self._inflight_lock:
-                        self._inflight.discard(options)
+                self._forget(own)
                 if error:
                     callback(None, self._explain_async(feed, error))
                 else:
@@ -910,6 +910,7 @@ class OnnxBackend:
             session.run_async(names, feed, done, None, options)
         except Exception as exc:
             _async_runs.finished()
+            self._forget(own)
             self._raise_explained(feed, exc)
 
     def _submitted(
