@@ -10,7 +10,7 @@ import models
 import numpy as np
 import onnxruntime as ort
 import pytest
-from ortplug import InMemoryCheckpoint, InputValidationError, OnnxBackend
+from ortplug import InMemoryCheckpoint, InputValidationError, OnnxBackend, RunOptionsConfig
 
 X = np.linspace(-1, 1, 16, dtype=np.float32).reshape(2, 8)
 
@@ -191,6 +191,15 @@ def test_run_async_calls_back_with_outputs_or_the_error(demo) -> None:
     assert "input 'x': dimension 1 must be 8" in str(error)
     with pytest.raises(InputValidationError, match="unknown input 'y'"):
         demo.run_async({"y": X}, callback)
+
+
+def test_a_run_async_refused_at_once_keeps_none_of_its_run_options(demo) -> None:
+    """A run refused before it starts forgets the caller's run options, as a finished run does
+    (each refused call's stayed registered for terminate() for the backend's life)."""
+    for _ in range(3):
+        with pytest.raises(InputValidationError, match="unknown input 'y'"):
+            demo.run_async({"y": X}, lambda outputs, error: None, run_options=RunOptionsConfig())
+    assert not demo._inflight
 
 
 _EXIT_DURING_CALLBACK = """

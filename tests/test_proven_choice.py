@@ -143,6 +143,22 @@ def test_a_provider_error_at_run_time_falls_back_to_the_next_verified_choice(dem
         backend.run({"x": np.ones((2, 5), np.float32)})
 
 
+def test_the_run_time_fallback_warning_points_past_ortplugs_own_frames(demo):
+    """Reached through ortplug's own code (the Ray predictor calls run()), the warning points at
+    the first frame outside ortplug, as the build's warnings do (a fixed stacklevel pointed at
+    ortplug's caller of run)."""
+    import ortplug
+
+    inside = str(Path(ortplug.__file__).parent / "integrations" / "_a_caller_of_run.py")
+    scope: dict[str, object] = {}
+    exec(compile("def call(backend, feed):\n    return backend.run(feed)\n", inside, "exec"), scope)
+    backend = OnnxBackend.from_checkpoint(demo, plugins=_host("big_batch"), measure=False)
+    big = {"x": np.random.default_rng(0).random((64, 8), np.float32)}
+    with pytest.warns(ProviderFallbackWarning, match="failed at run time") as caught:
+        scope["call"](backend, big)  # type: ignore[operator]
+    assert [w.filename for w in caught if w.category is ProviderFallbackWarning] == [__file__]
+
+
 def test_the_run_time_fallback_keeps_the_custom_op_libraries_registered_since_the_build(demo):
     """The next verified choice was planned before the library was registered: it is built
     with it (it used to be refused, and the provider's error reached the caller)."""

@@ -28,6 +28,7 @@ from ortplug import (
     OnnxBackend,
     OptionError,
     ProviderFallbackWarning,
+    RunOptionsConfig,
     RunTerminatedError,
     ServingConfig,
     SessionOptionsConfig,
@@ -281,6 +282,18 @@ def test_run_into_run_async_and_arun_go_through_the_queue_and_bindings_keep_the_
         binding.run()
         assert np.array_equal(binding.outputs()["y"], want)
         assert _served(backend) == before  # the binding ran on its own session
+
+
+def test_run_with_its_own_run_options_goes_through_the_queue_too() -> None:
+    """Like run_async and arun with run options: the request runs alone on a stream (it went
+    around the server to the first session, which a device dropped at run time may be)."""
+    x = np.linspace(-1, 1, 8, dtype=np.float32).reshape(2, 4)
+    with OnnxBackend.from_checkpoint(
+        _checkpoint(_rows_model()), performance_hint="throughput", serving=BATCHING
+    ) as backend:
+        got = backend.run({"x": x}, run_options=RunOptionsConfig(tag="mine"))
+        assert np.array_equal(got["y"], np.maximum(x @ WEIGHT + 1, 0))
+        assert _served(backend) == (1, 1)
 
 
 def test_callers_that_time_out_or_are_cancelled_leave_the_others_served() -> None:

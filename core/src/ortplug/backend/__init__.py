@@ -4,8 +4,8 @@
 needed to build and run a backend).
 
 ``OnnxBackend.from_checkpoint`` runs one pipeline (``build_pipeline``: the order and the
-decisions) whose stages have workers: candidates and prepare (``_plan``), build
-(``_session``), verify (``_verified``), measure (``_measure``); ``_startup`` runs the
+decisions) whose stages have workers: candidates and prepare (``plan``), build
+(``_session``), verify (``verifier``), measure (``_measure``); ``_startup`` runs the
 proving stages in the background behind a CPU session (the switch's state in ``_switch_state``,
 shared with the checks on real traffic, ``_real_traffic``). A throughput hint
 adds a serving stage (``_serving_start``): devices, batching and streams, measured

@@ -1,12 +1,12 @@
 """Startup fallback on real traffic: a candidate serves only after it agreed with the CPU
 reference on real requests, and is spot-checked while it serves.
 
-Verification (:mod:`._verified`) proves a candidate on inputs the model accepts, not on
+Verification (:mod:`.verifier`) proves a candidate on inputs the model accepts, not on
 the data a deployment serves. Behind a startup fallback the CPU reference serves the real
 requests anyway, so the verified candidate *shadows* it: each request the shadow keeps up
 with (a few may wait, the others are not checked; the caller never waits) runs on the
 candidate in a background thread and is judged as a verdict judges
-(:meth:`~._verified.Verifier.disagreement`). After ``real_traffic_checks`` agreeing requests
+(:meth:`~.verifier.Verifier.disagreement`). After ``real_traffic_checks`` agreeing requests
 the candidate serves; at the first disagreement (or a run that raises) it is rejected with a
 verdict "on real inputs" naming the request's shapes, cached so no later build chooses it,
 and the CPU reference keeps serving. Until then every caller gets the CPU's outputs.

@@ -161,10 +161,9 @@ class Server:
         """
         request = _Request(feed, names, options, self._batching)
         with self._cond:
-            if self._closed is not None:
-                raise BackendClosedError(self._closed)
-            if self._terminated:
-                raise RunTerminatedError(_TERMINATED)
+            stopped = self._stopped()
+            if stopped is not None:
+                raise stopped
             self._queue.append(request)
             self._cond.notify_all()
         return request.future
@@ -174,10 +173,9 @@ class Server:
         the caller's thread when a stream is idle and nothing is queued (module docstring)."""
         request = _Request(feed, names, None, self._batching)
         with self._cond:
-            if self._closed is not None:
-                raise BackendClosedError(self._closed)
-            if self._terminated:
-                raise RunTerminatedError(_TERMINATED)
+            stopped = self._stopped()
+            if stopped is not None:
+                raise stopped
             idle = None if self._queue else self._idle(request)
             if idle is None:
                 self._queue.append(request)

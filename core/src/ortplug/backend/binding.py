@@ -76,6 +76,8 @@ class Binding:
         self._copies: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # name: (caller's, bound)
         self._shapes: dict[str, tuple[int, ...]] = {}  # each input's shape when it was bound
         self._allocated: dict[str, tuple[str, int]] = {}  # ORT-allocated outputs: (device, id)
+        self._accumulating = frozenset(info.name for info in outputs if accumulates(info))
+        self._rebound: dict[str, tuple[str, int]] = {}  # allocated ones bound afresh each run
         self._unwritten: set[str] = set()  # ORT-allocated outputs no run has written yet
 
     def bind_input(self, name: str, value: Any) -> Binding:
@@ -148,9 +150,12 @@ class Binding:
             )
         if target is None:
             self._allocated[name] = (device, device_id)
+            if name in self._accumulating:
+                self._rebound[name] = (device, device_id)
             self._unwritten.add(name)
         else:
             self._allocated.pop(name, None)
+            self._rebound.pop(name, None)
             self._unwritten.discard(name)
         if name not in self._bound_outputs:
             self._bound_outputs.append(name)
@@ -175,10 +180,9 @@ class Binding:
         """Run the model on the bound inputs into the bound outputs."""
         for source, bound in self._copies.values():
             np.copyto(bound, source)
-        for name, (device, device_id) in self._allocated.items():
-            if accumulates(self._outputs[name]):  # else this run's items join the last run's
-                self._binding.bind_output(name, device, device_id)
-                self._unwritten.add(name)
+        for name, (device, device_id) in self._rebound.items():  # else items join the last run's
+            self._binding.bind_output(name, device, device_id)
+            self._unwritten.add(name)
         try:
             self._run_with_iobinding(self._binding, self._run_options)
             self._unwritten.clear()
@@ -236,6 +240,7 @@ class Binding:
         self._binding.clear_binding_outputs()
         self._bound_outputs.clear()
         self._allocated.clear()
+        self._rebound.clear()
         self._unwritten.clear()
         self._keep = {k: v for k, v in self._keep.items() if not k.startswith("->")}
 

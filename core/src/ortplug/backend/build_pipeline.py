@@ -2,9 +2,9 @@
 
 Candidates are the policy's choices in order (its plan, then each alternative, down to
 the CPU provider on the reference weights, the reference), decided without running a
-plugin hook (:func:`._plan.choices`). Only a candidate about to be built is prepared by
-the plugins (:func:`._plan.prepare`), then built (:mod:`._session`) and verified against
-the reference (:mod:`._verified`); a failing one is rejected with one line (a
+plugin hook (:func:`.plan.choices`). Only a candidate about to be built is prepared by
+the plugins (:func:`.plan.prepare`), then built (:mod:`._session`) and verified against
+the reference (:mod:`.verifier`); a failing one is rejected with one line (a
 :class:`~ortplug.errors.VerificationWarning` for a policy's chain, a
 :class:`~ortplug.errors.VerificationError` for an explicit one) and the next is built.
 

@@ -28,6 +28,7 @@ from ..plugin_host.manager import resolve_plugin_host
 from ..providers.configs import CPU_EP
 from ..providers.options import encode_option
 from ..providers.run_options import RunOptionsConfig
+from ._caller import user_stacklevel
 from ._hints import performance_hint
 from ._run import bfloat16_as_ort_values, check_into_outputs, feed_by_name, select_outputs
 from ._session import SessionBuild, create_planned
@@ -703,7 +704,7 @@ class OnnxBackend:
             f"({type(exc).__name__}: {' '.join(str(exc).split())[:300]}); serving on "
             f"{list(self._providers)} from now on (call retried once)",
             ProviderFallbackWarning,
-            stacklevel=3,
+            stacklevel=user_stacklevel(),
         )
         return True
 
@@ -740,6 +741,10 @@ class OnnxBackend:
         return select_outputs(outputs, self._output_names)
 
     def _run_with(self, names: list[str], feed: Any, config: RunOptionsConfig) -> list[Any]:
+        server = self._server
+        if server is not None:  # with its own run options the request runs alone, on a stream
+            with self._options_for(config) as options:
+                return server.submit(feed, names, options).result()
         with self._options_for(config) as options:
             results = list(self._live().run(names, feed, options))
         watch = self._watch
@@ -757,8 +762,7 @@ class OnnxBackend:
         try:
             yield options
         finally:
-            with self._inflight_lock:
-                self._inflight.discard(options)
+            self._forget(options)
 
     def _own_run_options(self, config: RunOptionsConfig) -> Any:
         if not isinstance(config, RunOptionsConfig):
@@ -889,11 +893,11 @@ class OnnxBackend:
         names = self._output_names if outputs is None else self._selected(outputs)
         options = self._run_options if run_options is None else self._own_run_options(run_options)
 
+        own = None if options is self._run_options else options  # forgotten when it ends
+
         def done(results: Any, _user_data: Any, error: str) -> None:
             try:
-                if options is not self._run_options:
-                    with self._inflight_lock:
-                        self._inflight.discard(options)
+                self._forget(own)
                 if error:
                     callback(None, self._explain_async(feed, error))
                 else:
@@ -906,6 +910,7 @@ class OnnxBackend:
             session.run_async(names, feed, done, None, options)
         except Exception as exc:
             _async_runs.finished()
+            self._forget(own)
             self._raise_explained(feed, exc)
 
     def _submitted(
