@@ -77,13 +77,16 @@ _RUNS = (
 
 
 class _OwnMethods:
-    """ONNX Runtime's methods of a drop-in session, whatever its instance holds by their names."""
+    """ONNX Runtime's methods of a drop-in session, whatever its instance holds by their names;
+    each bound once, on first use (a serialised run looks its method up on every call)."""
 
     def __init__(self, session: InferenceSession) -> None:
         self._session = session
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(_OrtSession, name).__get__(self._session)
+        method = getattr(_OrtSession, name).__get__(self._session)
+        setattr(self, name, method)
+        return method
 
 
 class SessionRecord(NamedTuple):
