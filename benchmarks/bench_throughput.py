@@ -48,7 +48,7 @@ import attrs
 import numpy as np
 import onnxruntime as ort
 from ortplug import LocalCheckpoint, OnnxBackend, ResolvedCheckpoint
-from ortplug.cli._callers import Served, drive, geometric_mean
+from ortplug.cli._callers import Served, drive
 
 SIDES = ("raw", "latency", "throughput")
 
@@ -244,7 +244,7 @@ def main() -> None:
         ratios = [r[f"{side}_x"] for r in rows if r["callers"] == callers]
         if ratios:
             print(f"geometric mean, {side} hint at {callers} caller(s): "
-                  f"{geometric_mean(ratios):.2f}x raw ONNX Runtime")  # fmt: skip
+                  f"{statistics.geometric_mean(ratios):.2f}x raw ONNX Runtime")  # fmt: skip
     for line in ceilings:
         print(line)
     print(f"load average {', '.join(f'{v:.2f}' for v in os.getloadavg())} at the end")

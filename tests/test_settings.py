@@ -126,6 +126,21 @@ def test_monkeypatch_changes_refresh_the_settings(monkeypatch) -> None:
     assert settings().cache_max_mb is None
 
 
+def test_a_monkeypatch_undone_refreshes_the_settings() -> None:
+    """Regression: a test's ``setenv`` outlived it in the settings (its monkeypatch put the
+    environment back without a refresh), so the next module-scoped fixture built its plugin host
+    under the previous test's ``ORTPLUG_PLUGINS``."""
+    from ortplug.testing import follow_environment
+
+    before = refresh_settings().plugins
+    patch = pytest.MonkeyPatch()
+    follow_environment(patch)
+    patch.setenv("ORTPLUG_PLUGINS", "azuretest")
+    assert settings().plugins == ("azuretest",)
+    patch.undo()
+    assert settings().plugins == before
+
+
 def test_debug_zero_is_off(tmp_path) -> None:
     """Regression: any non-empty ``ORTPLUG_DEBUG``, ``0`` too, turned on the CLI's tracebacks."""
     model = tmp_path / "bad.onnx"

@@ -18,7 +18,7 @@ from ..checkpoint import LocalCheckpoint
 from ..errors import InputValidationError
 from ..host.runtime import require_onnxruntime
 from ._callers import Served, drive
-from ._inputs import first_run_error, load_inputs, quiet_run_options, reference_feed
+from ._inputs import first_run, load_inputs, quiet_run_options, reference_feed
 from ._json import print_json
 from ._providers import resolve_chain
 from ._usage import UsageError
@@ -48,17 +48,6 @@ def _check_flags(args: argparse.Namespace) -> None:
         )
 
 
-def _first_run(run: Callable[[], object], given: dict[str, Any], generated: dict[str, str]) -> None:
-    """Run once before timing; inputs that do not fit the model are said as ``bench`` says them."""
-    try:
-        run()
-    except (InputValidationError, RuntimeError) as exc:
-        error = first_run_error(exc, given, generated)
-        if error is None:
-            raise
-        raise error from exc
-
-
 def bench_callers(args: argparse.Namespace) -> int:
     """Serve ``--callers`` concurrent callers with ortplug and ONNX Runtime; print the table."""
     _check_flags(args)
@@ -81,8 +70,9 @@ def bench_callers(args: argparse.Namespace) -> int:
             "onnxruntime": lambda: session.run(names, feed),
             "ortplug": lambda: backend.run(feed),
         }
-        _first_run(lambda: backend.run(feed, run_options=quiet), given, generated)
-        _first_run(runs["onnxruntime"], given, generated)
+        with first_run(given, generated, (InputValidationError, RuntimeError)):  # before timing
+            backend.run(feed, run_options=quiet)
+            runs["onnxruntime"]()
         rows = [_row(runs, callers, args.rounds, args.seconds) for callers in counts]
         serving = backend.serving
     result: dict[str, Any] = {

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 
 import attrs
 
-__all__ = ["Served", "drive", "geometric_mean"]
+__all__ = ["Served", "drive"]
 
 
 @attrs.frozen
@@ -106,10 +106,3 @@ def drive(run: Callable[[], object], callers: int, seconds: float) -> Served:
         raise errors[0]
     served = sorted(latency for mine in latencies for latency in mine)
     return Served(callers, len(served), elapsed, tuple(served), cpu)
-
-
-def geometric_mean(values: Sequence[float]) -> float:
-    """The geometric mean of positive ``values`` (``nan`` when there are none)."""
-    if not values:
-        return math.nan
-    return math.exp(sum(math.log(value) for value in values) / len(values))

@@ -27,7 +27,7 @@ from ..host.runtime import (
 from ..plugin_host.manager import get_plugin_host
 from ..printable import printable
 from ..selection import DefaultProviderPolicy
-from ._inputs import first_run_error, given_usage, load_inputs, quiet_run_options, reference_feed
+from ._inputs import first_run, given_usage, load_inputs, quiet_run_options, reference_feed
 from ._json import print_json
 from ._providers import resolve_chain
 from ._served import recorded_servings, served_candidates, serving_lines
@@ -158,13 +158,8 @@ def run(args: argparse.Namespace) -> int:
         chosen = reference_feed(checkpoint, backend, given)
         feed, generated = dict(chosen.feed), dict(chosen.generated)
         started = time.perf_counter()
-        try:
+        with first_run(given, generated):
             outputs = backend.run(feed, run_options=quiet_run_options())
-        except Exception as exc:
-            error = first_run_error(exc, given, generated)
-            if error is None:
-                raise
-            raise error from exc
         first_ms = (time.perf_counter() - started) * 1e3
         first_run_on = list(backend.providers)
         _until_settled(backend, feed)  # the timed runs measure what serves from now on

@@ -33,6 +33,7 @@ from ..verification.sample_inputs import (
 from ._usage import InputArg, UsageError
 
 __all__ = [
+    "first_run",
     "first_run_error",
     "given_usage",
     "load_inputs",
@@ -70,6 +71,22 @@ def given_usage() -> Iterator[None]:
         yield
     except GivenInputsError as exc:
         raise UsageError(f"--input: {exc.problem}") from exc
+
+
+@contextlib.contextmanager
+def first_run(
+    given: Mapping[str, np.ndarray],
+    generated: Mapping[str, str],
+    failures: type[Exception] | tuple[type[Exception], ...] = Exception,
+) -> Iterator[None]:
+    """A model's first run: ``failures`` raised as :func:`first_run_error` words them."""
+    try:
+        yield
+    except failures as exc:
+        error = first_run_error(exc, given, generated)
+        if error is None:
+            raise
+        raise error from exc
 
 
 def first_run_error(

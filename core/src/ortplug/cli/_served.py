@@ -20,9 +20,6 @@ if TYPE_CHECKING:
 
 __all__ = ["recorded_servings", "served_candidates", "serving_lines"]
 
-#: The hints whose builds measure how to serve (and record it).
-_MEASURED_HINTS = ("throughput", "cumulative_throughput")
-
 
 def served_candidates(
     checkpoint: ResolvedCheckpoint, given: Mapping[str, np.ndarray] | None = None
@@ -46,9 +43,10 @@ def recorded_servings(
 ) -> dict[str, ServingReport | None]:
     """Per throughput hint, the serving layout its first build of ``checkpoint`` measured on
     this host and recorded (``None``: no build with that hint measured it here yet)."""
-    from ..backend import recorded_serving
+    from ..backend import HINTS, recorded_serving
 
-    found = {hint: recorded_serving(checkpoint, host, hint) for hint in _MEASURED_HINTS}
+    measured = [hint for hint in HINTS if hint != "latency"]  # the hints whose builds measure
+    found = {hint: recorded_serving(checkpoint, host, hint) for hint in measured}
     return {hint: None if record is None else record[1] for hint, record in found.items()}
 
 

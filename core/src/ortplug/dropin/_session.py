@@ -53,9 +53,6 @@ except ImportError:  # pragma: no cover - ortplug's error names the command to i
 # ``import onnxruntime``), so that ortplug's own captures put them back as they were.
 hook_onnxruntime(_ort)
 
-#: The session config entry that asks for a performance hint (``ortplug.backend.HINT_ENTRY``).
-_HINT_ENTRY = "ortplug.performance_hint"
-
 #: ONNX Runtime's own classes, as they were before any patch.
 _OrtSession: Any = _ort.capi.onnxruntime_inference_collection.InferenceSession
 _Session: Any = _ort.capi.onnxruntime_inference_collection.Session
@@ -80,13 +77,16 @@ _RUNS = (
 
 
 class _OwnMethods:
-    """ONNX Runtime's methods of a drop-in session, whatever its instance holds by their names."""
+    """ONNX Runtime's methods of a drop-in session, whatever its instance holds by their names;
+    each bound once, on first use (a serialised run looks its method up on every call)."""
 
     def __init__(self, session: InferenceSession) -> None:
         self._session = session
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(_OrtSession, name).__get__(self._session)
+        method = getattr(_OrtSession, name).__get__(self._session)
+        setattr(self, name, method)
+        return method
 
 
 class SessionRecord(NamedTuple):
@@ -158,11 +158,13 @@ def _left_to_ort(sess_options: object, kwargs: Mapping[str, object]) -> str | No
 
 def _hint_entry(sess_options: object) -> str | None:
     """The performance hint a caller's ``SessionOptions`` carries as a config entry, if any."""
+    from ..backend import HINT_ENTRY
+
     get = getattr(sess_options, "get_session_config_entry", None)
     if not callable(get):
         return None
     try:
-        return str(get(_HINT_ENTRY))
+        return str(get(HINT_ENTRY))
     except Exception:  # ONNX Runtime raises for an entry it does not hold
         return None
 

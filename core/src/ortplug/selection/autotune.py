@@ -67,15 +67,13 @@ class TunedSetting:
     intra_op_num_threads: int | None
     speedup: float  # median time of the policy's default divided by the winner's
     median_ms: float
-    variant: str | None = (
-        None  # the precision variant the chain runs (``None``: the reference weights)
-    )
+    #: The precision variant the chain runs (``None``: the reference weights).
+    variant: str | None = None
     #: The candidates the winner was measured against (:func:`candidate_labels`; empty from
     #: ``bench --save``): a record made before a provider was installed is not used.
     offered: tuple[str, ...] = attrs.field(default=(), converter=_kinds)
-    precision: str | None = (
-        None  # the reduced-precision mode the chain's lead runs (``None``: none)
-    )
+    #: The reduced-precision mode the chain's lead runs (``None``: none).
+    precision: str | None = None
     #: What became of each of ``offered`` on that build (``"rejected: ..."``), in its order.
     outcomes: tuple[str, ...] = attrs.field(default=(), converter=_outcomes)
 

@@ -98,9 +98,8 @@ class ProviderSelection:
     chain_plugin: str | None = None
     variant: str | None = None
     alternatives: tuple[ProviderSelection, ...] = ()
-    tuned: bool = (
-        False  # chosen by a measured record (autotune): built directly, not measured again
-    )
+    #: Chosen by a measured record (autotune): built directly, not measured again.
+    tuned: bool = False
     precision: str | None = None
     recorded: str | None = None
 

@@ -48,12 +48,13 @@ _CPU_FACTS = {"logical_cpus": 8, "usable_cpus": 8, "isa_flags": ["avx2"]}
 
 
 def follow_environment(monkeypatch: Any) -> None:
-    """Make a pytest ``monkeypatch``'s ``setenv`` and ``delenv`` refresh ortplug's settings,
-    which are read from the environment once per process (:func:`ortplug.settings.settings`)."""
+    """Make a pytest ``monkeypatch``'s ``setenv``, ``delenv`` and ``undo`` (the environment put
+    back at the test's end) refresh ortplug's settings, which are read from the environment once
+    per process (:func:`ortplug.settings.settings`)."""
     if getattr(monkeypatch, "_ortplug_follows", False):
         refresh_settings()
         return
-    setenv, delenv = monkeypatch.setenv, monkeypatch.delenv
+    setenv, delenv, undo = monkeypatch.setenv, monkeypatch.delenv, monkeypatch.undo
 
     def _setenv(name: str, value: str, prepend: str | None = None) -> None:
         setenv(name, value, prepend)
@@ -63,7 +64,11 @@ def follow_environment(monkeypatch: Any) -> None:
         delenv(name, raising)
         refresh_settings()
 
-    monkeypatch.setenv, monkeypatch.delenv = _setenv, _delenv
+    def _undo() -> None:
+        undo()
+        refresh_settings()
+
+    monkeypatch.setenv, monkeypatch.delenv, monkeypatch.undo = _setenv, _delenv, _undo
     monkeypatch._ortplug_follows = True
     refresh_settings()
 
