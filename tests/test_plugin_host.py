@@ -130,25 +130,36 @@ def ortplug_host_probes():
 """
 
 
+def _site_plugin(
+    tmp_path: Path, name: str, files: dict[str, str], module: str | None = None
+) -> dict[str, str]:
+    """Install distribution ``ortplug-NAME`` 1.0 (package ``ortplug_NAME`` of ``files``, entry
+    point ``NAME`` at its ``module``) in a site folder; the environment of a process that sees it."""
+    site = tmp_path / "site"
+    package = site / f"ortplug_{name}"
+    package.mkdir(parents=True)
+    for file, text in files.items():
+        (package / file).write_text(text)
+    dist = site / f"ortplug_{name}-1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: ortplug-{name}\nVersion: 1.0\n")
+    target = f"ortplug_{name}" + (f".{module}" if module else "")
+    (dist / "entry_points.txt").write_text(f"[ortplug]\n{name} = {target}\n")
+    return {**os.environ, "PYTHONPATH": str(site), "ORTPLUG_CACHE_DIR": str(tmp_path / "cache")}
+
+
+def _ortplug(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    """``ortplug ARGS`` in a fresh process with ``env``."""
+    code = "import sys\nfrom ortplug.cli.main import main\nsys.exit(main(sys.argv[1:]))"
+    return subprocess.run(
+        [sys.executable, "-c", code, *args], env=env, capture_output=True, text=True, timeout=300
+    )
+
+
 def test_info_json_shows_a_probe_with_facts_not_json_as_failed(tmp_path: Path) -> None:
     """The installed plugin's probe is reported, and ``--json`` holds no repr as a fact."""
-    site = tmp_path / "site"
-    (site / "ortplug_odd").mkdir(parents=True)
-    (site / "ortplug_odd" / "__init__.py").write_text("")
-    (site / "ortplug_odd" / "plugin.py").write_text(_ODD_PLUGIN)
-    dist = site / "ortplug_odd-1.0.dist-info"
-    dist.mkdir()
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: ortplug-odd\nVersion: 1.0\n")
-    (dist / "entry_points.txt").write_text("[ortplug]\nodd = ortplug_odd.plugin\n")
-    env = {**os.environ, "PYTHONPATH": str(site), "ORTPLUG_CACHE_DIR": str(tmp_path / "cache")}
-    code = "import sys\nfrom ortplug.cli.main import main\nsys.exit(main(sys.argv[1:]))"
-    done = subprocess.run(
-        [sys.executable, "-c", code, "info", "--json"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    env = _site_plugin(tmp_path, "odd", {"__init__.py": "", "plugin.py": _ODD_PLUGIN}, "plugin")
+    done = _ortplug(env, "info", "--json")
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["host"]["facts"]["odd"] == {"devices": None}
     (line,) = [line for line in done.stderr.splitlines() if "'odd'" in line]
@@ -168,21 +179,10 @@ def ortplug_host_probes():
 def test_info_survives_a_huge_integer_fact_and_prints_no_escapes_of_a_fact(tmp_path: Path) -> None:
     """A fact of ``10**5000`` made ``info`` and ``info --json`` exit 1 ("Exceeds the limit
     (4300 digits)"); a string fact holding escapes retitled and cleared the terminal."""
-    site = tmp_path / "site"
-    (site / "ortplug_hostile").mkdir(parents=True)
-    (site / "ortplug_hostile" / "__init__.py").write_text(_HOSTILE_PLUGIN)
-    dist = site / "ortplug_hostile-1.0.dist-info"
-    dist.mkdir()
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: ortplug-hostile\nVersion: 1.0\n")
-    (dist / "entry_points.txt").write_text("[ortplug]\nhostile = ortplug_hostile\n")
-    env = {**os.environ, "PYTHONPATH": str(site), "ORTPLUG_CACHE_DIR": str(tmp_path / "cache")}
-    code = "import sys\nfrom ortplug.cli.main import main\nsys.exit(main(sys.argv[1:]))"
+    env = _site_plugin(tmp_path, "hostile", {"__init__.py": _HOSTILE_PLUGIN})
     shown = {}
     for args in (["info", "--json"], ["info"]):
-        done = subprocess.run(
-            [sys.executable, "-c", code, *args], env=env, capture_output=True, text=True,
-            timeout=300,
-        )  # fmt: skip
+        done = _ortplug(env, *args)
         assert done.returncode == 0, done.stderr
         assert "failed in host probe 'huge': TypeError: fact 'count': expected an integer" in (
             done.stderr
