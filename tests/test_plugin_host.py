@@ -11,6 +11,7 @@ from pathlib import Path
 
 import models
 import pytest
+from dists import dist_info
 from ortplug import (
     CheckpointMetadata,
     HostProbe,
@@ -140,11 +141,8 @@ def _site_plugin(
     package.mkdir(parents=True)
     for file, text in files.items():
         (package / file).write_text(text)
-    dist = site / f"ortplug_{name}-1.0.dist-info"
-    dist.mkdir()
-    (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: ortplug-{name}\nVersion: 1.0\n")
     target = f"ortplug_{name}" + (f".{module}" if module else "")
-    (dist / "entry_points.txt").write_text(f"[ortplug]\n{name} = {target}\n")
+    dist_info(site, f"ortplug-{name}", {name: target})
     return {**os.environ, "PYTHONPATH": str(site), "ORTPLUG_CACHE_DIR": str(tmp_path / "cache")}
 
 
