@@ -7,8 +7,11 @@ import os
 import subprocess
 import sys
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
+from typing import ClassVar
 
+import attrs
 import models
 import pytest
 from dists import dist_info
@@ -21,6 +24,7 @@ from ortplug import (
     PluginError,
     PluginHost,
     ProviderOffer,
+    ProviderType,
     hookimpl,
 )
 from ortplug.providers.session_options import SessionOptionsConfig
@@ -353,3 +357,40 @@ def test_an_offer_without_a_provider_config_is_a_plugin_failure(plugin_host, cpu
     ):
         offers = plugin_host.offer_providers(META, cpu_host)
     assert [o.plugin for o in offers] == ["cpu"]
+
+
+@attrs.frozen
+class _Acme:
+    kind: ClassVar[str] = "acme"
+
+    def to_ort(self) -> tuple[str, dict[str, str]]:
+        return "AcmeExecutionProvider", {}
+
+
+@attrs.frozen
+class _Acme2:
+    kind: ClassVar[str] = "acme2"
+
+    def to_ort(self) -> tuple[str, dict[str, str]]:
+        return "Acme2ExecutionProvider", {}
+
+
+class _TwiceAcme:
+    """A plugin whose second provider type takes its first one's kind as an alias."""
+
+    @hookimpl
+    def ortplug_provider_types(self) -> Iterator[ProviderType]:
+        yield ProviderType("acme", "AcmeExecutionProvider", _Acme)
+        yield ProviderType("acme2", "Acme2ExecutionProvider", _Acme2, aliases=("acme",))
+
+
+def test_a_plugin_claiming_a_name_twice_is_not_told_to_uninstall_one_of_the_two() -> None:
+    """A plugin that names one provider twice was said to lose it to itself ("already claimed
+    by plugin 'twice' ...; plugin 'twice' is skipped: uninstall one of the two")."""
+    host = PluginHost(environ={"ORTPLUG_PLUGINS": "cpu"})
+    host.register(_TwiceAcme(), name="twice")
+    with pytest.warns(OrtplugPluginWarning) as caught:
+        assert host.provider_registry().kinds() == ["cpu"]
+    (line,) = [str(w.message) for w in caught if "'twice'" in str(w.message)]
+    assert "provider name 'acme' is claimed twice by plugin 'twice'" in line
+    assert "uninstall" not in line and "\n" not in line
