@@ -390,15 +390,21 @@ def test_doctor_and_plugins_see_a_cache_others_can_write(ortplug_cache: Path) ->
     assert cache_problem("tensorrt", "engines") is None
 
 
+def _refused(folder: str) -> str:
+    """The one warning with which the cache refuses ``folder`` (and reads nothing from it)."""
+    with pytest.warns(OrtplugCacheWarning) as caught:
+        assert trusted_folder(folder) is None
+    (message,) = [str(w.message) for w in caught]
+    return message
+
+
 @pytest.mark.skipif(
     os.getuid() != 0, reason="giving a folder to another user needs root (CI's user)"
 )
 def test_a_cache_folder_of_another_user_is_refused_naming_whose_it_should_be(ortplug_cache) -> None:
     folder = cache_dir("verify")
     os.chown(folder, 65534, 65534)  # nobody's
-    with pytest.warns(OrtplugCacheWarning) as caught:
-        assert trusted_folder("verify") is None
-    (message,) = [str(w.message) for w in caught]
+    message = _refused("verify")
     assert (
         f"{folder} belongs to another user (uid 65534; expected yours, uid 0, or root)" in message
     )
@@ -436,9 +442,7 @@ def test_a_folder_writable_through_a_primary_group_of_another_account_is_refused
     other = pwd.struct_passwd(("ortplug-other", "x", 64999, gid, "", "/nonexistent", "/bin/sh"))
     accounts = [*pwd.getpwall(), other]
     monkeypatch.setattr(pwd, "getpwall", lambda: accounts)
-    with pytest.warns(OrtplugCacheWarning) as caught:
-        assert trusted_folder("verify") is None
-    (message,) = [str(w.message) for w in caught]
+    message = _refused("verify")
     assert (
         f"{folder} is writable by its group {grp.getgrgid(gid).gr_name} (mode 770), so by "
         f"ortplug-other, who could plant records in it (`chmod go-w {folder}` makes it yours "
@@ -480,9 +484,7 @@ def test_a_folder_an_acl_lets_another_user_write_is_refused(ortplug_cache: Path)
         name = f"user {pwd.getpwuid(65534).pw_name}"
     except KeyError:
         name = "user uid 65534"
-    with pytest.warns(OrtplugCacheWarning) as caught:
-        assert trusted_folder("verify") is None
-    (message,) = [str(w.message) for w in caught]
+    message = _refused("verify")
     assert (
         f"{folder} is writable through its ACL by {name} (mode 770), who could plant records "
         f"in it (`chmod go-w {folder}` makes it yours alone)"

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import fake_roots
 import pytest
+from dists import dist_info
 
 REPOSITORY = Path(__file__).resolve().parents[1]
 _ROOT_ENV = "ORTPLUG_OVERRIDE_HARDWARE_ROOT"
@@ -326,13 +327,7 @@ def _acme_site(
     (site / "ortplug_acme" / "ortplug.json").write_text(json.dumps({"ortplug": 1, "plugins": {
         "acme": {"hooks": ["ortplug_provider_types"], "kinds": [declared]}
     }}))  # fmt: skip
-    (site / "ortplug_acme-1.0.dist-info").mkdir()
-    (site / "ortplug_acme-1.0.dist-info" / "METADATA").write_text(
-        "Metadata-Version: 2.1\nName: ortplug-acme\nVersion: 1.0\n"
-    )
-    (site / "ortplug_acme-1.0.dist-info" / "entry_points.txt").write_text(
-        "[ortplug]\nacme = ortplug_acme\n"
-    )
+    dist_info(site, "ortplug-acme", {"acme": "ortplug_acme"})
     return {
         _ROOT_ENV: str(fake_roots.bare_cpu(tmp_path / "root")),
         "PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]),

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from dists import dist_info
 from ortplug import CheckpointMetadata, OptionError, OrtplugPluginWarning, PluginHost
 from ortplug.plugins import ProviderDecline, ProviderOffer
 from ortplug.plugins.declaration import MAX_BYTES
@@ -80,10 +81,7 @@ def _install(
     """A distribution ``ortplug-<name>``, entry point ``<name>``, as pip leaves it; its module."""
     kind, probe = kind or name, probe or name
     ort_name = ort_name or f"{name.capitalize()}ExecutionProvider"
-    dist = site / f"ortplug_{name}-1.0.dist-info"
-    dist.mkdir(parents=True)
-    (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: ortplug-{name}\nVersion: 1.0\n")
-    (dist / "entry_points.txt").write_text(f"[ortplug]\n{name} = ortplug_{name}.plugin\n")
+    dist_info(site, f"ortplug-{name}", {name: f"ortplug_{name}.plugin"})
     package = site / f"ortplug_{name}"
     package.mkdir()
     (package / "__init__.py").write_text("")

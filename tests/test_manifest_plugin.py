@@ -11,6 +11,7 @@ from pathlib import Path
 import models
 import numpy as np
 import pytest
+from dists import dist_info
 from ortplug import (
     CheckpointMetadata,
     InMemoryCheckpoint,
@@ -39,14 +40,7 @@ def _site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, config: str | None = 
     """The plugin installed as pip leaves it (package, its ortplug.json, entry point)."""
     site = tmp_path / "site"
     shutil.copytree(SOURCE / PACKAGE, site / PACKAGE)
-    dist = site / "ortplug_manifesttest-0.0.1.dist-info"
-    dist.mkdir()
-    (dist / "METADATA").write_text(
-        "Metadata-Version: 2.1\nName: ortplug-manifesttest\nVersion: 0.0.1\n"
-    )
-    (dist / "entry_points.txt").write_text(
-        "[ortplug]\nmanifesttest = ortplug_manifesttest.plugin\n"
-    )
+    dist_info(site, "ortplug-manifesttest", {"manifesttest": f"{PACKAGE}.plugin"}, "0.0.1")
     if config is not None:
         path = site / PACKAGE / "ortplug.json"
         declared = json.loads(path.read_text())

@@ -15,6 +15,7 @@ from typing import ClassVar
 import attrs
 import models
 import pytest
+from dists import dist_info
 from ortplug import (
     CheckpointMetadata,
     HostProbe,
@@ -222,10 +223,7 @@ def test_system_exit_in_a_hook_or_probe_is_isolated(plugin_host: PluginHost, cpu
 
 def test_system_exit_at_import_is_isolated(tmp_path: Path) -> None:
     """A real installed entry point whose module calls sys.exit(): the CLI still works."""
-    dist = tmp_path / "ortplug_exits-1.0.dist-info"
-    dist.mkdir()
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: ortplug-exits\nVersion: 1.0\n")
-    (dist / "entry_points.txt").write_text("[ortplug]\nexits = ortplug_exits\n")
+    dist_info(tmp_path, "ortplug-exits", {"exits": "ortplug_exits"})
     (tmp_path / "ortplug_exits.py").write_text("import sys\nsys.exit('plugin says bye')\n")
     script = textwrap.dedent(
         f"""
@@ -456,12 +454,7 @@ def test_two_installed_plugins_claiming_one_kind_fail_only_in_doctor(tmp_path: P
     import os
 
     for name in ("first", "second"):
-        dist = tmp_path / f"ortplug_claim_{name}-1.0.dist-info"
-        dist.mkdir()
-        (dist / "METADATA").write_text(
-            f"Metadata-Version: 2.1\nName: ortplug-claim-{name}\nVersion: 1.0\n"
-        )
-        (dist / "entry_points.txt").write_text(f"[ortplug]\nclaim{name} = ortplug_claim_{name}\n")
+        dist_info(tmp_path, f"ortplug-claim-{name}", {f"claim{name}": f"ortplug_claim_{name}"})
         (tmp_path / f"ortplug_claim_{name}.py").write_text(
             textwrap.dedent(
                 """

@@ -7,10 +7,14 @@ import os
 import subprocess
 import sys
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
+from typing import ClassVar
 
+import attrs
 import models
 import pytest
+from dists import dist_info
 from ortplug import (
     CheckpointMetadata,
     HostProbe,
@@ -20,6 +24,7 @@ from ortplug import (
     PluginError,
     PluginHost,
     ProviderOffer,
+    ProviderType,
     hookimpl,
 )
 from ortplug.providers.session_options import SessionOptionsConfig
@@ -130,25 +135,33 @@ def ortplug_host_probes():
 """
 
 
+def _site_plugin(
+    tmp_path: Path, name: str, files: dict[str, str], module: str | None = None
+) -> dict[str, str]:
+    """Install distribution ``ortplug-NAME`` 1.0 (package ``ortplug_NAME`` of ``files``, entry
+    point ``NAME`` at its ``module``) in a site folder; the environment of a process that sees it."""
+    site = tmp_path / "site"
+    package = site / f"ortplug_{name}"
+    package.mkdir(parents=True)
+    for file, text in files.items():
+        (package / file).write_text(text)
+    target = f"ortplug_{name}" + (f".{module}" if module else "")
+    dist_info(site, f"ortplug-{name}", {name: target})
+    return {**os.environ, "PYTHONPATH": str(site), "ORTPLUG_CACHE_DIR": str(tmp_path / "cache")}
+
+
+def _ortplug(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    """``ortplug ARGS`` in a fresh process with ``env``."""
+    code = "import sys\nfrom ortplug.cli.main import main\nsys.exit(main(sys.argv[1:]))"
+    return subprocess.run(
+        [sys.executable, "-c", code, *args], env=env, capture_output=True, text=True, timeout=300
+    )
+
+
 def test_info_json_shows_a_probe_with_facts_not_json_as_failed(tmp_path: Path) -> None:
     """The installed plugin's probe is reported, and ``--json`` holds no repr as a fact."""
-    site = tmp_path / "site"
-    (site / "ortplug_odd").mkdir(parents=True)
-    (site / "ortplug_odd" / "__init__.py").write_text("")
-    (site / "ortplug_odd" / "plugin.py").write_text(_ODD_PLUGIN)
-    dist = site / "ortplug_odd-1.0.dist-info"
-    dist.mkdir()
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: ortplug-odd\nVersion: 1.0\n")
-    (dist / "entry_points.txt").write_text("[ortplug]\nodd = ortplug_odd.plugin\n")
-    env = {**os.environ, "PYTHONPATH": str(site), "ORTPLUG_CACHE_DIR": str(tmp_path / "cache")}
-    code = "import sys\nfrom ortplug.cli.main import main\nsys.exit(main(sys.argv[1:]))"
-    done = subprocess.run(
-        [sys.executable, "-c", code, "info", "--json"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    env = _site_plugin(tmp_path, "odd", {"__init__.py": "", "plugin.py": _ODD_PLUGIN}, "plugin")
+    done = _ortplug(env, "info", "--json")
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["host"]["facts"]["odd"] == {"devices": None}
     (line,) = [line for line in done.stderr.splitlines() if "'odd'" in line]
@@ -168,21 +181,10 @@ def ortplug_host_probes():
 def test_info_survives_a_huge_integer_fact_and_prints_no_escapes_of_a_fact(tmp_path: Path) -> None:
     """A fact of ``10**5000`` made ``info`` and ``info --json`` exit 1 ("Exceeds the limit
     (4300 digits)"); a string fact holding escapes retitled and cleared the terminal."""
-    site = tmp_path / "site"
-    (site / "ortplug_hostile").mkdir(parents=True)
-    (site / "ortplug_hostile" / "__init__.py").write_text(_HOSTILE_PLUGIN)
-    dist = site / "ortplug_hostile-1.0.dist-info"
-    dist.mkdir()
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: ortplug-hostile\nVersion: 1.0\n")
-    (dist / "entry_points.txt").write_text("[ortplug]\nhostile = ortplug_hostile\n")
-    env = {**os.environ, "PYTHONPATH": str(site), "ORTPLUG_CACHE_DIR": str(tmp_path / "cache")}
-    code = "import sys\nfrom ortplug.cli.main import main\nsys.exit(main(sys.argv[1:]))"
+    env = _site_plugin(tmp_path, "hostile", {"__init__.py": _HOSTILE_PLUGIN})
     shown = {}
     for args in (["info", "--json"], ["info"]):
-        done = subprocess.run(
-            [sys.executable, "-c", code, *args], env=env, capture_output=True, text=True,
-            timeout=300,
-        )  # fmt: skip
+        done = _ortplug(env, *args)
         assert done.returncode == 0, done.stderr
         assert "failed in host probe 'huge': TypeError: fact 'count': expected an integer" in (
             done.stderr
@@ -355,3 +357,40 @@ def test_an_offer_without_a_provider_config_is_a_plugin_failure(plugin_host, cpu
     ):
         offers = plugin_host.offer_providers(META, cpu_host)
     assert [o.plugin for o in offers] == ["cpu"]
+
+
+@attrs.frozen
+class _Acme:
+    kind: ClassVar[str] = "acme"
+
+    def to_ort(self) -> tuple[str, dict[str, str]]:
+        return "AcmeExecutionProvider", {}
+
+
+@attrs.frozen
+class _Acme2:
+    kind: ClassVar[str] = "acme2"
+
+    def to_ort(self) -> tuple[str, dict[str, str]]:
+        return "Acme2ExecutionProvider", {}
+
+
+class _TwiceAcme:
+    """A plugin whose second provider type takes its first one's kind as an alias."""
+
+    @hookimpl
+    def ortplug_provider_types(self) -> Iterator[ProviderType]:
+        yield ProviderType("acme", "AcmeExecutionProvider", _Acme)
+        yield ProviderType("acme2", "Acme2ExecutionProvider", _Acme2, aliases=("acme",))
+
+
+def test_a_plugin_claiming_a_name_twice_is_not_told_to_uninstall_one_of_the_two() -> None:
+    """A plugin that names one provider twice was said to lose it to itself ("already claimed
+    by plugin 'twice' ...; plugin 'twice' is skipped: uninstall one of the two")."""
+    host = PluginHost(environ={"ORTPLUG_PLUGINS": "cpu"})
+    host.register(_TwiceAcme(), name="twice")
+    with pytest.warns(OrtplugPluginWarning) as caught:
+        assert host.provider_registry().kinds() == ["cpu"]
+    (line,) = [str(w.message) for w in caught if "'twice'" in str(w.message)]
+    assert "provider name 'acme' is claimed twice by plugin 'twice'" in line
+    assert "uninstall" not in line and "\n" not in line

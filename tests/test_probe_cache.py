@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from dists import dist_info
 from ortplug import HostProbe, PluginHost, hookimpl
 from ortplug.testing import make_plugin_host
 
@@ -95,10 +96,7 @@ def test_probes_without_identity_run_in_every_host(ortplug_cache: Path) -> None:
 
 def _install(folder: Path, name: str) -> None:
     """A minimal distribution with one ortplug entry point, as pip would leave it."""
-    dist = folder / f"ortplug_{name}-1.0.dist-info"
-    dist.mkdir()
-    (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: ortplug-{name}\nVersion: 1.0\n")
-    (dist / "entry_points.txt").write_text(f"[ortplug]\n{name} = ortplug_{name}\n")
+    dist_info(folder, f"ortplug-{name}", {name: f"ortplug_{name}"})
     (folder / f"ortplug_{name}.py").write_text(
         "from ortplug import hookimpl\n\n@hookimpl\ndef ortplug_doctor_checks():\n    return []\n"
     )

@@ -17,6 +17,8 @@ import re
 import tokenize
 from pathlib import Path
 
+import pytest
+
 REPOSITORY = Path(__file__).resolve().parents[1]
 CORE = REPOSITORY / "core" / "src" / "ortplug"
 
@@ -110,3 +112,30 @@ def test_the_binding_device_map_is_read_from_the_manifests() -> None:
     assert io_device_providers("cuda") == {"CUDAExecutionProvider", "TensorrtExecutionProvider"}
     assert io_device_providers("webgpu") == {"WebGpuExecutionProvider"}
     assert io_device_providers("dml") == frozenset()  # no plugin declares DirectML
+
+
+def test_the_binding_device_map_scans_the_installed_plugins_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each ``bind_output(device=...)`` ran the entry-point scan again and re-checked every
+    installed declaration (about a millisecond a call); the map is read once per plugin host."""
+    from ortplug.plugin_host import entry_points
+    from ortplug.plugin_host.first_party import io_device_providers
+    from ortplug.plugin_host.manager import reset_plugin_host
+
+    scans = []
+    real = entry_points.discover
+
+    def counted(group: str, *, remember: bool = True) -> object:
+        scans.append(group)
+        return real(group, remember=remember)
+
+    reset_plugin_host()
+    monkeypatch.setattr(entry_points, "discover", counted)
+    for _ in range(3):
+        assert "CUDAExecutionProvider" in io_device_providers("cuda")
+    assert "WebGpuExecutionProvider" in io_device_providers("webgpu")
+    assert scans == ["ortplug"]
+    reset_plugin_host()  # a new host reads the installed plugins again
+    io_device_providers("cuda")
+    assert scans == ["ortplug", "ortplug"]

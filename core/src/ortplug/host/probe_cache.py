@@ -12,6 +12,7 @@ exactly its probe's declared facts, of their declared types.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 import time
@@ -51,6 +52,13 @@ def _installation(module: str) -> object:
     return [origin, info.st_mtime_ns, info.st_size]
 
 
+@functools.cache
+def _this_process() -> tuple[object, object, str]:
+    """ortplug's and ONNX Runtime's installation and this boot: what every key of this process
+    holds, read once (each probe's and trial's key stat-ed both packages and read the boot id)."""
+    return _installation("ortplug"), _installation("onnxruntime"), _boot()
+
+
 def entry_key(probe: HostProbe, plugin: str, plugin_version: str | None) -> str | None:
     """The entry's key, or ``None`` for a probe that is not cached (no identity, or it failed)."""
     if probe.identity is None:
@@ -63,9 +71,7 @@ def entry_key(probe: HostProbe, plugin: str, plugin_version: str | None) -> str 
             list(probe.facts),
             plugin,
             plugin_version,
-            _installation("ortplug"),
-            _installation("onnxruntime"),
-            _boot(),
+            *_this_process(),
             identity,
         )
         return cache_key(*parts)
@@ -77,9 +83,7 @@ def entry_key(probe: HostProbe, plugin: str, plugin_version: str | None) -> str 
 def trial_key(kind: str, identity: object) -> str:
     """The key of a native trial's outcome (a library loaded in a child): kept per installation
     of ortplug and ONNX Runtime and per boot, like a probe's facts."""
-    return cache_key(
-        _SCHEMA, kind, _installation("ortplug"), _installation("onnxruntime"), _boot(), identity
-    )
+    return cache_key(_SCHEMA, kind, *_this_process(), identity)
 
 
 def _typed(probe: HostProbe, name: str, value: object) -> bool:

@@ -27,7 +27,7 @@ class Claim(NamedTuple):
 
 
 class Skip(NamedTuple):
-    """``plugin`` loses ``name`` to ``owner``, which claimed it first."""
+    """``plugin`` loses ``name`` to ``owner``, which claimed it first (itself: it claims it twice)."""
 
     plugin: str
     name: str
@@ -35,6 +35,11 @@ class Skip(NamedTuple):
 
     def message(self, owner_origin: str, plugin_origin: str) -> str:
         """The one line saying so, with where each plugin comes from (``ortplug-acme 1.0``)."""
+        if self.owner == self.plugin:  # two of its own types or probes share the name
+            return (
+                f"{self.name} is claimed twice by plugin {self.plugin!r} ({plugin_origin}), "
+                "so it is skipped: give each of its provider types and probes names of its own"
+            )
         return (
             f"{self.name} is already claimed by plugin {self.owner!r} ({owner_origin}); plugin "
             f"{self.plugin!r} ({plugin_origin}) is skipped: uninstall one of the two"

@@ -90,6 +90,11 @@ def _quiet_declaration(entry_point: _entry_points.PluginEntryPoint) -> PluginDec
         return None
 
 
+def _holds(declaration: PluginDeclaration | None, name: str) -> bool:
+    """Whether ``declaration`` declares the provider name ``name``."""
+    return declaration is not None and declaration.kind(name) is not None
+
+
 def _note(ms: float, *, undeclared: bool) -> str | None:
     """What ``ortplug plugins`` adds about a plugin's start-up: no declaration, a slow import."""
     if undeclared:
@@ -101,13 +106,13 @@ def _note(ms: float, *, undeclared: bool) -> str | None:
 
 def _why(
     name: str,
-    env_blocked: Mapping[str, tuple[str, PluginDeclaration | None]],
+    env_blocked: Mapping[str, tuple[str, _entry_points.PluginEntryPoint]],
     declarations: Mapping[str, PluginDeclaration],
     failures: FailureLog,
 ) -> str | None:
     """Why no registered plugin holds a provider name, when a known plugin claims it."""
-    for plugin, (reason, declaration) in env_blocked.items():
-        if plugin == name or (declaration is not None and declaration.kind(name) is not None):
+    for plugin, (reason, entry_point) in env_blocked.items():
+        if plugin == name or _holds(_quiet_declaration(entry_point), name):
             return f"its plugin {plugin!r} is blocked by {reason} (change or unset it)"
     for plugin, declaration in declarations.items():
         failure = failures.latest(plugin)
@@ -151,8 +156,8 @@ class PluginLoader:
         self._skipped: set[str] = set()  # plugins removed for claiming what another one has
         self._pending: dict[str, _entry_points.PluginEntryPoint] = {}  # declared, not imported
         self._notes: dict[str, str | None] = {}  # entry point -> what its import says of it
-        # plugin -> the allow/deny setting that blocked it ("ORTPLUG_PLUGINS=cpu"), its declaration
-        self._env_blocked: dict[str, tuple[str, PluginDeclaration | None]] = {}
+        # plugin -> the allow/deny setting that blocked it ("ORTPLUG_PLUGINS=cpu"), its entry point
+        self._env_blocked: dict[str, tuple[str, _entry_points.PluginEntryPoint]] = {}
         self._validated: _Validated | None = None
 
     # -- registration and import ---------------------------------------------------------------
@@ -224,7 +229,7 @@ class PluginLoader:
         name = entry_point.name
         setting = blocked_by(name, self.settings)
         if setting is not None:
-            self._env_blocked[name] = (setting, _quiet_declaration(entry_point))
+            self._env_blocked[name] = (setting, entry_point)  # its declaration read if asked
             self.hooks.unregister(name, block=True)
             return False
         seen = self._entry_points.get(name)

@@ -41,10 +41,13 @@ def resolve(path: str, plugin: str, expected: str) -> Any:
         for part in attribute.split("."):
             found = getattr(found, part)
     except Exception as exc:  # an import error, a missing name: the plugin's, not the host's
-        raise DeclarationError(
-            f"plugin {plugin!r}: {path!r}: expected {expected}, got {type(exc).__name__}: {exc}"
-        ) from None
+        raise _wrong(plugin, path, expected, f"{type(exc).__name__}: {exc}") from None
     return found
+
+
+def _wrong(plugin: str, path: str, expected: str, given: str) -> DeclarationError:
+    """The one line for an import path of a declaration that names no fitting object."""
+    return DeclarationError(f"plugin {plugin!r}: {path!r}: expected {expected}, got {given}")
 
 
 def declaration_of(plugin: object, name: str) -> PluginDeclaration | None:
@@ -68,13 +71,12 @@ def provider_types(declaration: PluginDeclaration) -> list[ProviderType]:
             libraries.setdefault(kind.library.name, []).append(kind.ort_name)
     found = []
     for kind in declaration.kinds:
-        cls = resolve(str(kind.config), plugin, "a provider config class")
+        path = str(kind.config)
+        cls = resolve(path, plugin, "a provider config class")
         named = getattr(cls, "ort_name", None)
         if not isinstance(cls, type) or named != kind.ort_name:
-            raise DeclarationError(
-                f"plugin {plugin!r}: {kind.config!r}: expected a config class with ort_name "
-                f"{kind.ort_name!r} (the declared one), got {named!r}"
-            )
+            wanted = f"a config class with ort_name {kind.ort_name!r} (the declared one)"
+            raise _wrong(plugin, path, wanted, repr(named))
         library = kind.library
         found.append(
             ProviderType(
@@ -102,12 +104,11 @@ def host_probes(declaration: PluginDeclaration) -> list[HostProbe]:
     """The declared probes (each ``detect`` function imported)."""
     found = []
     for probe in declaration.probes:
-        detect = resolve(str(probe.detect), declaration.plugin, "a probe function")
+        path = str(probe.detect)
+        detect = resolve(path, declaration.plugin, "a probe function")
         if not callable(detect):
-            raise DeclarationError(
-                f"plugin {declaration.plugin!r}: {probe.detect!r}: expected a probe function, "
-                f"got {type(detect).__name__} {detect!r:.80}"
-            )
+            given = f"{type(detect).__name__} {detect!r:.80}"
+            raise _wrong(declaration.plugin, path, "a probe function", given)
         found.append(
             HostProbe(
                 name=probe.name,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -97,10 +98,19 @@ def installed_declarations() -> list[PluginDeclaration]:
 def io_device_providers(device: str) -> frozenset[str]:
     """The ONNX Runtime names of the providers whose outputs can stay in IO-binding device
     ``device`` (``"cuda"``), as this project's and the installed plugins' kinds declare."""
-    declarations = (*first_party_declarations(), *installed_declarations())
-    return frozenset(
-        kind.ort_name
-        for declaration in declarations
-        for kind in declaration.kinds
-        if kind.io_device == device
-    )
+    return _io_devices().get(device, frozenset())
+
+
+@functools.cache
+def _io_devices() -> Mapping[str, frozenset[str]]:
+    """Each IO-binding device with the ONNX Runtime names of the providers that declare it.
+
+    Read once per process plugin host (every device ``bind_output`` asks): the installed
+    plugins are scanned again after :func:`~ortplug.plugin_host.manager.reset_plugin_host`.
+    """
+    found: dict[str, set[str]] = {}
+    for declaration in (*first_party_declarations(), *installed_declarations()):
+        for kind in declaration.kinds:
+            if kind.io_device is not None:
+                found.setdefault(kind.io_device, set()).add(kind.ort_name)
+    return {device: frozenset(names) for device, names in found.items()}

@@ -403,6 +403,9 @@ def parse_provider(value: object, *, plugins: PluginHost | None = None) -> Provi
 
 def reset_plugin_host() -> None:
     """Forget the process-wide plugin host so the next use discovers plugins again."""
+    from .first_party import _io_devices  # the installed plugins' device map goes with it
+
     global _default_host
     with _default_lock:
         _default_host = None
+        _io_devices.cache_clear()

@@ -5,9 +5,10 @@ and receive, typed option fields for provider configs, the plugin-EP adapter,
 probing helpers, the cache's keys and folders, the errors a plugin raises, the
 install line for the user (``pip_install``), and the declaration format
 (:mod:`ortplug.plugins.declaration`). Tests use :mod:`ortplug.testing` beside
-it. Nothing here imports the runtime that hosts plugins (:mod:`ortplug.plugin_host`). Every name is imported on first use (PEP 562): a plugin pays only for what
-it imports, and the core's own modules under this package (the entry-point scan
-of ``ortplug --version``) import none of it.
+it. Nothing here imports the runtime that hosts plugins (:mod:`ortplug.plugin_host`).
+Every name is imported on first use (PEP 562): a plugin pays only for what it
+imports, and the core's own modules under this package (the entry-point scan of
+``ortplug --version``) import none of it.
 """
 
 from __future__ import annotations

@@ -58,7 +58,7 @@ The format (JSON; ``"ortplug"`` is the format version)::
     }
 
 The core builds each kind's ``ProviderType`` and each probe's ``HostProbe`` from the
-declaration (:mod:`._manifest_types`), importing ``config`` and ``detect`` (npe2's
+declaration (the plugin host does, :mod:`ortplug.plugin_host`), importing ``config`` and ``detect`` (npe2's
 ``python_name``) only once the plugin is imported. The older form leaves them out and lists
 ``ortplug_provider_types`` / ``ortplug_host_probes`` (and ``ortplug_metadata_keys``) among the
 hooks: the hooks give them, held to what the declaration says. :func:`declaration_schema` is
