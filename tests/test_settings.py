@@ -171,3 +171,20 @@ def test_the_plugin_host_reads_the_process_settings_not_the_environment() -> Non
         assert "cpu" not in PluginHost().blocked_by()
         given = PluginHost(environ={"ORTPLUG_DISABLE_PLUGINS": "cpu"}).blocked_by()
         assert given == {"cpu": "ORTPLUG_DISABLE_PLUGINS=cpu"}  # a host given its own variables
+
+
+def test_a_bad_override_is_said_at_the_users_line() -> None:
+    """A warning of ortplug's lower layers points at the caller's line, as the build's do (a
+    fixed stacklevel pointed inside ortplug on this path)."""
+    import warnings
+
+    from ortplug.errors import OrtplugConfigWarning
+    from ortplug.plugin_host.manager import PluginHost
+
+    host = PluginHost(environ={"ORTPLUG_OVERRIDE_CPU_USABLE_CPUS": "lots"})
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        host.host_capabilities()
+    said = [w for w in caught if w.category is OrtplugConfigWarning]
+    assert said and "ORTPLUG_OVERRIDE_CPU_USABLE_CPUS" in str(said[0].message)
+    assert {Path(w.filename).name for w in said} == {Path(__file__).name}

@@ -1,4 +1,5 @@
-"""ortplug's log lines (logger ``ortplug``), without importing :mod:`logging` until one can show.
+"""ortplug's log lines (logger ``ortplug``), without importing :mod:`logging` until one can show,
+and where its warnings point (:func:`user_stacklevel`).
 
 Importing ``logging`` costs ~2 ms of every process's start-up. A debug or info line
 reaches only handlers a program configured, and a program that configured one has
@@ -8,10 +9,13 @@ imported ``logging``; a warning also reaches ``logging``'s last-resort handler
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Any
 
-__all__ = ["debug", "info", "warning"]
+__all__ = ["debug", "info", "user_stacklevel", "warning"]
+
+_PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 
 def _logger() -> Any:
@@ -35,3 +39,16 @@ def info(message: str, *args: object) -> None:
 def warning(message: str, *args: object) -> None:
     """``logging.getLogger("ortplug").warning(...)``."""
     _logger().warning(message, *args, stacklevel=2)
+
+
+def user_stacklevel() -> int:
+    """The ``stacklevel`` that makes a ``warnings.warn`` in the calling function point at the
+    first frame outside the ortplug package: the user's call (past the end of the stack: none
+    is outside). A fixed ``stacklevel`` is right on one path only; ortplug reaches the same
+    warning from ``from_checkpoint``, the drop-in, a background thread and the CLI."""
+    frame = sys._getframe(1)  # the function that warns: stacklevel 1
+    level = 1
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+        frame = frame.f_back  # type: ignore[assignment]
+        level += 1
+    return level

@@ -6,8 +6,8 @@ import warnings
 from typing import TYPE_CHECKING, Any
 
 from ..errors import OptionError, ProviderFallbackWarning, ProviderNotRealizedError
+from ..log import user_stacklevel
 from ..providers.configs import CPU_EP
-from ._caller import user_stacklevel
 
 if TYPE_CHECKING:
     from .report import ProviderReport

@@ -32,9 +32,9 @@ from ..errors import (
     VerificationError,
     VerificationWarning,
 )
+from ..log import user_stacklevel
 from ..plugin_host.manager import resolve_plugin_host
 from ..settings import Settings, settings
-from ._caller import user_stacklevel
 from ._switch_state import Proving, StartupSwitch, TrafficSettings, did_not_come_up
 from ._traffic_check import Request, TrafficCheck
 from .build_pipeline import BuildResult, ServeChange, ServingBackend

@@ -23,12 +23,12 @@ import attrs
 
 from ..checkpoint import ResolvedCheckpoint, Tolerance
 from ..errors import CacheError, OptionError, OrtplugCacheWarning, OrtplugError
+from ..log import user_stacklevel
 from ..plugin_host.manager import resolve_plugin_host
 from ..providers.session_options import SessionOptionsConfig
 from ..verification.sample_inputs import carried_samples, session_inputs
 from . import _serving_record
 from ._batch_rows import Batching, batching_of
-from ._caller import user_stacklevel
 from ._serving import Device, Server
 from ._serving_devices import DevicePlan, StreamBuilder, device_plans, usable_cpus
 from ._serving_measure import (

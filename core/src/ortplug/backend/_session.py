@@ -45,10 +45,10 @@ from ..host.ep_libraries import EpLibrary, devices_for, ensure_library
 from ..host.import_hook import after_import
 from ..host.ort_log import captured, hook_onnxruntime, owned_session_severity
 from ..host.runtime import require_onnxruntime
+from ..log import user_stacklevel
 from ..plugin_host.manager import resolve_plugin_host
 from ..providers.configs import CPU_EP, ProviderConfig
 from ..providers.session_options import SessionOptionsConfig, settings_kept
-from ._caller import user_stacklevel
 from .plan import SessionPlan
 from .serial import serialised
 

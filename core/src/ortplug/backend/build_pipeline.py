@@ -33,8 +33,8 @@ import attrs
 
 from ..checkpoint import ResolvedCheckpoint, Tolerance
 from ..errors import OptionError, OrtplugError, VerificationError, VerificationWarning
+from ..log import user_stacklevel
 from ..providers.configs import CPU_EP
-from ._caller import user_stacklevel
 from ._session import SessionBuild, create_planned
 from .plan import Choice, SessionPlan, choices, metadata_warnings, prepare
 

@@ -24,11 +24,11 @@ from ..errors import (
     RunTerminatedError,
 )
 from ..host.runtime import require_onnxruntime
+from ..log import user_stacklevel
 from ..plugin_host.manager import resolve_plugin_host
 from ..providers.configs import CPU_EP
 from ..providers.options import encode_option
 from ..providers.run_options import RunOptionsConfig
-from ._caller import user_stacklevel
 from ._hints import performance_hint
 from ._run import bfloat16_as_ort_values, check_into_outputs, feed_by_name, select_outputs
 from ._session import SessionBuild, create_planned

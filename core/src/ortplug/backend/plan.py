@@ -25,13 +25,13 @@ from ..errors import (
 )
 from ..host.ep_libraries import EpLibrary
 from ..host.runtime import install_hint
+from ..log import user_stacklevel
 from ..plugin_host.manager import PluginHost, resolve_plugin_host
 from ..plugin_host.registry import check_distinct
 from ..plugins.types import ProviderDecline
 from ..providers.configs import ProviderConfig, is_accelerator
 from ..providers.session_options import SessionOptionsConfig
 from ..selection import DefaultProviderPolicy, ProviderSelection, SelectionRequest, select_providers
-from ._caller import user_stacklevel
 
 if TYPE_CHECKING:
     from ..host.capabilities import HostCapabilities

@@ -26,6 +26,7 @@ import attrs
 
 from ..errors import CacheError, OptionError, OrtplugConfigWarning
 from ..host.runtime import onnxruntime_or_none
+from ..log import user_stacklevel
 from ..settings import Settings, parse_size_mb, settings
 from .root import (
     CACHE_ENV,
@@ -110,7 +111,7 @@ def describe(
 def _keep_under_cap() -> None:
     """Remove the least recently used entries while the cache is over ``ORTPLUG_CACHE_MAX_MB``;
     nothing from a root :func:`prune` would refuse."""
-    limit = configured_cap(stacklevel=4)
+    limit = configured_cap()
     if limit is None:
         return
     root = cache_root()
@@ -277,13 +278,13 @@ def max_mb(environ: Mapping[str, str] | None = None) -> float | None:
     return found.cache_max_mb
 
 
-def configured_cap(*, stacklevel: int = 2) -> float | None:
+def configured_cap() -> float | None:
     """The cap from ``ORTPLUG_CACHE_MAX_MB``; ``None`` when unset, or bad (with a warning)."""
     try:
         return max_mb()
     except OptionError as exc:
         warnings.warn(
-            f"{exc}; the cache is not capped", OrtplugConfigWarning, stacklevel=stacklevel
+            f"{exc}; the cache is not capped", OrtplugConfigWarning, stacklevel=user_stacklevel()
         )
         return None
 

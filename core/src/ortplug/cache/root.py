@@ -21,6 +21,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from ..errors import CacheError, OrtplugCacheWarning
+from ..log import user_stacklevel
 from ..settings import Settings, settings
 from ._trust import kind_of, trust_problem
 
@@ -227,7 +228,7 @@ def trusted_folder(*parts: str, create: bool = False) -> Path | None:
         warnings.warn(
             f"the cache is not used, the run goes on without it: {problem}; {_fix(cache_root())}",
             OrtplugCacheWarning,
-            stacklevel=3,
+            stacklevel=user_stacklevel(),
         )
     return None
 

@@ -148,8 +148,7 @@ class RecordStore:
             _log.debug("%s %s ignored: %s", self.kind, path, problem)
             return
         message = f"ignoring {self.kind} {path}: {problem}; {self.remedy}"
-        # past this, load and the record module's function: where its caller was called, as before
-        warnings.warn(message, OrtplugCacheWarning, stacklevel=5)
+        warnings.warn(message, OrtplugCacheWarning, stacklevel=_log.user_stacklevel())
 
     def _encoded(self, record: Mapping[str, Any] | object, indent: int | None) -> str:
         fields = record if isinstance(record, Mapping) else attrs.asdict(record)  # type: ignore[arg-type]
@@ -183,7 +182,11 @@ class RecordStore:
             if not self.warn:
                 _log.debug("%s %s not kept: %s", self.kind, path, exc)
                 return
-            warnings.warn(f"{self.kind} is not cached: {exc}", OrtplugCacheWarning, stacklevel=4)
+            warnings.warn(
+                f"{self.kind} is not cached: {exc}",
+                OrtplugCacheWarning,
+                stacklevel=_log.user_stacklevel(),
+            )
 
     def records(self) -> list[Path]:
         """The record files of the folder (none through a link, nor from an untrusted folder)."""

@@ -38,6 +38,7 @@ from typing import Any
 import attrs
 
 from ..errors import CheckpointError, MissingFileError, OptionError, VerificationWarning
+from ..log import user_stacklevel
 from .metadata import CheckpointMetadata
 from .variants import MAX_VARIANTS, PRECISIONS, Variant
 
@@ -198,7 +199,7 @@ def read_model_package(root: Path) -> PackageContents:
             warnings.warn(
                 f"{problem}; it is left out (ONNX Runtime's other variants serve)",
                 VerificationWarning,
-                stacklevel=3,  # the caller of LocalCheckpoint.resolve
+                stacklevel=user_stacklevel(),  # the caller of LocalCheckpoint.resolve
             )
             continue
         found.append((path, variant))

@@ -14,6 +14,7 @@ from typing import Any
 import attrs
 
 from ..errors import OptionError, OrtplugConfigWarning
+from ..log import user_stacklevel
 from ..settings import OVERRIDE_PREFIX, settings
 from .runtime import onnxruntime_or_none
 
@@ -258,7 +259,7 @@ def _bad_override(variable: str, raw: str, expected: str) -> object:
     warnings.warn(
         f"ignoring {variable}={raw!r}: expected {expected}; unset it or fix the value",
         OrtplugConfigWarning,
-        stacklevel=4,
+        stacklevel=user_stacklevel(),
     )
     return _MISSING
 

@@ -10,6 +10,7 @@ import warnings
 from collections.abc import Mapping
 
 from ..errors import OrtplugPluginWarning, PluginError
+from ..log import user_stacklevel
 from ..plugins.types import PluginFailure
 
 __all__ = ["FailureLog", "describe"]
@@ -42,7 +43,7 @@ class FailureLog:
             raise PluginError(plugin, phase, failure.error) from exc
         if failure not in self._seen:
             self._seen[failure] = None
-            warnings.warn(failure.message(), OrtplugPluginWarning, stacklevel=3)
+            warnings.warn(failure.message(), OrtplugPluginWarning, stacklevel=user_stacklevel())
 
     def all(self) -> tuple[PluginFailure, ...]:
         """Every failure recorded so far, in order."""

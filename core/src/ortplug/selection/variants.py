@@ -22,6 +22,7 @@ import attrs
 
 from ..checkpoint import CheckpointMetadata
 from ..errors import OrtplugPluginWarning
+from ..log import user_stacklevel
 from ..plugin_host.manager import PluginHost
 from ..plugins.types import ProviderOffer
 from ..providers.configs import ProviderConfig, is_accelerator
@@ -111,7 +112,7 @@ def _warn_unknown(offers: Sequence[ProviderOffer], names: Sequence[str]) -> None
                 f"{offer.variant!r}, which the checkpoint does not have "
                 f"({', '.join(names) or 'it has no variants'}); the offer is ignored",
                 OrtplugPluginWarning,
-                stacklevel=4,
+                stacklevel=user_stacklevel(),
             )
 
 
