@@ -32,8 +32,8 @@ import onnx
 import onnxruntime as ort
 from bench_backend import interleaved, per_call_us, report, tiny_model
 from ortplug import LocalCheckpoint, OnnxBackend
-from ortplug.backend._real_traffic import DEFAULT_SPOT_CHECK
-from ortplug.backend._traffic_check import TrafficCheck
+from ortplug.pipeline.real_traffic import DEFAULT_SPOT_CHECK
+from ortplug.pipeline.traffic_check import TrafficCheck
 from ortplug.testing import make_plugin_host
 from ortplug.testing.misbehaving import MisbehavingPlugin
 

@@ -14,7 +14,7 @@ process pays besides is ``bench_proven_choice.py``'s):
   IO binding;
 * ``previous``  — the verification it replaced, emulated: one plain run of the first feed and the
   reused IO binding. The library keeps no switch for it: this script replaces the private
-  ``ortplug.backend.verifier.Verifier._measure`` with a single first-feed run while it builds
+  ``ortplug.verification.verifier.Verifier._measure`` with a single first-feed run while it builds
   in this mode (nothing else is patched, and nothing outside this script changes).
 
 The candidate is ortplug's test provider (``ortplug.testing.misbehaving``, ``"slow"`` with no

@@ -10,7 +10,7 @@ from typing import ClassVar
 import attrs
 import models
 from ortplug import LocalCheckpoint, OnnxBackend, ProviderType, hookimpl
-from ortplug.backend.build_pipeline import BuildPipeline, CandidateOutcome
+from ortplug.pipeline.build_pipeline import BuildPipeline, CandidateOutcome
 from ortplug.selection import ProviderSelection
 from ortplug.testing import make_plugin_host
 from ortplug_cpu import CpuProvider

@@ -117,10 +117,10 @@ def test_a_first_result_imports_only_what_its_path_needs() -> None:
     deferred = [
         "importlib.abc",
         "importlib.metadata",
-        "ortplug.backend._real_traffic",
-        "ortplug.backend._startup",
-        "ortplug.backend._traffic_check",
-        "ortplug.backend.verifier",
+        "ortplug.pipeline.real_traffic",
+        "ortplug.pipeline.startup",
+        "ortplug.pipeline.traffic_check",
+        "ortplug.verification.verifier",
         "ortplug.checkpoint.model_package",
         "ortplug.verification.verdicts",
     ]

@@ -23,11 +23,11 @@ from ortplug import (
     ProviderType,
     VerificationError,
 )
-from ortplug.backend.serial import serial_lock
 from ortplug.dropin import InferenceSession
 from ortplug.plugin_host._declared import broken_promise
 from ortplug.plugin_host.manager import get_plugin_host
 from ortplug.plugins.declaration import DeclarationError, parse_declarations
+from ortplug.session.serial import serial_lock
 from ortplug.testing import demo_model, make_plugin_host
 from ortplug.testing.misbehaving import MisbehavingPlugin, MisbehavingProvider
 

@@ -83,13 +83,13 @@ def test_a_warning_of_a_drop_in_build_points_at_the_users_line() -> None:
 
 #: What a build on the CPU reference alone does not run: none of it is imported.
 _NOT_RUN = [
-    "ortplug.backend._measure",
-    "ortplug.backend._placement",
-    "ortplug.backend._real_traffic",
+    "ortplug.pipeline.measure",
+    "ortplug.session.placement",
+    "ortplug.pipeline.real_traffic",
     "ortplug.backend._serving_plan",
-    "ortplug.backend._startup",
-    "ortplug.backend._switch_state",
-    "ortplug.backend.verifier",
+    "ortplug.pipeline.startup",
+    "ortplug.pipeline.switch_state",
+    "ortplug.verification.verifier",
     "ortplug.host.environment",  # the global thread pools: asked only by a build that opts out
     "ortplug.verification.verdicts",
 ]

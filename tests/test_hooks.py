@@ -23,8 +23,8 @@ from ortplug import (
     SessionOptionsConfig,
     hookimpl,
 )
-from ortplug.backend.plan import plan_session
 from ortplug.plugins import ProviderType, hookspecs
+from ortplug.session.plan import plan_session
 from ortplug.testing import make_plugin_host
 from ortplug_cpu import CpuProvider
 from plugin_objects import ChainOverride, FakeCudaPlugin, FakeCudaProvider

@@ -58,7 +58,7 @@ def _modules() -> dict[str, list[tuple[str, tuple[str, ...], int]]]:
 
 
 def _package(module: str) -> str:
-    """``ortplug.backend.plan`` -> ``ortplug.backend``; a top-level module is its own package."""
+    """``ortplug.session.plan`` -> ``ortplug.session``; a top-level module is its own package."""
     return ".".join(module.split(".")[:2])
 
 

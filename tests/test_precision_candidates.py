@@ -90,7 +90,7 @@ def test_verify_false_never_uses_an_unverified_reduced_precision() -> None:
 
 
 def test_the_tolerance_is_the_reduced_precisions_unless_one_is_given() -> None:
-    from ortplug.backend.verifier import Verifier
+    from ortplug.verification.verifier import Verifier
 
     checkpoint = _checkpoint()
     verifier = Verifier(checkpoint, _plugins(), None)
@@ -101,9 +101,9 @@ def test_the_tolerance_is_the_reduced_precisions_unless_one_is_given() -> None:
 
 
 def test_ortplug_verify_checks_a_reduced_candidate_instead_of_calling_it_the_reference() -> None:
-    from ortplug.backend.plan import plan_session
-    from ortplug.backend.verifier import Verifier
     from ortplug.cli._variants import _row
+    from ortplug.session.plan import plan_session
+    from ortplug.verification.verifier import Verifier
 
     checkpoint, plugins = _checkpoint(), _plugins()
     plan = plan_session(checkpoint, None, None, None, plugins)

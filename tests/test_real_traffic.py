@@ -129,7 +129,7 @@ def test_a_right_candidate_takes_over_after_exactly_the_stated_number_of_real_re
 
 
 def test_the_default_is_eight_real_requests_and_the_environment_sets_another(demo, monkeypatch):
-    from ortplug.backend._real_traffic import traffic_settings
+    from ortplug.pipeline.real_traffic import traffic_settings
     from ortplug.settings import Settings
 
     def made(environ: dict[str, str]) -> Settings:

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from ortplug.verification.smoke import EXIT_FAILED, EXIT_OK, EXIT_UNAVAILABLE, run_smoke
+from ortplug.testing.smoke import EXIT_FAILED, EXIT_OK, EXIT_UNAVAILABLE, run_smoke
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -565,7 +565,7 @@ def test_the_dropin_serves_through_the_queue_when_its_session_options_ask(tmp_pa
 def test_cumulative_plans_one_device_per_gpu_the_host_facts_list() -> None:
     from hosts import L4, linux_gpu
     from ortplug.backend._serving_devices import device_plans
-    from ortplug.backend.plan import SessionPlan
+    from ortplug.session.plan import SessionPlan
     from ortplug_cpu import CpuProvider
     from ortplug_cuda.plugin import ortplug_offer_providers
 

@@ -20,8 +20,8 @@ from typing import Any
 
 import numpy as np
 from ortplug import OnnxBackend, get_plugin_host
+from ortplug.testing.smoke import EXIT_FAILED, EXIT_OK, EXIT_UNAVAILABLE, _checkpoint
 from ortplug.verification.sample_inputs import accepted_inputs
-from ortplug.verification.smoke import EXIT_FAILED, EXIT_OK, EXIT_UNAVAILABLE, _checkpoint
 
 
 def _gpus() -> list[int]:

@@ -12,7 +12,7 @@ on a host without the hardware or runtime; 1 when the check failed.
 
 import sys
 
-from ortplug.verification.smoke import main
+from ortplug.testing.smoke import main
 
 if __name__ == "__main__":
     sys.exit(main("tensorrt", sys.argv[1:], extra={"tensorrt": True}))

@@ -12,7 +12,7 @@ only with ORTPLUG_WEBGPU_ALLOW_SOFTWARE=1); 1 when the check failed.
 
 import sys
 
-from ortplug.verification.smoke import main
+from ortplug.testing.smoke import main
 
 if __name__ == "__main__":
     sys.exit(main("webgpu", sys.argv[1:]))

@@ -1,15 +1,9 @@
 """The inference backends: the protocol and its ONNX Runtime implementation.
 
-``Binding`` and the introspection values load on first use (they are not
-needed to build and run a backend).
-
-``OnnxBackend.from_checkpoint`` runs one pipeline (``build_pipeline``: the order and the
-decisions) whose stages have workers: candidates and prepare (``plan``), build
-(``_session``), verify (``verifier``), measure (``_measure``); ``_startup`` runs the
-proving stages in the background behind a CPU session (the switch's state in ``_switch_state``,
-shared with the checks on real traffic, ``_real_traffic``). A throughput hint
-adds a serving stage (``_serving_start``): devices, batching and streams, measured
-(``_serving_measure``) and recorded (``_serving_record``), served by ``_serving``.
+``OnnxBackend.from_checkpoint`` hands the checkpoint to the build pipeline
+(:mod:`ortplug.pipeline`), which plans and builds sessions through the session layer
+(:mod:`ortplug.session`) and proves candidates (:mod:`ortplug.verification`); the backend
+serves what the pipeline chose. ``Binding`` and the introspection values load on first use.
 """
 
 from __future__ import annotations
@@ -17,12 +11,13 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from ..session.validation import InputSpec
 from .onnx_backend import OnnxBackend
 from .protocol import InferenceBackend
-from .validation import InputSpec
 
 if TYPE_CHECKING:
-    from ._hints import HINT_ENTRY, HINTS
+    from ..session.binding import Binding
+    from ..session.introspection import MemoryInfo, ModelInfo, ValueInfo
     from ._serving_plan import (
         DeviceServing,
         Layout,
@@ -31,8 +26,7 @@ if TYPE_CHECKING:
         Trial,
     )
     from ._serving_record import recorded_serving
-    from .binding import Binding
-    from .introspection import MemoryInfo, ModelInfo, ValueInfo
+    from .hints import HINT_ENTRY, HINTS
 
 __all__ = [
     "HINTS",
@@ -53,18 +47,18 @@ __all__ = [
 ]
 
 _LAZY = {
-    "HINTS": "._hints",
-    "HINT_ENTRY": "._hints",
+    "HINTS": ".hints",
+    "HINT_ENTRY": ".hints",
     "DeviceServing": "._serving_plan",
     "Layout": "._serving_plan",
     "ServingConfig": "._serving_plan",
     "ServingReport": "._serving_plan",
     "Trial": "._serving_plan",
     "recorded_serving": "._serving_record",
-    "Binding": ".binding",
-    "MemoryInfo": ".introspection",
-    "ModelInfo": ".introspection",
-    "ValueInfo": ".introspection",
+    "Binding": "..session.binding",
+    "MemoryInfo": "..session.introspection",
+    "ModelInfo": "..session.introspection",
+    "ValueInfo": "..session.introspection",
 }
 
 

@@ -18,7 +18,7 @@ import attrs
 import numpy as np
 
 if TYPE_CHECKING:
-    from .introspection import ValueInfo
+    from ..session.introspection import ValueInfo
 
 __all__ = ["Batching", "NotRowwise", "batching_of", "group_of", "split_rows", "stack_rows"]
 

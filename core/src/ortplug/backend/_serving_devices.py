@@ -27,10 +27,10 @@ from ..host.runtime import require_onnxruntime
 from ..providers.configs import CPU_EP, ProviderConfig
 from ..providers.run_options import RunOptionsConfig
 from ..providers.session_options import SessionOptionsConfig
+from ..session.build import create_planned
+from ..session.plan import SessionPlan
 from ._serving import Stream
 from ._serving_plan import Layout
-from ._session import create_planned
-from .plan import SessionPlan
 
 __all__ = ["DevicePlan", "StreamBuilder", "device_plans", "usable_cpus"]
 

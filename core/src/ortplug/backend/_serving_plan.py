@@ -17,7 +17,7 @@ import attrs
 
 from ..errors import OptionError
 from ..providers.options import check_threads
-from ._hints import HINTS
+from .hints import HINTS
 
 __all__ = [
     "HINTS",  # the hints' home is _hints; _serving_record checks a recorded hint with this one

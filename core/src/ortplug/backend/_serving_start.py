@@ -26,7 +26,10 @@ from ..errors import CacheError, OptionError, OrtplugCacheWarning, OrtplugError
 from ..log import user_stacklevel
 from ..plugin_host.manager import resolve_plugin_host
 from ..providers.session_options import SessionOptionsConfig
+from ..session.build import create_planned
+from ..session.plan import SessionPlan
 from ..verification.sample_inputs import carried_samples, session_inputs
+from ..verification.verifier import Verifier
 from . import _serving_record
 from ._batch_rows import Batching, batching_of
 from ._serving import Device, Server
@@ -41,9 +44,6 @@ from ._serving_measure import (
     rows_problem,
 )
 from ._serving_plan import DeviceServing, Layout, ServingConfig, ServingReport, Trial
-from ._session import create_planned
-from .plan import SessionPlan
-from .verifier import Verifier
 
 __all__ = ["MIN_SHARE", "start_serving"]
 

@@ -25,32 +25,38 @@ from ..errors import (
 )
 from ..host.runtime import require_onnxruntime
 from ..log import user_stacklevel
+from ..pipeline.build_pipeline import (
+    BuildPipeline,
+    BuildResult,
+    ServeChange,
+    Served,
+    measuring_wanted,
+)
 from ..plugin_host.manager import resolve_plugin_host
 from ..providers.configs import CPU_EP
 from ..providers.options import encode_option
 from ..providers.run_options import RunOptionsConfig
-from ._hints import performance_hint
-from ._run import bfloat16_as_ort_values, check_into_outputs, feed_by_name, select_outputs
-from ._session import SessionBuild, create_planned
-from .build_pipeline import BuildPipeline, BuildResult, ServeChange, Served, measuring_wanted
-from .plan import SessionPlan, StalePlanError, resolve_checkpoint
-from .serial import serialised
-from .validation import InputChecker, InputSpec
+from ..session.build import SessionBuild, create_planned
+from ..session.feeds import bfloat16_as_ort_values, check_into_outputs, feed_by_name, select_outputs
+from ..session.plan import SessionPlan, StalePlanError, resolve_checkpoint
+from ..session.serial import serialised
+from ..session.validation import InputChecker, InputSpec
+from .hints import performance_hint
 
 if TYPE_CHECKING:
     from typing_extensions import Self
 
+    from ..pipeline.report import Candidate, ProviderReport
+    from ..pipeline.switch_state import StartupSwitch
+    from ..pipeline.traffic_check import TrafficCheck
     from ..plugin_host.manager import PluginHost
     from ..providers.session_options import SessionOptionsConfig
     from ..selection import ProviderPolicy
+    from ..session.binding import Binding
+    from ..session.introspection import MemoryInfo, ModelInfo, ValueInfo
     from ..verification.verdicts import Verdict
     from ._serving import Server
     from ._serving_plan import ServingConfig, ServingReport
-    from ._switch_state import StartupSwitch
-    from ._traffic_check import TrafficCheck
-    from .binding import Binding
-    from .introspection import MemoryInfo, ModelInfo, ValueInfo
-    from .report import Candidate, ProviderReport
 
 __all__ = ["OnnxBackend"]
 
@@ -311,8 +317,8 @@ class OnnxBackend:
         )
         listed = pipeline.candidates(providers, policy, plugins)
         if startup_fallback and not listed[0].cpu_reference:
-            from ._real_traffic import traffic_settings
-            from ._startup import start_on_cpu  # only for this path: ~3 ms of imports
+            from ..pipeline.real_traffic import traffic_settings
+            from ..pipeline.startup import start_on_cpu  # only for this path: ~3 ms of imports
 
             traffic = traffic_settings(real_traffic_checks, spot_check)
             reference = pipeline.reference()
@@ -324,7 +330,7 @@ class OnnxBackend:
         result = pipeline.run(listed)
         backend = cls._made(result)
         if min_accelerator_share is not None:
-            from ._placement import enforce_share
+            from ..pipeline.share import enforce_share
 
             enforce_share(backend.report, min_accelerator_share, strict=result.plan.strict)
         if hint != "latency":
@@ -520,7 +526,7 @@ class OnnxBackend:
     def _info(self, which: str) -> tuple[ValueInfo, ...]:
         cached = self._infos.get(which)
         if cached is None:
-            from .introspection import value_infos
+            from ..session.introspection import value_infos
 
             getter = getattr(self._live(), f"get_{which}")
             cached = self._infos[which] = value_infos(getter())
@@ -544,14 +550,14 @@ class OnnxBackend:
     @property
     def model_info(self) -> ModelInfo:
         """Producer, graph name, domain, version, description and custom metadata of the model."""
-        from .introspection import ModelInfo
+        from ..session.introspection import ModelInfo
 
         return ModelInfo.from_session(self._live())
 
     @property
     def input_memory_info(self) -> tuple[MemoryInfo, ...]:
         """Where each input is expected (device, memory type), in model order."""
-        from .introspection import MemoryInfo
+        from ..session.introspection import MemoryInfo
 
         infos = self._live().get_input_memory_infos()
         return tuple(MemoryInfo.from_ort(n, i) for n, i in zip(self.input_names, infos))
@@ -559,7 +565,7 @@ class OnnxBackend:
     @property
     def output_memory_info(self) -> tuple[MemoryInfo, ...]:
         """Where each output is produced, in model order."""
-        from .introspection import MemoryInfo
+        from ..session.introspection import MemoryInfo
 
         infos = self._live().get_output_memory_infos()
         return tuple(MemoryInfo.from_ort(n, i) for n, i in zip(self._output_names, infos))
@@ -571,7 +577,7 @@ class OnnxBackend:
         config entry ``session.record_ep_graph_assignment_info`` is set to
         ``"0"``); for a wrapped session without it this raises ``RuntimeError``.
         """
-        from ._placement import node_counts  # the report's: not on a plain run's path
+        from ..session.placement import node_counts  # the report's: not on a plain run's path
 
         session = self._live()
         try:
@@ -586,7 +592,7 @@ class OnnxBackend:
     @property
     def report(self) -> ProviderReport:
         """Why this session runs where it runs: chain, options, node placement, messages, reasons."""
-        from .report import ProviderReport
+        from ..pipeline.report import ProviderReport
 
         session = self._live()
         try:
@@ -852,7 +858,7 @@ class OnnxBackend:
 
     def bind(self, run_options: RunOptionsConfig | None = None) -> Binding:
         """An IO binding on this session: bind inputs and outputs once, then ``run()`` repeatedly."""
-        from .binding import Binding
+        from ..session.binding import Binding
 
         options = self._run_options if run_options is None else run_options.to_ort(self._ort)
         binding = Binding(

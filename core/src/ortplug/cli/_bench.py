@@ -13,7 +13,6 @@ from typing import Any
 import attrs
 
 from ..backend import OnnxBackend
-from ..backend.timing import median_ms
 from ..cache.root import cache_root
 from ..checkpoint import LocalCheckpoint, ResolvedCheckpoint
 from ..errors import InputValidationError
@@ -23,6 +22,7 @@ from ..providers.configs import ProviderConfig
 from ..providers.options import check_threads
 from ..providers.session_options import SessionOptionsConfig
 from ..selection import DefaultProviderPolicy, ProviderSelection, autotune
+from ..session.timing import median_ms
 from ._inputs import first_run_error, load_inputs, quiet_run_options, reference_feed
 from ._json import print_json
 from ._providers import ProviderEntry, chain_label, resolve_chain

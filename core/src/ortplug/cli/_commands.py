@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..backend import OnnxBackend
-from ..backend.report import Candidate
 from ..checkpoint import LocalCheckpoint, ResolvedCheckpoint
 from ..errors import OptionError
 from ..host.runtime import (
@@ -24,6 +23,7 @@ from ..host.runtime import (
     installed_runtimes,
     onnxruntime_or_none,
 )
+from ..pipeline.report import Candidate
 from ..plugin_host.manager import get_plugin_host
 from ..printable import printable
 from ..selection import DefaultProviderPolicy

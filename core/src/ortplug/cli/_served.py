@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..backend import OnnxBackend
-from ..backend.report import Candidate
 from ..checkpoint import ResolvedCheckpoint
 from ..errors import OrtplugError, VerificationWarning
 from ..host.capabilities import HostCapabilities
+from ..pipeline.report import Candidate
 
 if TYPE_CHECKING:
     from ..backend import ServingReport

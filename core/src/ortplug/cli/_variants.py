@@ -9,11 +9,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..backend.build_pipeline import BuildPipeline
-from ..backend.report import Candidate
 from ..checkpoint import LocalCheckpoint, ResolvedCheckpoint, Tolerance, select_variant
 from ..errors import VerificationWarning
 from ..host.environment import configure
+from ..pipeline.build_pipeline import BuildPipeline
+from ..pipeline.report import Candidate
 from ..plugin_host.manager import get_plugin_host
 from ..providers.configs import CPU_EP
 from ..settings import settings
@@ -25,8 +25,8 @@ from ._served import served_candidates
 from ._usage import UsageError
 
 if TYPE_CHECKING:
-    from ..backend.plan import SessionPlan
-    from ..backend.verifier import Verifier
+    from ..session.plan import SessionPlan
+    from ..verification.verifier import Verifier
 
 __all__ = ["variants", "verify"]
 

@@ -33,7 +33,7 @@ from ..host.ort_log import hook_onnxruntime, left_to_ort
 
 if TYPE_CHECKING:
     from ..backend import OnnxBackend
-    from ..backend.report import ProviderReport
+    from ..pipeline.report import ProviderReport
     from ..providers.configs import ProviderConfig
     from ..providers.session_options import SessionOptionsConfig
 
@@ -130,8 +130,8 @@ def _ortplug_chain(
         return None
     if not any(_is_ortplug_form(item) for item in providers):
         return None
-    from ..backend.plan import parse_providers
     from ..plugin_host.manager import get_plugin_host
+    from ..session.plan import parse_providers
 
     return parse_providers(providers, get_plugin_host())
 
@@ -334,8 +334,8 @@ class InferenceSession(_OrtSession):  # type: ignore[misc]
         what it leaves at ONNX Runtime's defaults (as the plugins do for ``OnnxBackend``).
         """
         from ..backend import OnnxBackend
-        from ..backend.plan import RECORD_ASSIGNMENT
         from ..providers.session_options import SessionOptionsConfig
+        from ..session.plan import RECORD_ASSIGNMENT
 
         # Node placement is recorded only when the caller asks, as ONNX Runtime's class does
         # (get_provider_graph_assignment_info fails otherwise); the report then counts no nodes.
@@ -373,13 +373,13 @@ class InferenceSession(_OrtSession):  # type: ignore[misc]
 
     def _serve(self, session: Any) -> None:
         """Run as ``session`` (the backend's) runs: through its locks when its providers do not
-        all declare concurrent runs (``ortplug.backend.serial``); else, or for ``None``, with
+        all declare concurrent runs (``ortplug.session.serial``); else, or for ``None``, with
         ONNX Runtime's own methods, nothing added."""
         for name in _RUNS:
             self.__dict__.pop(name, None)
         if session is None:
             return
-        from ..backend.serial import SerialSession, serial_lock
+        from ..session.serial import SerialSession, serial_lock
 
         lock = serial_lock(session)
         if lock is not None:
@@ -409,7 +409,7 @@ class InferenceSession(_OrtSession):  # type: ignore[misc]
         """Requested and realized chain, options, placement and reasons (``backend.report``)."""
         if self._backend is not None:
             return self._backend.report
-        from ..backend.report import ProviderReport
+        from ..pipeline.report import ProviderReport
 
         realized = tuple(self.get_providers())
         return ProviderReport(

@@ -6,7 +6,7 @@ ortplug wraps ``onnxruntime.set_default_logger_callback`` and
 ``set_default_logger_severity`` to remember what the program sets: from the first
 capture, or from the drop-in's install (right after ``import onnxruntime`` under
 ``ortplug exec``), or from ortplug's build path's import (see
-``ortplug.backend._session``). During a capture ortplug's own callback is
+``ortplug.session.build``). During a capture ortplug's own callback is
 installed: it keeps the capturing thread's lines (severity >= warning) and hands
 every line the program's severity admits to the program's callback (without one,
 other threads' lines to stderr, as ORT's own logger would); afterwards the

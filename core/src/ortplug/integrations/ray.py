@@ -41,7 +41,6 @@ import attrs
 import numpy as np
 
 from ..backend import HINTS, OnnxBackend, ServingConfig
-from ..backend.introspection import ValueInfo
 from ..checkpoint import (
     CheckpointMetadata,
     InMemoryCheckpoint,
@@ -56,6 +55,7 @@ from ..plugin_host.manager import get_plugin_host
 from ..providers.run_options import RunOptionsConfig
 from ..providers.session_options import SessionOptionsConfig
 from ..selection import DefaultProviderPolicy, SelectionRequest, select_providers
+from ..session.introspection import ValueInfo
 
 __all__ = [
     "BackendConfig",

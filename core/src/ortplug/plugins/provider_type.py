@@ -50,7 +50,7 @@ class ProviderType:
 
     ``concurrent_runs=True`` says ONNX Runtime runs a session with this provider from several
     threads at once safely (``Run()`` is documented thread-safe for it); a kind that does not
-    say so has the runs of its sessions serialised by ortplug (``ortplug.backend.serial``).
+    say so has the runs of its sessions serialised by ortplug (``ortplug.session.serial``).
     """
 
     kind: str = attrs.field(validator=_check_kind)

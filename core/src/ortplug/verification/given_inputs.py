@@ -14,8 +14,8 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from ..backend.validation import InputChecker, InputSpec
 from ..errors import GivenInputsError
+from ..session.validation import InputChecker, InputSpec
 
 __all__ = ["given_inputs", "given_problem", "refused_problem"]
 

@@ -15,7 +15,7 @@ From the first feed the CPU reference ran (:func:`~ortplug.verification.sample_i
   :data:`IDS_WITHOUT_TABLE`.
 
 Besides these feeds a candidate is run :data:`REPEATED_RUNS` times, asked for a subset of its
-outputs and run through ``run_async`` (:mod:`ortplug.backend.verifier`). A feed the reference
+outputs and run through ``run_async`` (:mod:`ortplug.verification.verifier`). A feed the reference
 refuses is left out (the verdict lists only what was covered).
 """
 

@@ -15,7 +15,7 @@ import statistics
 import time
 from collections.abc import Callable, Sequence
 
-from .timing import timed_ms
+from ..session.timing import timed_ms
 
 __all__ = ["BUDGET_S", "HOPELESS", "MAX_ROUNDS", "MIN_ROUNDS", "interleaved_medians"]
 

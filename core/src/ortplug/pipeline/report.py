@@ -8,19 +8,13 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from ..providers.configs import CPU_EP
+from ..session.placement import accelerator_share
 
 if TYPE_CHECKING:
+    from ..backend._serving_plan import ServingReport
     from ..verification.verdicts import Verdict
-    from ._serving_plan import ServingReport
 
-__all__ = ["Candidate", "ProviderReport", "accelerator_share"]
-
-
-def accelerator_share(counts: Mapping[str, int]) -> float | None:
-    """The share of graph nodes that did not land on the CPU provider (``None``: no node counted)."""
-    total = sum(counts.values())
-    return 1 - counts.get(CPU_EP, 0) / total if total else None
+__all__ = ["Candidate", "ProviderReport"]
 
 
 def _frozen(value: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -17,11 +17,11 @@ from typing import Any
 import attrs
 
 from ..backend import OnnxBackend
-from ..backend.timing import median_ms
 from ..checkpoint import InMemoryCheckpoint, LocalCheckpoint, ResolvedCheckpoint
 from ..plugin_host.manager import get_plugin_host
 from ..selection import DefaultProviderPolicy
-from .sample_inputs import accepted_inputs
+from ..session.timing import median_ms
+from ..verification.sample_inputs import accepted_inputs
 
 __all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_UNAVAILABLE", "main", "run_smoke"]
 

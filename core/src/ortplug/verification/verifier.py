@@ -44,17 +44,24 @@ from ..plugin_host.manager import PluginHost
 from ..providers.configs import CPU_EP
 from ..providers.session_options import SessionOptionsConfig
 from ..selection.autotune import host_signature
-from ..verification.comparison import OutputCheck, OutputRule, compare_outputs, parse_output_rules
-from ..verification.given_inputs import given_problem, refused_problem
-from ..verification.probes import MAGNITUDE, REPEATED_RUNS, VERIFY_BUDGET_S, probe_feeds
-from ..verification.sample_inputs import (
+from ..session.binding import accumulates
+from ..session.build import capture_messages, create_planned, model_key
+from ..session.introspection import value_infos
+from ..session.placement import accelerator_share, node_counts
+from ..session.plan import SessionPlan, plan_session
+from ..session.serial import concurrent_runs
+from ..session.validation import InputChecker
+from .comparison import OutputCheck, OutputRule, compare_outputs, parse_output_rules
+from .given_inputs import given_problem, refused_problem
+from .probes import MAGNITUDE, REPEATED_RUNS, VERIFY_BUDGET_S, probe_feeds
+from .sample_inputs import (
     GENERATION,
     AcceptedInputs,
     GeneratedFeed,
     carried_samples,
     session_inputs,
 )
-from ..verification.verdicts import (
+from .verdicts import (
     Measurement,
     Verdict,
     default_tolerance,
@@ -62,14 +69,6 @@ from ..verification.verdicts import (
     record_key,
     save_checks,
 )
-from ._placement import node_counts
-from ._session import capture_messages, create_planned, model_key
-from .binding import accumulates
-from .introspection import value_infos
-from .plan import SessionPlan, plan_session
-from .report import accelerator_share
-from .serial import concurrent_runs
-from .validation import InputChecker
 
 __all__ = ["THREADS", "Verifier", "needs_check"]
 

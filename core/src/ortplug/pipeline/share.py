@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import warnings
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..errors import OptionError, ProviderFallbackWarning, ProviderNotRealizedError
 from ..log import user_stacklevel
@@ -12,16 +12,7 @@ from ..providers.configs import CPU_EP
 if TYPE_CHECKING:
     from .report import ProviderReport
 
-__all__ = ["enforce_share", "node_counts"]
-
-
-def node_counts(session: Any) -> dict[str, int]:
-    """How many graph nodes each provider of ``session`` took; raises when ONNX Runtime did not
-    record the placement (the config entry ``session.record_ep_graph_assignment_info``)."""
-    counts: dict[str, int] = {}
-    for subgraph in session.get_provider_graph_assignment_info():
-        counts[subgraph.ep_name] = counts.get(subgraph.ep_name, 0) + len(subgraph.get_nodes())
-    return counts
+__all__ = ["enforce_share"]
 
 
 def enforce_share(report: ProviderReport, minimum: float, *, strict: bool) -> None:

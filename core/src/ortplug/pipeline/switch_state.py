@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from ..errors import ProviderFallbackWarning
-from ._session import cancel_builds
+from ..session.build import cancel_builds
 
 if TYPE_CHECKING:
-    from ._traffic_check import TrafficCheck
     from .build_pipeline import BuildPipeline, BuildResult
+    from .traffic_check import TrafficCheck
 
 __all__ = ["Proving", "StartupSwitch", "TrafficSettings", "did_not_come_up", "start_switch"]
 

@@ -23,13 +23,13 @@ from .. import log as _log
 from ..errors import InputsNotAcceptedError, OrtplugError
 from ..host.runtime import require_onnxruntime
 from ..providers.configs import CPU_EP
+from ..session.build import SessionBuild, create_planned
+from ..session.plan import Choice, StalePlanError
 from ..verification.sample_inputs import carried_samples, session_inputs
-from ._placement import enforce_share
-from ._real_traffic import hand_over
-from ._session import SessionBuild, create_planned
-from ._switch_state import Proving, StartupSwitch, TrafficSettings, did_not_come_up, start_switch
 from .build_pipeline import BuildPipeline, BuildResult, ServeChange, ServingBackend
-from .plan import Choice, StalePlanError
+from .real_traffic import hand_over
+from .share import enforce_share
+from .switch_state import Proving, StartupSwitch, TrafficSettings, did_not_come_up, start_switch
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

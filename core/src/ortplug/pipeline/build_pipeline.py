@@ -35,8 +35,8 @@ from ..checkpoint import ResolvedCheckpoint, Tolerance
 from ..errors import OptionError, OrtplugError, VerificationError, VerificationWarning
 from ..log import user_stacklevel
 from ..providers.configs import CPU_EP
-from ._session import SessionBuild, create_planned
-from .plan import Choice, SessionPlan, choices, metadata_warnings, prepare
+from ..session.build import SessionBuild, create_planned
+from ..session.plan import Choice, SessionPlan, choices, metadata_warnings, prepare
 
 if TYPE_CHECKING:
     import numpy as np
@@ -44,9 +44,9 @@ if TYPE_CHECKING:
     from ..plugin_host.manager import PluginHost
     from ..providers.session_options import SessionOptionsConfig
     from ..verification.verdicts import Verdict
-    from ._traffic_check import TrafficCheck
+    from ..verification.verifier import Verifier
     from .report import Candidate, ProviderReport
-    from .verifier import Verifier
+    from .traffic_check import TrafficCheck
 
 __all__ = [
     "MARGIN",
@@ -249,7 +249,7 @@ class BuildPipeline:
     def verifier(self, plugins: PluginHost | None = None) -> Verifier:
         """The verify stage's worker: checks candidates against the CPU reference."""
         from ..plugin_host.manager import resolve_plugin_host
-        from .verifier import Verifier
+        from ..verification.verifier import Verifier
 
         tolerance = self.verify if isinstance(self.verify, Tolerance) else None
         host = resolve_plugin_host(plugins)
@@ -359,7 +359,7 @@ class BuildPipeline:
 
     def _verified(self, entries: list[_Entry], index: int, verifier: Verifier) -> bool:
         """Prepare, build and check ``entries[index]``: True when it may serve."""
-        from .verifier import needs_check
+        from ..verification.verifier import needs_check
 
         entry = entries[index]
         choice = entry.choice
@@ -372,7 +372,7 @@ class BuildPipeline:
             if choice.strict or following is None:
                 raise
             if weights.variant is not None:  # a variant file ONNX Runtime refuses
-                from .plan import unusable_variant
+                from ..session.plan import unusable_variant
 
                 why = f"rejected: variant {weights.variant!r} cannot be used: {exc}"
                 entry.settle(CandidateOutcome.UNUSABLE, why)
@@ -415,7 +415,7 @@ class BuildPipeline:
         self, entries: list[_Entry], verified: list[int], ref: int, verifier: Verifier
     ) -> int:
         """Time the verified candidates with the reference; record and return the winner's index."""
-        from ._measure import interleaved_medians
+        from .measure import interleaved_medians
 
         pool = [i for i in verified if entries[i].build is not None]
         entries[ref].settle(CandidateOutcome.REFERENCE, "the CPU reference")

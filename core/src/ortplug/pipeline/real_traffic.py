@@ -34,13 +34,13 @@ from ..errors import (
 )
 from ..log import user_stacklevel
 from ..plugin_host.manager import resolve_plugin_host
+from ..session.plan import SessionPlan, choice_text
 from ..settings import Settings, settings
-from ._switch_state import Proving, StartupSwitch, TrafficSettings, did_not_come_up
-from ._traffic_check import Request, TrafficCheck
+from ..verification.verifier import Verifier
 from .build_pipeline import BuildResult, ServeChange, ServingBackend
-from .plan import SessionPlan, choice_text
 from .report import Candidate
-from .verifier import Verifier
+from .switch_state import Proving, StartupSwitch, TrafficSettings, did_not_come_up
+from .traffic_check import Request, TrafficCheck
 
 __all__ = [
     "hand_over",
