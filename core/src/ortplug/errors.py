@@ -34,6 +34,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 __all__ = [
+    "AddonNotInstalledError",
     "BackendClosedError",
     "BuildTimeoutError",
     "CacheError",
@@ -91,6 +92,10 @@ class ModelLoadError(OptionError):
 
 class RuntimeNotInstalledError(OrtplugError, ImportError):
     """No ONNX Runtime wheel is installed; the message names the command that installs one."""
+
+
+class AddonNotInstalledError(OrtplugError, ImportError):
+    """A name or mode of an add-on distribution (serving, Ray, the drop-in) that is not installed."""
 
 
 class BuildTimeoutError(OrtplugError, TimeoutError):

@@ -132,6 +132,8 @@ class Server:
         self._batching = batching
         #: Why requests stopped sharing runs after the model's outputs could not be split.
         self.unbatched: str | None = None
+        #: How it serves (set by whoever started it: the serving stage's measurement or record).
+        self.report: Any = None
         self._queue: deque[_Request] = deque()
         self._cond = threading.Condition()
         self._closed: str | None = None

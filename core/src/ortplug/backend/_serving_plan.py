@@ -193,6 +193,11 @@ class ServingReport:
     source: str
     callers: int | None = None
 
+    @property
+    def streams(self) -> int:
+        """How many runs it serves at once: the streams of every device that serves."""
+        return max(1, sum(d.layout.streams for d in self.devices if d.serving and d.layout))
+
     def lines(self) -> list[str]:
         """The report as people read it, one fact per line."""
         out = [f"hint       {self.hint}: {self.source}", f"batching   {self.batching}"]

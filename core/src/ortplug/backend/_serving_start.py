@@ -22,7 +22,7 @@ from typing import Any
 import attrs
 
 from ..checkpoint import ResolvedCheckpoint, Tolerance
-from ..errors import CacheError, OptionError, OrtplugCacheWarning, OrtplugError
+from ..errors import CacheError, OptionError, OptionTypeError, OrtplugCacheWarning, OrtplugError
 from ..log import user_stacklevel
 from ..plugin_host.manager import resolve_plugin_host
 from ..providers.session_options import SessionOptionsConfig
@@ -44,8 +44,9 @@ from ._serving_measure import (
     rows_problem,
 )
 from ._serving_plan import DeviceServing, Layout, ServingConfig, ServingReport, Trial
+from .dispatch import ServingStart
 
-__all__ = ["MIN_SHARE", "start_serving"]
+__all__ = ["MIN_SHARE", "serve", "start_serving"]
 
 #: A device serving under this share of the fastest device's requests per second is not used.
 MIN_SHARE = 0.05
@@ -311,3 +312,25 @@ def _save(
             OrtplugCacheWarning,
             stacklevel=user_stacklevel(),
         )
+
+
+def serve(start: ServingStart) -> Server:
+    """The :data:`~ortplug.backend.dispatch.Starter` of the throughput hints."""
+    if start.config is not None and not isinstance(start.config, ServingConfig):
+        raise OptionTypeError(
+            f"serving: expected a ServingConfig, got {type(start.config).__name__}"
+        )
+    server, report = start_serving(
+        hint=start.hint,
+        given=start.config or ServingConfig(),
+        origin=start.result.origin,
+        served=start.result.plan,
+        session=start.session,
+        others=start.others,
+        infos=(start.inputs, start.outputs),
+        session_options=start.session_options,
+        verify=start.verify,
+        measure_wanted=start.measure,
+    )
+    server.report = report
+    return server

@@ -55,8 +55,7 @@ if TYPE_CHECKING:
     from ..session.binding import Binding
     from ..session.introspection import MemoryInfo, ModelInfo, ValueInfo
     from ..verification.verdicts import Verdict
-    from ._serving import Server
-    from ._serving_plan import ServingConfig, ServingReport
+    from .dispatch import Dispatcher, ServingSummary
 
 __all__ = ["OnnxBackend"]
 
@@ -80,12 +79,6 @@ def _hint(
     """The performance hint asked for (checked against the arguments it cannot go with)."""
     entries = options.config_entries if options is not None else None
     hint = performance_hint(given, entries)
-    if hint == "latency" and serving is None:
-        return hint  # nothing of the serving modules is imported
-    from ._serving_plan import ServingConfig
-
-    if serving is not None and not isinstance(serving, ServingConfig):
-        raise OptionTypeError(f"serving: expected a ServingConfig, got {type(serving).__name__}")
     if serving is not None and hint == "latency":
         raise OptionError(
             "serving: used only with performance_hint='throughput' or 'cumulative_throughput', "
@@ -155,9 +148,9 @@ class OnnxBackend:
         self._fallback_lock = threading.Lock()
         # held by register_custom_op_library's rebuild and a startup switch: never both at once
         self._rebuild_lock = threading.Lock()
-        #: The request queue and streams of a throughput hint (``None``: the latency hint).
-        self._server: Server | None = None
-        self._serving: ServingReport | None = None
+        #: What runs the calls of a throughput hint (``None``: the latency hint, the session).
+        self._server: Dispatcher | None = None
+        self._serving: ServingSummary | None = None
 
     def _adopt(self, session: Any) -> None:
         """Take ``session`` as this backend's (at construction and after a rebuild), its runs
@@ -222,7 +215,7 @@ class OnnxBackend:
         spot_check: float | None = None,
         verify_inputs: Mapping[str, np.ndarray] | None = None,
         performance_hint: str | None = None,
-        serving: ServingConfig | None = None,
+        serving: object | None = None,
     ) -> Self:
         """Build a backend by loading a checkpoint into a new ONNX Runtime session.
 
@@ -335,39 +328,50 @@ class OnnxBackend:
             enforce_share(backend.report, min_accelerator_share, strict=result.plan.strict)
         if hint != "latency":
             others = None if verify is False else functools.partial(pipeline.prepared, result)
-            backend._start_server(result, hint, serving, others, session_options, verify, measure)
+            backend._start_dispatcher(
+                result, hint, serving, others, session_options, verify, measure
+            )
         return backend
 
-    def _start_server(
+    def _start_dispatcher(
         self,
         result: BuildResult,
         hint: str,
-        given: ServingConfig | None,
+        serving: object,
         others: Callable[[], list[SessionPlan]] | None,
         session_options: SessionOptionsConfig | None,
         verify: bool | Tolerance | None,
         measure: bool | None,
     ) -> None:
-        """Serve many callers from now on (the throughput hints): the server takes every run."""
-        from ._serving_plan import ServingConfig
-        from ._serving_start import start_serving
+        """Hand every run to the add-on that serves ``hint`` (entry-point group ``ortplug.hints``)."""
+        from ..addons import HINTS_GROUP, entry_point_target
+        from .dispatch import ServingStart
 
-        server, report = start_serving(
+        starter = entry_point_target(HINTS_GROUP, hint, needed_for=f"performance_hint={hint!r}")
+        start = ServingStart(
             hint=hint,
-            given=given or ServingConfig(),
-            origin=result.origin,
-            served=result.plan,
+            config=serving,
+            result=result,
             session=self._live(),
             others=others,
-            infos=(self.inputs, self.outputs),
+            inputs=self.inputs,
+            outputs=self.outputs,
             session_options=session_options,
             verify=verify,
-            measure_wanted=measuring_wanted(measure),
+            measure=measuring_wanted(measure),
         )
-        self._server, self._serving = server, report
-        self._fallbacks = ()  # the server answers a failing run itself
-        self._run = server.run
-        weakref.finalize(self, server.close, "the backend was garbage-collected")
+        self.dispatch_through(starter(start))
+
+    def dispatch_through(self, dispatcher: Dispatcher) -> None:
+        """Run every call through ``dispatcher`` from now on, until :meth:`close` closes it (the
+        seam of :mod:`ortplug.backend.dispatch`: a serving add-on's request queue and streams).
+
+        A dispatcher answers a failing run itself, so the run-time fallback stops here."""
+        self._live()
+        self._server, self._serving = dispatcher, dispatcher.report
+        self._fallbacks = ()
+        self._run = dispatcher.run
+        weakref.finalize(self, dispatcher.close, "the backend was garbage-collected")
 
     @classmethod
     def _made(cls, result: BuildResult) -> Self:
@@ -622,7 +626,7 @@ class OnnxBackend:
         return "latency" if self._serving is None else self._serving.hint
 
     @property
-    def serving(self) -> ServingReport | None:
+    def serving(self) -> ServingSummary | None:
         """How a throughput hint serves many callers: each device's streams, threads, batch size,
         queueing delay and measured requests per second (``None``: the latency hint)."""
         return self._serving

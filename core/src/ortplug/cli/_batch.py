@@ -21,11 +21,11 @@ import numpy as np
 
 from ..checkpoint import LocalCheckpoint
 from ..host.install_command import pip_install
-from ._inputs import quiet_run_options
 from ._json import print_json
 from ._providers import resolve_chain
 from ._ray_session import ray_session
 from ._usage import UsageError
+from .inputs import quiet_run_options
 
 __all__ = ["batch"]
 

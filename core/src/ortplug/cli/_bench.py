@@ -23,10 +23,10 @@ from ..providers.options import check_threads
 from ..providers.session_options import SessionOptionsConfig
 from ..selection import DefaultProviderPolicy, ProviderSelection, autotune
 from ..session.timing import median_ms
-from ._inputs import first_run_error, load_inputs, quiet_run_options, reference_feed
 from ._json import print_json
 from ._providers import ProviderEntry, chain_label, resolve_chain
 from ._usage import UsageError
+from .inputs import first_run_error, load_inputs, quiet_run_options, reference_feed
 
 __all__ = ["bench"]
 

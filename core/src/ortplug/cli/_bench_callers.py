@@ -18,10 +18,10 @@ from ..checkpoint import LocalCheckpoint
 from ..errors import InputValidationError
 from ..host.runtime import require_onnxruntime
 from ._callers import Served, drive
-from ._inputs import first_run, load_inputs, quiet_run_options, reference_feed
 from ._json import print_json
 from ._providers import resolve_chain
 from ._usage import UsageError
+from .inputs import first_run, load_inputs, quiet_run_options, reference_feed
 
 __all__ = ["DEFAULT_CALLERS", "bench_callers"]
 

@@ -27,14 +27,14 @@ from ..pipeline.report import Candidate
 from ..plugin_host.manager import get_plugin_host
 from ..printable import printable
 from ..selection import DefaultProviderPolicy
-from ._inputs import first_run, given_usage, load_inputs, quiet_run_options, reference_feed
 from ._json import print_json
 from ._providers import resolve_chain
 from ._served import recorded_servings, served_candidates, serving_lines
 from ._usage import UsageError
+from .inputs import first_run, given_usage, load_inputs, quiet_run_options, reference_feed
 
 if TYPE_CHECKING:
-    from ..backend import ServingReport
+    from ..backend.dispatch import ServingSummary
     from ..verification.verdicts import Verdict
 
 __all__ = ["info", "plugins", "run"]
@@ -313,7 +313,7 @@ def _print_checks(
     verdict: Verdict | None,
     candidates: tuple[Candidate, ...],
     asked: bool,
-    serving: ServingReport | None,
+    serving: ServingSummary | None,
 ) -> None:
     """``run``'s verdict line (``asked``: ``--verify`` was given), its candidates, and what
     serves under a throughput hint."""

@@ -1,11 +1,8 @@
-"""The ``ortplug`` argument parser, and the ``--help`` pages it renders.
+"""The ``ortplug`` argument parser: the core's commands and those add-ons register.
 
-Help is rendered at a fixed width (78 columns, as on an 80-column terminal) and
-without colour so that it is the same on every terminal and :mod:`._help_pages`
-can keep it: ``ortplug --help`` then prints without importing argparse (under the
-Python that rendered the pages; argparse's layout changes between versions).
-``python -m ortplug.cli._parser`` writes that module again after a change here; a
-test fails until it matches.
+Help is rendered at a fixed width (78 columns, as on an 80-column terminal) and without colour,
+so that it reads the same on every terminal. An add-on's commands (entry-point group
+``ortplug.commands``) are imported only to parse or run them, or for ``ortplug --help``.
 """
 
 from __future__ import annotations
@@ -15,13 +12,11 @@ import functools
 import itertools
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any, NoReturn
 
-from ._demo import DEMO_MARK, DEMO_MODEL, with_demo_path
+from ._demo import DEMO_MARK, with_demo_path
 from ._providers import GRAMMAR_HELP, provider_chain
 from ._usage import (
-    HINTS,
     caller_counts,
     input_arg,
     input_dir,
@@ -33,13 +28,12 @@ from ._usage import (
     thread_counts,
     tolerance_pair,
 )
+from .arguments import MODEL_HELP, add_hint, add_input, add_json, add_verify
 
-__all__ = ["build_parser", "help_pages"]
+__all__ = ["build_parser"]
 
 #: Columns of help text (argparse's own default on an 80-column terminal).
 _WIDTH = 78
-#: What a command that reads a model takes (``variants`` alone needs an .onnx file to write beside).
-_MODEL_HELP = "an .onnx file or an ORT model package"
 
 
 def _formatter(base: type[argparse.HelpFormatter]) -> Any:
@@ -119,42 +113,6 @@ class _VersionAction(argparse.Action):
         parser.exit()
 
 
-def _add_json(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--json", action="store_true", help="machine-readable output")
-
-
-def _add_input(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--input",
-        action="append",
-        default=[],
-        type=input_arg,
-        metavar="NAME=FILE.npy",
-        help="an input array (numpy.save); inputs not given are generated from a fixed seed "
-        "(dynamic sizes from metadata extra.dim_ranges and input names)",
-    )
-
-
-def _add_verify(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--verify",
-        action="store_true",
-        help="check every accelerator and variant against the CPU reference before trusting it",
-    )
-
-
-def _add_hint(parser: argparse.ArgumentParser, serves: str) -> None:
-    parser.add_argument(
-        "--hint",
-        choices=HINTS,
-        default="latency",
-        help=f"the performance hint {serves} with: latency (default: each call as fast as one "
-        "caller can be served), throughput (streams and a queue that batches concurrent "
-        "requests, measured on this host) or cumulative_throughput (every verified device "
-        "at once)",
-    )
-
-
 def _add_callers(bench: argparse.ArgumentParser) -> None:
     """``bench --callers``, ``--seconds`` and ``--hint``: many callers instead of one."""
     bench.add_argument(
@@ -171,7 +129,7 @@ def _add_callers(bench: argparse.ArgumentParser) -> None:
         default=0.5,
         help="with --callers: seconds each side serves per caller count and round (0.5)",
     )
-    _add_hint(bench, "ortplug's side of --callers is built")
+    add_hint(bench, "ortplug's side of --callers is built")
 
 
 def _with_grammar(
@@ -192,7 +150,7 @@ def _add_verification_commands(sub: argparse._SubParsersAction[_CommandParser]) 
     verify = _with_grammar(
         sub, "verify", "check a model's providers and precision variants against the CPU reference"
     )
-    verify.add_argument("model", type=model_source, help=_MODEL_HELP)
+    verify.add_argument("model", type=model_source, help=MODEL_HELP)
     verify.add_argument(
         "--providers",
         type=provider_chain,
@@ -215,7 +173,7 @@ def _add_verification_commands(sub: argparse._SubParsersAction[_CommandParser]) 
         help="an input array to verify on first (numpy.save; real data), before the "
         "checkpoint's samples/; inputs not given are generated",
     )
-    _add_json(verify)
+    add_json(verify)
 
     variants = sub.add_parser(
         "variants", help="build int8/fp16 variants of a model and list them in its manifest"
@@ -223,11 +181,13 @@ def _add_verification_commands(sub: argparse._SubParsersAction[_CommandParser]) 
     variants.add_argument("model", type=model_file, help="path to an fp32 .onnx file")
     variants.add_argument("--int8", action="store_true", help="static int8 quantization (QDQ)")
     variants.add_argument("--fp16", action="store_true", help="fp16 with fp32 inputs and outputs")
-    _add_json(variants)
+    add_json(variants)
 
 
-def _parser_and_commands() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
-    """The ``ortplug`` parser and its commands' parsers by name."""
+def _parser_and_commands() -> tuple[
+    argparse.ArgumentParser, argparse._SubParsersAction[_CommandParser]
+]:
+    """The ``ortplug`` parser with the core's commands, and its commands' action."""
     parser = _Parser(
         prog="ortplug",
         description="Run ONNX models on the best execution provider this host has.",
@@ -254,9 +214,9 @@ def _parser_and_commands() -> tuple[argparse.ArgumentParser, dict[str, argparse.
         "model",
         nargs="?",
         type=model_source,
-        help=f"{_MODEL_HELP} (default: the demo model, named below)",
+        help=f"{MODEL_HELP} (default: the demo model, named below)",
     )
-    _add_input(run)
+    add_input(run)
     run.add_argument(
         "--providers",
         type=provider_chain,
@@ -269,9 +229,9 @@ def _parser_and_commands() -> tuple[argparse.ArgumentParser, dict[str, argparse.
         action="store_true",
         help="serve on the CPU at once while the accelerator builds and warms up, then switch",
     )
-    _add_hint(run, "the model is built")
-    _add_verify(run)
-    _add_json(run)
+    add_hint(run, "the model is built")
+    add_verify(run)
+    add_json(run)
 
     info = sub.add_parser("info", help="host facts, plugins, and the chain the policy would pick")
     info.add_argument(
@@ -279,10 +239,10 @@ def _parser_and_commands() -> tuple[argparse.ArgumentParser, dict[str, argparse.
         type=model_source,
         help="pick the chain for this model or model package (default: the demo model)",
     )
-    _add_json(info)
+    add_json(info)
 
     plugins = sub.add_parser("plugins", help="plugins that are loaded, blocked or failed")
-    _add_json(plugins)
+    add_json(plugins)
 
     doctor = sub.add_parser(
         "doctor", help="check this host and installation; print a fix per problem"
@@ -296,14 +256,14 @@ def _parser_and_commands() -> tuple[argparse.ArgumentParser, dict[str, argparse.
     doctor.add_argument(
         "--yes", action="store_true", help="with --fix: run those commands, then check again"
     )
-    _add_json(doctor)
+    add_json(doctor)
 
     inspect = sub.add_parser("inspect", help="a model's inputs, outputs, metadata and placement")
-    inspect.add_argument("model", type=model_source, help=_MODEL_HELP)
-    _add_json(inspect)
+    inspect.add_argument("model", type=model_source, help=MODEL_HELP)
+    add_json(inspect)
 
     bench = _with_grammar(sub, "bench", "candidate chains and thread counts side by side")
-    bench.add_argument("model", type=model_source, help=_MODEL_HELP)
+    bench.add_argument("model", type=model_source, help=MODEL_HELP)
     bench.add_argument(
         "--providers",
         action="append",
@@ -315,7 +275,7 @@ def _parser_and_commands() -> tuple[argparse.ArgumentParser, dict[str, argparse.
     bench.add_argument(
         "--threads", type=thread_counts, help="intra-op thread counts to try, e.g. 1,2,4"
     )
-    _add_input(bench)
+    add_input(bench)
     bench.add_argument("--rounds", type=positive_int, default=5, help="interleaved rounds (5)")
     bench.add_argument(
         "--calls", type=positive_int, default=20, help="timed calls per candidate and round (20)"
@@ -326,13 +286,13 @@ def _parser_and_commands() -> tuple[argparse.ArgumentParser, dict[str, argparse.
         help="measure the policy's default too and remember the fastest if it beat the default",
     )
     _add_callers(bench)
-    _add_verify(bench)
-    _add_json(bench)
+    add_verify(bench)
+    add_json(bench)
 
     _add_verification_commands(sub)
 
     batch = _with_grammar(sub, "batch", "run a folder of inputs through a model, locally or on Ray")
-    batch.add_argument("model", type=model_source, help=_MODEL_HELP)
+    batch.add_argument("model", type=model_source, help=MODEL_HELP)
     batch.add_argument(
         "--input-dir",
         required=True,
@@ -350,15 +310,15 @@ def _parser_and_commands() -> tuple[argparse.ArgumentParser, dict[str, argparse.
         metavar="CHAIN",
         help="explicit chain with options, e.g. cuda:device_id=1,cpu (default: the policy)",
     )
-    _add_hint(batch, "each backend (one per Ray actor) is built")
-    _add_json(batch)
+    add_hint(batch, "each backend (one per Ray actor) is built")
+    add_json(batch)
 
     _add_cache(sub)
     info.add_argument(
         "--refresh", action="store_true", help="probe the host again (forget cached probe facts)"
     )
     _add_exec(sub)
-    return parser, dict(sub.choices)
+    return parser, sub
 
 
 def _add_cache(sub: argparse._SubParsersAction[_CommandParser]) -> None:
@@ -376,7 +336,7 @@ def _add_cache(sub: argparse._SubParsersAction[_CommandParser]) -> None:
         type=size_mb,
         help="with prune: the size to keep under (default: $ORTPLUG_CACHE_MAX_MB, else no cap)",
     )
-    _add_json(cache)
+    add_json(cache)
 
 
 def _add_exec(sub: argparse._SubParsersAction[_CommandParser]) -> None:
@@ -408,43 +368,27 @@ def _add_exec(sub: argparse._SubParsersAction[_CommandParser]) -> None:
     )
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The parser of the ``ortplug`` command line."""
-    return _parser_and_commands()[0]
+def _add_addon_commands(
+    sub: argparse._SubParsersAction[_CommandParser], names: Sequence[str]
+) -> None:
+    """A parser for each add-on command in ``names`` (imported now), its run kept as a default."""
+    from ..addons import COMMANDS_GROUP, entry_point_target
+
+    for name in names:
+        command = entry_point_target(COMMANDS_GROUP, name, needed_for=f"ortplug {name}")
+        parser = sub.add_parser(
+            name, help=command.help, description=command.description or command.help
+        )
+        command.add_arguments(parser)
+        parser.set_defaults(addon_run=command.run)
 
 
-def help_pages() -> dict[str, str]:
-    """``--help`` of ``ortplug`` (key ``""``) and of each command (key: its name), as kept: with
-    :data:`DEMO_MARK` where argparse prints the demo model's path."""
-    parser, commands = _parser_and_commands()
-    pages = {"": parser.format_help()} | {
-        name: command.format_help() for name, command in commands.items()
-    }
-    return {name: page.replace(DEMO_MODEL, DEMO_MARK) for name, page in pages.items()}
+def build_parser(addon_commands: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The parser of the ``ortplug`` command line, with the add-on commands ``addon_commands``
+    (default: every one installed)."""
+    from ..addons import COMMANDS_GROUP, entry_point_names
 
-
-def _write_help_pages() -> Path:
-    """Write :mod:`._help_pages` from :func:`help_pages`; returns its path."""
-    lines = [
-        '"""``--help`` pages, kept so that ``--help`` needs no argparse (its import ~doubles start-up).',
-        "",
-        "Generated by ``python -m ortplug.cli._parser`` from :mod:`._parser`; do not edit.",
-        '"""',
-        "",
-        "#: The Python whose argparse rendered them; under another, argparse answers --help.",
-        f"PYTHON = {tuple(sys.version_info[:2])!r}",
-        "",
-        "PAGES: dict[str, str] = {",
-    ]
-    for name, text in help_pages().items():
-        lines.append(f"    {name!r}: (")
-        lines.extend(f"        {line!r}" for line in text.splitlines(keepends=True))
-        lines.append("    ),")
-    lines.append("}")
-    path = Path(__file__).with_name("_help_pages.py")
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path
-
-
-if __name__ == "__main__":
-    print(f"wrote {_write_help_pages()}")
+    parser, sub = _parser_and_commands()
+    names = entry_point_names(COMMANDS_GROUP) if addon_commands is None else addon_commands
+    _add_addon_commands(sub, [name for name in names if name not in sub.choices])
+    return parser

@@ -18,11 +18,11 @@ from ..plugin_host.manager import get_plugin_host
 from ..providers.configs import CPU_EP
 from ..settings import settings
 from ..verification.precision_variants import CALIBRATION_BATCHES, write_variants
-from ._inputs import given_usage, load_inputs
 from ._json import print_json
 from ._providers import resolve_chain
 from ._served import served_candidates
 from ._usage import UsageError
+from .inputs import given_usage, load_inputs
 
 if TYPE_CHECKING:
     from ..session.plan import SessionPlan

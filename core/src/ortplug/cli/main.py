@@ -3,7 +3,7 @@
 Exit codes: 0 ok, 1 the command failed (or had output and no stdout: ``>&-``), 2 a usage
 error (a flag's value, a path), 141 stdout closed early (``ortplug inspect M | head``),
 130 interrupted. Parsing imports neither numpy nor ONNX Runtime: each command imports what
-it needs; ``--help`` prints a kept page and imports not even argparse.
+it needs. An add-on's commands (``ortplug.commands``) are imported only to parse or run them.
 """
 
 from __future__ import annotations
@@ -12,11 +12,8 @@ import io
 import os
 import sys
 import warnings
+from typing import TYPE_CHECKING
 
-from ._demo import with_demo_path
-from ._help_pages import PAGES, PYTHON
-
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (--help needs none)
 if TYPE_CHECKING:
     import argparse
     from collections.abc import Callable, Sequence
@@ -25,8 +22,17 @@ if TYPE_CHECKING:
 __all__ = ["main"]
 
 
-def _command(name: str) -> Callable[[argparse.Namespace], int]:
+#: The core's commands (any other word is an add-on's command).
+CORE_COMMANDS = ("run", "info", "plugins", "doctor", "inspect", "bench", "batch", "exec", "cache",
+                 "verify", "variants")  # fmt: skip
+
+
+def _command(args: argparse.Namespace) -> Callable[[argparse.Namespace], int]:
     """The function of a command, imported only now (the heavy imports live in the commands)."""
+    addon_run: Callable[[argparse.Namespace], int] | None = getattr(args, "addon_run", None)
+    if addon_run is not None:
+        return addon_run
+    name = args.command
     if name in ("doctor", "inspect"):
         from . import _diagnose
 
@@ -54,6 +60,21 @@ def _command(name: str) -> Callable[[argparse.Namespace], int]:
     from . import _commands
 
     return {"run": _commands.run, "info": _commands.info, "plugins": _commands.plugins}[name]
+
+
+def _quick(name: str, arguments: Sequence[str]) -> int | None:
+    """An add-on command run from its raw arguments before parsing (``None``: parse as usual);
+    a shipped add-on's command that is not installed is one line saying what to install."""
+    from ..addons import COMMANDS_GROUP, entry_point_names, entry_point_target, provider_of
+
+    if name not in entry_point_names(COMMANDS_GROUP):
+        addon = provider_of(COMMANDS_GROUP, name)
+        if addon is None:
+            return None  # the parser says what is wrong
+        print(f"ortplug {name}: error: {addon.missing(f'ortplug {name}')}", file=sys.stderr)
+        return 2
+    command = entry_point_target(COMMANDS_GROUP, name, needed_for=f"ortplug {name}")
+    return None if command.quick is None else command.quick(arguments)
 
 
 def _one_line(text: str) -> str:
@@ -94,9 +115,8 @@ def _discarded_stdout() -> io.StringIO:
 
 
 def _print_help(page: str) -> int:
-    """Print a kept page (or the versions) as argparse prints help: to stderr when there is no
-    stdout, and a page that cannot be written is no error (a closed pipe exits 141, as for
-    every command)."""
+    """Print the versions as argparse prints help: to stderr when there is no stdout, and a page
+    that cannot be written is no error (a closed pipe exits 141, as for every command)."""
     stream = sys.stdout or sys.stderr
     try:
         stream.write(page)
@@ -108,24 +128,9 @@ def _print_help(page: str) -> int:
     return 0
 
 
-def _help_page(arguments: Sequence[str]) -> str | None:
-    """The kept page for ``ortplug -h|--help`` or ``ortplug COMMAND -h|--help``, else None
-    (argparse answers: another Python's argparse lays help out its own way)."""
-    if sys.version_info[:2] != PYTHON or not arguments:
-        return None
-    *command, flag = arguments
-    if flag not in ("-h", "--help") or len(command) > 1 or command == [""]:
-        return None
-    page = PAGES.get(command[0] if command else "")
-    return None if page is None else with_demo_path(page)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the process exit code (see the module docstring)."""
     arguments = sys.argv[1:] if argv is None else list(argv)
-    page = _help_page(arguments)
-    if page is not None:
-        return _print_help(page)
     if arguments == ["--version"]:  # as the parser answers it, without building the parser
         from ._version import version_text
 
@@ -138,7 +143,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             return exec_program(quick)
     from ._parser import build_parser
 
-    args = build_parser().parse_args(arguments)
+    word = next((a for a in arguments if not a.startswith("-")), None)
+    if word is not None and word not in CORE_COMMANDS and arguments[0] == word:
+        code = _quick(word, arguments[1:])
+        if code is not None:
+            return code
+    # a core command's parser needs no add-on imported; any other word may be an add-on's command
+    args = build_parser([] if word in CORE_COMMANDS else None).parse_args(arguments)
     prog = f"ortplug {args.command}"
     from ..settings import settings  # deferred: `ortplug --help` imports nothing of the core
 
@@ -148,7 +159,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         warnings.showwarning = _show_warning
     discarded = _discarded_stdout() if sys.stdout is None else None
     try:
-        code = _command(args.command)(args)
+        code = _command(args)(args)
         sys.stdout.flush()
         if discarded is not None and discarded.getvalue() and code == 0:
             print(f"{prog}: error: standard output is closed: the output was not written",

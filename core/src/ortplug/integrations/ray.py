@@ -497,9 +497,7 @@ def _empty(info: ValueInfo) -> np.ndarray:
 def _streams(backend: OnnxBackend) -> int:
     """The streams a backend serves with: 1 under the latency hint."""
     serving = backend.serving
-    if serving is None:
-        return 1
-    return max(1, sum(d.layout.streams for d in serving.devices if d.serving and d.layout))
+    return 1 if serving is None else serving.streams
 
 
 class _Parallel:

@@ -4,21 +4,42 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
 from ..session.placement import accelerator_share
 
 if TYPE_CHECKING:
-    from ..backend._serving_plan import ServingReport
     from ..verification.verdicts import Verdict
 
-__all__ = ["Candidate", "ProviderReport"]
+__all__ = ["Candidate", "ProviderReport", "ServingSummary"]
 
 
 def _frozen(value: Mapping[str, Any]) -> Mapping[str, Any]:
     return MappingProxyType(dict(value))
+
+
+class ServingSummary(Protocol):
+    """How a dispatcher serves, for ``backend.serving``, ``report`` and the command line."""
+
+    @property
+    def hint(self) -> str:
+        """The performance hint served."""
+        ...
+
+    @property
+    def streams(self) -> int:
+        """How many runs it serves at once (a caller feeding it in parallel keeps them busy)."""
+        ...
+
+    def lines(self) -> list[str]:
+        """Human-readable lines, one per device or decision."""
+        ...
+
+    def to_dict(self) -> dict[str, Any]:
+        """The same as JSON-ready values."""
+        ...
 
 
 @attrs.frozen
@@ -85,7 +106,7 @@ class ProviderReport:
     candidates: tuple[Candidate, ...] = ()
     precision: str | None = None
     startup: str | None = None
-    serving: ServingReport | None = None
+    serving: ServingSummary | None = None
 
     @property
     def accelerator_share(self) -> float | None:

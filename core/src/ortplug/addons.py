@@ -1,0 +1,135 @@
+"""Add-on distributions: where their modes and commands are found, and what to install for them.
+
+An add-on (serving, Ray, the drop-in) plugs into the core as a provider plugin does, through
+entry points read without importing it: ``ortplug.hints`` maps a performance hint to the function
+that starts serving it (:data:`ortplug.backend.dispatch.Starter`), ``ortplug.commands`` maps a
+command-line command to a :class:`ortplug.cli.command.Command`. The core's public spellings of
+an add-on's names (``ortplug.InferenceSession``) resolve through :func:`addon_name`; without the
+add-on they raise :class:`~ortplug.errors.AddonNotInstalledError` with the line to install it.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+from typing import Any
+
+import attrs
+
+from .errors import AddonNotInstalledError
+
+__all__ = [
+    "ADDONS",
+    "COMMANDS_GROUP",
+    "HINTS_GROUP",
+    "Addon",
+    "addon_name",
+    "entry_point_names",
+    "entry_point_target",
+    "forget_entry_points",
+    "provider_of",
+]
+
+#: Performance hint -> ``module:function`` starting it on a built backend.
+HINTS_GROUP = "ortplug.hints"
+#: Command name -> ``module:COMMAND`` (an :class:`ortplug.cli.command.Command`).
+COMMANDS_GROUP = "ortplug.commands"
+
+
+@attrs.frozen
+class Addon:
+    """One add-on distribution: its names in the core's spelling and what it brings."""
+
+    distribution: str
+    package: str
+    extra: str
+    what: str
+
+    def install_line(self) -> str:
+        """The command that installs it (the core's extra, so the pins stay the core's)."""
+        from .host.install_command import pip_install
+
+        return pip_install(f"ortplug[{self.extra}]")
+
+    def missing(self, needed_for: str) -> AddonNotInstalledError:
+        """The one-line error for ``needed_for`` without this add-on."""
+        return AddonNotInstalledError(
+            f"{needed_for} needs {self.what} ({self.distribution}), which is not installed; "
+            f"install it with: {self.install_line()}"
+        )
+
+
+SERVE = Addon("ortplug-serve", "ortplug_serve", "serve", "the serving add-on")
+RAY = Addon("ortplug-ray", "ortplug_ray", "ray", "the Ray add-on")
+DROPIN = Addon("ortplug-dropin", "ortplug_dropin", "dropin", "the drop-in add-on")
+ADDONS = (SERVE, RAY, DROPIN)
+
+#: The core's public spellings of add-on names: ``(module, name)`` -> the add-on that has it.
+_NAMES = {
+    ("ortplug", "InferenceSession"): DROPIN,
+    ("ortplug", "Patch"): DROPIN,
+    ("ortplug", "patch"): DROPIN,
+    ("ortplug", "unpatch"): DROPIN,
+    ("ortplug", "ServingConfig"): SERVE,
+    ("ortplug.backend", "ServingConfig"): SERVE,
+    ("ortplug.backend", "ServingReport"): SERVE,
+    ("ortplug.backend", "DeviceServing"): SERVE,
+    ("ortplug.backend", "Layout"): SERVE,
+    ("ortplug.backend", "Trial"): SERVE,
+    ("ortplug.backend", "recorded_serving"): SERVE,
+}
+#: Hints and commands the shipped add-ons provide (named in the error when none registers them).
+_PROVIDES = {
+    HINTS_GROUP: {"throughput": SERVE, "cumulative_throughput": SERVE},
+    COMMANDS_GROUP: {"batch": RAY, "exec": DROPIN, "bench-callers": SERVE},
+}
+
+
+def addon_name(module: str, name: str) -> Any:
+    """``module.name`` as the core spells it, from the add-on that has it now."""
+    addon = _NAMES[(module, name)]
+    try:
+        package = importlib.import_module(addon.package)
+    except ModuleNotFoundError as exc:
+        if exc.name != addon.package:  # the add-on is there but something it needs is not
+            raise
+        raise addon.missing(f"{module}.{name}") from None
+    return getattr(package, name)
+
+
+@functools.cache
+def _entry_points(group: str) -> dict[str, Any]:
+    from importlib.metadata import entry_points
+
+    return {point.name: point for point in entry_points(group=group)}
+
+
+def entry_point_names(group: str) -> tuple[str, ...]:
+    """The names registered in ``group`` by the installed distributions, sorted."""
+    return tuple(sorted(_entry_points(group)))
+
+
+def provider_of(group: str, name: str) -> Addon | None:
+    """The shipped add-on that registers ``name`` in ``group`` (``None``: none of them)."""
+    return _PROVIDES.get(group, {}).get(name)
+
+
+def entry_point_target(group: str, name: str, *, needed_for: str) -> Any:
+    """The object entry point ``name`` of ``group`` names, imported now; the install line of the
+    add-on that provides it when none is registered."""
+    point = _entry_points(group).get(name)
+    if point is None:
+        addon = provider_of(group, name)
+        if addon is not None:
+            raise addon.missing(needed_for)
+        known = ", ".join(entry_point_names(group)) or "none"
+        raise AddonNotInstalledError(
+            f"{needed_for}: no installed add-on registers {name!r} in the entry-point group "
+            f"{group!r} (registered: {known})"
+        )
+    return point.load()
+
+
+def forget_entry_points() -> None:
+    """Read the entry points again on next use (after installing an add-on in this process)."""
+    _entry_points.cache_clear()

@@ -1,0 +1,34 @@
+"""A command an add-on adds to the ``ortplug`` command line (entry-point group ``ortplug.commands``).
+
+An add-on's distribution declares ``[project.entry-points."ortplug.commands"] NAME =
+"package.module:COMMAND"``; the core reads the names without importing the add-on and imports
+the module only to parse or run that command (or to print ``ortplug --help``).
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Sequence
+
+import attrs
+
+__all__ = ["Command"]
+
+
+@attrs.frozen
+class Command:
+    """One command: its one-line help, its arguments and what runs it."""
+
+    #: The word after ``ortplug``.
+    name: str
+    #: The one line ``ortplug --help`` shows for it.
+    help: str
+    #: Adds the command's arguments (and its description) to its parser.
+    add_arguments: Callable[[argparse.ArgumentParser], None]
+    #: Runs the parsed command; returns the exit code (0 ok, 1 failed, 2 usage error).
+    run: Callable[[argparse.Namespace], int]
+    #: Runs the command from its raw arguments before any parsing, where start-up matters
+    #: (``ortplug exec``); ``None`` from it, or no ``quick`` at all: parse as usual.
+    quick: Callable[[Sequence[str]], int | None] | None = None
+    #: The longer text of ``ortplug NAME --help`` (default: the one line).
+    description: str | None = None
