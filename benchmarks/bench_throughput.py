@@ -116,7 +116,7 @@ class _Sides:
 
     def served_runs(self) -> tuple[int, int]:
         """Runs the throughput backend made so far, and its streams."""
-        server = self.throughput._server
+        server = self.throughput.dispatcher
         assert server is not None
         return sum(d.runs for d in server.devices), sum(len(d.streams) for d in server.devices)
 

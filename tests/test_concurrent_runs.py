@@ -27,7 +27,6 @@ from ortplug.dropin import InferenceSession
 from ortplug.plugin_host._declared import broken_promise
 from ortplug.plugin_host.manager import get_plugin_host
 from ortplug.plugins.declaration import DeclarationError, parse_declarations
-from ortplug.session.serial import serial_lock
 from ortplug.testing import demo_model, make_plugin_host
 from ortplug.testing.misbehaving import MisbehavingPlugin, MisbehavingProvider
 
@@ -173,7 +172,7 @@ def test_the_drop_in_session_serialises_its_runs(expected, monkeypatch: pytest.M
     assert get_plugin_host().register(plugin, name="bad")
     session = InferenceSession(DEMO, providers=[plugin.config, "cpu"])
     assert tuple(session.get_providers()) == BAD and session.backend is not None
-    lock = serial_lock(session.backend._live())
+    lock = session.backend.run_lock
     assert lock is not None and lock.kinds == ("misbehaving",)
     got: list[Mapping[str, Any]] = []
 

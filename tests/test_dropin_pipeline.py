@@ -84,7 +84,7 @@ def test_a_warning_of_a_drop_in_build_points_at_the_users_line() -> None:
 #: What a build on the CPU reference alone does not run: none of it is imported.
 _NOT_RUN = [
     "ortplug.pipeline.measure",
-    "ortplug.session.placement",
+    "ortplug.pipeline.share",
     "ortplug.pipeline.real_traffic",
     "ortplug.backend._serving_plan",
     "ortplug.pipeline.startup",

@@ -199,7 +199,7 @@ def test_a_run_async_refused_at_once_keeps_none_of_its_run_options(demo) -> None
     for _ in range(3):
         with pytest.raises(InputValidationError, match="unknown input 'y'"):
             demo.run_async({"y": X}, lambda outputs, error: None, run_options=RunOptionsConfig())
-    assert not demo._inflight
+    assert not demo._inflight._own
 
 
 _EXIT_DURING_CALLBACK = """

@@ -614,7 +614,7 @@ def test_the_throughput_hint_runs_a_batch_in_parts_on_its_streams(model: str, mo
     for rows in (1, 2, 7, 203):  # one row, one per stream, uneven parts, many static runs
         out = predictor({"x": ROWS[:rows]})
         assert np.array_equal(out["probs"], plain({"x": ROWS[:rows]})["probs"])
-    server = predictor.backend._server
+    server = predictor.backend.dispatcher
     assert server is not None and sum(d.runs for d in server.devices) > 4
 
 

@@ -169,7 +169,7 @@ def test_the_cpu_session_is_released_after_the_switch(azure_host: PluginHost) ->
         real_traffic_checks=0,
         spot_check=0,  # a spot check keeps the CPU reference to run calls again on
     )
-    cpu_session = weakref.ref(backend._session)
+    cpu_session = weakref.ref(backend._served.session)
     backend.run_into({"a": ONE, "b": ONE}, {"c": np.empty((1, 4), np.float32)})  # a CPU IO binding
     assert backend.wait_ready(timeout=60) and backend.providers == AZURE
     gc.collect()

@@ -280,7 +280,7 @@ def test_onnxruntimes_own_warnings_become_the_builds_messages(all_plugins) -> No
 
 
 def test_close_releases_the_session_and_every_threads_bindings(demo) -> None:
-    session = weakref.ref(demo._session._sess)  # ORT's native session
+    session = weakref.ref(demo.ort_session._sess)  # ORT's native session
     targets = {"probs": np.empty((2, 3), np.float32)}
     demo.run_into({"x": X}, targets)
     ran, checked = threading.Event(), threading.Event()

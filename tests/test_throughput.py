@@ -111,7 +111,7 @@ def _checkpoint(model: bytes) -> Any:
 
 def _served(backend: OnnxBackend) -> tuple[int, int]:
     """(requests, runs) the backend's streams served so far."""
-    server = backend._server
+    server = backend.dispatcher
     assert server is not None
     return sum(d.requests for d in server.devices), sum(d.runs for d in server.devices)
 
@@ -148,7 +148,7 @@ def test_a_lone_caller_takes_an_idle_stream_and_idle_streams_share_the_queue() -
     with OnnxBackend.from_checkpoint(
         _checkpoint(_rows_model()), performance_hint="throughput", serving=given
     ) as backend:
-        server = backend._server
+        server = backend.dispatcher
         assert server is not None
         (device,) = server.devices
         first, second = device.streams
@@ -346,7 +346,7 @@ def test_close_while_requests_queue_fails_them_clearly_and_ends_every_thread() -
     checkpoint = _checkpoint(models.slow_loop_model())
     given = ServingConfig(streams=1, threads_per_stream=1, max_batch=1, max_delay_ms=0)
     backend = OnnxBackend.from_checkpoint(checkpoint, performance_hint="throughput", serving=given)
-    server = backend._server
+    server = backend.dispatcher
     assert _serving_threads() and server is not None
     events = _queued_behind_a_run_that_never_ends(backend)
     backend.close()
@@ -438,7 +438,7 @@ def test_the_first_throughput_build_measures_and_later_builds_read_the_record() 
     assert second.serving is not None and second.serving.source.startswith("recorded: measured")
     assert second.serving.devices[0].layout == device.layout
     second.close()
-    recorded = recorded_serving(checkpoint, first._plan.host)  # for ortplug info and bench
+    recorded = recorded_serving(checkpoint, first._served.plan.host)  # for ortplug info and bench
     assert recorded is not None and recorded[1].devices[0].layout == device.layout
 
 
@@ -449,7 +449,7 @@ def test_a_build_with_a_stated_configuration_keeps_its_own_record() -> None:
     checkpoint = _checkpoint(_rows_model())
     with OnnxBackend.from_checkpoint(checkpoint, performance_hint="throughput") as first:
         layout = first.serving.devices[0].layout if first.serving else None
-        host = first._plan.host
+        host = first._served.plan.host
     stated = ServingConfig(max_batch=2, max_delay_ms=1)
     with OnnxBackend.from_checkpoint(
         checkpoint, performance_hint="throughput", serving=stated
@@ -474,15 +474,15 @@ def test_measuring_off_serves_with_the_stated_defaults(monkeypatch: pytest.Monke
         layout = backend.serving.devices[0].layout
         assert layout is not None and layout.max_batch == 8 and layout.max_delay_ms == 0
         assert layout.streams * (layout.threads or 1) <= (
-            backend._plan.host.fact("cpu", "usable_cpus") or 1
+            backend._served.plan.host.fact("cpu", "usable_cpus") or 1
         )
 
 
 def test_the_latency_hint_is_todays_path() -> None:
     with OnnxBackend.from_checkpoint(_checkpoint(_rows_model())) as backend:
         assert backend.performance_hint == "latency" and backend.serving is None
-        assert backend._server is None and backend.report.serving is None
-        assert getattr(backend._run, "func", None) == backend._live().run  # ONNX Runtime's own
+        assert backend.dispatcher is None and backend.report.serving is None
+        assert getattr(backend._served.run, "func", None) == backend._live().run  # ONNX Runtime's own
 
 
 @pytest.mark.parametrize(
@@ -616,7 +616,7 @@ def test_cumulative_throughput_serves_on_the_cpu_and_a_second_device() -> None:
         for want, y in zip(expected, got):
             assert not isinstance(y, Exception), y
             assert np.array_equal(y, want)  # bit-equal to single runs on the CPU provider
-        server = backend._server
+        server = backend.dispatcher
         assert server is not None and all(device.requests for device in server.devices)
 
 
@@ -630,7 +630,7 @@ def test_a_device_failing_at_run_time_is_dropped_and_its_requests_run_elsewhere(
     with OnnxBackend.from_checkpoint(
         checkpoint, plugins=plugins, performance_hint="cumulative_throughput", serving=given
     ) as backend:
-        server = backend._server
+        server = backend.dispatcher
         assert server is not None and len(server.alive) == 2
         with pytest.warns(ProviderFallbackWarning, match="misbehaving failed at run time"):
             for _ in range(200):  # each device takes requests in turn: the bad one soon gets one

@@ -21,7 +21,9 @@ if TYPE_CHECKING:
         ModelInfo,
         OnnxBackend,
         ServingConfig,
+        StartupFallback,
         ValueInfo,
+        Verification,
     )
     from .checkpoint import (
         CheckpointMetadata,
@@ -32,6 +34,7 @@ if TYPE_CHECKING:
     )
     from .dropin import InferenceSession, Patch, patch, unpatch
     from .errors import (
+        AddonNotInstalledError,
         BackendClosedError,
         BuildTimeoutError,
         CheckpointError,
@@ -45,6 +48,7 @@ if TYPE_CHECKING:
         PluginError,
         ProviderFallbackWarning,
         ProviderNotRealizedError,
+        RunFailedError,
         RunTerminatedError,
         RuntimeNotInstalledError,
         VerificationError,
@@ -74,6 +78,7 @@ if TYPE_CHECKING:
     )
 
 __all__ = [
+    "AddonNotInstalledError",
     "BackendClosedError",
     "Binding",
     "BuildTimeoutError",
@@ -111,6 +116,7 @@ __all__ = [
     "ProviderSelection",
     "ProviderType",
     "ResolvedCheckpoint",
+    "RunFailedError",
     "RunOptionsConfig",
     "RunTerminatedError",
     "RuntimeDistribution",
@@ -119,8 +125,10 @@ __all__ = [
     "SelectionRequest",
     "ServingConfig",
     "SessionOptionsConfig",
+    "StartupFallback",
     "Tolerance",
     "ValueInfo",
+    "Verification",
     "VerificationError",
     "VerificationWarning",
     "configure",
@@ -178,6 +186,8 @@ _LAZY = {
     "ProviderType": ".plugins",
     "ResolvedCheckpoint": ".checkpoint",
     "RunOptionsConfig": ".providers.run_options",
+    "RunFailedError": ".errors",
+    "AddonNotInstalledError": ".errors",
     "RunTerminatedError": ".errors",
     "RuntimeDistribution": ".host.runtime",
     "RuntimeNotInstalledError": ".errors",
@@ -187,6 +197,8 @@ _LAZY = {
     "SessionOptionsConfig": ".providers.session_options",
     "Tolerance": ".checkpoint",
     "ValueInfo": ".backend",
+    "Verification": ".backend",
+    "StartupFallback": ".backend",
     "VerificationError": ".errors",
     "VerificationWarning": ".errors",
     "InferenceSession": ".dropin",

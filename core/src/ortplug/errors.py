@@ -55,6 +55,7 @@ __all__ = [
     "PluginError",
     "ProviderFallbackWarning",
     "ProviderNotRealizedError",
+    "RunFailedError",
     "RunTerminatedError",
     "RuntimeNotInstalledError",
     "VerificationError",
@@ -157,6 +158,10 @@ class ProviderNotRealizedError(OrtplugError, RuntimeError):
 
 class BackendClosedError(OrtplugError, RuntimeError):
     """The backend (or a binding of it) was closed; build a new one."""
+
+
+class RunFailedError(OrtplugError, RuntimeError):
+    """ONNX Runtime failed a run; the message names the model, the providers and ORT's error."""
 
 
 class RunTerminatedError(OrtplugError, RuntimeError):

@@ -41,6 +41,6 @@ def test_cumulative_throughput_serves_on_the_cpu_and_webgpu(
             thread.join()
         for x, y in zip(xs, results):
             assert np.allclose(y, np.maximum(x, 0))
-        server = backend._server
+        server = backend.dispatcher
         assert server is not None
         assert {d.label: bool(d.requests) for d in server.devices} == {"cpu": True, "webgpu": True}

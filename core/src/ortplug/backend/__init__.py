@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     )
     from ._serving_record import recorded_serving
     from .hints import HINT_ENTRY, HINTS
+    from .options import StartupFallback, Verification
 
 __all__ = [
     "HINTS",
@@ -41,12 +42,16 @@ __all__ = [
     "OnnxBackend",
     "ServingConfig",
     "ServingReport",
+    "StartupFallback",
     "Trial",
     "ValueInfo",
+    "Verification",
     "recorded_serving",
 ]
 
 _LAZY = {
+    "StartupFallback": ".options",
+    "Verification": ".options",
     "HINTS": ".hints",
     "HINT_ENTRY": ".hints",
     "DeviceServing": "._serving_plan",

@@ -13,6 +13,7 @@ from typing import Any
 import attrs
 
 from ..backend import OnnxBackend
+from ..backend.options import Verification
 from ..cache.root import cache_root
 from ..checkpoint import LocalCheckpoint, ResolvedCheckpoint
 from ..errors import InputValidationError
@@ -120,22 +121,21 @@ def _winner(samples: dict[_Candidate, list[float]], baseline: _Candidate) -> _Ca
     return min(contenders, key=lambda c: statistics.median(samples[c]))
 
 
-def _build(checkpoint: ResolvedCheckpoint, candidate: _Candidate, verify: bool) -> OnnxBackend:
+def _build(checkpoint: ResolvedCheckpoint, candidate: _Candidate) -> OnnxBackend:
     """The candidate's backend, verified as every build is (one that fails raises and is
     skipped); the benchmark measures, so the build does not (``measure=False``)."""
     options = SessionOptionsConfig(intra_op_num_threads=candidate.threads)
-    checked = True if verify else None
+    checked = Verification(measure=False)
     if candidate.chain is None:
         policy = DefaultProviderPolicy(autotune=False)
         return OnnxBackend.from_checkpoint(
-            checkpoint, session_options=options, policy=policy, verify=checked, measure=False
+            checkpoint, session_options=options, policy=policy, verify=checked
         )
     return OnnxBackend.from_checkpoint(
         checkpoint,
         providers=list(candidate.chain),
         session_options=options,
         verify=checked,
-        measure=False,
     )
 
 
@@ -157,7 +157,7 @@ def _ready(
     generated: dict[str, str] = {}
     for candidate in candidates:
         try:
-            backend = _build(checkpoint, candidate, args.verify)
+            backend = _build(checkpoint, candidate)
         except Exception as exc:  # a candidate that cannot be built here is reported, not fatal
             skipped[candidate.label] = _short(exc)
             continue

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..backend import OnnxBackend
+from ..backend.options import Verification
 from ..checkpoint import LocalCheckpoint, ResolvedCheckpoint
 from ..errors import OptionError
 from ..host.runtime import (
@@ -143,8 +144,7 @@ def run(args: argparse.Namespace) -> int:
                 checkpoint,
                 providers=providers,
                 startup_fallback=args.startup_fallback,
-                verify=True if args.verify else None,
-                verify_inputs=given or None,
+                verify=Verification(inputs=given or None),
                 performance_hint=args.hint,
             )
         build_ms = (time.perf_counter() - started) * 1e3

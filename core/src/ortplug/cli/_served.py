@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..backend import OnnxBackend
+from ..backend.options import Verification
 from ..checkpoint import ResolvedCheckpoint
 from ..errors import OrtplugError, VerificationWarning
 from ..host.capabilities import HostCapabilities
@@ -31,7 +32,9 @@ def served_candidates(
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", VerificationWarning)
-            with OnnxBackend.from_checkpoint(checkpoint, verify_inputs=given or None) as backend:
+            with OnnxBackend.from_checkpoint(
+                checkpoint, verify=Verification(inputs=given or None)
+            ) as backend:
                 return backend.report.candidates
     except OrtplugError as exc:
         precision = checkpoint.metadata.precision

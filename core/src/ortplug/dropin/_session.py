@@ -207,11 +207,11 @@ class _ServedRun:
         input_feed: Mapping[str, Any],
         run_options: Any = None,
     ) -> list[Any]:
-        server = self._backend._server
-        if server is None:  # closed
-            return list(self._backend._live().run(output_names, input_feed, run_options))
+        dispatcher = self._backend.dispatcher
+        if dispatcher is None:  # closed
+            return list(self._backend.ort_session.run(output_names, input_feed, run_options))
         names = list(output_names) if output_names else self._backend.output_names
-        return server.submit(dict(input_feed), names, run_options).result()
+        return dispatcher.submit(dict(input_feed), names, run_options).result()
 
 
 class InferenceSession(_OrtSession):  # type: ignore[misc]
@@ -365,24 +365,21 @@ class InferenceSession(_OrtSession):  # type: ignore[misc]
         self._sess_options_initial = sess_options
         self._read_config_from_model = False
         self._fallback_providers = [_CPU]
-        self._bind_session(backend._live()._sess)
+        self._bind_session(backend.ort_session._sess)
         self._backend = backend
-        self._serve(backend._live())
+        self._serve(backend.run_lock)
         if backend.performance_hint != "latency":
             self.run = _ServedRun(backend)  # the server's queue and streams (their own locks)
 
-    def _serve(self, session: Any) -> None:
-        """Run as ``session`` (the backend's) runs: through its locks when its providers do not
-        all declare concurrent runs (``ortplug.session.serial``); else, or for ``None``, with
-        ONNX Runtime's own methods, nothing added."""
+    def _serve(self, lock: Any) -> None:
+        """Run as the backend runs: through its ``lock`` when its providers do not all declare
+        concurrent runs (``OnnxBackend.run_lock``); else, or for ``None``, with ONNX Runtime's
+        own methods, nothing added."""
         for name in _RUNS:
             self.__dict__.pop(name, None)
-        if session is None:
-            return
-        from ..session.serial import SerialSession, serial_lock
-
-        lock = serial_lock(session)
         if lock is not None:
+            from ..session.serial import SerialSession
+
             serial = SerialSession(_OwnMethods(self), lock)
             for name in _RUNS:
                 setattr(self, name, getattr(serial, name))

@@ -19,7 +19,7 @@ verified choice serves. The stages a build does not run are not imported.
 
 The result is one frozen :class:`BuildResult`; :class:`~.onnx_backend.OnnxBackend` is made
 from it and takes every later change of what serves (a startup switch, a run-time
-fallback) as a :class:`ServeChange` through its one seam, ``_serve``.
+fallback) as a :class:`ServeChange` through its one seam, ``OnnxBackend.serve``.
 """
 
 from __future__ import annotations
@@ -149,7 +149,7 @@ class ServingBackend(Protocol):
     @property
     def report(self) -> ProviderReport: ...
 
-    def _serve(self, change: ServeChange) -> Served: ...
+    def serve(self, change: ServeChange) -> Served: ...
 
 
 class _Entry:

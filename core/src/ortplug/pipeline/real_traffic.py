@@ -182,7 +182,7 @@ class _Handover:
             else c
             for c in self.proven.candidates
         )
-        backend._serve(ServeChange(candidates=candidates))
+        backend.serve(ServeChange(candidates=candidates))
         self.switch.status = self._status()
         check = TrafficCheck(
             self.proven.build.session,
@@ -193,7 +193,7 @@ class _Handover:
         )
         self.switch.traffic = check
         weakref.finalize(backend, check.stop, wait=False)
-        if not backend._serve(ServeChange(set_watch=True, watch=check)).moved:  # closed meanwhile
+        if not backend.serve(ServeChange(set_watch=True, watch=check)).moved:  # closed meanwhile
             check.stop()
 
     def _judge(self, request: Request, outcome: Mapping[str, Any] | Exception) -> bool:
@@ -220,7 +220,7 @@ class _Handover:
         self, backend: ServingBackend, request: Request, outcome: Mapping[str, Any] | Exception
     ) -> None:
         """Keep the CPU reference serving for good, and say why in one line."""
-        served = backend._serve(ServeChange(set_watch=True, watch=None))
+        served = backend.serve(ServeChange(set_watch=True, watch=None))
         plan = self.proven.plan
         reference, outcome = self._every_output(request, outcome)
         verdict = self.verifier.on_real_request(
@@ -240,7 +240,7 @@ class _Handover:
             else c
             for i, c in enumerate(served.candidates)
         )
-        backend._serve(ServeChange(candidates=candidates))
+        backend.serve(ServeChange(candidates=candidates))
         said = f"{self.origin.label}: {verdict.describe()}"
         self.switch.error = VerificationError(said, verdict)
         self.switch.status = f"the CPU reference serves: {self.text} was rejected on real inputs"
@@ -265,7 +265,7 @@ class _Handover:
     def take_over(self, backend: ServingBackend, after: str) -> None:
         """Serve the candidate now (``after`` says why now), spot-checked when asked."""
         switch = self.switch
-        backend._serve(ServeChange(set_watch=True, watch=None))
+        backend.serve(ServeChange(set_watch=True, watch=None))
         try:
             switch.switched = self.switch_to(backend, self.proven, switch)
         except Exception as exc:
@@ -295,7 +295,7 @@ class _Handover:
             cpu_share=_SPOT_CHECK_CPU_SHARE,
         )
         weakref.finalize(backend, check.stop, wait=False)
-        if not backend._serve(ServeChange(set_watch=True, watch=check)).moved:  # closed meanwhile
+        if not backend.serve(ServeChange(set_watch=True, watch=check)).moved:  # closed meanwhile
             check.stop()
 
 
@@ -317,7 +317,7 @@ class _SpotCheck:
         if backend is None or backend.closed:
             return False
         plan = request.served
-        if not isinstance(plan, SessionPlan) or plan is not backend._serve(ServeChange()).plan:
+        if not isinstance(plan, SessionPlan) or plan is not backend.serve(ServeChange()).plan:
             return True  # served before a fall-back: not what serves now
         if isinstance(outcome, Exception):
             return True  # the CPU reference refused what the candidate ran: nothing to compare
@@ -330,14 +330,14 @@ class _SpotCheck:
                 f"reference (a share of {self.rate:g} sampled), all agreed"
             )
             return True
-        failed = backend._serve(ServeChange()).session
+        failed = backend.serve(ServeChange()).session
         verdict = self.verifier.on_real_request(
             candidate, plan, failed, request.describe(), outcome, request.outputs
         )
         was = list(backend.providers)
-        served = backend._serve(ServeChange(failed=failed))
+        served = backend.serve(ServeChange(failed=failed))
         if not served.moved:
-            served = backend._serve(ServeChange(failed=failed, instead=self.reference_plan))
+            served = backend.serve(ServeChange(failed=failed, instead=self.reference_plan))
         moved = served.moved
         now = list(backend.providers)
         on_reference = served.plan is not None and served.plan.cpu_reference
@@ -350,7 +350,7 @@ class _SpotCheck:
             else c
             for c in served.candidates
         )
-        backend._serve(ServeChange(candidates=candidates))
+        backend.serve(ServeChange(candidates=candidates))
         if moved:
             self.served = f"spot check: {was} was rejected on real inputs; {now} serves"
             then = f"serving on {now} from now on (no call failed)"
@@ -364,6 +364,6 @@ class _SpotCheck:
             stacklevel=1,
         )
         if on_reference or not moved:  # nothing left to check, or to move to
-            backend._serve(ServeChange(set_watch=True, watch=None))
+            backend.serve(ServeChange(set_watch=True, watch=None))
             return False
         return True

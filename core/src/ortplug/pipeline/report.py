@@ -11,6 +11,7 @@ import attrs
 from ..session.placement import accelerator_share
 
 if TYPE_CHECKING:
+    from ..session.plan import SessionPlan
     from ..verification.verdicts import Verdict
 
 __all__ = ["Candidate", "ProviderReport", "ServingSummary"]
@@ -107,6 +108,17 @@ class ProviderReport:
     precision: str | None = None
     startup: str | None = None
     serving: ServingSummary | None = None
+
+    @classmethod
+    def of(cls, plan: SessionPlan | None, **facts: Any) -> ProviderReport:
+        """The report of a session built from ``plan`` (``None``: a wrapped session): the plan's
+        declines, host and precision, and ``facts`` (the other fields) as given."""
+        return cls(
+            declined=plan.declined if plan else (),
+            host=plan.host.to_dict() if plan else {},
+            precision=plan.precision if plan else None,
+            **facts,
+        )
 
     @property
     def accelerator_share(self) -> float | None:

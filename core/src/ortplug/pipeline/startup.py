@@ -117,7 +117,7 @@ def _prove(
     (True: it shadows the CPU reference on real requests first)."""
     result = proving.pipeline.prove(listed, reference=proving.reference)
     if result.build is proving.reference.build:  # the CPU won, or nothing else passed
-        backend._serve(ServeChange(result=result))
+        backend.serve(ServeChange(result=result))
         switch.status = "the CPU reference serves: no other choice was verified and faster"
         return False
     return hand_over(backend, result, proving, switch, _switch)
@@ -128,7 +128,7 @@ def _switch(backend: ServingBackend, result: BuildResult, switch: StartupSwitch)
     was built (``register_custom_op_library``), build it again with them first."""
     for attempt in range(_MAX_REBUILDS + 1):
         try:
-            return not switch.exiting and backend._serve(ServeChange(result, switch=True)).moved
+            return not switch.exiting and backend.serve(ServeChange(result, switch=True)).moved
         except StalePlanError as stale:
             if attempt == _MAX_REBUILDS:
                 raise RuntimeError(

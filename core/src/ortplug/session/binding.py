@@ -189,7 +189,7 @@ class Binding:
         except _BackendClosedError:
             raise
         except Exception as exc:
-            if "terminate flag" in str(exc).lower():
+            if self._run_options.terminate:  # ORT says so with a plain Fail: read the flag
                 raise RunTerminatedError(
                     "the bound run was stopped by OnnxBackend.terminate(); call "
                     "reset_terminate() to run again"
@@ -244,8 +244,14 @@ class Binding:
         self._unwritten.clear()
         self._keep = {k: v for k, v in self._keep.items() if not k.startswith("->")}
 
-    def _close(self) -> None:
-        """Release the IO binding, run options and bound arrays (the backend is closing)."""
+    @property
+    def run_options(self) -> Any:
+        """The ONNX Runtime run options its runs use (``None`` once released)."""
+        return self._run_options
+
+    def release(self) -> None:
+        """Release the IO binding, run options and bound arrays; later runs raise (the backend
+        calls it when it closes or rebuilds its session)."""
         self._binding = _ClosedIoBinding()
         self._run_with_iobinding = _closed
         self._run_options = None

@@ -49,6 +49,7 @@ from ..log import user_stacklevel
 from ..plugin_host.manager import resolve_plugin_host
 from ..providers.configs import CPU_EP, ProviderConfig
 from ..providers.session_options import SessionOptionsConfig, settings_kept
+from .ort_errors import is_cancelled, is_model_error
 from .plan import SessionPlan
 from .serial import serialised
 
@@ -90,9 +91,6 @@ _MODEL_LOCKS = _ModelLocks()
 
 #: SessionOptions of the builds under way, so that exiting can cancel them (see cancel_builds).
 _UNDER_WAY: set[Any] = set()
-
-# ORT error classes that describe the model, not a provider: never retried without a provider.
-_MODEL_ERRORS = frozenset({"InvalidProtobuf", "InvalidGraph", "NoSuchFile", "NotImplemented"})
 
 
 @attrs.frozen
@@ -321,8 +319,7 @@ def create_session(
         messages.extend(captured)
         if error is None:
             break
-        kind = type(error).__name__
-        if kind == "ModelLoadCanceled":
+        if is_cancelled(error):
             raise BuildTimeoutError(
                 f"building the session for {label} on {list(requested)} took longer than "
                 f"load_timeout_s={options.load_timeout_s}; raise it (a first TensorRT engine "
@@ -331,7 +328,7 @@ def create_session(
         cause = _cause(error)
         accelerators = [name for name, _ in remaining if name != CPU_EP]
         if (
-            kind in _MODEL_ERRORS
+            is_model_error(error)
             or not accelerators
             or (isinstance(error, _NoDevice) and error.ep_name == CPU_EP)
         ):

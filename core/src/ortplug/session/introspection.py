@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
 import attrs
 import numpy as np
 
-__all__ = ["MemoryInfo", "ModelInfo", "ValueInfo", "parse_type", "value_infos"]
+__all__ = ["MemoryInfo", "ModelInfo", "ValueInfo", "memory_infos", "parse_type", "value_infos"]
 
 # ONNX element type names (as in "tensor(float)") -> numpy dtype names.
 _DTYPES = {
@@ -153,3 +153,8 @@ class MemoryInfo:
             device_mem_type=str(info.device_mem_type).rpartition(".")[2],
             vendor_id=int(info.device_vendor_id),
         )
+
+
+def memory_infos(names: Sequence[str], infos: Sequence[Any]) -> tuple[MemoryInfo, ...]:
+    """Each named value's :class:`MemoryInfo` from ONNX Runtime's list of them, in order."""
+    return tuple(MemoryInfo.from_ort(name, info) for name, info in zip(names, infos))

@@ -7,7 +7,7 @@ from typing import Any
 
 from ..providers.configs import CPU_EP
 
-__all__ = ["accelerator_share", "node_counts"]
+__all__ = ["accelerator_share", "node_counts", "recorded_node_counts"]
 
 
 def node_counts(session: Any) -> dict[str, int]:
@@ -23,3 +23,15 @@ def accelerator_share(counts: Mapping[str, int]) -> float | None:
     """The share of graph nodes that did not land on the CPU provider (``None``: no node counted)."""
     total = sum(counts.values())
     return 1 - counts.get(CPU_EP, 0) / total if total else None
+
+
+def recorded_node_counts(session: Any) -> dict[str, int]:
+    """:func:`node_counts`, or one ``RuntimeError`` saying how to have the placement recorded."""
+    try:
+        return node_counts(session)
+    except Exception as exc:
+        raise RuntimeError(
+            "node assignment was not recorded for this session: build it with "
+            "OnnxBackend.from_checkpoint (or set the session config entry "
+            f"'session.record_ep_graph_assignment_info' to '1') ({type(exc).__name__}: {exc})"
+        ) from exc

@@ -126,6 +126,11 @@ class SerialSession:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
 
+    @property
+    def inner(self) -> Any:
+        """The ONNX Runtime session whose runs this serialises."""
+        return self._inner
+
     def run(self, *args: Any, **kwargs: Any) -> Any:
         with self.lock:
             return self._inner.run(*args, **kwargs)

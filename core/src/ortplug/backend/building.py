@@ -1,0 +1,152 @@
+"""``OnnxBackend.from_checkpoint``'s arguments checked into one :class:`BuildRequest`.
+
+A checkpoint goes: :func:`~ortplug.session.plan.resolve_checkpoint` -> the build pipeline's
+candidates (:class:`~ortplug.pipeline.build_pipeline.BuildPipeline`) -> either the start-up
+switch behind a CPU reference (:func:`~ortplug.pipeline.startup.start_on_cpu`) or the whole
+pipeline (prepare, build, verify, measure) -> the backend serving the result -> for a hint other
+than ``"latency"``, the add-on that serves it (:mod:`ortplug.backend.dispatch`).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from ..errors import OptionError
+from ..pipeline.build_pipeline import BuildPipeline, BuildResult, ServingBackend, measuring_wanted
+from ..session.plan import Choice, resolve_checkpoint
+from .hints import performance_hint
+from .options import StartupFallback, Verification, startup_of, verification_of
+
+if TYPE_CHECKING:
+    from ..pipeline.report import ProviderReport
+    from ..pipeline.switch_state import StartupSwitch
+    from ..plugin_host.manager import PluginHost
+    from ..providers.session_options import SessionOptionsConfig
+    from ..selection import ProviderPolicy
+    from ..session.introspection import ValueInfo
+    from .dispatch import Dispatcher, Starter
+
+__all__ = ["BuildRequest", "build_request"]
+
+
+def _hint(
+    given: str | None,
+    serving: object,
+    options: SessionOptionsConfig | None,
+    startup: StartupFallback | None,
+) -> str:
+    """The performance hint asked for (checked against the arguments it cannot go with)."""
+    hint = performance_hint(given, options.config_entries if options is not None else None)
+    if serving is not None and hint == "latency":
+        raise OptionError(
+            "serving: used only with performance_hint='throughput' or 'cumulative_throughput', "
+            "got performance_hint='latency'"
+        )
+    if startup is not None and hint != "latency":
+        raise OptionError(
+            f"performance_hint={hint!r}: expected startup_fallback=False (a throughput build "
+            "measures its streams on the session that serves), got startup_fallback=True"
+        )
+    return hint
+
+
+@attrs.frozen
+class BuildRequest:
+    """One build as asked: the pipeline with its listed candidates and how the result serves."""
+
+    pipeline: BuildPipeline
+    listed: Sequence[Choice]
+    verification: Verification
+    startup: StartupFallback | None
+    hint: str
+    serving: object
+    session_options: SessionOptionsConfig | None
+
+    @property
+    def behind_cpu(self) -> bool:
+        """Whether the CPU reference serves at once while the chosen accelerator comes up."""
+        return self.startup is not None and not self.listed[0].cpu_reference
+
+    def start_behind(self, backend: ServingBackend, reference: BuildResult) -> StartupSwitch:
+        """Bring the first candidate up behind ``backend``, which serves ``reference`` now."""
+        from ..pipeline.real_traffic import traffic_settings
+        from ..pipeline.startup import start_on_cpu
+
+        assert self.startup is not None
+        traffic = traffic_settings(self.startup.real_traffic_checks, self.startup.spot_check)
+        return start_on_cpu(backend, self.pipeline, self.listed, reference, traffic)
+
+    def check_share(self, report: ProviderReport, result: BuildResult) -> None:
+        """Hold the served session to ``min_accelerator_share``, when one was asked for."""
+        share = self.verification.min_accelerator_share
+        if share is not None:
+            from ..pipeline.share import enforce_share
+
+            enforce_share(report, share, strict=result.plan.strict)
+
+    def dispatcher(
+        self, result: BuildResult, session: Any, infos: tuple[tuple[ValueInfo, ...], ...]
+    ) -> Dispatcher:
+        """What serves a hint other than latency: its add-on's starter (``ortplug.hints``) run on
+        the proven build."""
+        from ..addons import HINTS_GROUP, entry_point_target
+        from .dispatch import ServingStart
+
+        hint = self.hint
+        starter: Starter = entry_point_target(
+            HINTS_GROUP, hint, needed_for=f"performance_hint={hint!r}"
+        )
+        enabled = self.verification.enabled
+        return starter(
+            ServingStart(
+                hint=hint,
+                config=self.serving,
+                result=result,
+                session=session,
+                others=functools.partial(self.pipeline.prepared, result) if enabled else None,
+                inputs=infos[0],
+                outputs=infos[1],
+                session_options=self.session_options,
+                verify=self.verification.verify,
+                measure=measuring_wanted(self.verification.measure),
+            )
+        )
+
+
+def build_request(
+    checkpoint: object,
+    providers: Sequence[Any] | None,
+    session_options: SessionOptionsConfig | None,
+    policy: ProviderPolicy | None,
+    plugins: PluginHost | None,
+    verify: object,
+    startup_fallback: object,
+    hint: str | None,
+    serving: object,
+) -> BuildRequest:
+    """``from_checkpoint``'s arguments (as given, in its order) checked, candidates listed."""
+    resolved = resolve_checkpoint(checkpoint)
+    verification = verification_of(verify)
+    startup = startup_of(startup_fallback, verification)
+    served_hint = _hint(hint, serving, session_options, startup)
+    given = None
+    if verification.inputs is not None:
+        from ..verification.given_inputs import given_inputs
+
+        given = given_inputs(verification.inputs, resolved.metadata.input_names)
+    pipeline = BuildPipeline(
+        resolved,
+        session_options,
+        verification.verify,
+        measuring_wanted(verification.measure),
+        verification.min_accelerator_share,
+        given,
+    )
+    listed = pipeline.candidates(providers, policy, plugins)
+    return BuildRequest(
+        pipeline, listed, verification, startup, served_hint, serving, session_options
+    )

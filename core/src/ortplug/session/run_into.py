@@ -1,0 +1,89 @@
+"""``run_into``: a run that writes its outputs into the caller's preallocated arrays.
+
+Each thread keeps one IO binding per session, bound to the caller's arrays; it is bound again
+only when the inputs' shapes or dtypes or the output arrays change, so reusing the same arrays
+call after call allocates nothing.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, NoReturn
+
+import numpy as np
+
+from .feeds import check_into_outputs
+from .introspection import ValueInfo
+
+__all__ = ["IntoRunner"]
+
+
+class _Bound(threading.local):
+    """One thread's IO binding and the OrtValues wrapping the caller's arrays."""
+
+    binding: Any = None
+    signature: object = None  # (input names/shapes/dtypes, output names/array ids) last bound
+    outputs: dict[str, tuple[np.ndarray, Any]]
+
+    def __init__(self) -> None:
+        self.outputs = {}
+
+
+class IntoRunner:
+    """``run_into`` on one session (a new runner for a new session: bindings belong to one)."""
+
+    def __init__(
+        self,
+        session: Any,
+        inputs: Callable[[], Sequence[ValueInfo]],
+        outputs: Callable[[], Sequence[ValueInfo]],
+        ort_value: Any,
+    ) -> None:
+        self._session = session
+        self._inputs = inputs
+        self._outputs = outputs
+        self._ort_value = ort_value
+        self._bound = _Bound()
+
+    def run(
+        self,
+        feed: Mapping[str, Any],
+        outputs: Mapping[str, np.ndarray],
+        run_options: Any,
+        failed: Callable[[Exception], NoReturn],
+    ) -> Mapping[str, np.ndarray]:
+        """Run ``feed`` into ``outputs`` with ``run_options``; ``failed`` raises a run's error."""
+        bound = self._bound
+        signature = (
+            tuple(
+                (n, getattr(v, "shape", None), getattr(v, "dtype", None)) for n, v in feed.items()
+            ),
+            tuple((n, id(a)) for n, a in outputs.items()) if isinstance(outputs, Mapping) else None,
+        )
+        if signature != bound.signature:
+            self._bind(bound, feed, outputs)
+            bound.signature = signature
+        binding = bound.binding
+        try:
+            for name, value in feed.items():
+                binding.bind_cpu_input(name, np.ascontiguousarray(value))
+            self._session.run_with_iobinding(binding, run_options)
+        except Exception as exc:
+            bound.signature = None
+            failed(exc)
+        return outputs
+
+    def _bind(self, bound: _Bound, feed: Mapping[str, Any], outputs: object) -> None:
+        """Check the caller's output arrays for these inputs and bind them (on a new signature)."""
+        targets = check_into_outputs(outputs, self._outputs(), self._inputs(), feed)
+        if bound.binding is None:
+            bound.binding = self._session.io_binding()
+        binding = bound.binding
+        binding.clear_binding_inputs()
+        binding.clear_binding_outputs()
+        for name, array in targets.items():
+            known = bound.outputs.get(name)
+            if known is None or known[0] is not array:
+                known = bound.outputs[name] = (array, self._ort_value.ortvalue_from_numpy(array))
+            binding.bind_ortvalue_output(name, known[1])
