@@ -126,3 +126,52 @@ def test_the_plugin_sdk_imports_nothing_of_the_runtime() -> None:
         if not any(target == a or target.startswith(f"{a}.") for a in allowed)
     ]
     assert not runtime, "the SDK imports the runtime:\n" + "\n".join(runtime)
+
+
+def _defined_privates() -> dict[str, set[str]]:
+    """Each private attribute name ortplug's classes define (``self._x = ...``, a ``_x`` method
+    or class attribute) -> the packages that define one by that name."""
+    defined: dict[str, set[str]] = {}
+    for path in sorted((_SRC / "ortplug").rglob("*.py")):
+        package = _package(_name(path)[0])
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.ClassDef):
+                continue
+            for inner in ast.walk(node):
+                if isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    names = [inner.name]
+                elif isinstance(inner, ast.Attribute) and isinstance(inner.ctx, ast.Store):
+                    names = [inner.attr] if ast.unparse(inner.value) == "self" else []
+                elif isinstance(inner, ast.AnnAssign) and isinstance(inner.target, ast.Name):
+                    names = [inner.target.id]
+                else:
+                    continue
+                for name in filter(_private, names):
+                    defined.setdefault(name, set()).add(package)
+    return defined
+
+
+def test_no_module_reaches_into_another_package_s_private_attributes() -> None:
+    """``obj._x`` where only another package's classes define ``_x``: a seam to name, not a
+    reach (``self``/``cls`` and names no ortplug class defines, like ``sys._getframe``, pass)."""
+    defined = _defined_privates()
+    reaching = []
+    for path in sorted((_SRC / "ortplug").rglob("*.py")):
+        module = _name(path)[0]
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        foreign = {  # modules of other projects imported here: their privates are theirs
+            alias.asname or alias.name
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Import)
+            for alias in node.names
+            if not alias.name.startswith("ortplug")
+        }
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Attribute) or not _private(node.attr):
+                continue
+            owner = ast.unparse(node.value)
+            owners = defined.get(node.attr)
+            if owner in ("self", "cls", *foreign) or not owners or _package(module) in owners:
+                continue
+            reaching.append(f"{module}:{node.lineno} reaches {owner}.{node.attr}")
+    assert not reaching, "another package's private attribute read:\n" + "\n".join(reaching)
