@@ -53,10 +53,11 @@ def test_a_record_whose_model_is_gone_is_stale_and_pruned(
 def test_an_entry_for_another_onnx_runtime_is_stale(ortplug_cache: Path) -> None:
     old = _folder("old", 10, 0, ort_version="0.0.1")
     current = _folder("current", 10, 0, ort_version=ORT)
-    stale = {e.path: e.stale for e in entries()}
+    stale = {e.path: e.stale for e in entries(runtime=ORT)}
     assert stale[old] == f"written for ONNX Runtime 0.0.1, {ORT} is installed"
     assert stale[current] is None
-    prune()
+    assert all(e.stale is None for e in entries())  # no runtime told: none is another's
+    prune(runtime=ORT)
     assert not old.exists() and current.exists()
 
 

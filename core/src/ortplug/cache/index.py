@@ -20,12 +20,11 @@ import time
 import warnings
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import attrs
 
 from ..errors import CacheError, OptionError, OrtplugConfigWarning
-from ..host.runtime import onnxruntime_or_none
 from ..log import user_stacklevel
 from ..settings import Settings, parse_size_mb, settings
 from .root import (
@@ -39,8 +38,13 @@ from .root import (
 )
 from .store import RECORD_FOLDERS, read_json
 
-if TYPE_CHECKING:
-    from ..checkpoint import ResolvedCheckpoint
+
+class DescribedModel(Protocol):
+    """What :func:`describe` reads of a checkpoint: its label and, for a file, its path."""
+
+    @property
+    def label(self) -> str: ...
+
 
 __all__ = [
     "ENTRY_FILE",
@@ -85,7 +89,7 @@ def describe(
     folder: Path,
     *,
     kind: str,
-    checkpoint: ResolvedCheckpoint | None = None,
+    checkpoint: DescribedModel | None = None,
     ort_version: str | None = None,
 ) -> None:
     """Say what a keyed cache folder holds; plugins call it each time they use one (marks the use).
@@ -105,12 +109,13 @@ def describe(
         atomic_write(folder / ENTRY_FILE, json.dumps(record))
     except CacheError:
         return
-    _keep_under_cap()
+    _keep_under_cap(ort_version)
 
 
-def _keep_under_cap() -> None:
-    """Remove the least recently used entries while the cache is over ``ORTPLUG_CACHE_MAX_MB``;
-    nothing from a root :func:`prune` would refuse."""
+def _keep_under_cap(runtime: str | None) -> None:
+    """Remove the least recently used entries while the cache is over ``ORTPLUG_CACHE_MAX_MB``
+    (``runtime``: the ONNX Runtime version in use); nothing from a root :func:`prune` would
+    refuse."""
     limit = configured_cap()
     if limit is None:
         return
@@ -119,7 +124,7 @@ def _keep_under_cap() -> None:
         ours = _claimed(root)
     except OSError:  # CacheError included: the root is not ortplug's alone
         return
-    for entry in _over_cap(_listing(root, ours), limit, time.time()):
+    for entry in _over_cap(_listing(root, ours, runtime), limit, time.time()):
         _remove(entry.path)
 
 
@@ -252,21 +257,21 @@ def owned(root: Path) -> tuple[list[str], list[str]]:
     return ours, others
 
 
-def entries(root: Path | None = None) -> list[CacheEntry]:
-    """Every entry in ortplug's folders of the cache root, described folders and the core's records.
+def entries(root: Path | None = None, *, runtime: str | None = None) -> list[CacheEntry]:
+    """Every entry in ortplug's folders of the cache root, described folders and the core's
+    records; those of another ONNX Runtime than ``runtime`` (the version in use) are stale.
 
     Nothing is listed or measured through a symbolic link below the root.
     """
     root = cache_root() if root is None else root
     if not root.is_dir():
         return []
-    return _listing(root, owned(root)[0])
+    return _listing(root, owned(root)[0], runtime)
 
 
-def _listing(root: Path, ours: list[str]) -> list[CacheEntry]:
-    """The entries in the folders ``ours`` of ``root``."""
-    installed = getattr(onnxruntime_or_none(), "__version__", None)
-    return [*_described(root, ours, installed), *_records(root, ours, installed)]
+def _listing(root: Path, ours: list[str], runtime: str | None) -> list[CacheEntry]:
+    """The entries in the folders ``ours`` of ``root`` (stale: of another ``runtime``)."""
+    return [*_described(root, ours, runtime), *_records(root, ours, runtime)]
 
 
 def max_mb(environ: Mapping[str, str] | None = None) -> float | None:
@@ -299,8 +304,11 @@ def _remove(path: Path) -> None:
         path.unlink(missing_ok=True)
 
 
-def prune(limit_mb: float | None = None, *, now: float | None = None) -> list[CacheEntry]:
-    """Remove stale entries, then the least recently used while over ``limit_mb``; the removed.
+def prune(
+    limit_mb: float | None = None, *, runtime: str | None = None, now: float | None = None
+) -> list[CacheEntry]:
+    """Remove stale entries (of another ONNX Runtime than ``runtime``), then the least recently
+    used while over ``limit_mb``; the removed.
 
     An entry used within the last ten minutes is never removed for size (a
     running process may be reading it). A root :func:`clear` refuses is refused alike.
@@ -308,7 +316,7 @@ def prune(limit_mb: float | None = None, *, now: float | None = None) -> list[Ca
     root = cache_root()
     if not root.is_dir():
         return []
-    current = _listing(root, _claimed(root))
+    current = _listing(root, _claimed(root), runtime)
     removed = [entry for entry in current if entry.stale]
     if limit_mb is not None:
         kept = [entry for entry in current if not entry.stale]
@@ -363,7 +371,7 @@ def clear() -> int:
     if not root.is_dir():
         return 0
     ours = _claimed(root)
-    count = len(_listing(root, ours))
+    count = len(_listing(root, ours, None))
     for name in ours:
         _remove(root / name)
     write_marker(root, [])

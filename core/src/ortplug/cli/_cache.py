@@ -7,6 +7,7 @@ import time
 
 from ..cache.index import CacheEntry, clear, configured_cap, entries, prune
 from ..cache.root import cache_root
+from ..host.runtime import onnxruntime_or_none
 from ._json import print_json
 
 __all__ = ["cache"]
@@ -42,6 +43,11 @@ def _rows(listed: list[CacheEntry]) -> list[str]:
     return lines
 
 
+def _runtime() -> str | None:
+    """The ONNX Runtime version in use: entries written for another are stale."""
+    return getattr(onnxruntime_or_none(), "__version__", None)
+
+
 def _entries(count: int) -> str:
     return f"{count} entr{'y' if count == 1 else 'ies'}"
 
@@ -58,7 +64,7 @@ def cache(args: argparse.Namespace) -> int:
         return 0
     if args.action == "prune":
         limit = args.max_mb if args.max_mb is not None else configured_cap()
-        removed = prune(limit)
+        removed = prune(limit, runtime=_runtime())
         if args.json:
             print_json({"removed": [e.to_dict() for e in removed], "max_mb": limit})
             return 0
@@ -67,14 +73,14 @@ def cache(args: argparse.Namespace) -> int:
         )
         for line in _rows(removed):
             print(line)
-        left = sum(entry.size for entry in entries())
+        left = sum(entry.size for entry in entries(runtime=_runtime()))
         if limit is not None and left > limit * 1024 * 1024:
             print(
                 f"still {_size(left)}, over {limit:g} MB: what is left was used in the last "
                 "ten minutes, and a running process may be reading it"
             )
         return 0
-    listed = entries()
+    listed = entries(runtime=_runtime())
     cap = configured_cap()
     if args.json:
         rows = [e.to_dict() for e in listed]
