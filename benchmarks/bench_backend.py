@@ -9,12 +9,18 @@
 3. session build through the policy vs a raw InferenceSession;
 4. intra-op thread spinning on vs off (latency and CPU time per call).
 
+``--against PYTHON`` runs sections 1 to 3 under another interpreter with ortplug installed too
+(an older checkout's venv, say), round by round in the same run, each of its lines marked
+``[against]``: a before/after comparison on the same machine state. Sections 1 and 3 then run
+each round in a fresh child process per side (each side's ratio is to its own raw ONNX Runtime).
+
 Needs the ``onnx`` package (to build the tiny model) besides ortplug[cpu].
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import statistics
@@ -72,7 +78,8 @@ def report(title: str, samples: dict[str, list[float]], base: str, unit: str) ->
         )
 
 
-def bench_run(model: Path, rounds: int, calls: int) -> None:
+def run_variants(model: Path) -> dict[str, Callable[[], object]]:
+    """Section 1's variants: each a call to time."""
     session = ort.InferenceSession(str(model), providers=CPU)
     backend = OnnxBackend.from_checkpoint(LocalCheckpoint(model).resolve(), providers=["cpu"])
     feed = {"a": np.ones((1, 4), np.float32), "b": np.ones((1, 4), np.float32)}
@@ -89,7 +96,7 @@ def bench_run(model: Path, rounds: int, calls: int) -> None:
     bound = backend.bind().bind_input("a", feed["a"]).bind_input("b", feed["b"])
     bound.bind_output("c", np.empty((1, 4), np.float32))
 
-    calls_by_variant: dict[str, Callable[[], object]] = {
+    return {
         "raw sess.run(None, feed)": lambda: session.run(None, feed),
         "OnnxBackend.run(feed)": lambda: backend.run(feed),
         "seed-style wrapper": seed_style,
@@ -97,14 +104,50 @@ def bench_run(model: Path, rounds: int, calls: int) -> None:
         "raw run_with_iobinding (floor)": lambda: session.run_with_iobinding(raw_binding),
         "Binding.run() (bound once)": bound.run,
     }
+
+
+def bench_run(model: Path, rounds: int, calls: int, against: str | None) -> None:
+    title = f"1. per-call cost, tiny Add [1,4] ({rounds} rounds x {calls} calls)"
+    if against is not None:  # each side in fresh child processes, round by round
+        pythons = {"": sys.executable, " [against]": against}
+        for label, samples in _rounds_in_children(pythons, "run", model, rounds, calls).items():
+            report(f"{title}{label}", samples, "raw sess.run(None, feed)", "us")
+        return
+    calls_by_variant = run_variants(model)
     for fn in calls_by_variant.values():
         per_call_us(fn, 500)  # warm up
-    samples = interleaved(
-        {name: (lambda fn=fn: per_call_us(fn, calls)) for name, fn in calls_by_variant.items()},
-        rounds,
-    )
-    report(f"1. per-call cost, tiny Add [1,4] ({rounds} rounds x {calls} calls)", samples,
-           "raw sess.run(None, feed)", "us")  # fmt: skip
+    variants = {
+        name: (lambda fn=fn: per_call_us(fn, calls)) for name, fn in calls_by_variant.items()
+    }
+    report(title, interleaved(variants, rounds), "raw sess.run(None, feed)", "us")
+
+
+def _rounds_in_children(
+    pythons: dict[str, str], section: str, model: Path, rounds: int, calls: int
+) -> dict[str, dict[str, list[float]]]:
+    """``section``'s samples under each interpreter: per round one child process each, their
+    order alternating; each child interleaves the round's variants as this process does."""
+    samples: dict[str, dict[str, list[float]]] = {label: {} for label in pythons}
+    for index in range(rounds):
+        order = list(pythons) if index % 2 == 0 else list(reversed(pythons))
+        for label in order:
+            argv = [pythons[label], __file__, "--one-round", section, "--model", str(model)]
+            done = subprocess.run(
+                [*argv, "--calls", str(calls)], check=True, capture_output=True, text=True
+            )
+            for name, value in json.loads(done.stdout).items():
+                samples[label].setdefault(name, []).append(value)
+    return samples
+
+
+def one_round(section: str, model: Path, calls: int) -> dict[str, float]:
+    """One round of ``section`` in this process (for another interpreter's ``--against``)."""
+    if section == "run":
+        variants = run_variants(model)
+        for fn in variants.values():
+            per_call_us(fn, 500)
+        return {name: per_call_us(fn, calls) for name, fn in variants.items()}
+    return {name: fn() for name, fn in build_variants(model).items()}
 
 
 def fresh_process_ms(argv: list[str]) -> float:
@@ -113,21 +156,24 @@ def fresh_process_ms(argv: list[str]) -> float:
     return (time.perf_counter() - start) * 1e3
 
 
-def bench_startup(rounds: int) -> None:
-    py = sys.executable
+def _startup_variants(py: str, mark: str = "") -> dict[str, Callable[[], float]]:
     cli = shutil.which("ortplug", path=os.path.dirname(py)) or "ortplug"
-    samples = interleaved(
-        {
-            "python -c 'import numpy'": lambda: fresh_process_ms([py, "-c", "import numpy"]),
-            "python -c 'import ortplug'": lambda: fresh_process_ms([py, "-c", "import ortplug"]),
-            "python -c 'import onnxruntime'": lambda: fresh_process_ms(
-                [py, "-c", "import onnxruntime"]
-            ),
-            "ortplug --help": lambda: fresh_process_ms([cli, "--help"]),
-            "ortplug run --repeat 1": lambda: fresh_process_ms([cli, "run", "--repeat", "1"]),
-        },
-        rounds,
-    )
+    return {
+        f"python -c 'import numpy'{mark}": lambda: fresh_process_ms([py, "-c", "import numpy"]),
+        f"python -c 'import ortplug'{mark}": lambda: fresh_process_ms([py, "-c", "import ortplug"]),
+        f"python -c 'import onnxruntime'{mark}": lambda: fresh_process_ms(
+            [py, "-c", "import onnxruntime"]
+        ),
+        f"ortplug --help{mark}": lambda: fresh_process_ms([cli, "--help"]),
+        f"ortplug run --repeat 1{mark}": lambda: fresh_process_ms([cli, "run", "--repeat", "1"]),
+    }
+
+
+def bench_startup(rounds: int, against: str | None) -> None:
+    variants = _startup_variants(sys.executable)
+    if against is not None:
+        variants |= _startup_variants(against, " [against]")
+    samples = interleaved(variants, rounds)
     report(f"2. start-up in fresh processes ({rounds} rounds)", samples,
            "python -c 'import numpy'", "ms")  # fmt: skip
     extra = [o - n for o, n in zip(samples["python -c 'import ortplug'"],
@@ -137,7 +183,8 @@ def bench_startup(rounds: int) -> None:
     )
 
 
-def bench_build(model: Path, rounds: int, label: str) -> None:
+def build_variants(model: Path) -> dict[str, Callable[[], float]]:
+    """Section 3's variants: each 20 builds, timed."""
     # The CPU plugin only, so the policy picks the provider raw ORT uses: the ratio is
     # ortplug's own cost (another installed provider, e.g. OpenVINO, would time its compile).
     plugins = PluginHost(environ={"ORTPLUG_PLUGINS": "cpu"})
@@ -150,24 +197,27 @@ def bench_build(model: Path, rounds: int, label: str) -> None:
             fn()
         return (time.perf_counter() - start) / n * 1e3
 
-    samples = interleaved(
-        {
-            "raw InferenceSession(path)": lambda: timed(
-                lambda: ort.InferenceSession(str(model), providers=CPU)
-            ),
-            "OnnxBackend.from_checkpoint (policy)": lambda: timed(
-                lambda: OnnxBackend.from_checkpoint(checkpoint, plugins=plugins)
-            ),
-            "resolve + from_checkpoint (policy)": lambda: timed(
-                lambda: OnnxBackend.from_checkpoint(
-                    LocalCheckpoint(model).resolve(), plugins=plugins
-                )
-            ),
-        },
-        rounds,
-    )
-    report(f"3. session build, {label} ({rounds} rounds x 20 builds)", samples,
-           "raw InferenceSession(path)", "ms")  # fmt: skip
+    return {
+        "raw InferenceSession(path)": lambda: timed(
+            lambda: ort.InferenceSession(str(model), providers=CPU)
+        ),
+        "OnnxBackend.from_checkpoint (policy)": lambda: timed(
+            lambda: OnnxBackend.from_checkpoint(checkpoint, plugins=plugins)
+        ),
+        "resolve + from_checkpoint (policy)": lambda: timed(
+            lambda: OnnxBackend.from_checkpoint(LocalCheckpoint(model).resolve(), plugins=plugins)
+        ),
+    }
+
+
+def bench_build(model: Path, rounds: int, label: str, against: str | None) -> None:
+    title = f"3. session build, {label} ({rounds} rounds x 20 builds)"
+    if against is not None:  # each side in fresh child processes, round by round
+        pythons = {"": sys.executable, " [against]": against}
+        for mark, samples in _rounds_in_children(pythons, "build", model, rounds, 0).items():
+            report(f"{title}{mark}", samples, "raw InferenceSession(path)", "ms")
+        return
+    report(title, interleaved(build_variants(model), rounds), "raw InferenceSession(path)", "ms")
 
 
 def bench_spinning(models: dict[str, tuple[Path, dict[str, np.ndarray]]], rounds: int) -> None:
@@ -207,17 +257,23 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--calls", type=int, default=2000)
+    parser.add_argument("--against", metavar="PYTHON", help="also time sections 1-3 under PYTHON")
+    parser.add_argument("--one-round", choices=["run", "build"], help=argparse.SUPPRESS)
+    parser.add_argument("--model", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.one_round:  # a child of --against: one round, as JSON
+        print(json.dumps(one_round(args.one_round, args.model, args.calls)))
+        return
     print(f"onnxruntime {ort.__version__}, python {sys.version.split()[0]}, {os.cpu_count()} CPUs")
     with tempfile.TemporaryDirectory() as tmp:
         model = tiny_model(Path(tmp) / "tiny.onnx")
-        bench_run(model, args.rounds, args.calls)
-        bench_startup(max(5, args.rounds // 2))
+        bench_run(model, args.rounds, args.calls, args.against)
+        bench_startup(max(5, args.rounds // 2), args.against)
         import onnx
 
         squeeze = Path(onnx.__file__).parent / "backend/test/data/light/light_squeezenet.onnx"
-        bench_build(model, args.rounds, "tiny model")
-        bench_build(squeeze, max(3, args.rounds // 3), "light_squeezenet")
+        bench_build(model, args.rounds, "tiny model", args.against)
+        bench_build(squeeze, max(3, args.rounds // 3), "light_squeezenet", args.against)
         tiny_feed = {"a": np.ones((1, 4), np.float32), "b": np.ones((1, 4), np.float32)}
         squeeze_feed = {"data_0": np.random.default_rng(0).random((1, 3, 224, 224), np.float32)}
         bench_spinning(
