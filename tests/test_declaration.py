@@ -224,3 +224,23 @@ def test_a_declared_kind_points_at_its_config_class_unless_the_hook_gives_it() -
     assert (found.kinds[0].config, found.kinds[0].device) == ("acme.c:Acme", "npu")
     assert found.probes[0].value_types() == {"devices": (list,)}
     assert found.probes[0].timeout == 30.0
+
+
+def test_a_dotted_package_in_an_identity_is_found_without_importing_it(tmp_path: Path) -> None:
+    """T11: ``packages: ["acmepkg.sub"]`` stats the subpackage; neither package runs."""
+    sub = tmp_path / "acmepkg" / "sub"
+    sub.mkdir(parents=True)
+    (tmp_path / "acmepkg" / "__init__.py").write_text("raise SystemExit('acmepkg was imported')\n")
+    (sub / "__init__.py").write_text("raise SystemExit('acmepkg.sub was imported')\n")
+    script = (
+        "import sys\n"
+        "from ortplug.plugins.declaration import Identity\n"
+        "rows = Identity(packages=('acmepkg.sub', 'acmepkg.nosuch', 'nosuchpkg.sub'))()\n"
+        "print(sorted(k for k in sys.modules if k.startswith('acmepkg')))\n"
+        "print(rows['packages'][0][0].endswith('sub/__init__.py'), len(rows['packages']))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    # the subpackage's file and folder, then one row for each name not found
+    assert done.stdout.split("\n")[:2] == ["[]", "True 4"]

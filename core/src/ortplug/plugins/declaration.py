@@ -178,9 +178,32 @@ class DeclarationError(ValueError):
     """A declaration that does not check: one line naming the plugin, the field and the problem."""
 
 
+def _find_unimported(name: str) -> Any:
+    """The module spec of ``name``, dotted names too, found without importing anything.
+
+    ``importlib.util.find_spec("a.b")`` imports ``a`` (its ``__init__`` runs: T11); here the
+    top-level name is found by the import system's finders and each part after it on the
+    search locations of the one before, so nothing executes.
+    """
+    import importlib.machinery  # deferred: only a probe identity naming packages
+
+    top, *rest = name.split(".")
+    try:
+        spec = importlib.util.find_spec(top)
+        for depth in range(len(rest)):
+            locations = None if spec is None else spec.submodule_search_locations
+            if not locations:
+                return None
+            full = ".".join([top, *rest[: depth + 1]])
+            spec = importlib.machinery.PathFinder.find_spec(full, list(locations))
+    except (ImportError, ValueError):
+        return None
+    return spec
+
+
 def _package_files(name: str) -> list[list[object]]:
-    """A top-level package's file and folder (found, not imported): an upgrade rewrites them."""
-    spec = importlib.util.find_spec(name)
+    """A package's file and folder (found, not imported): an upgrade rewrites them."""
+    spec = _find_unimported(name)
     if spec is None or spec.origin is None:
         return [[name]]
     return file_identity([spec.origin, os.path.dirname(spec.origin)])
