@@ -13,6 +13,7 @@ from ortplug.host.install_command import (
     pip_install,
 )
 from ortplug.host.runtime import RuntimeDistribution, duplicate_runtimes, install_hint
+from ortplug.plugin_host.first_party import runtime_install
 
 REPOSITORY = Path(__file__).resolve().parents[1]
 _EXTRAS = {
@@ -58,6 +59,6 @@ def test_doctors_fix_lines_name_the_checkout_as_host_fit_does() -> None:
         RuntimeDistribution("onnxruntime", "1.32.0"),
         RuntimeDistribution("onnxruntime-gpu", "1"),
     )
-    found = duplicate_runtimes(two)
+    found = duplicate_runtimes(two, runtime_install)
     assert found is not None
     assert found[1] == f"pip uninstall -y onnxruntime onnxruntime-gpu && {_CUDA}"

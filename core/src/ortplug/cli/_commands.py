@@ -25,6 +25,7 @@ from ..host.runtime import (
     onnxruntime_or_none,
 )
 from ..pipeline.report import Candidate
+from ..plugin_host.first_party import runtime_install
 from ..plugin_host.manager import get_plugin_host
 from ..printable import printable
 from ..selection import DefaultProviderPolicy
@@ -234,7 +235,7 @@ def info(args: argparse.Namespace) -> int:
     host = plugin_host.host_capabilities()
     runtime = onnxruntime_or_none()
     runtimes = installed_runtimes()
-    problem = duplicate_runtime_problem(runtimes)
+    problem = duplicate_runtime_problem(runtimes, runtime_install)
     data: dict[str, Any] = {
         "onnxruntime": host.ort_version,
         "runtime_distributions": [f"{d.name} {d.version}" for d in runtimes],

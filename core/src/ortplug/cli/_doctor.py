@@ -9,6 +9,7 @@ from ..cache.root import CACHE_ENV, cache_problem, cache_root
 from ..errors import OptionError
 from ..host.ep_libraries import ensure_library
 from ..host.runtime import duplicate_runtimes, install_hint, installed_runtimes
+from ..plugin_host.first_party import runtime_install
 from ..plugins.types import DoctorCheck, ProviderOffer
 from ..selection.autotune import RECORD_FOLDER, stale_records
 
@@ -25,7 +26,7 @@ def _runtime_checks() -> list[DoctorCheck]:
         return [
             DoctorCheck("onnxruntime", False, "no ONNX Runtime wheel is installed", install_hint())
         ]
-    duplicates = duplicate_runtimes(runtimes)
+    duplicates = duplicate_runtimes(runtimes, runtime_install)
     if duplicates:
         return [DoctorCheck("onnxruntime", False, *duplicates)]
     (runtime,) = runtimes

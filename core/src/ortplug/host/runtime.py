@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import io
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from types import ModuleType
 
 import attrs
@@ -88,25 +88,31 @@ def installed_runtimes(path: Iterable[str] | None = None) -> tuple[RuntimeDistri
 
 
 def duplicate_runtimes(
-    runtimes: Iterable[RuntimeDistribution],
+    runtimes: Iterable[RuntimeDistribution], install: Callable[[Sequence[str]], str]
 ) -> tuple[str, str] | None:
-    """``(problem, fix)`` when several runtime wheels share the ``onnxruntime`` module, or ``None``."""
+    """``(problem, fix)`` when several runtime wheels share the ``onnxruntime`` module, or ``None``.
+
+    ``install(names)`` is what to install instead of the wheels ``names`` (the plugins'
+    manifests say which install brings which runtime:
+    :func:`ortplug.plugin_host.first_party.runtime_install`).
+    """
     dists = list(runtimes)
     if len(dists) < 2:
         return None
     names = [d.name for d in dists]
-    extra = "cuda" if any("gpu" in name.lower() for name in names) else "cpu"
     listed = " and ".join(f"{d.name} {d.version}" for d in dists)
     return (
         f"{listed} are installed side by side; they share the onnxruntime module and overwrite "
         "each other's files, which breaks GPU providers.",
-        f"pip uninstall -y {' '.join(names)} && {_pip_install(f'ortplug[{extra}]')}",
+        f"pip uninstall -y {' '.join(names)} && {_pip_install(install(names))}",
     )
 
 
-def duplicate_runtime_problem(runtimes: Iterable[RuntimeDistribution]) -> str | None:
+def duplicate_runtime_problem(
+    runtimes: Iterable[RuntimeDistribution], install: Callable[[Sequence[str]], str]
+) -> str | None:
     """One line naming the clashing runtime wheels and the command that fixes it, or ``None``."""
-    found = duplicate_runtimes(runtimes)
+    found = duplicate_runtimes(runtimes, install)
     return f"{found[0]} Fix: {found[1]}" if found else None
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,7 @@ __all__ = [
     "first_party_kind",
     "installed_declarations",
     "io_device_providers",
+    "runtime_install",
     "shipped_distributions",
 ]
 
@@ -114,3 +115,37 @@ def _io_devices() -> Mapping[str, frozenset[str]]:
             if kind.io_device is not None:
                 found.setdefault(kind.io_device, set()).add(kind.ort_name)
     return {device: frozenset(names) for device, names in found.items()}
+
+
+def runtime_install(
+    wheels: Iterable[str], declarations: Iterable[PluginDeclaration] | None = None
+) -> str:
+    """What to install so that one of the clashing runtime ``wheels`` stays, from the manifests.
+
+    The install of the first kind (``declarations``: this project's, not optional) whose
+    ``runtime`` is one of ``wheels``, a wheel the every-host kind (``detect: [{}]``, the CPU's)
+    does not bring first, that kind itself first among those bringing its wheel; when none
+    brings one of them, the every-host kind's install.
+    """
+    from ..host.requirement import Requirement, normalize_name  # deferred: only a clash
+
+    given = first_party_declarations() if declarations is None else declarations
+    installs = [
+        (kind.detect is not None and {} in kind.detect, install)
+        for declaration in given
+        for kind in declaration.kinds
+        if not kind.optional
+        for install in kind.installs()
+        if install.get("runtime")
+    ]
+    wheel = [Requirement.parse(str(install["runtime"])).name for _, install in installs]
+    everywhere = {w for w, (every, _) in zip(wheel, installs) if every}
+    wanted = {normalize_name(name) for name in wheels}
+    ranked = sorted(
+        (w in everywhere, not every, number)
+        for number, (w, (every, _)) in enumerate(zip(wheel, installs))
+        if w in wanted or (every and not wanted & set(wheel))
+    )
+    if not ranked:
+        raise ValueError(f"no kind of {sorted(wanted)}'s runtimes declares an install")
+    return str(installs[ranked[0][2]][1]["install"])
