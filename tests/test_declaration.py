@@ -38,10 +38,18 @@ _GOOD = {
             "library": {"name": "ortplug.acme", "package": "onnxruntime_ep_acme"},
             "platforms": ["linux"],
             "requires": ["acme.devices"],
+            "config": "ortplug_acme.config:AcmeProvider",
         }
     ],
-    "probes": [{"name": "acme", "facts": ["devices"], "identity": {"env": ["ACME_HOME"]}}],
-    "hooks": ["ortplug_provider_types", "ortplug_host_probes", "ortplug_offer_providers"],
+    "probes": [
+        {
+            "name": "acme",
+            "facts": ["devices"],
+            "detect": "ortplug_acme.probes:detect",
+            "identity": {"env": ["ACME_HOME"]},
+        }
+    ],
+    "hooks": ["ortplug_offer_providers", "ortplug_doctor_checks"],
     "metadata_keys": [{"name": "acme_tiles", "types": ["int"], "description": "tiles"}],
 }
 
@@ -78,7 +86,7 @@ def test_a_good_declaration_reads_back_as_written() -> None:
             r"requires\[0\]: expected 'probe\.fact', got 'devices'",
         ),
         (
-            {"probes": [{"name": "acme", "facts": ["devices"], "identity": {"file": []}}]},
+            {"probes": [{**_GOOD["probes"][0], "identity": {"file": []}}]},  # type: ignore[index]
             r"probes\[0\]\.identity: unknown field\(s\) \['file'\]",
         ),
         (
@@ -90,8 +98,18 @@ def test_a_good_declaration_reads_back_as_written() -> None:
             r"library: expected exactly one of package or path",
         ),
         (
-            {"hooks": ["ortplug_offer_providers"]},
-            r"kinds\[0\]: expected 'config' \(an import path.*or 'ortplug_provider_types'",
+            {"kinds": [{"kind": "acme", "ort_name": "AcmeExecutionProvider"}]},
+            r"kinds\[0\]: expected 'config' \(an import path.*got none",
+        ),
+        (
+            {"probes": [{"name": "acme", "facts": ["devices"]}]},
+            r"probes\[0\]: expected 'detect' \(an import path.*got none",
+        ),
+        (
+            {"hooks": ["ortplug_offer_providers", "ortplug_provider_types"]},
+            r"hooks: lists ortplug_provider_types, a hook of the hook form; a plugin is one "
+            r"form: declare its kinds \(each with its 'config' class by import path\) in "
+            r"ortplug.json and delete that hook, or delete ortplug.json \(the hook form\)",
         ),
     ],
 )
@@ -199,10 +217,15 @@ def test_every_shipped_declaration_validates_against_the_schema() -> None:
         jsonschema.validate(bad, schema)
 
 
-def test_a_declared_kind_points_at_its_config_class_unless_the_hook_gives_it() -> None:
+def test_a_declared_kind_points_at_its_config_class_and_no_hook_gives_it() -> None:
     kind = {"kind": "acme", "ort_name": "AcmeExecutionProvider"}
-    with pytest.raises(DeclarationError, match=r"expected no 'ortplug_provider_types'"):
-        _parse({"kinds": [{**kind, "config": "acme.c:Acme"}], "hooks": _GOOD["hooks"]})
+    hooks = ["ortplug_provider_types", "ortplug_host_probes", "ortplug_offer_providers"]
+    with pytest.raises(
+        DeclarationError,
+        match=r"lists ortplug_host_probes, ortplug_provider_types, hooks of the hook form",
+    ) as caught:
+        _parse({"kinds": [{**kind, "config": "acme.c:Acme"}], "hooks": hooks})
+    assert "delete those hooks, or delete ortplug.json (the hook form)" in str(caught.value)
     with pytest.raises(DeclarationError, match=r"config: expected an import path like"):
         _parse({"kinds": [{**kind, "config": "acme.c.Acme"}], "hooks": []})
     with pytest.raises(DeclarationError, match=r"device: expected one of cpu, gpu, npu, any"):

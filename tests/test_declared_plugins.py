@@ -27,21 +27,17 @@ ACCELERATOR_MODULES = (
 _PLUGIN = """\
 from typing import ClassVar
 import attrs
-from ortplug import HostProbe, ProviderDecline, ProviderOffer, ProviderType, hookimpl
+from ortplug import ProviderDecline, ProviderOffer, hookimpl
 
 @attrs.frozen
 class Config:
     kind: ClassVar[str] = {kind!r}
+    ort_name: ClassVar[str] = {ort_name!r}
     def to_ort(self):
-        return {ort_name!r}, {{}}
+        return self.ort_name, {{}}
 
-@hookimpl
-def ortplug_provider_types():
-    yield ProviderType({kind!r}, {ort_name!r}, Config, aliases={aliases!r})
-
-@hookimpl
-def ortplug_host_probes():
-    yield HostProbe(name={probe!r}, facts=("devices",), detect=lambda: {{"devices": {devices!r}}})
+def detect():
+    return {{"devices": {devices!r}}}
 
 @hookimpl
 def ortplug_offer_providers(host):
@@ -50,20 +46,43 @@ def ortplug_offer_providers(host):
     else:
         yield ProviderDecline({kind!r}, "no device")
 """
+#: What a plugin without a manifest (the hook form) adds: its kind and probe by hook.
+_HOOK_FORM = """\
+from ortplug import HostProbe, ProviderType
+
+@hookimpl
+def ortplug_provider_types():
+    yield ProviderType({kind!r}, {ort_name!r}, Config, aliases={aliases!r})
+
+@hookimpl
+def ortplug_host_probes():
+    yield HostProbe(name={probe!r}, facts=("devices",), detect=detect)
+"""
 
 
-def _declaration(kind: str, ort_name: str, aliases: list[str], probe: str) -> dict[str, object]:
+def _declaration(
+    name: str, kind: str, ort_name: str, aliases: list[str], probe: str
+) -> dict[str, object]:
+    module = f"ortplug_{name}.plugin"
     return {
         "kinds": [
             {
                 "kind": kind,
                 "ort_name": ort_name,
+                "config": f"{module}:Config",
                 "aliases": aliases,
                 "requires": [f"{probe}.devices"],
             }
         ],
-        "probes": [{"name": probe, "facts": ["devices"], "identity": {"env": ["ACME_HOME"]}}],
-        "hooks": ["ortplug_provider_types", "ortplug_host_probes", "ortplug_offer_providers"],
+        "probes": [
+            {
+                "name": probe,
+                "facts": ["devices"],
+                "detect": f"{module}:detect",
+                "identity": {"env": ["ACME_HOME"]},
+            }
+        ],
+        "hooks": ["ortplug_offer_providers"],
     }
 
 
@@ -77,21 +96,26 @@ def _install(
     probe: str | None = None,
     devices: list[str] | None = None,
     declared: dict[str, object] | bool | None = True,
+    hook_form: bool | None = None,
 ) -> str:
-    """A distribution ``ortplug-<name>``, entry point ``<name>``, as pip leaves it; its module."""
+    """A distribution ``ortplug-<name>``, entry point ``<name>``, as pip leaves it; its module.
+
+    ``hook_form``: the module gives its kind and probe by hook too (default: when undeclared).
+    """
     kind, probe = kind or name, probe or name
     ort_name = ort_name or f"{name.capitalize()}ExecutionProvider"
     dist_info(site, f"ortplug-{name}", {name: f"ortplug_{name}.plugin"})
     package = site / f"ortplug_{name}"
     package.mkdir()
     (package / "__init__.py").write_text("")
-    body = _PLUGIN.format(
-        kind=kind, ort_name=ort_name, aliases=aliases, probe=probe, devices=devices or []
-    )
+    values = {"kind": kind, "ort_name": ort_name, "aliases": aliases, "probe": probe}
+    body = _PLUGIN.format(**values, devices=devices or [])
+    if not declared if hook_form is None else hook_form:
+        body += _HOOK_FORM.format(**values)
     (package / "plugin.py").write_text(body)
     if declared:
         fields = declared if isinstance(declared, dict) else None
-        fields = fields or _declaration(kind, ort_name, list(aliases), probe)
+        fields = fields or _declaration(name, kind, ort_name, list(aliases), probe)
         text = json.dumps({"ortplug": 1, "plugins": {name: fields}})
         (package / "ortplug.json").write_text(text)
     return f"ortplug_{name}.plugin"
@@ -156,8 +180,9 @@ def test_an_offer_is_testable_with_injected_facts_and_no_cache(site: Path) -> No
 
 
 def test_a_plugin_unlike_its_declaration_is_skipped_with_one_line(site: Path) -> None:
-    declared = _declaration("acmee", "AcmeeExecutionProvider", ["npue"], "acmee")
-    _install(site, "acmee", aliases=("other",), declared=declared)
+    declared = _declaration("acmee", "acmee", "AcmeeExecutionProvider", ["npue"], "acmee")
+    declared["hooks"] = ["ortplug_offer_providers", "ortplug_doctor_checks"]
+    _install(site, "acmee", declared=declared)
     host = PluginHost(environ={})
     with (
         pytest.warns(OrtplugPluginWarning) as caught,
@@ -166,12 +191,35 @@ def test_a_plugin_unlike_its_declaration_is_skipped_with_one_line(site: Path) ->
         host.provider_registry().parse("acmee")
     (message,) = [str(w.message) for w in caught if "'acmee'" in str(w.message)]
     assert "\n" not in message
-    assert "ortplug_acmee/ortplug.json declares kinds" in message
-    assert "aliases ['npue']" in message and "aliases ['other']" in message
+    assert "ortplug_acmee/ortplug.json declares hooks" in message
+    assert "['ortplug_doctor_checks', 'ortplug_offer_providers']" in message
+    assert "implements ['ortplug_offer_providers']" in message
+
+
+def test_a_declared_plugin_that_also_gives_its_kinds_by_hook_is_one_line_with_the_fix(
+    site: Path,
+) -> None:
+    """The mixed form (a manifest, and kinds and probes by hook too) is refused, not merged."""
+    _install(site, "acmem", hook_form=True)
+    host = PluginHost(environ={})
+    with (
+        pytest.warns(OrtplugPluginWarning) as caught,
+        pytest.raises(OptionError, match="its plugin 'acmem' failed in declaration"),
+    ):
+        host.provider_registry().parse("acmem")
+    (message,) = [str(w.message) for w in caught if "'acmem'" in str(w.message)]
+    assert "\n" not in message
+    assert (
+        "plugin 'acmem' (ortplug_acmem/ortplug.json) implements ortplug_host_probes, "
+        "ortplug_provider_types, hooks of the hook form; a plugin is one form: declare its "
+        "probes (each with its 'detect' function by import path) and kinds (each with its "
+        "'config' class by import path) in ortplug.json and delete those hooks, or delete "
+        "ortplug.json (the hook form); disable it with ORTPLUG_DISABLE_PLUGINS=acmem"
+    ) in message
 
 
 def test_a_broken_declaration_names_the_plugin_and_the_plugin_still_works(site: Path) -> None:
-    _install(site, "acmef", declared={"hooks": ["ortplug_offer_provider"]})
+    _install(site, "acmef", declared={"hooks": ["ortplug_offer_provider"]}, hook_form=True)
     with pytest.warns(OrtplugPluginWarning, match=r"'acmef' .*failed in declaration: .*unknown"):
         host = PluginHost(environ={})
     assert host.provider_registry().parse("acmef").kind == "acmef"

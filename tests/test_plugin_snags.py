@@ -13,7 +13,7 @@ from ortplug.host.ep_libraries import ensure_library
 from ortplug.plugins import (
     CheckpointMetadata,
     EpLibrary,
-    EpPackagePlugin,
+    EpPackageHookPlugin,
     HostProbe,
     LibraryProvider,
     ProviderDecline,
@@ -79,7 +79,7 @@ def test_a_package_that_is_no_plugin_ep_package_says_so() -> None:
     problem = ensure_library(library).problem()
     assert problem is not None and "'json' has no get_library_path()" in problem
     assert "EpLibrary(path=...)" in problem
-    plugins = make_plugin_host(("jsonep", EpPackagePlugin("json", _JsonProvider)))
+    plugins = make_plugin_host(("jsonep", EpPackageHookPlugin("json", _JsonProvider)))
     checkpoint = InMemoryCheckpoint(models.add_model()).resolve()
     with pytest.raises(ProviderNotRealizedError, match="has no get_library_path"):
         OnnxBackend.from_checkpoint(checkpoint, providers=["jsonep", "cpu"], plugins=plugins)
@@ -87,7 +87,7 @@ def test_a_package_that_is_no_plugin_ep_package_says_so() -> None:
 
 def test_a_plugin_ep_offer_is_testable_with_injected_facts_and_no_library() -> None:
     """make_host facts (or overrides) stand for the library: the core does not load a real one."""
-    plugin = EpPackagePlugin("onnxruntime_ep_absent", _JsonProvider, preference=30)
+    plugin = EpPackageHookPlugin("onnxruntime_ep_absent", _JsonProvider, preference=30)
     plugins = make_plugin_host(("jsonep", plugin))
     device = {"ep_name": "JsonExecutionProvider", "type": "NPU", "vendor": "Acme", "name": "N1"}
     host = make_host(jsonep={"devices": [device], "library": "/nowhere.so", "error": None})

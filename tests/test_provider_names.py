@@ -35,11 +35,6 @@ _ALLOWED = {
         "an example of a name in an error line (a probe name, a kind, an IO-binding device)"
     ),
     r"first TensorRT engine": "load_timeout_s's hint names the slowest first build it knows",
-    r"^\"cuda\"$": (
-        "host/runtime.py: the extra that brings onnxruntime-gpu when several runtime wheels "
-        "clash (host/ lies below the plugin host that reads the manifests, and must name a fix "
-        "when no plugin imports)"
-    ),
 }
 
 

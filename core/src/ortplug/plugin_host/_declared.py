@@ -3,25 +3,22 @@
 A declared plugin is imported only when one of its kinds can be part of a build:
 a kind is ruled out by its ``platforms`` or by a ``requires`` fact that the known
 facts (a host's, or the cross-process probe cache's) say is empty. Once imported, the
-plugin must implement the hooks it lists; what the core builds from the declaration (kinds
-with a ``config``, probes with a ``detect``, metadata keys) is not compared, it is the
-declaration. Only a plugin that keeps the older form (``ortplug_provider_types``...
-listed) is held to what it declares those hooks give.
+plugin must implement the hooks it lists and none of the hook form's: what the core builds
+from the declaration (kinds, probes, metadata keys) is the declaration.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Mapping
 
 from ..host.capabilities import HostProbe
 from ..plugins.declaration import (
     KindDeclaration,
     PluginDeclaration,
     ProbeDeclaration,
+    mixed_form,
     platform_matches,
 )
-from ..plugins.provider_type import ProviderType
-from ..plugins.types import MetadataKey
 
 __all__ = ["broken_promise", "probe_stub", "ruled_out"]
 
@@ -68,49 +65,16 @@ def probe_stub(declared: ProbeDeclaration) -> HostProbe:
     )
 
 
-def _kinds(types: Iterable[ProviderType | KindDeclaration]) -> list[str]:
-    rows = []
-    for item in types:
-        library = item.library
-        place = (library.name, library.package, library.path) if library is not None else None
-        aliases = sorted(item.aliases)
-        concurrent = "concurrent runs" if item.concurrent_runs else "serialised runs"
-        rows.append(
-            f"{item.kind} ({item.ort_name}, aliases {aliases}, library {place}, {concurrent})"
+def broken_promise(declaration: PluginDeclaration, hooks: Collection[str]) -> str | None:
+    """How the imported plugin differs from its declaration, or ``None``: it must implement the
+    hooks the manifest lists, and none of the hook form's (one form per plugin)."""
+    mixed = mixed_form(f"plugin {declaration.plugin!r} ({declaration.source}) implements", hooks)
+    if mixed is not None:
+        return mixed
+    declared, given = sorted(declaration.hooks), sorted(hooks)
+    if declared != given:
+        return (
+            f"{declaration.source} declares hooks {declared}, the plugin implements {given}; "
+            "make the declaration say what the plugin does"
         )
-    return sorted(rows)
-
-
-def _probes(probes: Iterable[HostProbe | ProbeDeclaration]) -> list[str]:
-    return sorted(f"{probe.name} {list(probe.facts)}" for probe in probes)
-
-
-def broken_promise(
-    declaration: PluginDeclaration,
-    types: Iterable[ProviderType],
-    probes: Iterable[HostProbe],
-    hooks: Collection[str],
-    keys: Iterable[MetadataKey],
-) -> str | None:
-    """How the imported plugin differs from its declaration (the first difference), or ``None``.
-
-    Kinds, probes and metadata keys are compared only where the declaration lists their hook
-    (the older form); otherwise the core builds them from the declaration.
-    """
-    declared_keys = sorted(f"{k.name} {sorted(k.types)}" for k in declaration.metadata_keys)
-    given_keys = sorted(f"{k.name} {sorted(t.__name__ for t in k.types)}" for k in keys)
-    pairs = (
-        ("kinds", "ortplug_provider_types", _kinds(declaration.kinds), _kinds(types)),
-        ("probes", "ortplug_host_probes", _probes(declaration.probes), _probes(probes)),
-        ("hooks", None, sorted(declaration.hooks), sorted(hooks)),
-        ("metadata keys", "ortplug_metadata_keys", declared_keys, given_keys),
-    )
-    for what, hook, declared, given in pairs:
-        if hook is not None and hook not in declaration.hooks:
-            continue
-        if declared != given:
-            return (
-                f"{declaration.source} declares {what} {declared}, the plugin contributes "
-                f"{given}; make the declaration say what the plugin does"
-            )
     return None

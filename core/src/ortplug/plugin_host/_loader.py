@@ -123,14 +123,7 @@ def _why(
 
 def _broken_promise(hooks: HookCaller, name: str, declaration: PluginDeclaration) -> str | None:
     """How the freshly imported plugin differs from its declaration, if it does."""
-    only = frozenset({name})
-    return _declared.broken_promise(
-        declaration,
-        (t for _, t in hooks.collect("ortplug_provider_types", only=only)),
-        (p for _, p in hooks.collect("ortplug_host_probes", only=only)),
-        hooks.hooks_of(name),
-        (k for _, k in hooks.collect("ortplug_metadata_keys", only=only)),
-    )
+    return _declared.broken_promise(declaration, hooks.hooks_of(name))
 
 
 class _Validated(NamedTuple):
@@ -186,6 +179,15 @@ class PluginLoader:
                 declared = _manifest_types.declaration_of(plugin, name)
                 if declared is not None:
                     self.declarations[name] = declared
+            declaration = self.declarations.get(name)
+            problem = (
+                None if declaration is None else _broken_promise(self.hooks, name, declaration)
+            )
+            if problem is not None:  # it must keep its word: its hooks, and one form
+                self.hooks.unregister(name)
+                self._invalidate()
+                self.failures.record(name, "declaration", ValueError(problem))
+                return False
             self._invalidate()
             return True
 
@@ -244,7 +246,7 @@ class PluginLoader:
         return not (self.hooks.known(name) or name in self._pending)  # else: an earlier call's
 
     def _import(self, entry_point: _entry_points.PluginEntryPoint) -> bool:
-        """Import and register one entry point's plugin; a declared one must keep its word."""
+        """Import and register one entry point's plugin (a declared one must keep its word)."""
         name = entry_point.name
         started = time.perf_counter()
         try:
@@ -257,16 +259,7 @@ class PluginLoader:
         finally:
             ms = (time.perf_counter() - started) * 1e3
             self._notes[name] = _note(ms, undeclared=name not in self.declarations)
-        if not self.register(plugin, name=name):
-            return False
-        declaration = self.declarations.get(name)
-        problem = None if declaration is None else _broken_promise(self.hooks, name, declaration)
-        if problem is not None:
-            self.hooks.unregister(name, block=True)
-            self._invalidate()
-            self.failures.record(name, "declaration", ValueError(problem))
-            return False
-        return True
+        return self.register(plugin, name=name)
 
     def load_pending(self, names: Iterable[str] | None = None) -> None:
         """Import declared plugins (``None``: every one not imported yet)."""
@@ -386,8 +379,8 @@ class PluginLoader:
             return self._validated
 
     def _gather(self) -> tuple[list[tuple[str, ProviderType]], list[tuple[str, HostProbe]]]:
-        """Every imported plugin's provider types and host probes, ``(plugin, item)``: from its
-        hooks, or built from its declaration (a plugin declared by manifest alone)."""
+        """Every imported plugin's provider types and host probes, ``(plugin, item)``: a hook-form
+        plugin's from its hooks, a declared one's built from its manifest."""
         types = self.hooks.collect("ortplug_provider_types")
         probes = self.hooks.collect("ortplug_host_probes")
         imported = [name for name, active in self.hooks.names() if active]

@@ -132,21 +132,21 @@ def metadata_keys(declaration: PluginDeclaration) -> list[MetadataKey]:
 
 
 def declared_keys(
-    declarations: Mapping[str, PluginDeclaration],
-    pending: Iterable[str],
-    imported: Iterable[str],
+    declarations: Mapping[str, PluginDeclaration], plugins: Iterable[str]
 ) -> list[MetadataKey]:
-    """The declared metadata keys of the plugins not imported yet (``pending``) and of the
-    imported ones that do not give them through ``ortplug_metadata_keys``."""
-    own = [p for p in imported if p in declarations]
-    wanted = [*pending, *(p for p in own if not _by_hook(declarations[p], "ortplug_metadata_keys"))]
-    return [key for plugin in wanted for key in metadata_keys(declarations[plugin])]
+    """The declared metadata keys of ``plugins`` (imported or not: the keys are the manifest's)."""
+    return [
+        key
+        for plugin in plugins
+        if plugin in declarations
+        for key in metadata_keys(declarations[plugin])
+    ]
 
 
 def declared_contributions(
     declarations: Mapping[str, PluginDeclaration], plugins: Iterable[str], fail: Fail
 ) -> tuple[list[tuple[str, ProviderType]], list[tuple[str, HostProbe]]]:
-    """The types and probes of the imported ``plugins`` that declare them by import path.
+    """The types and probes of the imported ``plugins`` that have a declaration.
 
     A plugin whose paths do not resolve is reported through ``fail(plugin, phase, error)``
     and contributes none of them.
@@ -158,22 +158,10 @@ def declared_contributions(
         if declaration is None:
             continue
         try:
-            own_types = (
-                []
-                if _by_hook(declaration, "ortplug_provider_types")
-                else provider_types(declaration)
-            )
-            own_probes = (
-                [] if _by_hook(declaration, "ortplug_host_probes") else host_probes(declaration)
-            )
+            own_types, own_probes = provider_types(declaration), host_probes(declaration)
         except (DeclarationError, ValueError, TypeError) as exc:
             fail(plugin, "declaration", exc)
             continue
         types += [(plugin, t) for t in own_types]
         probes += [(plugin, p) for p in own_probes]
     return types, probes
-
-
-def _by_hook(declaration: PluginDeclaration, hook: str) -> bool:
-    """Whether the plugin keeps the older form: the hook gives what the declaration lists."""
-    return hook in declaration.hooks

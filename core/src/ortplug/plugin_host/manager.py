@@ -299,7 +299,7 @@ class PluginHost:
             keys.setdefault(key.name, attrs.evolve(key, plugin=plugin))
         imported = [name for name, active in self._hooks.names() if active]
         declared = _manifest_types.declared_keys(
-            self._loader.declarations, self._loader.pending(), imported
+            self._loader.declarations, [*self._loader.pending(), *imported]
         )
         for key in declared:
             keys.setdefault(key.name, key)

@@ -49,7 +49,8 @@ if TYPE_CHECKING:
     )
     from ..providers.session_options import SessionOptionsConfig
     from .declaration import Identity
-    from .ep_package import EpPackagePlugin, LibraryProvider
+    from .declared import declared_kind, kind_of
+    from .ep_package import EpPackageHookPlugin, EpPackagePlugin, LibraryProvider
     from .hookspecs import CONTRACTS, PROJECT, CallMode, HookContract, hookimpl, hookspec
     from .provider_type import ProviderSpec, ProviderType
     from .types import (
@@ -70,6 +71,7 @@ __all__ = [
     "CheckpointMetadata",
     "DoctorCheck",
     "EpLibrary",
+    "EpPackageHookPlugin",
     "EpPackagePlugin",
     "HookContract",
     "HostCapabilities",
@@ -96,6 +98,7 @@ __all__ = [
     "cache_root",
     "check_threads",
     "choice_field",
+    "declared_kind",
     "describe_cache_folder",
     "describe_device",
     "encode_option",
@@ -104,6 +107,7 @@ __all__ = [
     "hookimpl",
     "hookspec",
     "int_field",
+    "kind_of",
     "ort_options",
     "path_field",
     "pip_install",
@@ -138,8 +142,11 @@ _LAZY = {
     "CacheError": ("..errors", "CacheError"),
     "CheckpointMetadata": ("..checkpoint", "CheckpointMetadata"),
     "EpLibrary": ("..host.ep_libraries", "EpLibrary"),
+    "EpPackageHookPlugin": (".ep_package", "EpPackageHookPlugin"),
     "EpPackagePlugin": (".ep_package", "EpPackagePlugin"),
     "Identity": (".declaration", "Identity"),
+    "declared_kind": (".declared", "declared_kind"),
+    "kind_of": (".declared", "kind_of"),
     "LibraryProvider": (".ep_package", "LibraryProvider"),
     "OptionError": ("..errors", "OptionError"),
     "OrtplugCacheWarning": ("..errors", "OrtplugCacheWarning"),

@@ -58,10 +58,11 @@ The format (JSON; ``"ortplug"`` is the format version)::
     }
 
 The core builds each kind's ``ProviderType`` and each probe's ``HostProbe`` from the
-declaration (the plugin host does, :mod:`ortplug.plugin_host`), importing ``config`` and ``detect`` (npe2's
-``python_name``) only once the plugin is imported. The older form leaves them out and lists
-``ortplug_provider_types`` / ``ortplug_host_probes`` (and ``ortplug_metadata_keys``) among the
-hooks: the hooks give them, held to what the declaration says. :func:`declaration_schema` is
+declaration (the plugin host does, :mod:`ortplug.plugin_host`), importing ``config`` and
+``detect`` (npe2's ``python_name``) only once the plugin is imported. A plugin is one form: with
+a manifest, its kinds, probes and metadata keys are the manifest's, and a manifest listing
+``ortplug_provider_types``, ``ortplug_host_probes`` or ``ortplug_metadata_keys`` (the hook form's
+hooks) is refused in one line naming the fix (:func:`mixed_form`). :func:`declaration_schema` is
 the format's JSON schema, written from the same tables that check a file (shipped as
 :data:`SCHEMA_FILE`; ``python -m ortplug.plugins.declaration --schema`` prints it).
 
@@ -94,7 +95,7 @@ import json
 import os
 import re
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 from urllib.parse import urlsplit
@@ -114,6 +115,7 @@ __all__ = [
     "FILENAME",
     "FORMAT",
     "HOOKS",
+    "HOOK_FORM_HOOKS",
     "MAX_BYTES",
     "SCHEMA_FILE",
     "DeclarationError",
@@ -125,7 +127,9 @@ __all__ = [
     "ProbeDeclaration",
     "declaration_path",
     "declaration_schema",
+    "declarations_beside",
     "from_json",
+    "mixed_form",
     "parse_declarations",
     "platform_matches",
     "read_declaration",
@@ -143,7 +147,8 @@ MAX_BYTES = 256 * 1024
 #: The deepest nesting of objects and lists a declaration may have (the format's is 8):
 #: deeper JSON is refused before anything walks it, so no check can exhaust the stack.
 _MAX_DEPTH = 32
-#: The hooks a declaration may list (kept in step with ``hookspecs``; checked by a test).
+#: Every hook spec (kept in step with ``hookspecs``; checked by a test): a manifest lists those
+#: its module implements, never one of :data:`HOOK_FORM_HOOKS`.
 HOOKS = frozenset(
     {
         "ortplug_adjust_session_options",
@@ -156,6 +161,15 @@ HOOKS = frozenset(
         "ortplug_provider_types",
     }
 )
+#: The hooks that give what a manifest declares (kinds, probes, metadata keys): the hook form's.
+#: A plugin is one form or the other, so a manifest never lists them.
+HOOK_FORM_HOOKS: Mapping[str, str] = {
+    "ortplug_provider_types": "kinds (each with its 'config' class by import path)",
+    "ortplug_host_probes": "probes (each with its 'detect' function by import path)",
+    "ortplug_metadata_keys": "metadata_keys",
+}
+
+
 #: The value types a metadata key may name.
 _TYPE_NAMES: Mapping[str, type] = {
     "bool": bool,
@@ -436,7 +450,9 @@ def _requires(where: str, value: object) -> tuple[str, ...]:
     return names
 
 
-@_check({"type": "array", "items": {"enum": sorted(HOOKS)}, "uniqueItems": True})
+@_check(
+    {"type": "array", "items": {"enum": sorted(HOOKS - set(HOOK_FORM_HOOKS))}, "uniqueItems": True}
+)
 def _hooks(where: str, value: object) -> frozenset[str]:
     names = _texts(where, value)
     unknown = sorted(set(names) - HOOKS)
@@ -671,36 +687,42 @@ _PLUGIN: Mapping[str, _Field] = {
         False,
     ),
 }
-#: Each contribution the core builds from the declaration, the hook an older declaration
-#: names instead, and the field that points at its code (none for metadata keys).
-_BUILT = (
-    ("kinds", "ortplug_provider_types", "config"),
-    ("probes", "ortplug_host_probes", "detect"),
-)
+
+
+def mixed_form(where: str, hooks: Iterable[str]) -> str | None:
+    """The one line for a plugin with a manifest that also gives its kinds, probes or metadata
+    keys through hooks (the mixed form, not supported), naming the fix; ``None`` when it does
+    not. ``where`` starts the line: ``"plugin 'acme' (ortplug_acme/ortplug.json) implements"``."""
+    mixed = sorted(set(hooks) & set(HOOK_FORM_HOOKS))
+    if not mixed:
+        return None
+    one = len(mixed) == 1
+    moved = " and ".join(HOOK_FORM_HOOKS[hook] for hook in mixed)
+    return (
+        f"{where} {', '.join(mixed)}, {'a hook' if one else 'hooks'} of the hook form; a plugin "
+        f"is one form: declare its {moved} in {FILENAME} and delete "
+        f"{'that hook' if one else 'those hooks'}, or delete {FILENAME} (the hook form)"
+    )
 
 
 def _check_plugin(declaration: PluginDeclaration, where: str) -> None:
     """What the tables cannot say: a library names one place; each kind and probe points at its
-    code (``config``, ``detect``) unless the plugin keeps the older hook for them."""
+    code (``config``, ``detect``); no hook of the hook form is listed (one form per plugin)."""
+    mixed = mixed_form(f"{where}.hooks: lists", declaration.hooks)
+    if mixed is not None:
+        raise DeclarationError(mixed)
     for i, kind in enumerate(declaration.kinds):
         library = kind.library
         if library is not None and (library.package is None) == (library.path is None):
             raise DeclarationError(
                 f"{where}.kinds[{i}].library: expected exactly one of package or path"
             )
-    for what, hook, field in _BUILT:
-        items = getattr(declaration, what)
-        for i, item in enumerate(items):
-            given = getattr(item, field) is not None
-            if hook in declaration.hooks and given:
-                raise DeclarationError(
-                    f"{where}.{what}[{i}].{field}: the core builds it from the declaration, so "
-                    f"expected no {hook!r} among the hooks, got both"
-                )
-            if hook not in declaration.hooks and not given:
+    for what, field in (("kinds", "config"), ("probes", "detect")):
+        for i, item in enumerate(getattr(declaration, what)):
+            if getattr(item, field) is None:
                 raise DeclarationError(
                     f"{where}.{what}[{i}]: expected {field!r} (an import path like "
-                    f"'package.module:Name'), or {hook!r} among the hooks (the older form)"
+                    f"'package.module:Name'), got none"
                 )
 
 
@@ -845,6 +867,16 @@ def read_declaration(
             f'entry point {name!r}; add it under "plugins"'
         )
     return declaration
+
+
+def declarations_beside(module: str) -> dict[str, PluginDeclaration]:
+    """Every plugin the manifest of ``module``'s top-level package declares (``{}``: it has
+    none), checked; the package is found, not imported. Raises :class:`DeclarationError`."""
+    path = declaration_path(module)
+    if path is None or not path.is_file():
+        return {}
+    source = source_of(module)
+    return parse_declarations(_load(path, source), source)
 
 
 def _load(path: Path, source: str) -> object:

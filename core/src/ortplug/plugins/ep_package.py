@@ -1,17 +1,20 @@
 """Turn an installed ``onnxruntime-ep-*`` package into an ortplug provider in a few lines.
 
-A third-party plugin module writes::
+With a manifest (the recommended form: the plugin is imported only when its kind is in play),
+``ortplug.json`` declares the kind (its ``config``, its plugin-EP ``library``) and a probe
+named after the kind (underscores dropped) whose ``detect`` is the adapter's; the module writes::
 
+    @declared_kind
     @attrs.frozen(kw_only=True)
     class OpenVinoProvider(LibraryProvider):
-        kind: ClassVar[str] = "openvino"
-        ort_name: ClassVar[str] = "OpenVINOExecutionProvider"
+        kind: ClassVar[str]
+        ort_name: ClassVar[str]
 
-    plugin = EpPackagePlugin("onnxruntime_ep_openvino", OpenVinoProvider, preference=30)
+    plugin = EpPackagePlugin(OpenVinoProvider)  # probe "detect": "ortplug_openvino:plugin.detect"
 
-and points its entry point at ``plugin``. The adapter contributes the provider
-type with its library, a probe that registers the library (lazily, once) and
-lists its devices, and an offer when a device exists, or a decline saying why.
+and points its entry point at ``plugin``: the adapter offers the provider when the library has
+a device, or declines saying why. Without a manifest (the hook form),
+:class:`EpPackageHookPlugin` also contributes the provider type and the probe by hook.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from .hookspecs import hookimpl
 from .provider_type import ProviderType
 from .types import ProviderDecline, ProviderOffer
 
-__all__ = ["EpPackagePlugin", "LibraryProvider"]
+__all__ = ["EpPackageHookPlugin", "EpPackagePlugin", "LibraryProvider"]
 
 _PROBE_FACTS = ("library", "error", "devices")
 
@@ -52,7 +55,8 @@ def _string_options(value: Mapping[str, object]) -> Mapping[str, str]:
 class LibraryProvider:
     """Base of configs for providers that live in a plugin-EP library.
 
-    Subclasses set ``kind`` and ``ort_name``, and may declare typed attrs
+    Subclasses get ``kind`` and ``ort_name`` from their manifest (:func:`~ortplug.plugins.declared_kind`;
+    the hook form sets them), and may declare typed attrs
     fields (validated, ``None`` meaning "the library's default"): each reaches
     ``to_ort()`` under its own name. ``options`` carries anything else as
     strings. When a subclass sets ``known_options`` (the library's option
@@ -96,16 +100,32 @@ class LibraryProvider:
 
 
 class EpPackagePlugin:
-    """The hooks of one ``onnxruntime-ep-*`` package's provider (see the module docstring)."""
+    """The offers and the probe of one ``onnxruntime-ep-*`` package's provider, for a plugin whose
+    manifest declares the kind and the probe (see the module docstring).
+
+    ``package`` (the library's importable package) defaults to the manifest kind's
+    ``library.package``; ``preference`` orders this kind's own offers only (the order between
+    kinds is the manifests' ``before``/``after``).
+    """
 
     def __init__(
         self,
-        package: str,
         config_cls: type[LibraryProvider],
         *,
-        preference: int = 30,
+        package: str | None = None,
+        preference: int = 0,
         description: str = "",
     ) -> None:
+        if package is None:
+            from .declared import kind_of  # deferred: only the manifest form reads it
+
+            library = kind_of(config_cls).library
+            package = library.package if library is not None else None
+            if package is None:
+                raise OptionError(
+                    f"EpPackagePlugin({config_cls.__qualname__}): expected its manifest kind to "
+                    "name the library's package (library.package), or package=, got neither"
+                )
         self.package = package
         self.config_cls = config_cls
         self.preference = preference
@@ -118,28 +138,9 @@ class EpPackagePlugin:
             description or f"{config_cls.ort_name} from the {package} plugin-EP library"
         )
 
-    @hookimpl
-    def ortplug_provider_types(self) -> Iterable[ProviderType]:
-        """The provider kind, carrying its library so sessions append it by device."""
-        yield ProviderType(
-            self.kind,
-            self.config_cls.ort_name,
-            self.config_cls,
-            description=self.description,
-            library=self.library,
-        )
-
-    @hookimpl
-    def ortplug_host_probes(self) -> Iterable[HostProbe]:
-        """Registers the library (once per process) and lists its devices."""
-        yield HostProbe(
-            name=self.probe,
-            facts=_PROBE_FACTS,
-            detect=lambda: ensure_library(self.library).facts(),
-            description=f"the {self.package} library and the devices it offers",
-            # what the facts depend on: the package's installation and the system's libraries
-            identity=Identity(packages=(self.package,), system=True),
-        )
+    def detect(self) -> Mapping[str, object]:
+        """The probe: registers the library (once per process) and lists its devices."""
+        return ensure_library(self.library).facts()
 
     @hookimpl
     def ortplug_offer_providers(
@@ -172,3 +173,43 @@ class EpPackagePlugin:
         does this for OpenVINO's inference precision).
         """
         yield offer
+
+
+class EpPackageHookPlugin(EpPackagePlugin):
+    """:class:`EpPackagePlugin` for a plugin without a manifest (the hook form): the provider
+    type, with its library, and the probe come from hooks too."""
+
+    def __init__(
+        self,
+        package: str,
+        config_cls: type[LibraryProvider],
+        *,
+        preference: int = 0,
+        description: str = "",
+    ) -> None:
+        super().__init__(
+            config_cls, package=package, preference=preference, description=description
+        )
+
+    @hookimpl
+    def ortplug_provider_types(self) -> Iterable[ProviderType]:
+        """The provider kind, carrying its library so sessions append it by device."""
+        yield ProviderType(
+            self.kind,
+            self.config_cls.ort_name,
+            self.config_cls,
+            description=self.description,
+            library=self.library,
+        )
+
+    @hookimpl
+    def ortplug_host_probes(self) -> Iterable[HostProbe]:
+        """Registers the library (once per process) and lists its devices."""
+        yield HostProbe(
+            name=self.probe,
+            facts=_PROBE_FACTS,
+            detect=self.detect,
+            description=f"the {self.package} library and the devices it offers",
+            # what the facts depend on: the package's installation and the system's libraries
+            identity=Identity(packages=(self.package,), system=True),
+        )

@@ -1,10 +1,12 @@
 """ortplug-openvino: OpenVINO as an ortplug provider, from the ``onnxruntime-ep-openvino`` library.
 
-The whole plugin: a config class for the provider with a typed inference precision,
-and the generic adapter that registers the library lazily, probes its devices and
-offers it: at f32 (exact), and at the device's reduced precision as its own
-candidate (bf16 on a CPU with bf16 instructions, f16 on a GPU), which the policy
-verifies at that precision's tolerance before it serves.
+The whole plugin: ``ortplug.json`` declares the kind (its config class, the plugin-EP
+library) and the probe (the adapter's ``detect``, which registers the library lazily and
+lists its devices), so the plugin is imported only when OpenVINO can be in play; here are a
+config class for the provider with a typed inference precision, taking its names from the
+manifest, and the generic adapter's offers: at f32 (exact), and at the device's reduced
+precision as its own candidate (bf16 on a CPU with bf16 instructions, f16 on a GPU), which the
+policy verifies at that precision's tolerance before it serves.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from ortplug.plugins import (
     OptionError,
     ProviderOffer,
     choice_field,
+    declared_kind,
 )
 
 __all__ = ["BF16_ISA", "INFERENCE_PRECISIONS", "OpenVinoPlugin", "OpenVinoProvider", "plugin"]
@@ -66,6 +69,7 @@ def _load_config(given: str | None, precision: str) -> str:
     return json.dumps(config, sort_keys=True)
 
 
+@declared_kind
 @attrs.frozen(kw_only=True)
 class OpenVinoProvider(LibraryProvider):
     """Intel OpenVINO (CPU, integrated GPU, NPU), from the ``onnxruntime-ep-openvino`` wheel.
@@ -78,8 +82,8 @@ class OpenVinoProvider(LibraryProvider):
     through ``options`` (``{"load_config": ...}``); see the package's documentation.
     """
 
-    kind: ClassVar[str] = "openvino"
-    ort_name: ClassVar[str] = "OpenVINOExecutionProvider"
+    kind: ClassVar[str]  # "openvino", "OpenVINOExecutionProvider": the manifest's
+    ort_name: ClassVar[str]
 
     inference_precision: str | None = choice_field(
         INFERENCE_PRECISIONS, aliases={"fp32": "f32", "fp16": "f16"}
@@ -136,5 +140,5 @@ class OpenVinoPlugin(EpPackagePlugin):
         )
 
 
-#: The object the ``openvino`` entry point names.
-plugin = OpenVinoPlugin("onnxruntime_ep_openvino", OpenVinoProvider, preference=30)
+#: The object the ``openvino`` entry point names (its ``detect`` is the manifest's probe).
+plugin = OpenVinoPlugin(OpenVinoProvider)
