@@ -267,3 +267,59 @@ def test_a_dotted_package_in_an_identity_is_found_without_importing_it(tmp_path:
     assert done.returncode == 0, done.stderr
     # the subpackage's file and folder, then one row for each name not found
     assert done.stdout.split("\n")[:2] == ["[]", "True 4"]
+
+
+@pytest.mark.parametrize("name", sorted(SHIPPED))
+def test_each_shipped_config_class_takes_its_names_from_the_manifest(name: str) -> None:
+    """One source of truth: the class's kind and ort_name are read from its manifest's kind, and
+    no shipped source restates them."""
+    import importlib
+
+    declaration = read_declaration(name, SHIPPED[name])
+    assert declaration is not None
+    (kind,) = declaration.kinds
+    module, _, attribute = str(kind.config).partition(":")
+    cls = getattr(importlib.import_module(module), attribute)
+    assert (cls.kind, cls.ort_name) == (kind.kind, kind.ort_name)
+    source = Path(sys.modules[module].__file__ or "").read_text(encoding="utf-8")
+    assert (
+        f'"{kind.ort_name}"' not in source and f'kind: ClassVar[str] = "{kind.kind}"' not in source
+    )
+
+
+def test_a_config_class_no_manifest_kind_names_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    package = tmp_path / "ortplug_acmecfg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    declared = {**_GOOD, "kinds": [{**_GOOD["kinds"][0], "config": "ortplug_acmecfg.c:Other"}]}  # type: ignore[index]
+    (package / "ortplug.json").write_text(json.dumps({"ortplug": 1, "plugins": {"acme": declared}}))
+    (package / "c.py").write_text(
+        "from typing import ClassVar\n"
+        "from ortplug.plugins import declared_kind\n"
+        "@declared_kind\n"
+        "class Acme:\n"
+        "    kind: ClassVar[str]\n"
+        "    ort_name: ClassVar[str]\n"
+        "@declared_kind\n"
+        "class Other:\n"
+        "    kind: ClassVar[str]\n"
+        "    ort_name: ClassVar[str]\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(DeclarationError) as caught:
+        import ortplug_acmecfg.c  # noqa: F401
+    assert str(caught.value) == (
+        "Acme: expected a kind in ortplug_acmecfg/ortplug.json whose config is "
+        "'ortplug_acmecfg.c:Acme', got none; declare it there, or set kind and ort_name on the "
+        "class (hook form)"
+    )
+    (package / "c.py").write_text(
+        (package / "c.py").read_text().split("@declared_kind\nclass Acme")[0]
+        + "@declared_kind\nclass Other:\n    pass\n"
+    )
+    sys.modules.pop("ortplug_acmecfg.c", None)
+    from ortplug_acmecfg.c import Other
+
+    assert (Other.kind, Other.ort_name) == ("acme", "AcmeExecutionProvider")

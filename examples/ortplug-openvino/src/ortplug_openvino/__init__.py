@@ -82,7 +82,7 @@ class OpenVinoProvider(LibraryProvider):
     through ``options`` (``{"load_config": ...}``); see the package's documentation.
     """
 
-    kind: ClassVar[str]  # "openvino", "OpenVINOExecutionProvider": the manifest's
+    kind: ClassVar[str]  # kind and ort_name: the manifest's (ortplug.json)
     ort_name: ClassVar[str]
 
     inference_precision: str | None = choice_field(

@@ -12,7 +12,14 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 import attrs
-from ortplug.plugins import OptionError, bool_field, choice_field, ort_options, path_field
+from ortplug.plugins import (
+    OptionError,
+    bool_field,
+    choice_field,
+    declared_kind,
+    ort_options,
+    path_field,
+)
 
 __all__ = ["COMPUTE_UNITS", "COREML_FLAGS", "CoreMLProvider"]
 
@@ -61,6 +68,7 @@ def _check_flags(_: Any, attribute: attrs.Attribute[Any], value: object) -> None
         )
 
 
+@declared_kind
 @attrs.frozen(kw_only=True)
 class CoreMLProvider:
     """ONNX Runtime's ``CoreMLExecutionProvider``; ``None`` leaves CoreML's default.
@@ -71,8 +79,8 @@ class CoreMLProvider:
     ``model_cache_directory`` names one. Booleans reach CoreML as ``"1"``/``"0"``.
     """
 
-    kind: ClassVar[str] = "coreml"
-    ort_name: ClassVar[str] = "CoreMLExecutionProvider"
+    kind: ClassVar[str]  # kind and ort_name: the manifest's (ortplug.json)
+    ort_name: ClassVar[str]
 
     model_format: str | None = choice_field(_FORMATS, aliases=_FORMAT_ALIASES)
     compute_units: str | None = choice_field(COMPUTE_UNITS, aliases=_UNIT_ALIASES)

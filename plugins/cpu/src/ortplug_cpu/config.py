@@ -5,11 +5,12 @@ from __future__ import annotations
 from typing import ClassVar
 
 import attrs
-from ortplug.plugins import bool_field, threads_field
+from ortplug.plugins import bool_field, declared_kind, threads_field
 
 __all__ = ["CpuProvider"]
 
 
+@declared_kind
 @attrs.frozen(kw_only=True)
 class CpuProvider:
     """ONNX Runtime's ``CPUExecutionProvider``.
@@ -20,8 +21,8 @@ class CpuProvider:
     win. ``None`` keeps the plugin's default.
     """
 
-    kind: ClassVar[str] = "cpu"
-    ort_name: ClassVar[str] = "CPUExecutionProvider"
+    kind: ClassVar[str]  # kind and ort_name: the manifest's (ortplug.json)
+    ort_name: ClassVar[str]
 
     #: Use ONNX Runtime's CPU memory arena (``SessionOptions.enable_cpu_mem_arena``).
     use_arena: bool | None = bool_field()

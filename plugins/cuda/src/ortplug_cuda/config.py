@@ -9,6 +9,7 @@ from ortplug.plugins import (
     HostCapabilities,
     bool_field,
     choice_field,
+    declared_kind,
     int_field,
     ort_options,
     path_field,
@@ -22,6 +23,7 @@ _ARENA_STRATEGIES = ("kNextPowerOfTwo", "kSameAsRequested")
 _ARENA_ALIASES = {"next_power_of_two": "kNextPowerOfTwo", "same_as_requested": "kSameAsRequested"}
 
 
+@declared_kind
 @attrs.frozen(kw_only=True)
 class CudaProvider:
     """ONNX Runtime's ``CUDAExecutionProvider``.
@@ -33,8 +35,8 @@ class CudaProvider:
     libraries of the nvidia-* wheels are found.
     """
 
-    kind: ClassVar[str] = "cuda"
-    ort_name: ClassVar[str] = "CUDAExecutionProvider"
+    kind: ClassVar[str]  # kind and ort_name: the manifest's (ortplug.json)
+    ort_name: ClassVar[str]
 
     device_id: int = int_field(0)
     #: Arena size limit in bytes.

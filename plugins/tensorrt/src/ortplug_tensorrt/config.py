@@ -9,6 +9,7 @@ import attrs
 from ortplug.plugins import (
     OptionError,
     bool_field,
+    declared_kind,
     int_field,
     ort_options,
     path_field,
@@ -47,6 +48,7 @@ def _shapes_field() -> Any:
     return attrs.field(default=None, validator=_check_shapes)
 
 
+@declared_kind
 @attrs.frozen(kw_only=True)
 class TensorrtProvider:
     """ONNX Runtime's ``TensorrtExecutionProvider``.
@@ -62,8 +64,8 @@ class TensorrtProvider:
     for the CUDA provider.
     """
 
-    kind: ClassVar[str] = "tensorrt"
-    ort_name: ClassVar[str] = "TensorrtExecutionProvider"
+    kind: ClassVar[str]  # kind and ort_name: the manifest's (ortplug.json)
+    ort_name: ClassVar[str]
 
     device_id: int = int_field(0)
     fp16: bool | None = bool_field()

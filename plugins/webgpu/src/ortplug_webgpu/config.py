@@ -13,7 +13,14 @@ from collections.abc import Iterable
 from typing import Any, ClassVar
 
 import attrs
-from ortplug.plugins import OptionError, bool_field, choice_field, int_field, ort_options
+from ortplug.plugins import (
+    OptionError,
+    bool_field,
+    choice_field,
+    declared_kind,
+    int_field,
+    ort_options,
+)
 
 __all__ = [
     "BUFFER_CACHE_MODES",
@@ -58,6 +65,7 @@ def _node_names(value: Any) -> tuple[str, ...] | None:
     return names
 
 
+@declared_kind
 @attrs.frozen(kw_only=True)
 class WebGpuProvider:
     """ONNX Runtime's ``WebGpuExecutionProvider`` (Dawn over Vulkan, D3D12 or Metal).
@@ -69,8 +77,8 @@ class WebGpuProvider:
     with device values (a plain ``run()`` fails), so it is never set for you.
     """
 
-    kind: ClassVar[str] = "webgpu"
-    ort_name: ClassVar[str] = "WebGpuExecutionProvider"
+    kind: ClassVar[str]  # kind and ort_name: the manifest's (ortplug.json)
+    ort_name: ClassVar[str]
 
     preferred_layout: str | None = choice_field(LAYOUTS)
     enable_graph_capture: bool | None = bool_field()

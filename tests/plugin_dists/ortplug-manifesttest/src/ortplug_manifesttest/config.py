@@ -5,14 +5,16 @@ from __future__ import annotations
 from typing import ClassVar
 
 import attrs
+from ortplug.plugins import declared_kind
 
 
+@declared_kind
 @attrs.frozen
 class ManifestAzureProvider:
     """ONNX Runtime's Azure provider, which takes no options here."""
 
-    kind: ClassVar[str] = "manifestazure"
-    ort_name: ClassVar[str] = "AzureExecutionProvider"
+    kind: ClassVar[str]  # kind and ort_name: the manifest's (ortplug.json)
+    ort_name: ClassVar[str]
 
     def to_ort(self) -> tuple[str, dict[str, str]]:
         return self.ort_name, {}
