@@ -186,7 +186,10 @@ _LIBRARY = EpLibrary(
 def test_a_discrete_gpu_gets_an_offer_between_cpu_and_coreml() -> None:
     (offer,) = _offers(adapters=[LAVAPIPE, RTX])
     assert offer.config == WebGpuProvider()
-    assert 0 < offer.preference == plugin.PREFERENCE < 40
+    assert offer.preference == plugin.PREFERENCE
+    # between CoreML and the CPU: the order the manifests declare, not a number kept in step
+    order = make_plugin_host("cuda", "coreml", "webgpu").provider_registry().order()
+    assert order.index("coreml") < order.index("webgpu") < order.index("cpu")
     assert offer.reason.startswith("Dawn runs on NVIDIA GeForce RTX 4090 (discrete GPU; 550.54.14)")
 
 

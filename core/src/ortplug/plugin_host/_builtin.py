@@ -43,8 +43,9 @@ def ortplug_metadata_keys() -> list[MetadataKey]:
 
 @hookimpl(trylast=True)
 def ortplug_provider_chain(offers: Sequence[ProviderOffer]) -> list[ProviderConfig]:
-    """Highest preference first, one config per kind, CPU last (it is the universal fallback)."""
-    ranked = sorted(offers, key=lambda offer: offer.preference, reverse=True)
+    """Kinds in their declared order (``ProviderOffer.place``), each kind's highest preference
+    first, one config per kind, CPU last (it is the universal fallback)."""
+    ranked = sorted(offers, key=ProviderOffer.rank)
     chain: list[ProviderConfig] = []
     seen: set[str] = set()
     for offer in ranked:

@@ -29,10 +29,12 @@ from ..plugins.declaration import (
 )
 from ..plugins.provider_type import ProviderSpec, ProviderType
 from ..plugins.types import PluginInfo
+from ..providers.configs import CPU_EP
 from . import _claims, _declared, _manifest_types
 from . import entry_points as _entry_points
 from ._failures import FailureLog
 from ._hook_caller import HookCaller, check_contract
+from ._order import Placement, kind_order
 from .registry import ProviderRegistry
 
 if TYPE_CHECKING:
@@ -363,8 +365,10 @@ class PluginLoader:
                 for kind in self.declarations[plugin].kinds
                 for name in kind.names()
             }
+            kept = [(p, t) for p, t in types if p not in skipped]
             registry = ProviderRegistry(
-                (ProviderSpec(type=t, plugin=p) for p, t in types if p not in skipped),
+                (ProviderSpec(type=t, plugin=p) for p, t in kept),
+                order=self._order(kept),
                 declared=declared,
                 load=self._load_for,
                 why=functools.partial(
@@ -377,6 +381,30 @@ class PluginLoader:
             probes = [(p, probe) for p, probe in probes if p not in skipped]
             self._validated = _Validated(registry, probes)
             return self._validated
+
+    def _order(self, types: Iterable[tuple[str, ProviderType]]) -> list[str]:
+        """The kinds of the imported ``types`` and the pending declarations in the order their
+        ``before``/``after`` declare; a circle is one failure of each plugin in it."""
+        owners: dict[str, str] = {}
+        places = []
+        for plugin, ptype in types:
+            owners[ptype.kind] = plugin
+            fallback = ptype.ort_name == CPU_EP
+            places.append(Placement(ptype.kind, ptype.before, ptype.after, fallback))
+        for plugin in self._pending:
+            for kind in self.declarations[plugin].kinds:
+                owners[kind.kind] = plugin
+                fallback = kind.ort_name == CPU_EP
+                places.append(Placement(kind.kind, kind.before, kind.after, fallback))
+        order, circle = kind_order(places)
+        if circle:
+            error = ValueError(
+                f"the before/after of kinds {', '.join(circle)} make a circle; they go by name "
+                "(make one of them name the other only once)"
+            )
+            for plugin in dict.fromkeys(owners[kind] for kind in circle if kind in owners):
+                self.failures.record(plugin, "kind order", error)
+        return order
 
     def _gather(self) -> tuple[list[tuple[str, ProviderType]], list[tuple[str, HostProbe]]]:
         """Every imported plugin's provider types and host probes, ``(plugin, item)``: a hook-form

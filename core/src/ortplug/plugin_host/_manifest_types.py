@@ -95,6 +95,8 @@ def provider_types(declaration: PluginDeclaration) -> list[ProviderType]:
                 ),
                 concurrent_runs=kind.concurrent_runs,
                 device=kind.device,
+                before=kind.before,
+                after=kind.after,
             )
         )
     return found

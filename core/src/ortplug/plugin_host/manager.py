@@ -251,7 +251,11 @@ class PluginHost:
                 self._loader.failures, plugin, item, registry
             ):
                 continue
-            named = attrs.evolve(item, plugin=plugin)
+            named = (
+                attrs.evolve(item, plugin=plugin, place=registry.place(kind))
+                if isinstance(item, ProviderOffer)
+                else attrs.evolve(item, plugin=plugin)
+            )
             answers.append(library_checked(named, registry) if self._real(host, plugin) else named)
         return answers
 

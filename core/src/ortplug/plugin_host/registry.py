@@ -23,7 +23,8 @@ class ProviderRegistry:
     imported for yet, each with its kind and plugin; ``load(plugin)`` imports one
     (``None``: all of them) and gives the registry after it, so looking a declared
     name up imports only its plugin. ``why(name)`` says why a name no plugin holds
-    is missing (blocked, clashed, failed), when the plugin host knows.
+    is missing (blocked, clashed, failed), when the plugin host knows. ``order``: the kinds
+    in the default order (:mod:`._order`).
     """
 
     def __init__(
@@ -33,6 +34,7 @@ class ProviderRegistry:
         declared: Mapping[str, tuple[str, str]] | None = None,
         load: Callable[[str | None], ProviderRegistry] | None = None,
         why: Callable[[str], str | None] | None = None,
+        order: Sequence[str] = (),
     ) -> None:
         self._by_kind: dict[str, ProviderSpec] = {}
         self._by_name: dict[str, ProviderSpec] = {}
@@ -43,6 +45,7 @@ class ProviderRegistry:
         }
         self._load = load
         self._why = why
+        self._order = {kind: i for i, kind in enumerate(order)}
 
     def _loaded(self, name: str) -> ProviderRegistry | None:
         """The registry once the plugin declaring ``name`` is imported (``None``: none does)."""
@@ -78,6 +81,14 @@ class ProviderRegistry:
     def has_kind(self, kind: str) -> bool:
         """Whether a plugin registered or declares this kind (nothing is imported)."""
         return kind in self._by_kind or kind in self._declared_kinds()
+
+    def order(self) -> list[str]:
+        """Every kind in the default order the manifests declare (``before``/``after``), CPU last."""
+        return sorted(self._order, key=self._order.__getitem__)
+
+    def place(self, kind: str) -> int:
+        """``kind``'s place in :meth:`order` (0 first; a kind not in it after all of them)."""
+        return self._order.get(kind, len(self._order))
 
     def kinds(self) -> list[str]:
         """Registered and declared kinds, sorted (nothing is imported)."""

@@ -28,6 +28,7 @@ The format (JSON; ``"ortplug"`` is the format version)::
             "platforms": ["linux", "win32"],       # sys.platform prefixes it can run on ([]: any)
             "requires": ["acme.devices"],          # "probe.fact"s that must all be truthy
             "concurrent_runs": true,               # Run() from several threads at once is safe
+            "before": ["webgpu"], "after": ["cuda"],  # its place among kinds (below)
             "hardware": "Acme NPUs",               # catalog: what it is for (free text)
             "install": "ortplug-acme",             # catalog: what to pip install
             "detect": [{"pci_vendor": "0xacme"}],  # catalog: how to see the hardware (below)
@@ -80,7 +81,11 @@ the CUDA major it needs from the NVIDIA driver, ``alternatives`` the installs to
 fall back on for older drivers (same fields), ``unless`` the kinds that make it
 unneeded, ``optional`` a kind named but never installed by ``doctor --fix``.
 ``concurrent_runs`` (default false) says whether the kind's sessions may run from several
-threads at once (false: ortplug serialises them). Every
+threads at once (false: ortplug serialises them). ``before`` and ``after`` place the kind
+among the others in the default order (the policy's ranking, the default chain): each names
+kinds, installed or not, so an order holds through a kind not installed; kinds no declaration
+orders go by name, and the CPU provider (the fallback) is always last. An offer's
+``preference`` orders only its own kind's offers. Every
 table is checked against the fields below (one place each: ``_KIND``,
 ``_PROBE``, ``_IDENTITY``, ...); a new version of the format adds fields there.
 A declaration that does not check is one line naming the plugin, the file, the
@@ -311,6 +316,8 @@ class KindDeclaration:
     unless: tuple[str, ...] = ()
     optional: bool = False
     concurrent_runs: bool = False
+    before: tuple[str, ...] = ()
+    after: tuple[str, ...] = ()
 
     def installs(self) -> tuple[Mapping[str, Any], ...]:
         """The catalog's installs for this kind (``_INSTALL``'s fields), in the order to try."""
@@ -606,6 +613,8 @@ _ABOUT: Mapping[str, Mapping[str, str]] = {
         "facts": "the names of the facts a probe gives",
         "types": "the JSON types a value may have",
         "hooks": "the hooks the plugin module implements",
+        "before": "the kinds this kind goes ahead of in the default order (installed or not)",
+        "after": "the kinds this kind goes behind in the default order (installed or not)",
     }.items()
 }
 
@@ -662,6 +671,8 @@ _KIND: Mapping[str, _Field] = {
     "unless": (_texts, False),
     "optional": (_flag, False),
     "concurrent_runs": (_flag, False),
+    "before": (_texts, False),
+    "after": (_texts, False),
 }
 _PROBE: Mapping[str, _Field] = {
     "name": (_name, True),

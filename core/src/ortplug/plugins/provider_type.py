@@ -48,7 +48,8 @@ def _check_device(_: Any, __: Any, value: object) -> None:
 class ProviderType:
     """A provider kind a plugin contributes: its tag, ONNX Runtime name, config class and aliases.
 
-    ``concurrent_runs=True`` says ONNX Runtime runs a session with this provider from several
+    ``before``/``after`` place the kind among the others in the default order (the manifest's
+    fields of the same names). ``concurrent_runs=True`` says ONNX Runtime runs a session with this provider from several
     threads at once safely (``Run()`` is documented thread-safe for it); a kind that does not
     say so has the runs of its sessions serialised by ortplug (``ortplug.session.serial``).
     """
@@ -67,6 +68,9 @@ class ProviderType:
     concurrent_runs: bool = attrs.field(default=False, kw_only=True, validator=_check_flag)
     #: The device class its sessions run on (``DEVICES``: ``gpu`` makes a Ray actor reserve one).
     device: str = attrs.field(default="cpu", kw_only=True, validator=_check_device)
+    #: The kinds this one goes ahead of, and behind, in the default order (installed or not).
+    before: tuple[str, ...] = attrs.field(default=(), converter=_as_names, kw_only=True)
+    after: tuple[str, ...] = attrs.field(default=(), converter=_as_names, kw_only=True)
 
     def __attrs_post_init__(self) -> None:
         declared = getattr(self.config_cls, "kind", None)

@@ -52,15 +52,17 @@ def _check_precision(_: Any, __: Any, value: Any) -> None:
 class ProviderOffer:
     """A plugin's proposal to run a checkpoint on a provider, with a preference and a reason.
 
-    Higher ``preference`` comes first in the default chain; the CPU provider
-    always goes last. ``reason`` is shown to people by ``ortplug info``.
+    Kinds go in the order their manifests declare (``before``/``after``; the CPU provider
+    always last); among one kind's offers, higher ``preference`` comes first. ``place`` is the
+    kind's place in that order (0 first), set by the plugin host when it collects the offer, as
+    ``plugin`` is; a plugin sets neither. ``reason`` is shown to people by ``ortplug info``.
     ``variant`` names one of the checkpoint's precision variants
     (``metadata.variants``) this offer runs instead of the reference weights.
     ``precision`` is the precision ``config`` makes the provider compute at when
     it is a reduced-precision mode (``"bf16"``, ``"fp16"``, ``"tf32"``: OpenVINO's
     inference precision, TensorRT's fp16, CUDA's TF32); ``None`` means the
     weights' own precision, which is what an offer without it must compute at.
-    The policy ranks (provider, variant, precision) candidates by preference and
+    The policy ranks (provider, variant, precision) candidates by place, then preference, and
     trusts one off the reference weights or their precision only once its outputs
     are verified against the reference, at that precision's tolerance.
     """
@@ -75,6 +77,11 @@ class ProviderOffer:
         validator=attrs.validators.optional(_typed("ProviderOffer", str)),
     )
     precision: str | None = attrs.field(default=None, kw_only=True, validator=_check_precision)
+    place: int = attrs.field(default=0, kw_only=True, eq=False)
+
+    def rank(self) -> tuple[int, int]:
+        """How the default policy ranks the offer: its kind's place, then its preference."""
+        return self.place, -self.preference
 
 
 @attrs.frozen

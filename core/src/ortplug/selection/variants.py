@@ -7,7 +7,8 @@ precision dimension, whether a file or a provider's switch makes it. A candidate
 chain other than the reference's is ordered by the chain hook from the offers
 naming that (variant, precision), with the reference's CPU offer as the fallback at
 its end; it counts only when its lead provider offered it. Candidates are ranked by
-their lead offer's preference (the reference first at a tie), and each chain also
+their lead kind's declared place, then its offer's preference (the reference first at a
+tie), and each chain also
 yields the chains left when its lead accelerator is dropped, so that a provider,
 variant or precision that fails verification gives way to the next, down to the CPU
 provider on the reference weights.
@@ -52,27 +53,33 @@ def offer_reason(config: ProviderConfig, offers: Sequence[ProviderOffer]) -> str
     return "chosen by a provider-chain plugin"
 
 
-def _score(config: ProviderConfig, offers: Sequence[ProviderOffer]) -> int | None:
-    """The best preference offered for ``config``'s kind, or ``None`` when no offer has it."""
-    scores = [o.preference for o in offers if o.config.kind == config.kind]
-    return max(scores) if scores else None
+#: A candidate's rank: its lead kind's place (0 first), then minus its preference; lower first.
+Rank = tuple[int, int]
+
+
+def _score(config: ProviderConfig, offers: Sequence[ProviderOffer]) -> Rank | None:
+    """The best rank offered for ``config``'s kind, or ``None`` when no offer has it."""
+    ranks = [o.rank() for o in offers if o.config.kind == config.kind]
+    return min(ranks) if ranks else None
 
 
 def _with_fallbacks(
     selection: ProviderSelection, offers: Sequence[ProviderOffer]
-) -> list[tuple[int, ProviderSelection]]:
-    """The candidate and the chains left by dropping its lead accelerator, each with its score.
+) -> list[tuple[Rank, ProviderSelection]]:
+    """The candidate and the chains left by dropping its lead accelerator, each with its rank.
 
-    A variant's (or reduced precision's) shorter chain counts only while its lead offered it.
+    A variant's (or reduced precision's) shorter chain counts only while its lead offered it;
+    a lead no offer has ranks as the last kind's preference 0 (where the CPU's offer is).
     """
-    found: list[tuple[int, ProviderSelection]] = []
+    found: list[tuple[Rank, ProviderSelection]] = []
     chain, reasons = selection.chain, selection.reasons
     own = selection.variant is not None or selection.precision is not None
+    last = (max((o.place for o in offers), default=0), 0)
     while chain:
         score = _score(chain[0], offers)
         if score is None and (found or own):
             break
-        found.append((score or 0, attrs.evolve(selection, chain=chain, reasons=reasons)))
+        found.append((score or last, attrs.evolve(selection, chain=chain, reasons=reasons)))
         if not is_accelerator(chain[0]):
             break
         chain, reasons = chain[1:], reasons[1:]
@@ -138,7 +145,7 @@ def rank_variants(
         if selection is not None:
             candidates += _with_fallbacks(selection, selection.offers)
     unique: dict[tuple[str | None, str | None, tuple[ProviderConfig, ...]], ProviderSelection] = {}
-    for _, candidate in sorted(candidates, key=lambda pair: -pair[0]):  # stable: reference first
+    for _, candidate in sorted(candidates, key=lambda pair: pair[0]):  # stable: reference first
         unique.setdefault((candidate.variant, candidate.precision, candidate.chain), candidate)
     if not unique:
         return reference

@@ -33,13 +33,14 @@ __all__ = [
     "ortplug_prepare_provider",
 ]
 
-#: Below CUDA (50); the only accelerator a Mac offers anyway.
-PREFERENCE = 40
+#: Preference of the exact CoreML offer; it orders CoreML's own offers only (its place among the
+#: kinds is the manifests' before/after).
+PREFERENCE = 0
 #: CoreML on an fp16 variant: the GPU and Neural Engine compute in fp16, so it is the faster pick.
-FP16_PREFERENCE = 45
+FP16_PREFERENCE = 1
 #: CoreML with fp16 accumulation on the GPU (AllowLowPrecisionAccumulationOnGPU) on an fp32
 #: checkpoint: just below exact, verified at fp16's tolerance.
-LOW_PRECISION_PREFERENCE = 39
+LOW_PRECISION_PREFERENCE = -1
 #: MLProgram needs Core ML 5, which ships with macOS 12.
 _MIN_MACOS = (12,)
 

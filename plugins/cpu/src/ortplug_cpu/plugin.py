@@ -32,8 +32,9 @@ _SPINNING_KEY = "session.intra_op.allow_spinning"
 #: ISA extensions with int8 dot products (x86 VNNI and AMX, Arm dotprod and i8mm): where an int8
 #: variant beats fp32 (3.6x on an MLP, 1.4-1.9x on ResNet-50 with VNNI: benchmarks/bench_variants.py).
 INT8_ISA = frozenset({"avx512_vnni", "avx_vnni", "amx", "amx_int8", "dotprod", "i8mm"})
-#: An int8 variant on such a CPU: above the CPU on the reference weights (0), below accelerators.
-INT8_PREFERENCE = 5
+#: An int8 variant on such a CPU: ahead of the CPU on the reference weights (preference 0). A
+#: preference orders this kind's offers only: the CPU kind is always last, after every accelerator.
+INT8_PREFERENCE = 1
 
 
 @hookimpl

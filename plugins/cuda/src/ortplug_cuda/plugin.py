@@ -28,12 +28,13 @@ __all__ = [
     "ortplug_prepare_provider",
 ]
 
-#: Preference of a CUDA offer: above CoreML (40) and CPU (0), below an opted-in TensorRT (60).
-PREFERENCE = 50
-#: CUDA on an fp16 variant: ahead of CUDA on the fp32 reference, still below TensorRT.
-FP16_PREFERENCE = 55
+#: Preference of the exact CUDA offer. A preference orders CUDA's own offers only; CUDA's place
+#: among the kinds (behind TensorRT, ahead of CoreML and WebGPU) is the manifests' before/after.
+PREFERENCE = 0
+#: CUDA on an fp16 variant: ahead of CUDA on the fp32 reference.
+FP16_PREFERENCE = 1
 #: CUDA with TF32 matmuls (Ampere and later): just below exact fp32, verified at tf32's tolerance.
-TF32_PREFERENCE = 49
+TF32_PREFERENCE = -1
 #: The first compute capability with TF32 tensor cores (Ampere).
 _TF32_CAPABILITY = (8, 0)
 

@@ -46,11 +46,12 @@ _log = logging.getLogger("ortplug.tensorrt")
 
 #: Environment variable that lets the default policy pick TensorRT on this host.
 OPT_IN_ENV = "ORTPLUG_TENSORRT"
-#: Above CUDA (50): when TensorRT is chosen, CUDA stays behind it for the nodes TensorRT skips.
-PREFERENCE = 60
+#: Preference of the exact TensorRT offer; it orders TensorRT's own offers only. TensorRT goes
+#: ahead of CUDA (its manifest's "before"), so CUDA stays behind it for the nodes TensorRT skips.
+PREFERENCE = 0
 #: TensorRT with fp16 kernels allowed on an fp32 checkpoint: just below exact fp32, verified at
 #: fp16's tolerance.
-FP16_PREFERENCE = 59
+FP16_PREFERENCE = -1
 #: TensorRT 10 builds run on Turing (7.5) and newer.
 _MIN_CAPABILITY = (7, 5)
 

@@ -35,10 +35,11 @@ __all__ = [
     "ortplug_prepare_provider",
 ]
 
-#: Below CUDA (50), CoreML (40) and the OpenVINO example (30); above CPU (0).
-PREFERENCE = 20
+#: Preference of the WebGPU offer; it orders WebGPU's own offers only. WebGPU goes behind CUDA
+#: and CoreML (its manifest's "after": a native provider of the same GPU is faster).
+PREFERENCE = 0
 #: WebGPU on an fp16 variant (shader-f16 halves memory traffic): ahead of WebGPU on the fp32 reference.
-FP16_PREFERENCE = 25
+FP16_PREFERENCE = 1
 # The ``onnxruntime-ep-webgpu`` library is declared in ortplug.json; the EP reads its software
 # switch when the core first registers the library, so the opt-in is applied at import (a
 # declared plugin is imported before its kind is built and the library registered).

@@ -1,0 +1,63 @@
+"""The order between provider kinds, as their manifests declare it: ``before`` and ``after``.
+
+Each kind may name kinds it goes ahead of or behind, installed or not (so "tensorrt before
+cuda, cuda before coreml" still puts TensorRT ahead of CoreML where CUDA is missing). Kinds
+no declaration orders go by name; the fallback kinds (ONNX Runtime's CPU provider) go last. A
+circle of declarations is broken by name, and its kinds are named so the host can say so.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable
+from typing import NamedTuple
+
+__all__ = ["Placement", "kind_order"]
+
+
+class Placement(NamedTuple):
+    """One kind's declared place: the kinds it goes ahead of and behind; ``fallback``: last."""
+
+    kind: str
+    before: tuple[str, ...] = ()
+    after: tuple[str, ...] = ()
+    fallback: bool = False
+
+
+def kind_order(placements: Iterable[Placement]) -> tuple[list[str], list[str]]:
+    """The kinds of ``placements``, first first, and the kinds caught in a circle (sorted)."""
+    given = list(placements)
+    ahead: dict[str, set[str]] = {}
+    for place in given:
+        ahead.setdefault(place.kind, set()).update(place.before)
+        for other in place.after:
+            ahead.setdefault(other, set()).add(place.kind)
+    nodes = set(ahead) | {kind for kinds in ahead.values() for kind in kinds}
+    waiting = dict.fromkeys(nodes, 0)
+    for kinds in ahead.values():
+        for kind in kinds:
+            waiting[kind] += 1
+    ready = [kind for kind, count in waiting.items() if count == 0]
+    heapq.heapify(ready)
+    order: list[str] = []
+    circle: set[str] = set()
+    left = set(nodes)
+    while left:
+        if not ready:  # a circle: the first name of what is left goes next
+            first = min(left)
+            circle.update(kind for kind in left if waiting[kind] > 0)
+            waiting[first] = 0
+            heapq.heappush(ready, first)
+        kind = heapq.heappop(ready)
+        if kind not in left:
+            continue
+        left.discard(kind)
+        order.append(kind)
+        for behind in sorted(ahead.get(kind, ())):
+            waiting[behind] -= 1
+            if waiting[behind] == 0 and behind in left:
+                heapq.heappush(ready, behind)
+    installed = {place.kind for place in given}
+    fallback = {place.kind for place in given if place.fallback}
+    ranked = [kind for kind in order if kind in installed and kind not in fallback]
+    return ranked + [kind for kind in order if kind in fallback], sorted(circle)
