@@ -259,7 +259,7 @@ def test_fix_yes_repairs_two_runtime_wheels_and_a_missing_plugin_slow(tmp_path: 
     # nothing, and what pip said is shown.
     catalog = tmp_path / "catalog.json"
     catalog.write_text(json.dumps({"ortplug": 1, "plugins": {"nosuch": {
-        "distribution": "ortplug-nosuch-h25", "hooks": ["ortplug_provider_types"],
+        "distribution": "ortplug-nosuch-h25", "hooks": [],
         "kinds": [{"kind": "nosuch", "ort_name": "NoSuchExecutionProvider", "detect": [{}],
                    "install": "ortplug-nosuch-h25"}],
     }}}))  # fmt: skip
@@ -296,20 +296,21 @@ _ACME_PLUGIN = """\
 from typing import ClassVar
 
 import attrs
-from ortplug import ProviderType, hookimpl
+from ortplug import hookimpl
 
 
 @attrs.frozen
 class Config:
     kind: ClassVar[str] = {kind!r}
+    ort_name: ClassVar[str] = {ort_name!r}
 
     def to_ort(self):
-        return {ort_name!r}, {{}}
+        return self.ort_name, {{}}
 
 
 @hookimpl
-def ortplug_provider_types():
-    yield ProviderType({kind!r}, {ort_name!r}, Config)
+def ortplug_offer_providers():
+    return []
 """
 
 
@@ -317,7 +318,7 @@ def _acme_site(
     tmp_path: Path, kind: dict[str, object], plugin: str | None = None
 ) -> dict[str, str]:
     """The environment of ``ortplug`` with distribution ortplug-acme installed (its plugin
-    ``acme`` declares ``kind`` and contributes it, or is the source ``plugin``), on a bare CPU
+    ``acme`` declares ``kind`` and its config class, or is the source ``plugin``), on a bare CPU
     host."""
     site = tmp_path / "site"
     (site / "ortplug_acme").mkdir(parents=True)
@@ -325,7 +326,8 @@ def _acme_site(
     source = plugin if plugin is not None else _ACME_PLUGIN.format(**declared)
     (site / "ortplug_acme" / "__init__.py").write_text(source)
     (site / "ortplug_acme" / "ortplug.json").write_text(json.dumps({"ortplug": 1, "plugins": {
-        "acme": {"hooks": ["ortplug_provider_types"], "kinds": [declared]}
+        "acme": {"hooks": ["ortplug_offer_providers"],
+                 "kinds": [{**declared, "config": "ortplug_acme:Config"}]}
     }}))  # fmt: skip
     dist_info(site, "ortplug-acme", {"acme": "ortplug_acme"})
     return {
@@ -427,7 +429,7 @@ def test_fix_yes_never_runs_a_pip_folder_of_the_working_directory(tmp_path: Path
     (planted / "__main__.py").write_text(f"open({str(ran)!r}, 'a').write('ran\\n')\n")
     catalog = tmp_path / "catalog.json"
     catalog.write_text(json.dumps({"ortplug": 1, "plugins": {"nosuch": {
-        "distribution": "ortplug-nosuch-h31", "hooks": ["ortplug_provider_types"],
+        "distribution": "ortplug-nosuch-h31", "hooks": [],
         "kinds": [{"kind": "nosuch", "ort_name": "NoSuchExecutionProvider", "detect": [{}],
                    "install": "ortplug-nosuch-h31"}],
     }}}))  # fmt: skip
@@ -457,7 +459,7 @@ def test_doctor_prints_no_terminal_escapes_of_hardware_or_declarations(tmp_path:
     information.write_text(f"Model: H200{escapes}\n")
     catalog = tmp_path / "catalog.json"
     catalog.write_text(json.dumps({"ortplug": 1, "plugins": {"acme": {
-        "distribution": "ortplug-acme", "hooks": ["ortplug_provider_types"],
+        "distribution": "ortplug-acme", "hooks": [],
         "kinds": [{"kind": "acme", "ort_name": "AcmeExecutionProvider", "detect": [{}],
                    "hardware": f"Acme{escapes} NPUs", "install": "ortplug-acme", "optional": True}],
     }}}))  # fmt: skip

@@ -256,7 +256,7 @@ def _catalog_file(tmp_path: Path, plugins: object, name: str = "catalog.json") -
 
 def test_a_users_catalog_pins_and_indexes_replace_the_builtin_kind(tmp_path: Path) -> None:
     own = _catalog_file(tmp_path, {"cuda": {
-        "distribution": "ortplug-cuda", "hooks": ["ortplug_provider_types"],
+        "distribution": "ortplug-cuda", "hooks": [],
         "kinds": [{
             "kind": "cuda", "ort_name": "CUDAExecutionProvider", "hardware": "our H200s",
             "detect": [{"nvidia_driver": True}], "install": "ortplug[cuda]",
@@ -272,7 +272,7 @@ def test_a_users_catalog_pins_and_indexes_replace_the_builtin_kind(tmp_path: Pat
 
 def test_a_new_kind_in_a_users_catalog_goes_first(tmp_path: Path) -> None:
     own = _catalog_file(tmp_path, {"acme": {
-        "distribution": "ortplug-acme", "hooks": ["ortplug_provider_types"],
+        "distribution": "ortplug-acme", "hooks": [],
         "kinds": [{"kind": "acme", "ort_name": "AcmeExecutionProvider", "hardware": "Acme NPUs",
                    "detect": [{"pci_vendor": "0x1e52"}], "install": "ortplug-acme>=2"}],
     }})  # fmt: skip
@@ -294,7 +294,7 @@ def test_a_new_kind_in_a_users_catalog_goes_first(tmp_path: Path) -> None:
          r"\.detect\[0\]\.pci_vendor: expected a hex id like '0x10de', got 'nvidia'"),
         ({"cuda": {"hooks": [], "kinds": [{"kind": "cuda", "ort_name": "C", "runtime": "onnxruntime~=1.2"}]}},
          r"\.runtime: expected version rules like '>=1.22' or '==1.31.1' in 'onnxruntime~=1.2', got '~=1.2'"),
-        ({"cuda": {"hooks": ["ortplug_provider_types"], "kinds": [{"kind": "cuda", "ort_name": "C", "detect": [{}]}]}},
+        ({"cuda": {"hooks": [], "kinds": [{"kind": "cuda", "ort_name": "C", "detect": [{}]}]}},
          r"plugins\.cuda: declares a kind with 'detect', so expected the plugin's 'distribution'"),
     ],
 )  # fmt: skip

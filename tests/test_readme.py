@@ -337,8 +337,9 @@ def _check(block: Block, folder: Path) -> None:
     elif block.language == "json":
         from ortplug.plugins.declaration import parse_declarations
 
-        parse_declarations(json.loads(block.text), str(block))
-        if (written := _directive(block, "written to ")) is not None:
+        written = _directive(block, "written to ")  # a plugin's manifest; else a catalog's
+        parse_declarations(json.loads(block.text), str(block), catalog=written is None)
+        if written is not None:
             target = folder / "project" / written.removeprefix("written to ").strip()
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(block.text)

@@ -272,7 +272,7 @@ def _file_declarations(path: str) -> list[PluginDeclaration]:
     except ValueError as exc:
         raise OptionError(f"{where}: expected a JSON catalog, got invalid JSON ({exc})") from None
     try:
-        return list(parse_declarations(data, where).values())
+        return list(parse_declarations(data, where, catalog=True).values())
     except DeclarationError as exc:
         raise OptionError(str(exc)) from None
 

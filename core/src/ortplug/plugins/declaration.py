@@ -716,9 +716,10 @@ def mixed_form(where: str, hooks: Iterable[str]) -> str | None:
     )
 
 
-def _check_plugin(declaration: PluginDeclaration, where: str) -> None:
+def _check_plugin(declaration: PluginDeclaration, where: str, *, catalog: bool) -> None:
     """What the tables cannot say: a library names one place; each kind and probe points at its
-    code (``config``, ``detect``); no hook of the hook form is listed (one form per plugin)."""
+    code (``config``, ``detect``; a ``catalog``'s need not: nothing of it is built); no hook of
+    the hook form is listed (one form per plugin)."""
     mixed = mixed_form(f"{where}.hooks: lists", declaration.hooks)
     if mixed is not None:
         raise DeclarationError(mixed)
@@ -728,7 +729,7 @@ def _check_plugin(declaration: PluginDeclaration, where: str) -> None:
             raise DeclarationError(
                 f"{where}.kinds[{i}].library: expected exactly one of package or path"
             )
-    for what, field in (("kinds", "config"), ("probes", "detect")):
+    for what, field in () if catalog else (("kinds", "config"), ("probes", "detect")):
         for i, item in enumerate(getattr(declaration, what)):
             if getattr(item, field) is None:
                 raise DeclarationError(
@@ -784,8 +785,14 @@ def _nesting_error(source: str) -> DeclarationError:
     return DeclarationError(f"{source}: expected at most {_MAX_DEPTH} levels of nesting, got more")
 
 
-def parse_declarations(data: object, source: str) -> dict[str, PluginDeclaration]:
-    """Every plugin's declaration in a file's parsed JSON, by entry-point name; checked."""
+def parse_declarations(
+    data: object, source: str, *, catalog: bool = False
+) -> dict[str, PluginDeclaration]:
+    """Every plugin's declaration in a file's parsed JSON, by entry-point name; checked.
+
+    ``catalog``: the file is a catalog (``ORTPLUG_CATALOG``): it describes kinds to install,
+    so its kinds and probes need not name their code.
+    """
     if _too_deep(data):
         raise _nesting_error(source)
     if not isinstance(data, dict):
@@ -806,7 +813,7 @@ def parse_declarations(data: object, source: str) -> dict[str, PluginDeclaration
         where = f"{source}: plugins.{name}"
         parsed = _PLUGIN_TABLE(where, fields)
         declaration = PluginDeclaration(plugin=name, source=source, **parsed)
-        _check_plugin(declaration, where)
+        _check_plugin(declaration, where, catalog=catalog)
         found[name] = declaration
     return found
 

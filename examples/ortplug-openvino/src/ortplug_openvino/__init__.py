@@ -82,7 +82,8 @@ class OpenVinoProvider(LibraryProvider):
     through ``options`` (``{"load_config": ...}``); see the package's documentation.
     """
 
-    kind: ClassVar[str]  # kind and ort_name: the manifest's (ortplug.json)
+    # kind and ort_name: the manifest's (ortplug.json)
+    kind: ClassVar[str]
     ort_name: ClassVar[str]
 
     inference_precision: str | None = choice_field(
