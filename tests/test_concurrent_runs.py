@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -24,11 +25,13 @@ from ortplug import (
     VerificationError,
 )
 from ortplug.dropin import InferenceSession
-from ortplug.plugin_host._declared import broken_promise
+from ortplug.plugin_host._manifest_types import provider_types
 from ortplug.plugin_host.manager import get_plugin_host
 from ortplug.plugins.declaration import DeclarationError, parse_declarations
 from ortplug.testing import demo_model, make_plugin_host
 from ortplug.testing.misbehaving import MisbehavingPlugin, MisbehavingProvider
+
+_MANIFESTTEST = Path(__file__).resolve().parent / "plugin_dists/ortplug-manifesttest/src"
 
 DEMO = demo_model().read_bytes()
 BAD = ("AzureExecutionProvider", "CPUExecutionProvider")
@@ -220,10 +223,7 @@ def test_a_claim_that_is_not_a_bool_is_one_clear_error() -> None:
     ):
         ProviderType("misbehaving", BAD[0], MisbehavingProvider, concurrent_runs="yes")  # type: ignore[arg-type]
     kind = {"kind": "acme", "ort_name": "AcmeExecutionProvider", "concurrent_runs": "yes"}
-    data = {
-        "ortplug": 1,
-        "plugins": {"acme": {"kinds": [kind], "hooks": ["ortplug_provider_types"]}},
-    }
+    data = {"ortplug": 1, "plugins": {"acme": {"kinds": [kind], "hooks": []}}}
     with pytest.raises(
         DeclarationError,
         match=r"plugins.acme.kinds\[0\].concurrent_runs: expected true or false, got 'yes'$",
@@ -231,16 +231,16 @@ def test_a_claim_that_is_not_a_bool_is_one_clear_error() -> None:
         parse_declarations(data, "ortplug_acme/ortplug.json")
 
 
-def test_a_declaration_and_a_type_that_disagree_on_concurrent_runs_are_a_broken_promise() -> None:
-    kind = {"kind": "misbehaving", "ort_name": BAD[0], "concurrent_runs": True}
-    data = {
-        "ortplug": 1,
-        "plugins": {"bad": {"kinds": [kind], "hooks": ["ortplug_provider_types"]}},
-    }
-    declaration = parse_declarations(data, "bad/ortplug.json")["bad"]
-    hooks = ["ortplug_provider_types"]
-    agrees = ProviderType("misbehaving", BAD[0], MisbehavingProvider, concurrent_runs=True)
-    assert broken_promise(declaration, [agrees], [], hooks, []) is None
-    silent = ProviderType("misbehaving", BAD[0], MisbehavingProvider)  # the default: serialised
-    problem = broken_promise(declaration, [silent], [], hooks, [])
-    assert problem is not None and "concurrent runs" in problem and "serialised runs" in problem
+def test_a_declared_kinds_concurrent_runs_is_its_provider_types(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The manifest is the one source: the type built from it says what the kind declares (the
+    mixed form, whose hook-given type could disagree with its manifest, is gone)."""
+    monkeypatch.syspath_prepend(str(_MANIFESTTEST))
+    config = "ortplug_manifesttest.config:ManifestAzureProvider"
+    for flag in (True, False):
+        kind = {"kind": "manifestazure", "ort_name": BAD[0], "config": config}
+        data = {"ortplug": 1, "plugins": {"m": {"kinds": [{**kind, "concurrent_runs": flag}],
+                                               "hooks": ["ortplug_offer_providers"]}}}  # fmt: skip
+        (ptype,) = provider_types(parse_declarations(data, "m/ortplug.json")["m"])
+        assert ptype.concurrent_runs is flag
