@@ -10,23 +10,26 @@ from pathlib import Path
 
 import fake_roots
 import pytest
-from ortplug.fit.hardware import HARDWARE_ROOT_ENV, cuda_major_for_driver, detect_hardware
+from ortplug.fit.catalog import load_catalog
+from ortplug.fit.hardware import HARDWARE_ROOT_ENV, Hardware, detect_hardware
 
 _LINUX = {"ORTPLUG_OVERRIDE_PLATFORM": "linux", "ORTPLUG_OVERRIDE_MACHINE": "x86_64"}
+#: The facts the shipped manifests say how to read from files (the cuda and webgpu probes').
+DRIVER, LOADER = "cuda.driver_version", "webgpu.vulkan_loader"
 
 
-def test_nvidia_gpu_with_its_driver_and_cuda_major(tmp_path: Path) -> None:
+def test_nvidia_gpu_with_its_driver_read_as_the_cuda_manifest_says(tmp_path: Path) -> None:
     hw = detect_hardware(fake_roots.nvidia(tmp_path), _LINUX)
     (gpu,) = hw.gpus()
     assert (gpu.vendor_name, gpu.device, gpu.describe()) == ("NVIDIA", 0x2335, "NVIDIA H200")
-    assert (hw.nvidia_driver, hw.cuda_major) == ("580.65.06", 13)
+    assert (hw.fact(DRIVER), hw.said(DRIVER)) == ("580.65.06", "NVIDIA driver 580.65.06")
 
 
 def test_a_real_h200_hosts_files(tmp_path: Path) -> None:
     hw = detect_hardware(fake_roots.h200(tmp_path), _LINUX)
     assert [g.describe() for g in hw.gpus()] == ["NVIDIA H200"]
-    assert (hw.nvidia_driver, hw.cuda_major, hw.cpu_vendor) == ("580.159.04", 13, "GenuineIntel")
-    assert hw.vulkan_loader is None and hw.render_nodes == ()
+    assert (hw.fact(DRIVER), hw.cpu_vendor) == ("580.159.04", "GenuineIntel")
+    assert hw.fact(LOADER) is None and hw.render_nodes == ()
 
 
 def test_the_open_kernel_modules_version_line(tmp_path: Path) -> None:
@@ -34,33 +37,40 @@ def test_the_open_kernel_modules_version_line(tmp_path: Path) -> None:
     (tmp_path / "proc/driver/nvidia").mkdir(parents=True)
     (tmp_path / "proc/driver/nvidia/version").write_text(line)
     hw = detect_hardware(tmp_path, _LINUX)
-    assert (hw.nvidia_driver, hw.cuda_major) == ("575.57.08", 12)
+    assert hw.fact(DRIVER) == "575.57.08"
 
 
 def test_an_nvidia_gpu_without_its_driver_is_seen_by_pci_id_alone(tmp_path: Path) -> None:
     hw = detect_hardware(fake_roots.nvidia(tmp_path, driver=None), _LINUX)
     assert [g.describe() for g in hw.gpus()] == ["NVIDIA GPU 0x2335"]
-    assert (hw.nvidia_driver, hw.cuda_major) == (None, None)
+    assert hw.fact(DRIVER) is None and DRIVER not in hw.facts
 
 
 @pytest.mark.parametrize(
-    ("driver", "major"),
-    [("580.65.06", 13), ("590.1", 13), ("579.99", 12), ("525.60.13", 12), ("470.1", 11),
-     ("440.1", None), (None, None), ("garbage", None)],
+    ("driver", "install"),
+    [("580.65.06", "ortplug[cuda]"), ("590.1", "ortplug[cuda]"), ("579.99", "ortplug[cuda12]"),
+     ("525.60.13", "ortplug[cuda12]"), ("470.1", None), ("440.1", None),
+     (None, "ortplug[cuda]")],
 )  # fmt: skip
-def test_driver_branches_map_to_nvidias_minimum_driver_table(
-    driver: str | None, major: int | None
+def test_driver_branches_pick_the_install_the_cuda_manifest_needs(
+    driver: str | None, install: str | None
 ) -> None:
-    assert cuda_major_for_driver(driver) == major
+    """NVIDIA's minimum driver per CUDA major is the cuda manifest's (needs: driver 580 for the
+    CUDA 13 build, 525 for CUDA 12), not a table in the core; no driver seen: the first."""
+    (entry,) = [e for e in load_catalog({}, installed=False) if e.name == "cuda"]
+    hw = Hardware(platform="linux", machine="x86_64", facts={DRIVER: driver} if driver else {})
+    chosen = entry.install_for(hw)
+    assert (chosen.install if chosen else None) == install
 
 
 def test_amd_gpu_with_vulkan(tmp_path: Path) -> None:
     hw = detect_hardware(fake_roots.amd_gpu(tmp_path), _LINUX)
     assert [g.vendor_name for g in hw.gpus()] == ["AMD"]
-    assert hw.vulkan_loader == "/usr/lib/x86_64-linux-gnu/libvulkan.so.1"
+    assert hw.fact(LOADER) == "/usr/lib/x86_64-linux-gnu/libvulkan.so.1"
+    assert hw.said(LOADER) == "Vulkan loader"
     assert hw.vulkan_icds == ("lvp_icd.x86_64.json", "radeon_icd.x86_64.json")
     assert hw.render_nodes == ("renderD128",)
-    assert hw.nvidia_driver is None
+    assert hw.fact(DRIVER) is None
 
 
 def test_intel_gpu_npu_and_cpu(tmp_path: Path) -> None:
@@ -88,17 +98,17 @@ def test_vulkan_only_host_has_a_render_node_and_no_pci_gpu(tmp_path: Path) -> No
 
 def test_bare_cpu_host(tmp_path: Path) -> None:
     hw = detect_hardware(fake_roots.bare_cpu(tmp_path), _LINUX)
-    assert hw.gpus() == () and hw.render_nodes == () and hw.vulkan_loader is None
+    assert hw.gpus() == () and hw.render_nodes == () and hw.fact(LOADER) is None
     assert [d.vendor_name for d in hw.pci] == ["Intel", "virtio"]  # host bridge, NIC
-    assert (hw.cpu_vendor, hw.macos_version, hw.cuda_major) == ("AuthenticAMD", None, None)
+    assert (hw.cpu_vendor, hw.macos_version, hw.facts) == ("AuthenticAMD", None, {})
 
 
 def test_an_empty_or_missing_root_sees_nothing_and_never_raises(tmp_path: Path) -> None:
     hw = detect_hardware(tmp_path / "absent", _LINUX)
     assert hw.to_dict() == {
         "platform": "linux", "machine": "x86_64", "gpus": [], "accelerators": [],
-        "render_nodes": [], "nvidia_driver": None, "cuda_major": None, "macos_version": None,
-        "vulkan_loader": None, "vulkan_icds": [], "cpu_vendor": None, "cpu_flags": [],
+        "render_nodes": [], "facts": {}, "macos_version": None,
+        "vulkan_icds": [], "cpu_vendor": None, "cpu_flags": [],
     }  # fmt: skip
 
 
@@ -114,7 +124,7 @@ def test_unreadable_and_malformed_files_are_skipped(tmp_path: Path) -> None:
 
 def test_the_root_comes_from_the_environment(tmp_path: Path) -> None:
     env = {**_LINUX, HARDWARE_ROOT_ENV: str(fake_roots.nvidia(tmp_path))}
-    assert detect_hardware(environ=env).nvidia_driver == "580.65.06"
+    assert detect_hardware(environ=env).fact(DRIVER) == "580.65.06"
 
 
 @pytest.mark.parametrize(("value", "expected"), [(" darwin ", "darwin"), ("  ", None)])
@@ -220,7 +230,7 @@ def test_only_plain_files_are_read_and_only_so_much(tmp_path: Path) -> None:
     plist.symlink_to("/dev/zero")
     done = _detect_in_a_child(root)
     assert done.returncode == 0, done.stderr[-500:]
-    assert "'nvidia_driver': None" in done.stdout and "'cpu_vendor': None" in done.stdout
+    assert "'facts': {}" in done.stdout and "'cpu_vendor': None" in done.stdout
 
     huge = tmp_path / "huge" / "proc/cpuinfo"
     huge.parent.mkdir(parents=True)
@@ -246,7 +256,7 @@ def test_a_folder_where_a_file_is_read_is_not_seen_and_leaves_no_descriptor(
     open_before = len(os.listdir("/proc/self/fd"))
     hw = detect_hardware(root, _LINUX)
     assert len(os.listdir("/proc/self/fd")) == open_before
-    assert hw.cpu_vendor is None and hw.nvidia_driver is None
+    assert hw.cpu_vendor is None and hw.fact(DRIVER) is None
     assert [g.describe() for g in hw.gpus()] == ["NVIDIA H200"]
     for command in (["doctor"], ["info"], ["doctor", "--fix"]):
         done = subprocess.run(

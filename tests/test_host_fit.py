@@ -73,7 +73,7 @@ def test_an_nvidia_host_with_a_cuda13_driver_gets_the_cuda_extra(tmp_path: Path)
     assert plan.steps == (("uninstall", "-y", "onnxruntime"), ("install", "ortplug[cuda]"))
     missing = [f.line() for f in plan.findings if f.kind == "missing"]
     assert missing == [
-        "NVIDIA H200 (driver 580.65.06, CUDA 13) seen; install ortplug-cuda with: "
+        "NVIDIA H200 (NVIDIA driver 580.65.06) seen; install ortplug-cuda with: "
         "pip uninstall -y onnxruntime && pip install 'ortplug[cuda]'"
     ]
     (optional,) = [f for f in plan.findings if f.kind == "optional"]
@@ -88,8 +88,8 @@ def test_a_cuda12_driver_gets_the_cuda12_build_and_no_tensorrt(tmp_path: Path) -
     driver = [f for f in plan.findings if f.kind == "driver"]
     assert [(f.ok, f.detail) for f in driver] == [(
         True,
-        "NVIDIA H200 (driver 535.104.05, CUDA 12) seen; ortplug-tensorrt needs CUDA 13 or newer: "
-        "update the NVIDIA driver to r580 or newer",
+        "NVIDIA H200 (NVIDIA driver 535.104.05) seen; ortplug-tensorrt needs NVIDIA driver 580 "
+        "or newer: update the NVIDIA driver",
     )]  # fmt: skip
 
 
@@ -98,9 +98,7 @@ def test_a_driver_too_old_for_any_build_says_to_update_it(tmp_path: Path) -> Non
     assert plan.applies == ("cpu",) and plan.steps == ()
     cuda = [f for f in plan.findings if "ortplug-cuda needs" in f.detail]
     assert [f.ok for f in cuda] == [False]
-    assert cuda[0].detail.endswith(
-        "needs CUDA 12 or newer: update the NVIDIA driver to r525 or newer"
-    )
+    assert cuda[0].detail.endswith("needs NVIDIA driver 525 or newer: update the NVIDIA driver")
 
 
 def test_an_nvidia_gpu_without_a_driver_says_to_install_it_first(tmp_path: Path) -> None:
@@ -259,7 +257,7 @@ def test_a_users_catalog_pins_and_indexes_replace_the_builtin_kind(tmp_path: Pat
         "distribution": "ortplug-cuda", "hooks": [],
         "kinds": [{
             "kind": "cuda", "ort_name": "CUDAExecutionProvider", "hardware": "our H200s",
-            "detect": [{"nvidia_driver": True}], "install": "ortplug[cuda]",
+            "detect": [{"fact": "cuda.driver_version"}], "install": "ortplug[cuda]",
             "runtime": "onnxruntime-gpu==1.31.1", "index_url": "https://pypi.internal/simple",
         }],
     }})  # fmt: skip
@@ -339,3 +337,56 @@ def test_a_build_imports_neither_the_catalog_nor_the_hardware_scan() -> None:
         [sys.executable, "-c", check], capture_output=True, text=True, timeout=120
     )
     assert json.loads(done.stdout.splitlines()[-1]) == sorted(modules)
+
+
+def _rocm_catalog(tmp_path: Path) -> str:
+    """A third party's driver rule, ROCm's, in the generic terms: a probe's fact read from a
+    file and installs that need it at a minimum (no core release needed for it)."""
+    return _catalog_file(tmp_path, {"rocm": {
+        "distribution": "ortplug-rocm", "hooks": [],
+        "kinds": [{
+            "kind": "rocm", "ort_name": "ROCMExecutionProvider", "hardware": "AMD Instinct GPUs",
+            "detect": [{"pci_vendor": "0x1002", "fact": "rocm.driver", "min": "5"}],
+            "install": "ortplug-rocm[rocm6]", "needs": {"fact": "rocm.driver", "min": "6.1"},
+            "alternatives": [{"install": "ortplug-rocm[rocm5]",
+                              "needs": {"fact": "rocm.driver", "min": "5"}}],
+        }],
+        "probes": [{"name": "rocm", "facts": ["driver"], "read": {"driver": {
+            "paths": ["/sys/module/amdgpu/version"], "pattern": r"^(\d+(?:\.\d+)*)",
+            "label": "amdgpu driver"}}}],
+    }}, name="rocm.json")  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("version", "applies", "said"),
+    [("6.3.2", True, "ortplug-rocm[rocm6]"), ("5.7.1", True, "ortplug-rocm[rocm5]"),
+     ("4.0", False, None)],
+)  # fmt: skip
+def test_a_third_partys_driver_rule_is_a_fact_and_a_minimum(
+    tmp_path: Path, version: str, applies: bool, said: str | None
+) -> None:
+    from ortplug.fit.catalog import catalog_fact_reads
+
+    root = fake_roots.amd_gpu(tmp_path / "root")
+    (root / "sys/module/amdgpu").mkdir(parents=True)
+    (root / "sys/module/amdgpu/version").write_text(f"{version}\n")
+    catalog = _rocm_catalog(tmp_path)
+    environ = {CATALOG_ENV: catalog}
+    hw = detect_hardware(root, _LINUX, reads=catalog_fact_reads(environ, installed=False))
+    assert hw.fact("rocm.driver") == version
+    plan = plan_fit(hw, load_catalog(environ, installed=False), _CPU_ENV)
+    assert ("rocm" in plan.applies) is applies
+    if said is not None:
+        (missing,) = [f for f in plan.findings if f.subject == "rocm"]
+        assert missing.detail.startswith(f"AMD GPU 0x744c amdgpu driver {version} seen; install ")
+        assert plan.steps[-1][-1] == said  # the install the driver's version allows
+
+
+def test_the_generic_schema_names_no_vendors_driver() -> None:
+    """nvidia_driver, vulkan_loader and cuda_min were the format's own fields: a driver rule of
+    another vendor needed a core release."""
+    from ortplug.plugins.declaration import schema_text
+
+    text = schema_text()
+    assert not re.search(r"nvidia|vulkan|cuda", text, re.IGNORECASE)
+    assert '"fact"' in text and '"min"' in text and '"needs"' in text and '"read"' in text

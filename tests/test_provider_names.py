@@ -24,10 +24,6 @@ CORE = REPOSITORY / "core" / "src" / "ortplug"
 
 #: Each allowed use: what the code says (a regex over the token), and why it may say it.
 _ALLOWED = {
-    r"cuda_min|cuda_major|driver_for_cuda|_DRIVER_FOR_CUDA|CUDA \{": (
-        "the NVIDIA driver's CUDA version: a hardware fact (fit/hardware.py) and the "
-        "declaration format's cuda_min field, which the catalog and host fit compare; not a kind"
-    ),
     r"cuda:device_id=1|cuda,cpu|\"kind\": \"cuda\"|\['cuda', 'cpu'\]": (
         "the syntax of a provider chain, shown by an example in help pages and error lines"
     ),

@@ -33,13 +33,15 @@ from ..plugins.declaration import (
     parse_declarations,
 )
 from ..settings import Settings, settings
-from .hardware import Hardware
+from .hardware import FactSource, Hardware, fact_reads
 
 __all__ = [
     "CATALOG_ENV",
     "CatalogEntry",
     "Condition",
     "Install",
+    "Need",
+    "catalog_fact_reads",
     "condition_seen",
     "load_catalog",
     "refused_declarations",
@@ -58,9 +60,10 @@ class Condition:
     """A ``detect`` condition (the declaration's ``_CONDITION`` fields); every key given holds.
 
     ``pci_vendor``/``pci_class``: a PCI function with that vendor id and base class; ``gpu``: a
-    display-class PCI device or a DRM render node; ``nvidia_driver``: the driver's version file;
-    ``macos_min``: at least this macOS; ``vulkan_loader``: libvulkan; ``cpu_vendor``/``cpu_flags``:
-    one of these vendors, all of these flags; ``platform``/``machine``: one of these.
+    display-class PCI device or a DRM render node; ``macos_min``: at least this macOS; ``fact``:
+    a probe's fact read from files as its manifest says (``cuda.driver_version``), at least
+    ``min`` when given; ``cpu_vendor``/``cpu_flags``: one of these vendors, all of these flags;
+    ``platform``/``machine``: one of these.
     """
 
     platform: tuple[str, ...] = ()
@@ -68,22 +71,44 @@ class Condition:
     pci_vendor: int | None = attrs.field(default=None, converter=_hex)
     pci_class: int | None = attrs.field(default=None, converter=_hex)
     gpu: bool = False
-    nvidia_driver: bool = False
     macos_min: str | None = None
-    vulkan_loader: bool = False
+    fact: str | None = None
+    min: str | None = None
     cpu_vendor: tuple[str, ...] = ()
     cpu_flags: tuple[str, ...] = ()
+
+
+def _at_least(value: str, minimum: str | None) -> bool:
+    """Whether version ``value`` is ``minimum`` or newer (no minimum: any value)."""
+    return minimum is None or release(value) >= release(minimum)
+
+
+@attrs.frozen(kw_only=True)
+class Need:
+    """A probe-backed fact an install needs, at least ``min`` (the declaration's ``needs``)."""
+
+    fact: str
+    min: str
+
+    def holds(self, hw: Hardware) -> bool | None:
+        """Whether ``hw``'s fact is ``min`` or newer; ``None`` when the fact was not seen."""
+        value = hw.fact(self.fact)
+        return None if value is None else _at_least(value, self.min)
+
+
+def _need(value: Mapping[str, str] | None) -> Need | None:
+    return None if value is None else Need(**value)
 
 
 @attrs.frozen(kw_only=True)
 class Install:
     """What the catalog proposes to install (the declaration's ``_INSTALL`` fields): the
-    requirement, the runtime wheel it brings, an extra index, the CUDA major it needs."""
+    requirement, the runtime wheel it brings, an extra index, the fact it needs at a minimum."""
 
     install: str
     runtime: str | None = None
     index_url: str | None = None
-    cuda_min: int | None = None
+    needs: Need | None = attrs.field(default=None, converter=_need)
 
 
 @attrs.frozen(kw_only=True)
@@ -103,15 +128,27 @@ class CatalogEntry:
     declared_by: str = ""
 
     def seen(self, hw: Hardware) -> str | None:
-        """What on ``hw`` this entry is for, or ``None`` when the host has none of it."""
-        return next((s for c in self.detect if (s := condition_seen(c, hw)) is not None), None)
+        """What on ``hw`` this entry is for, or ``None`` when the host has none of it; with the
+        facts its installs need, as seen (``NVIDIA H200 (NVIDIA driver 580.65.06)``)."""
+        found = next((s for c in self.detect if (s := condition_seen(c, hw)) is not None), None)
+        if found is None:
+            return None
+        needed = dict.fromkeys(i.needs.fact for i in self.installs if i.needs is not None)
+        shown = [hw.said(n) for n in needed if hw.fact(n) is not None and hw.said(n) not in found]
+        return f"{found} ({', '.join(shown)})" if shown else found
 
-    def install_for(self, cuda_major: int | None) -> Install | None:
-        """The first install the driver's CUDA major allows (the first one when no driver was
-        seen: it needs installing anyway), ``None`` when the driver is too old for every one."""
-        if cuda_major is None:
-            return self.installs[0] if self.installs else None
-        return next((i for i in self.installs if (i.cuda_min or 0) <= cuda_major), None)
+    def install_for(self, hw: Hardware) -> Install | None:
+        """The first install whose needed fact holds here (the first one when none of the facts
+        was seen: the driver needs installing anyway), ``None`` when every one needs more."""
+        held = [None if i.needs is None else i.needs.holds(hw) for i in self.installs]
+        if self.installs and all(h is None for h, i in zip(held, self.installs) if i.needs):
+            return self.installs[0]
+        return next((i for i, h in zip(self.installs, held) if h is not False), None)
+
+    def needed(self) -> Need | None:
+        """The lowest need among the installs (what the host must reach for any of them)."""
+        needs = [i.needs for i in self.installs if i.needs is not None]
+        return min(needs, key=lambda n: release(n.min)) if needs else None
 
 
 def _pci_seen(c: Condition, hw: Hardware) -> str | None:
@@ -141,22 +178,20 @@ def condition_seen(c: Condition, hw: Hardware) -> str | None:
         if not gpus:
             return None
         said += [] if said else [" + ".join(gpus)]
-    if c.nvidia_driver and hw.nvidia_driver is None:
-        return None
     if c.macos_min is not None:
         if hw.macos_version is None or release(hw.macos_version) < release(c.macos_min):
             return None
         said.append(f"macOS {hw.macos_version} on {hw.machine}")
-    if c.vulkan_loader:
-        if hw.vulkan_loader is None:
+    if c.fact is not None:
+        value = hw.fact(c.fact)
+        if value is None or not _at_least(value, c.min):
             return None
-        said.append("with a Vulkan loader")
+        fact = hw.said(c.fact)
+        said.append(fact if hw.labels.get(c.fact, ("", True))[1] else f"with a {fact}")
     if (c.cpu_vendor and hw.cpu_vendor not in c.cpu_vendor) or not set(c.cpu_flags) <= hw.cpu_flags:
         return None
     if c.cpu_vendor or c.cpu_flags:
         said.append(" ".join(filter(None, [hw.cpu_vendor, "CPU", ", ".join(c.cpu_flags)])))
-    if hw.nvidia_driver and (c.nvidia_driver or c.pci_vendor == 0x10DE):
-        said.append(f"(driver {hw.nvidia_driver}, CUDA {hw.cuda_major or 'below 11'})")
     return " ".join(said) or "a CPU"
 
 
@@ -277,17 +312,31 @@ def _file_declarations(path: str) -> list[PluginDeclaration]:
         raise OptionError(str(exc)) from None
 
 
-def load_catalog(
-    environ: Mapping[str, str] | None = None, *, installed: bool = True
-) -> tuple[CatalogEntry, ...]:
-    """The built-in entries, then the installed plugins' (with ``installed``), then those of
-    ``$ORTPLUG_CATALOG``: a later entry replaces one of its kind in place, new kinds go first."""
+def _layers(environ: Mapping[str, str] | None, installed: bool) -> list[list[PluginDeclaration]]:
+    """The built-in declarations, the installed plugins' (with ``installed``), the file's."""
     layers = [_builtin()]
     if installed:
         layers.append(_installed_declarations(environ))
     catalog = _settings_of(environ).catalog
     if catalog is not None:
         layers.append(_file_declarations(str(catalog)))
+    return layers
+
+
+def catalog_fact_reads(
+    environ: Mapping[str, str] | None = None, *, installed: bool = True
+) -> tuple[FactSource, ...]:
+    """The facts the catalog's declarations say how to read from files (a later layer's first,
+    as its kinds replace earlier ones)."""
+    return fact_reads(d for layer in reversed(_layers(environ, installed)) for d in layer)
+
+
+def load_catalog(
+    environ: Mapping[str, str] | None = None, *, installed: bool = True
+) -> tuple[CatalogEntry, ...]:
+    """The built-in entries, then the installed plugins' (with ``installed``), then those of
+    ``$ORTPLUG_CATALOG``: a later entry replaces one of its kind in place, new kinds go first."""
+    layers = _layers(environ, installed)
     entries: list[CatalogEntry] = []
     for number, layer in enumerate(layers):
         new = _entries(layer, own=number == 0)

@@ -5,7 +5,10 @@ does). Every file is read under a root (``/`` by default), so a test or a person
 at a fake sysfs/proc tree with ``ORTPLUG_OVERRIDE_HARDWARE_ROOT``; platform and architecture
 follow ``ORTPLUG_OVERRIDE_PLATFORM`` / ``ORTPLUG_OVERRIDE_MACHINE`` as the host facts do. Only
 plain files are read, at most :data:`READ_LIMIT` bytes of each, and every name is kept
-printable: such a root may hold anything.
+printable: such a root may hold anything. Beside what every host has (PCI functions, render
+nodes, macOS version, CPU vendor and flags), the facts the plugins' manifests say how to read
+(a probe's ``read``: a driver's version file, a loader library) are read the same way, named
+``probe.fact``: the core knows no vendor's files.
 """
 
 from __future__ import annotations
@@ -16,13 +19,14 @@ import plistlib
 import re
 import stat
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 import attrs
 
 from ..host.capabilities import base_fact
+from ..plugins.declaration import FactRead, PluginDeclaration
 from ..printable import printable
 from ..settings import Settings, settings
 
@@ -31,9 +35,8 @@ __all__ = [
     "READ_LIMIT",
     "Hardware",
     "PciDevice",
-    "cuda_major_for_driver",
     "detect_hardware",
-    "driver_for_cuda",
+    "fact_reads",
 ]
 
 #: Where the files are read from instead of ``/`` (a fake sysfs/proc tree).
@@ -45,38 +48,23 @@ READ_LIMIT = 1 << 20
 #: this process's controlling one.
 _OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
 
-#: NVIDIA's minimum Linux driver per CUDA major (CUDA Toolkit release notes, table 2: minor
-#: version compatibility): a driver runs every CUDA release of the newest major it reaches.
-_DRIVER_FOR_CUDA = ((580, 13), (525, 12), (450, 11))
-
 _VENDORS = {0x10DE: "NVIDIA", 0x1002: "AMD", 0x8086: "Intel", 0x106B: "Apple", 0x1AF4: "virtio"}
 _DISPLAY_CLASS = 0x03  # PCI base class: VGA, XGA and 3D controllers
 _ACCELERATOR_CLASS = 0x12  # PCI base class: processing accelerators (NPUs)
-_VULKAN_LOADERS = (
-    "usr/lib/x86_64-linux-gnu/libvulkan.so.1",
-    "usr/lib/aarch64-linux-gnu/libvulkan.so.1",
-    "usr/lib64/libvulkan.so.1",
-    "usr/lib/libvulkan.so.1",
-    "usr/local/lib/libvulkan.so.1",
-    "usr/local/lib/libvulkan.1.dylib",
-    "opt/homebrew/lib/libvulkan.1.dylib",
-)
 _ICD_DIRS = ("usr/share/vulkan/icd.d", "etc/vulkan/icd.d", "usr/local/share/vulkan/icd.d")
-_NVIDIA_DRIVER = re.compile(r"Kernel Module\s+(?:for\s+\S+\s+)?(\d+)\.(\d+)(?:\.(\d+))?")
+#: A fact read from files: its name (``probe.fact``) and how it is read.
+FactSource = tuple[str, FactRead]
 
 
-def cuda_major_for_driver(driver: str | None) -> int | None:
-    """The newest CUDA major an NVIDIA driver (``"580.65.06"``) runs, ``None`` when unknown."""
-    try:
-        branch = int(str(driver).split(".")[0])
-    except ValueError:
-        return None
-    return next((major for floor, major in _DRIVER_FOR_CUDA if branch >= floor), None)
-
-
-def driver_for_cuda(major: int) -> int | None:
-    """The oldest NVIDIA driver branch that runs CUDA ``major`` (580 for 13), ``None`` if unknown."""
-    return next((floor for floor, known in _DRIVER_FOR_CUDA if known == major), None)
+def fact_reads(declarations: Iterable[PluginDeclaration]) -> tuple[FactSource, ...]:
+    """The facts ``declarations``' probes say how to read from files, ``probe.fact`` each (the
+    first declaration of a name wins)."""
+    found: dict[str, FactRead] = {}
+    for declaration in declarations:
+        for probe in declaration.probes:
+            for fact, read in probe.read.items():
+                found.setdefault(f"{probe.name}.{fact}", read)
+    return tuple(found.items())
 
 
 @attrs.frozen
@@ -114,31 +102,38 @@ class Hardware:
     machine: str
     pci: tuple[PciDevice, ...] = ()
     render_nodes: tuple[str, ...] = ()
-    nvidia_driver: str | None = None
     macos_version: str | None = None
-    vulkan_loader: str | None = None
     vulkan_icds: tuple[str, ...] = ()
     cpu_vendor: str | None = None
     cpu_flags: frozenset[str] = frozenset()
-
-    @property
-    def cuda_major(self) -> int | None:
-        """The newest CUDA major the NVIDIA driver runs (``None``: no driver seen)."""
-        return cuda_major_for_driver(self.nvidia_driver)
+    #: The facts read from files as the manifests say (``{"cuda.driver_version": "580.65.06"}``).
+    facts: Mapping[str, str] = attrs.field(factory=dict, hash=False)
+    #: Each such fact's label for people and whether it is a version (else: a file that exists).
+    labels: Mapping[str, tuple[str, bool]] = attrs.field(factory=dict, hash=False, eq=False)
 
     def gpus(self) -> tuple[PciDevice, ...]:
         return tuple(d for d in self.pci if d.is_gpu)
 
+    def fact(self, name: str) -> str | None:
+        """A fact read from files (``probe.fact``), ``None`` when it was not seen."""
+        return self.facts.get(name)
+
+    def said(self, name: str) -> str:
+        """A fact seen, for people: ``NVIDIA driver 580.65.06``, ``Vulkan loader``."""
+        label, version = self.labels.get(name, (name, True))
+        return f"{label} {self.facts[name]}" if version else label
+
+    def label(self, name: str) -> str:
+        """A fact's label for people (its name when its manifest gives none)."""
+        return self.labels.get(name, (name, True))[0]
+
     def describe(self) -> str:
-        """One line for people: ``NVIDIA H200, driver 580.65.06 (CUDA 13); AuthenticAMD CPU``."""
+        """One line for people: ``NVIDIA H200, NVIDIA driver 580.65.06, AuthenticAMD CPU``."""
         parts = [d.describe() for d in self.pci if d.is_gpu or d.is_accelerator]
         parts += [] if parts else list(self.render_nodes)
-        if self.nvidia_driver:
-            parts.append(f"NVIDIA driver {self.nvidia_driver} (CUDA {self.cuda_major or '<11'})")
+        parts += [self.said(name) for name in self.facts if name in self.labels]
         if self.macos_version:
             parts.append(f"macOS {self.macos_version}")
-        if self.vulkan_loader:
-            parts.append("Vulkan loader")
         parts.append(f"{self.cpu_vendor or self.machine} CPU")
         return f"{self.platform} {self.machine}: " + ", ".join(parts)
 
@@ -150,10 +145,8 @@ class Hardware:
             "gpus": [d.describe() for d in self.gpus()],
             "accelerators": [d.describe() for d in self.pci if d.is_accelerator],
             "render_nodes": list(self.render_nodes),
-            "nvidia_driver": self.nvidia_driver,
-            "cuda_major": self.cuda_major,
+            "facts": dict(self.facts),
             "macos_version": self.macos_version,
-            "vulkan_loader": self.vulkan_loader,
             "vulkan_icds": list(self.vulkan_icds),
             "cpu_vendor": self.cpu_vendor,
             "cpu_flags": sorted(self.cpu_flags),
@@ -222,11 +215,6 @@ def _render_nodes(root: Path) -> tuple[str, ...]:
     return tuple(sorted(nodes))
 
 
-def _nvidia_driver(root: Path) -> str | None:
-    match = _NVIDIA_DRIVER.search(_read(root / "proc/driver/nvidia/version") or "")
-    return ".".join(g for g in match.groups() if g) if match else None
-
-
 def _macos_version(root: Path) -> str | None:
     data = _read_bytes(root / "System/Library/CoreServices/SystemVersion.plist")
     try:
@@ -236,11 +224,26 @@ def _macos_version(root: Path) -> str | None:
     return printable(str(version)) if version else None
 
 
-def _vulkan(root: Path) -> tuple[str | None, tuple[str, ...]]:
-    loader = next((name for name in _VULKAN_LOADERS if (root / name).exists()), None)
+def _vulkan_icds(root: Path) -> tuple[str, ...]:
+    """The Vulkan driver manifests (ICDs) installed: what a Vulkan loader would find."""
     folders = [root / folder for folder in _ICD_DIRS if (root / folder).is_dir()]
     icds = sorted(printable(p.name) for folder in folders for p in folder.glob("*.json"))
-    return (f"/{loader}" if loader else None), tuple(dict.fromkeys(icds))
+    return tuple(dict.fromkeys(icds))
+
+
+def _read_fact(root: Path, read: FactRead) -> str | None:
+    """A fact as ``read`` says: the first of its paths that exists, or its pattern's group in
+    the first whose text matches (paths under ``root``); ``None`` when none does."""
+    for path in read.paths:
+        target = root / os.path.expanduser(path).lstrip("/")
+        if read.pattern is None:
+            if target.exists():
+                return printable(path)
+            continue
+        match = re.search(read.pattern, _read(target) or "")
+        if match:
+            return printable(match.group(1))
+    return None
 
 
 def _cpu(root: Path) -> tuple[str | None, frozenset[str]]:
@@ -252,24 +255,36 @@ def _cpu(root: Path) -> tuple[str | None, frozenset[str]]:
 
 
 def detect_hardware(
-    root: str | os.PathLike[str] | None = None, environ: Mapping[str, str] | None = None
+    root: str | os.PathLike[str] | None = None,
+    environ: Mapping[str, str] | None = None,
+    reads: Iterable[FactSource] | None = None,
 ) -> Hardware:
     """Read the host's hardware from files under ``root`` (default: the override variable's
-    folder, else ``/``); files that are missing or unreadable are simply not seen."""
+    folder, else ``/``); files that are missing or unreadable are simply not seen.
+
+    ``reads``: the facts to read as the manifests say (default: those of this project's
+    plugins and examples; the catalog passes its own, installed plugins' included).
+    """
     current = settings() if environ is None else Settings.from_environ(environ, strict=False)
     base = Path(root) if root is not None else current.hardware_root or Path("/")
     env = current.overrides
-    loader, icds = _vulkan(base)
+    if reads is None:
+        from ..plugin_host.first_party import example_declarations, first_party_declarations
+
+        reads = fact_reads([*first_party_declarations(), *example_declarations()])
+    given = dict(reads)
+    facts = {name: value for name, read in given.items() if (value := _read_fact(base, read))}
+    labels = {name: (read.label or name, read.pattern is not None) for name, read in given.items()}
     vendor, flags = _cpu(base)
     return Hardware(
         platform=base_fact("platform", sys.platform, env),
         machine=base_fact("machine", _platform.machine(), env),
         pci=_pci_devices(base),
         render_nodes=_render_nodes(base),
-        nvidia_driver=_nvidia_driver(base),
         macos_version=_macos_version(base),
-        vulkan_loader=loader,
-        vulkan_icds=icds,
+        vulkan_icds=_vulkan_icds(base),
         cpu_vendor=vendor,
         cpu_flags=flags,
+        facts=facts,
+        labels=labels,
     )

@@ -18,8 +18,8 @@ import attrs
 from ..host.install_command import CORE, core_checkout, core_extras, install_targets
 from ..host.requirement import Requirement, normalize_name
 from ..host.runtime import RuntimeDistribution, installed_runtimes
-from .catalog import CatalogEntry, Install, load_catalog
-from .hardware import Hardware, detect_hardware, driver_for_cuda
+from .catalog import CatalogEntry, Install, catalog_fact_reads, load_catalog
+from .hardware import Hardware, detect_hardware
 
 __all__ = [
     "Finding",
@@ -185,15 +185,15 @@ def _runtime_steps(
     return Finding("runtime", "runtime", False, detail), steps, fits
 
 
-def _driver_too_old(entry: CatalogEntry, seen: str) -> Finding:
-    oldest = min((i.cuda_min for i in entry.installs if i.cuda_min), default=0)
-    floor = driver_for_cuda(oldest)
+def _driver_too_old(entry: CatalogEntry, seen: str, hardware: Hardware) -> Finding:
+    need = entry.needed()
+    label = hardware.label(need.fact) if need is not None else "the driver"
+    oldest = f" {need.min} or newer" if need is not None else ""
     return Finding(
         "driver",
         entry.name,
         entry.optional,
-        f"{seen} seen; {entry.distribution} needs CUDA {oldest} or newer: update the NVIDIA "
-        f"driver{f' to r{floor} or newer' if floor else ''}",
+        f"{seen} seen; {entry.distribution} needs {label}{oldest}: update the {label}",
     )
 
 
@@ -206,9 +206,9 @@ def _applied(hardware: Hardware, catalog: Sequence[CatalogEntry]) -> tuple[
     for entry in catalog:
         if entry.name not in seen or set(entry.unless) & set(seen):
             continue
-        install = entry.install_for(hardware.cuda_major)
+        install = entry.install_for(hardware)
         if install is None:
-            findings.append(_driver_too_old(entry, seen[entry.name]))
+            findings.append(_driver_too_old(entry, seen[entry.name], hardware))
         else:
             applied.append(_Applied(entry, seen[entry.name], install))
     return seen, applied, findings
@@ -227,9 +227,11 @@ def _lacking(
     for item in applied:
         if not item.lacking(installed):
             continue
-        note = " (no NVIDIA driver seen: install it first)" if item.install.cuda_min and (
-            hardware.cuda_major is None
-        ) else ""  # fmt: skip
+        need = item.install.needs
+        unseen = need is not None and hardware.fact(need.fact) is None
+        note = (
+            f" (no {hardware.label(need.fact)} seen: install it first)" if need and unseen else ""
+        )
         what = f"{item.seen} seen; "
         if item.entry.optional:
             command = shell_line(_install_step([item], wanted, installed))
@@ -291,4 +293,6 @@ def plan_fit(hardware: Hardware, catalog: Sequence[CatalogEntry], installed: Ins
 def check_host(environ: Mapping[str, str] | None = None) -> FitPlan:
     """This host's hardware, the catalog and this environment, compared (file and metadata
     reads only). A bad ``$ORTPLUG_CATALOG`` raises :class:`~ortplug.errors.OptionError`."""
-    return plan_fit(detect_hardware(environ=environ), load_catalog(environ), installed_state())
+    catalog = load_catalog(environ)
+    hardware = detect_hardware(environ=environ, reads=catalog_fact_reads(environ))
+    return plan_fit(hardware, catalog, installed_state())

@@ -34,8 +34,8 @@ The format (JSON; ``"ortplug"`` is the format version)::
             "detect": [{"pci_vendor": "0xacme"}],  # catalog: how to see the hardware (below)
             "runtime": "onnxruntime>=1.22",        # catalog: the runtime wheel `install` brings
             "index_url": "https://...",            # catalog: an extra index `install` needs (https)
-            "cuda_min": 13,                        # catalog: the CUDA major `install` needs
-            "alternatives": [{"cuda_min": 12, "install": "...", "runtime": "..."}],
+            "needs": {"fact": "acme.driver", "min": "2.1"},  # catalog: a fact `install` needs
+            "alternatives": [{"needs": {"fact": "acme.driver", "min": "1"}, "install": "..."}],
             "unless": ["cuda"],                    # catalog: not wanted where these apply
             "optional": false                      # catalog: named, never installed by --fix
           }],
@@ -50,7 +50,9 @@ The format (JSON; ``"ortplug"`` is the format version)::
               "files": ["/dev/acme*"], "site_dirs": ["acme/lib"],
               "packages": ["onnxruntime_ep_acme"], "env": ["ACME_VISIBLE_DEVICES"],
               "env_paths": [], "libraries": ["libacme.so.1"], "system": true
-            }
+            },
+            "read": {"driver": {"paths": ["/sys/module/acme/version"],  # catalog: a fact read
+                                "pattern": "(\\d+(?:\\.\\d+)*)", "label": "Acme driver"}}  # from files
           }],
           "hooks": ["ortplug_offer_providers"],   # the hooks the module implements
           "metadata_keys": [{"name": "acme_tiles", "types": ["int"], "description": "..."}]
@@ -75,10 +77,12 @@ requires its facts is always in play. ``hardware`` and ``install`` are for
 providers described but not installed (a catalog) and are optional, as are the
 catalog's other fields: ``detect`` says how to see the hardware with plain file
 reads (:mod:`ortplug.fit.hardware`; any one condition, each with all its keys, see
-``_CONDITION``; ``[{}]``: every host; absent: the catalog never proposes the kind),
-``runtime`` the runtime wheel and version rule ``install`` brings, ``cuda_min``
-the CUDA major it needs from the NVIDIA driver, ``alternatives`` the installs to
-fall back on for older drivers (same fields), ``unless`` the kinds that make it
+``_CONDITION``; ``[{}]``: every host; absent: the catalog never proposes the kind; a
+condition's ``fact`` is a probe's fact as the probe's ``read`` gets it from plain files, with
+``min`` its lowest version), ``runtime`` the runtime wheel and version rule ``install``
+brings, ``needs`` a probe-backed fact it needs at a minimum (a driver's version),
+``alternatives`` the installs to fall back on for older hosts (same fields), ``unless`` the
+kinds that make it
 unneeded, ``optional`` a kind named but never installed by ``doctor --fix``.
 ``concurrent_runs`` (default false) says whether the kind's sessions may run from several
 threads at once (false: ortplug serialises them). ``before`` and ``after`` place the kind
@@ -124,6 +128,7 @@ __all__ = [
     "MAX_BYTES",
     "SCHEMA_FILE",
     "DeclarationError",
+    "FactRead",
     "Identity",
     "KindDeclaration",
     "LibraryDeclaration",
@@ -282,6 +287,17 @@ def _expand(pattern: str) -> list[str]:
 
 
 @attrs.frozen
+class FactRead:
+    """How a probe's fact is read from plain files, without the plugin's code (the catalog does,
+    for ``info`` and ``doctor``): the first of ``paths`` that exists, or, with ``pattern``, its
+    first group in the first of them whose text matches. ``label`` names it for people."""
+
+    paths: tuple[str, ...]
+    pattern: str | None = None
+    label: str = ""
+
+
+@attrs.frozen
 class LibraryDeclaration:
     """The plugin-EP library a kind lives in: registration name and package or path."""
 
@@ -311,7 +327,7 @@ class KindDeclaration:
     detect: tuple[Mapping[str, Any], ...] | None = None
     runtime: str | None = None
     index_url: str | None = None
-    cuda_min: int | None = None
+    needs: Mapping[str, str] | None = None
     alternatives: tuple[Mapping[str, Any], ...] = ()
     unless: tuple[str, ...] = ()
     optional: bool = False
@@ -344,6 +360,7 @@ class ProbeDeclaration:
     types: Mapping[str, tuple[str, ...]] = attrs.field(factory=dict, eq=False, hash=False)
     timeout: float | None = None
     identity: Identity | None = None
+    read: Mapping[str, FactRead] = attrs.field(factory=dict, eq=False, hash=False)
 
     def value_types(self) -> dict[str, tuple[type, ...]]:
         """Each fact's declared types as Python types (what its override must be)."""
@@ -563,11 +580,29 @@ def _hex_id(where: str, value: object) -> str:
     return str(value)
 
 
-@_check({"type": "integer", "minimum": 0})
-def _count(where: str, value: object) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise DeclarationError(f"{where}: expected a whole number like 12, got {value!r}")
-    return value
+@_check({"type": "string", "pattern": r"^[^.]+\.[^.].*$"})
+def _fact_name(where: str, value: object) -> str:
+    """A probe's fact, ``probe.fact`` (``cuda.driver_version``)."""
+    name = _name(where, value)
+    probe, dot, fact = name.partition(".")
+    if not (dot and probe and fact):
+        raise DeclarationError(f"{where}: expected 'probe.fact', got {name!r}")
+    return name
+
+
+@_check({"type": "string", "minLength": 1})
+def _pattern(where: str, value: object) -> str:
+    """A regular expression with a group: what of a file's text a fact is."""
+    text = _name(where, value)
+    try:
+        groups = re.compile(text).groups
+    except re.error as exc:
+        raise DeclarationError(
+            f"{where}: expected a regular expression, got {text!r} ({exc})"
+        ) from None
+    if groups < 1:
+        raise DeclarationError(f"{where}: expected a regular expression with a group, got {text!r}")
+    return text
 
 
 @_check({"type": "string", "pattern": "^https://"})
@@ -614,6 +649,10 @@ _ABOUT: Mapping[str, Mapping[str, str]] = {
         "types": "the JSON types a value may have",
         "hooks": "the hooks the plugin module implements",
         "before": "the kinds this kind goes ahead of in the default order (installed or not)",
+        "fact": "a probe's fact, probe.fact, read from files by the probe's read",
+        "min": "the lowest version of the fact that holds (compared number by number)",
+        "needs": "a probe-backed fact the install needs, at least min",
+        "read": "for each fact: how the catalog reads it from plain files, without the plugin",
         "after": "the kinds this kind goes behind in the default order (installed or not)",
     }.items()
 }
@@ -624,18 +663,42 @@ _CONDITION: Mapping[str, _Field] = {
     "pci_vendor": (_hex_id, False),
     "pci_class": (_hex_id, False),
     "gpu": (_flag, False),
-    "nvidia_driver": (_flag, False),
     "macos_min": (_name, False),
-    "vulkan_loader": (_flag, False),
+    "fact": (_fact_name, False),
+    "min": (_name, False),
     "cpu_vendor": (_texts, False),
     "cpu_flags": (_texts, False),
 }
+#: A probe-backed fact an install needs, at least ``min`` (a version: ``"580"``).
+_NEED: Mapping[str, _Field] = {"fact": (_fact_name, True), "min": (_name, True)}
 _INSTALL: Mapping[str, _Field] = {
     "install": (_requirement, True),
     "runtime": (_requirement, False),
     "index_url": (_index_url, False),
-    "cuda_min": (_count, False),
+    "needs": (_table(dict, _NEED, "a fact the install needs, at least min"), False),
 }
+_READ: Mapping[str, _Field] = {
+    "paths": (_texts, True),
+    "pattern": (_pattern, False),
+    "label": (_text, False),
+}
+
+
+@_check(
+    {
+        "type": "object",
+        "additionalProperties": _table(FactRead, _READ, "how a fact is read from files").schema,
+    }
+)
+def _fact_reads(where: str, value: object) -> Mapping[str, FactRead]:
+    if not isinstance(value, dict):
+        raise DeclarationError(
+            f"{where}: expected an object of fact: how it is read, got {value!r}"
+        )
+    table = _table(FactRead, _READ, "how a fact is read from files")
+    return {fact: table(f"{where}.{fact}", item) for fact, item in value.items()}
+
+
 _IDENTITY: Mapping[str, _Field] = {
     "files": (_texts, False),
     "site_dirs": (_texts, False),
@@ -666,8 +729,8 @@ _KIND: Mapping[str, _Field] = {
     "detect": (_list_of(_table(dict, _CONDITION, "a catalog condition")), False),
     "runtime": (_requirement, False),
     "index_url": (_index_url, False),
-    "cuda_min": (_count, False),
-    "alternatives": (_list_of(_table(dict, _INSTALL, "an older driver's install")), False),
+    "needs": (_table(dict, _NEED, "a fact the install needs, at least min"), False),
+    "alternatives": (_list_of(_table(dict, _INSTALL, "an install for an older host")), False),
     "unless": (_texts, False),
     "optional": (_flag, False),
     "concurrent_runs": (_flag, False),
@@ -682,6 +745,7 @@ _PROBE: Mapping[str, _Field] = {
     "types": (_fact_types, False),
     "timeout": (_seconds, False),
     "identity": (_table(Identity, _IDENTITY, "what the facts depend on"), False),
+    "read": (_fact_reads, False),
 }
 _METADATA_KEY: Mapping[str, _Field] = {
     "name": (_name, True),
@@ -728,6 +792,20 @@ def _check_plugin(declaration: PluginDeclaration, where: str, *, catalog: bool) 
         if library is not None and (library.package is None) == (library.path is None):
             raise DeclarationError(
                 f"{where}.kinds[{i}].library: expected exactly one of package or path"
+            )
+    for i, kind in enumerate(declaration.kinds):
+        for j, condition in enumerate(kind.detect or ()):
+            if "min" in condition and "fact" not in condition:
+                raise DeclarationError(
+                    f"{where}.kinds[{i}].detect[{j}]: expected 'fact' beside 'min' (the fact "
+                    f"whose minimum it is), got {sorted(condition)}"
+                )
+    for i, probe in enumerate(declaration.probes):
+        unknown = sorted(set(probe.read) - set(probe.facts))
+        if unknown:
+            raise DeclarationError(
+                f"{where}.probes[{i}].read: expected facts of the probe ({', '.join(probe.facts)}), "
+                f"got {unknown}"
             )
     for what, field in () if catalog else (("kinds", "config"), ("probes", "detect")):
         for i, item in enumerate(getattr(declaration, what)):
