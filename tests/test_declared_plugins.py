@@ -413,3 +413,34 @@ def test_a_cpu_only_build_imports_no_accelerator_plugin(tmp_path: Path) -> None:
         assert "ortplug_cpu" in imported
         assert not (imported & set(ACCELERATOR_MODULES)) - offering, (code, args)
     assert not _imported(_BUILD, "cpu", cache=tmp_path) & set(ACCELERATOR_MODULES)
+
+
+def test_a_declared_plugin_adjusts_only_the_sessions_of_its_kinds(site: Path) -> None:
+    """A manifest plugin owns the kinds it declares: its ortplug_adjust_session_options is asked
+    for a chain with its kind, not for every session (it was: its kinds come by no hook)."""
+    from ortplug.plugins import SessionOptionsConfig
+    from ortplug.testing import make_host as hand_made
+
+    declared = _declaration("acmeadj", "acmeadj", "AcmeadjExecutionProvider", [], "acmeadj")
+    declared["hooks"] = ["ortplug_adjust_session_options", "ortplug_offer_providers"]
+    module = _install(site, "acmeadj", declared=declared)
+    plugin_file = site / "ortplug_acmeadj" / "plugin.py"
+    plugin_file.write_text(
+        plugin_file.read_text()
+        + "\n@hookimpl\ndef ortplug_adjust_session_options(session_options):\n"
+        "    return session_options.evolve(inter_op_num_threads=3)\n"
+    )
+    host = PluginHost(environ={})
+    registry = host.provider_registry()
+    mine = registry.parse("acmeadj")  # imports the plugin: its hooks are registered
+    cpu_only = host.adjust_session_options(
+        SessionOptionsConfig(), [registry.parse("cpu")], META, hand_made()
+    )
+    assert cpu_only.inter_op_num_threads is None
+    own = host.adjust_session_options(
+        SessionOptionsConfig(),
+        [mine, registry.parse("cpu")],
+        META,
+        hand_made(),
+    )
+    assert own.inter_op_num_threads == 3 and module in sys.modules

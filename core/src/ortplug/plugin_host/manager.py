@@ -367,7 +367,7 @@ class PluginHost:
         registry = self.provider_registry()
         kinds = {config.kind for config in chain} | {_CPU_KIND}
         owners = {registry.lookup(kind).plugin for kind in kinds if registry.has_kind(kind)}
-        owning = self._hooks.implementers("ortplug_provider_types")
+        owning = registry.owners()  # a manifest plugin's kinds are declared, not hooked
         kindless = {name for name, _ in self._hooks.names() if name not in owning}
         return self._hooks.fold(
             "ortplug_adjust_session_options",

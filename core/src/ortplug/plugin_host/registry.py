@@ -78,6 +78,11 @@ class ProviderRegistry:
     def _declared_kinds(self) -> set[str]:
         return {kind for kind, _ in self._declared.values()}
 
+    def owners(self) -> frozenset[str]:
+        """The plugins that own a kind here, registered or declared (nothing is imported)."""
+        declared = {plugin for _, plugin in self._declared.values()}
+        return frozenset({spec.plugin for spec in self._by_kind.values()} | declared)
+
     def has_kind(self, kind: str) -> bool:
         """Whether a plugin registered or declares this kind (nothing is imported)."""
         return kind in self._by_kind or kind in self._declared_kinds()
