@@ -181,6 +181,10 @@ def ortplug_offer_providers(
 ) -> Iterable[ProviderOffer | ProviderDecline]:
     """Offer providers for this checkpoint on this host, each with a preference and a reason.
 
+    The preference orders your kind's own offers only (an fp16 variant ahead of the exact
+    offer, a reduced-precision switch behind it); where your kind goes among the others is
+    declared, by the manifest kind's ``before``/``after`` (``ProviderType``'s in the hook form).
+
     :param metadata: the checkpoint's metadata (precision, static shapes, ...).
     :param host: detected or injected host facts; read your probe's facts with
         ``host.fact("<probe>", "<fact>")``.
@@ -209,10 +213,10 @@ def ortplug_offer_providers(
 
         @hookimpl
         def ortplug_offer_providers(metadata, host):
-            yield ProviderOffer(GgmlProvider(f16_weights=False), 35, "ggml, fp32 weights")
+            yield ProviderOffer(GgmlProvider(f16_weights=False), 0, "ggml, fp32 weights")
             if metadata.precision == "fp32":
                 yield ProviderOffer(
-                    GgmlProvider(f16_weights=True), 34, "ggml, f16 weights: half the traffic",
+                    GgmlProvider(f16_weights=True), -1, "ggml, f16 weights: half the traffic",
                     precision="fp16",
                 )
     """
@@ -225,11 +229,12 @@ def ortplug_provider_chain(
 ) -> list[ProviderConfig] | None:
     """Turn the collected offers into the ordered provider chain. Stops at first non-None result.
 
-    The built-in implementation (``trylast``) sorts by preference, keeps one
-    offer per kind and puts the CPU provider last. Override it with a
+    The built-in implementation (``trylast``) orders the kinds as declared
+    (``offer.place``: the manifests' ``before``/``after``), each kind's offers by preference,
+    keeps one offer per kind and puts the CPU provider last. Override it with a
     ``tryfirst`` implementation; return ``None`` to leave the decision to others.
 
-    :param offers: every plugin's offers, ``offer.plugin`` filled in.
+    :param offers: every plugin's offers, ``offer.plugin`` and ``offer.place`` filled in.
     :param metadata: the checkpoint's metadata.
     :param host: the host facts the offers were made for.
     """
