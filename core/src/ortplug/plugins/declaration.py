@@ -139,6 +139,7 @@ __all__ = [
     "declaration_schema",
     "declarations_beside",
     "from_json",
+    "load_file",
     "mixed_form",
     "parse_declarations",
     "platform_matches",
@@ -953,7 +954,7 @@ def read_declaration(
         return None
     source = source_of(entry_point_value)
     try:
-        declarations = parse_declarations(_load(path, source), source)
+        declarations = parse_declarations(load_file(path, source), source)
     except DeclarationError as exc:
         raise DeclarationError(f"plugin {name!r}: {exc}") from None
     declaration = declarations.get(name)
@@ -972,11 +973,12 @@ def declarations_beside(module: str) -> dict[str, PluginDeclaration]:
     if path is None or not path.is_file():
         return {}
     source = source_of(module)
-    return parse_declarations(_load(path, source), source)
+    return parse_declarations(load_file(path, source), source)
 
 
-def _load(path: Path, source: str) -> object:
-    """A declaration file's JSON: at most :data:`MAX_BYTES`, not nested past the stack."""
+def load_file(path: Path, source: str) -> object:
+    """A declaration file's JSON, unchecked: at most :data:`MAX_BYTES`, not nested past the
+    stack (``source`` names it in errors)."""
     try:
         size = path.stat().st_size
         if size <= MAX_BYTES:
