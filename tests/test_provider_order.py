@@ -87,6 +87,12 @@ def test_the_order_holds_through_a_kind_not_installed_and_the_fallback_goes_last
 def test_a_circle_goes_by_name_and_says_so() -> None:
     order, circle = kind_order([Placement("a", before=("b",)), Placement("b", before=("a",))])
     assert (order, circle) == (["a", "b"], ["a", "b"])
+    behind = [
+        Placement("c", after=("b",)),
+        Placement("a", before=("b",)),
+        Placement("b", before=("a",)),
+    ]
+    assert kind_order(behind) == (["a", "b", "c"], ["a", "b"])  # c is behind the circle, not in it
 
 
 class _Ordered:

@@ -24,6 +24,20 @@ class Placement(NamedTuple):
     fallback: bool = False
 
 
+def _in_circle(kind: str, ahead: dict[str, set[str]], left: set[str]) -> bool:
+    """Whether ``kind`` is ahead of itself through the kinds ``left`` (part of a circle)."""
+    seen: set[str] = set()
+    stack = list(ahead.get(kind, ()))
+    while stack:
+        other = stack.pop()
+        if other == kind:
+            return True
+        if other in left and other not in seen:
+            seen.add(other)
+            stack.extend(ahead.get(other, ()))
+    return False
+
+
 def kind_order(placements: Iterable[Placement]) -> tuple[list[str], list[str]]:
     """The kinds of ``placements``, first first, and the kinds caught in a circle (sorted)."""
     given = list(placements)
@@ -45,7 +59,7 @@ def kind_order(placements: Iterable[Placement]) -> tuple[list[str], list[str]]:
     while left:
         if not ready:  # a circle: the first name of what is left goes next
             first = min(left)
-            circle.update(kind for kind in left if waiting[kind] > 0)
+            circle.update(kind for kind in left if _in_circle(kind, ahead, left))
             waiting[first] = 0
             heapq.heappush(ready, first)
         kind = heapq.heappop(ready)
