@@ -56,8 +56,10 @@ def _installs() -> list[tuple[str, str, KindDeclaration, dict]]:
 
 
 def test_the_plugin_list_is_the_trees() -> None:
-    assert set(PLUGINS) == {"cpu", "cuda", "tensorrt", "coreml", "webgpu"}  # webgpu was lost
+    """Every plugin folder is checked, each with its manifest (the hard-coded list lost webgpu)."""
+    assert "webgpu" in PLUGINS and "cpu" in PLUGINS
     assert set(PLUGINS) == set(_manifests())
+    assert set(PLUGINS) == {p.name for p in (ROOT / "plugins").iterdir() if (p / "src").is_dir()}
 
 
 @pytest.mark.parametrize("extra", sorted({row[0] for row in _installs()}))
