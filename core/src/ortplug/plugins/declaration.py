@@ -240,7 +240,7 @@ class Identity:
 
     ``files``: paths (``~`` and glob patterns allowed), each stat'ed; ``site_dirs``:
     folders relative to each site-packages folder (wheels' libraries); ``packages``:
-    top-level importable names, found and stat'ed but not imported; ``env``:
+    importable names (dotted ones too), found and stat'ed, none imported; ``env``:
     environment variables, by value; ``env_paths``: variables holding path lists,
     each path stat'ed; ``libraries``: shared-library file names looked up in the
     ``LD_LIBRARY_PATH`` folders; ``system``: the loader's cache and search path.
