@@ -318,7 +318,7 @@ def test_a_local_batch_that_fails_in_onnx_runtime_is_one_line(tmp_path) -> None:
     np.save(tmp_path / "in" / "x.npy", np.zeros((2, 3), np.float32))
     done = _cli("batch", str(model), "--input-dir", str(tmp_path / "in"),
                 "--output-dir", str(tmp_path / "out"))  # fmt: skip
-    line = _one_error(done, 1, "ortplug batch: error: rows 0..1: RuntimeError: ")
+    line = _one_error(done, 1, "ortplug batch: error: rows 0..1: RunFailedError: ")
     assert "ONNX Runtime failed to run model" in line and "Reshape" in line  # every row fails
 
 
