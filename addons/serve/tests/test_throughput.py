@@ -23,7 +23,6 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 from ortplug import (
     BackendClosedError,
-    InferenceSession,
     InMemoryCheckpoint,
     OnnxBackend,
     OptionError,
@@ -32,12 +31,14 @@ from ortplug import (
     RunTerminatedError,
     ServingConfig,
     SessionOptionsConfig,
+    get_plugin_host,
 )
 from ortplug.backend import HINT_ENTRY, recorded_serving
-from ortplug.backend._serving import _Request
-from ortplug.backend._serving_measure import WIN_MARGIN, candidate_layouts
 from ortplug.testing import make_plugin_host
 from ortplug.testing.misbehaving import MisbehavingPlugin
+from ortplug_serve import ServingWarning
+from ortplug_serve.measure import WIN_MARGIN, candidate_layouts
+from ortplug_serve.server import Server, _Request
 
 #: Given in full, so nothing is measured (the measured tests say so).
 BATCHING = ServingConfig(streams=2, threads_per_stream=1, max_batch=8, max_delay_ms=20)
@@ -109,11 +110,31 @@ def _checkpoint(model: bytes) -> Any:
     return InMemoryCheckpoint(model).resolve()
 
 
+def _server(backend: OnnxBackend) -> Server:
+    """The serving add-on's server that runs ``backend``'s calls."""
+    server = backend.dispatcher
+    assert isinstance(server, Server)
+    return server
+
+
 def _served(backend: OnnxBackend) -> tuple[int, int]:
     """(requests, runs) the backend's streams served so far."""
-    server = backend.dispatcher
-    assert server is not None
+    server = _server(backend)
     return sum(d.requests for d in server.devices), sum(d.runs for d in server.devices)
+
+
+def _host() -> Any:
+    """The host the process-wide plugin host probed (what a default build plans for)."""
+    return get_plugin_host().host_capabilities()
+
+
+def _inference_session() -> Any:
+    """The drop-in's ``InferenceSession`` (the test skips without the drop-in)."""
+    try:
+        from ortplug import InferenceSession
+    except ImportError:  # the drop-in add-on is not installed here
+        pytest.skip("the drop-in (ortplug.InferenceSession) is not installed")
+    return InferenceSession
 
 
 # -- one device ---------------------------------------------------------------------------------
@@ -148,8 +169,7 @@ def test_a_lone_caller_takes_an_idle_stream_and_idle_streams_share_the_queue() -
     with OnnxBackend.from_checkpoint(
         _checkpoint(_rows_model()), performance_hint="throughput", serving=given
     ) as backend:
-        server = backend.dispatcher
-        assert server is not None
+        server = _server(backend)
         (device,) = server.devices
         first, second = device.streams
         with server._cond:  # the workers wait for the lock: they take nothing meanwhile
@@ -231,9 +251,11 @@ def test_a_bad_request_fails_alone_and_the_requests_batched_with_it_succeed() ->
 
 
 def test_requests_whose_rows_would_mix_run_one_by_one() -> None:
-    with OnnxBackend.from_checkpoint(
-        _checkpoint(_mixing_model()), performance_hint="throughput", serving=BATCHING
-    ) as backend:
+    with pytest.warns(ServingWarning, match="runs requests one by one: .*rows mix"):
+        backend = OnnxBackend.from_checkpoint(
+            _checkpoint(_mixing_model()), performance_hint="throughput", serving=BATCHING
+        )
+    with backend:
         serving = backend.serving
         assert serving is not None and serving.batching.startswith("requests run one by one")
         assert "rows mix" in serving.batching
@@ -346,8 +368,8 @@ def test_close_while_requests_queue_fails_them_clearly_and_ends_every_thread() -
     checkpoint = _checkpoint(models.slow_loop_model())
     given = ServingConfig(streams=1, threads_per_stream=1, max_batch=1, max_delay_ms=0)
     backend = OnnxBackend.from_checkpoint(checkpoint, performance_hint="throughput", serving=given)
-    server = backend.dispatcher
-    assert _serving_threads() and server is not None
+    server = _server(backend)
+    assert _serving_threads()
     events = _queued_behind_a_run_that_never_ends(backend)
     backend.close()
     assert not _serving_threads()
@@ -438,7 +460,7 @@ def test_the_first_throughput_build_measures_and_later_builds_read_the_record() 
     assert second.serving is not None and second.serving.source.startswith("recorded: measured")
     assert second.serving.devices[0].layout == device.layout
     second.close()
-    recorded = recorded_serving(checkpoint, first._served.plan.host)  # for ortplug info and bench
+    recorded = recorded_serving(checkpoint, _host())  # for ortplug info and bench
     assert recorded is not None and recorded[1].devices[0].layout == device.layout
 
 
@@ -449,7 +471,7 @@ def test_a_build_with_a_stated_configuration_keeps_its_own_record() -> None:
     checkpoint = _checkpoint(_rows_model())
     with OnnxBackend.from_checkpoint(checkpoint, performance_hint="throughput") as first:
         layout = first.serving.devices[0].layout if first.serving else None
-        host = first._served.plan.host
+        host = _host()
     stated = ServingConfig(max_batch=2, max_delay_ms=1)
     with OnnxBackend.from_checkpoint(
         checkpoint, performance_hint="throughput", serving=stated
@@ -473,9 +495,7 @@ def test_measuring_off_serves_with_the_stated_defaults(monkeypatch: pytest.Monke
         assert backend.serving.source.startswith("defaults, not measured")
         layout = backend.serving.devices[0].layout
         assert layout is not None and layout.max_batch == 8 and layout.max_delay_ms == 0
-        assert layout.streams * (layout.threads or 1) <= (
-            backend._served.plan.host.fact("cpu", "usable_cpus") or 1
-        )
+        assert layout.streams * (layout.threads or 1) <= (_host().fact("cpu", "usable_cpus") or 1)
 
 
 def test_the_latency_hint_is_todays_path() -> None:
@@ -541,6 +561,7 @@ def test_the_dropin_serves_through_the_queue_when_its_session_options_ask(tmp_pa
     path.write_bytes(_rows_model())
     options = ort.SessionOptions()
     options.add_session_config_entry(HINT_ENTRY, "throughput")
+    InferenceSession = _inference_session()
     session = InferenceSession(str(path), options)
     backend = session.backend
     assert backend is not None and backend.performance_hint == "throughput"
@@ -564,10 +585,11 @@ def test_the_dropin_serves_through_the_queue_when_its_session_options_ask(tmp_pa
 
 def test_cumulative_plans_one_device_per_gpu_the_host_facts_list() -> None:
     from hosts import L4, linux_gpu
-    from ortplug.backend._serving_devices import device_plans
     from ortplug.session.plan import SessionPlan
     from ortplug_cpu import CpuProvider
-    from ortplug_cuda.plugin import ortplug_offer_providers
+    from ortplug_serve.devices import device_plans
+
+    ortplug_offer_providers = pytest.importorskip("ortplug_cuda.plugin").ortplug_offer_providers
 
     bigger = {**L4, "index": 1, "memory_mib": 2 * L4["memory_mib"]}
     host = linux_gpu(devices=[L4, bigger], device_count=2)
@@ -616,8 +638,8 @@ def test_cumulative_throughput_serves_on_the_cpu_and_a_second_device() -> None:
         for want, y in zip(expected, got):
             assert not isinstance(y, Exception), y
             assert np.array_equal(y, want)  # bit-equal to single runs on the CPU provider
-        server = backend.dispatcher
-        assert server is not None and all(device.requests for device in server.devices)
+        server = _server(backend)
+        assert all(device.requests for device in server.devices)
 
 
 def test_a_device_failing_at_run_time_is_dropped_and_its_requests_run_elsewhere() -> None:
@@ -630,8 +652,8 @@ def test_a_device_failing_at_run_time_is_dropped_and_its_requests_run_elsewhere(
     with OnnxBackend.from_checkpoint(
         checkpoint, plugins=plugins, performance_hint="cumulative_throughput", serving=given
     ) as backend:
-        server = backend.dispatcher
-        assert server is not None and len(server.alive) == 2
+        server = _server(backend)
+        assert len(server.alive) == 2
         with pytest.warns(ProviderFallbackWarning, match="misbehaving failed at run time"):
             for _ in range(200):  # each device takes requests in turn: the bad one soon gets one
                 got = _callers(4, lambda _: backend.run({"x": big})["y"])
