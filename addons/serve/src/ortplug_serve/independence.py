@@ -83,9 +83,8 @@ def _varied(row: np.ndarray, index: int, whole: np.ndarray, rng: np.random.Gener
     if row.dtype.kind in "iu":
         seen = np.unique(whole)
         if len(seen) > 1:
-            drawn: np.ndarray = rng.choice(seen, size=row.shape).astype(row.dtype)
-            return drawn
-    return row.copy()
+            return np.asarray(rng.choice(seen, size=row.shape), dtype=row.dtype)
+    return np.array(row, copy=True)
 
 
 def varied_rows(feed: Mapping[str, np.ndarray], count: int, seed: int = 0) -> list[dict[str, Any]]:
