@@ -45,13 +45,13 @@ def _trim_model() -> bytes:
         [
             vi("x", TensorProto.FLOAT, ["batch", "seq", 4]),
             vi("mask", TensorProto.INT64, ["batch", "seq"]),
-        ],  # fmt: skip
+        ],
         [vi("y", TensorProto.FLOAT, ["batch", "len", 4])],
         [
             _constant([1], "one", np.int64),
             _constant([0], "zero", np.int64),
             _constant(2, "two", np.float32),
-        ],  # fmt: skip
+        ],
     )
 
 
@@ -72,7 +72,7 @@ def _threshold_model(threshold: float) -> bytes:
             _constant(threshold, "threshold", np.float32),
             _constant(0.5, "half", np.float32),
             _constant(1.0, "whole", np.float32),
-        ],  # fmt: skip
+        ],
     )
 
 
@@ -97,7 +97,7 @@ def _rows_count_model(low: int, high: int) -> bytes:
             _constant(high, "high", np.int64),
             _constant(1.5, "off", np.float32),
             _constant(1.0, "whole", np.float32),
-        ],  # fmt: skip
+        ],
     )
 
 
