@@ -162,8 +162,13 @@ def test_a_model_that_trims_to_the_longest_length_in_the_batch_is_never_batched(
     """T1 (batch_mix_repro.py): the old check ran 4 rows of one feed, masks all ones, and found
     them independent; then 256 of 320 callers got their rows cut at another caller's length."""
     model = _trim_model()
-    with pytest.warns(ServingWarning, match="the shape of output 'y' depends on the input values"):
-        backend = _build(model, serving=serving)
+    with pytest.warns(
+        ServingWarning, match="the shape of output 'y' depends on the input values"
+    ) as said:
+        backend = OnnxBackend.from_checkpoint(
+            InMemoryCheckpoint(model).resolve(), performance_hint="throughput", serving=serving
+        )
+    assert [Path(w.filename).name for w in said] == [Path(__file__).name]  # the user's line
     with backend:
         assert backend.serving is not None
         assert backend.serving.batching.startswith("requests run one by one: the shape of output")

@@ -371,8 +371,11 @@ def test_close_while_requests_queue_fails_them_clearly_and_ends_every_thread() -
     server = _server(backend)
     assert _serving_threads()
     events = _queued_behind_a_run_that_never_ends(backend)
+    serving = backend.serving
     backend.close()
     assert not _serving_threads()
+    assert backend.dispatcher is None  # what it served is still told
+    assert backend.serving is serving and backend.performance_hint == "throughput"
     assert all(not device.streams for device in server.devices)  # no session kept by the queue
     for event in events:
         assert event.wait(60)
@@ -502,7 +505,9 @@ def test_the_latency_hint_is_todays_path() -> None:
     with OnnxBackend.from_checkpoint(_checkpoint(_rows_model())) as backend:
         assert backend.performance_hint == "latency" and backend.serving is None
         assert backend.dispatcher is None and backend.report.serving is None
-        assert getattr(backend._served.run, "func", None) == backend._live().run  # ONNX Runtime's own
+        assert (
+            getattr(backend._served.run, "func", None) == backend._live().run
+        )  # ONNX Runtime's own
 
 
 @pytest.mark.parametrize(

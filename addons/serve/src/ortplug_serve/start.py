@@ -147,7 +147,7 @@ def _batching(
         warnings.warn(
             f"the throughput hint runs requests one by one: {problem}",
             ServingWarning,
-            stacklevel=user_stacklevel(),
+            stacklevel=user_stacklevel(__file__),
         )
         return _Batched(None, f"requests run one by one: {problem}")
     trusted = tuple((label, checked.group, count) for count in sorted(checked.counts))
@@ -344,7 +344,7 @@ def _save(
         warnings.warn(
             f"the measured serving layout is not recorded: {exc}",
             OrtplugCacheWarning,
-            stacklevel=user_stacklevel(),
+            stacklevel=user_stacklevel(__file__),
         )
 
 
