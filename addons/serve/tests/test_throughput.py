@@ -12,6 +12,7 @@ import asyncio
 import gc
 import os
 import threading
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from onnx import TensorProto, helper, numpy_helper
 from ortplug import (
     BackendClosedError,
     InMemoryCheckpoint,
+    LocalCheckpoint,
     OnnxBackend,
     OptionError,
     ProviderFallbackWarning,
@@ -34,7 +36,7 @@ from ortplug import (
     get_plugin_host,
 )
 from ortplug.backend import HINT_ENTRY, recorded_serving
-from ortplug.testing import make_plugin_host
+from ortplug.testing import demo_model, make_plugin_host
 from ortplug.testing.misbehaving import MisbehavingPlugin
 from ortplug_serve import ServingWarning
 from ortplug_serve.measure import WIN_MARGIN, candidate_layouts
@@ -583,6 +585,41 @@ def test_the_dropin_serves_through_the_queue_when_its_session_options_ask(tmp_pa
     plain = InferenceSession(str(path))
     assert "run" not in vars(plain)  # the latency path: ONNX Runtime's run, nothing in between
     backend.close()
+
+
+def _unrecorded_layout_warnings(caught: list[warnings.WarningMessage]) -> set[str]:
+    return {
+        Path(w.filename).name
+        for w in caught
+        if "the measured serving layout is not recorded" in str(w.message)
+    }
+
+
+def test_an_unrecorded_serving_layouts_warning_points_at_the_users_line(
+    ortplug_cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The throughput build's warning that its measured layout cannot be recorded names this
+    file, from ``from_checkpoint`` and from the drop-in (a fixed stacklevel pointed inside
+    ortplug on both)."""
+    monkeypatch.setenv("ORTPLUG_PLUGINS", "cpu")
+    ortplug_cache.mkdir(parents=True, exist_ok=True)
+    (ortplug_cache / "serving").write_text("a file where the serving records' folder goes")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        backend = OnnxBackend.from_checkpoint(
+            LocalCheckpoint(demo_model()).resolve(), performance_hint="throughput"
+        )
+    backend.close()
+    assert _unrecorded_layout_warnings(caught) == {Path(__file__).name}
+    options = ort.SessionOptions()
+    options.add_session_config_entry("ortplug.performance_hint", "throughput")
+    InferenceSession = _inference_session()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        session = InferenceSession(str(demo_model()), sess_options=options)
+    assert session.backend is not None and session.backend.performance_hint == "throughput"
+    session.backend.close()
+    assert _unrecorded_layout_warnings(caught) == {Path(__file__).name}
 
 
 # -- several devices ------------------------------------------------------------------------------
