@@ -55,6 +55,34 @@ def _trim_model() -> bytes:
     )
 
 
+def _long_trim_model() -> bytes:
+    """The trim of :func:`_trim_model` only for sequences of 20 or more (the generated ones are 16,
+    where it returns every position)."""
+    return models.graph_model(
+        [
+            helper.make_node("Shape", ["x"], ["shape"]),
+            helper.make_node("Gather", ["shape", "one"], ["seq"], axis=0),
+            helper.make_node("GreaterOrEqual", ["seq", "twenty"], ["long"]),
+            helper.make_node("ReduceSum", ["mask", "one"], ["len"], keepdims=0),
+            helper.make_node("ReduceMax", ["len"], ["longest"], keepdims=1),
+            helper.make_node("Where", ["long", "longest", "seq"], ["L"]),
+            helper.make_node("Slice", ["x", "zero", "L", "one"], ["xs"]),
+            helper.make_node("Mul", ["xs", "two"], ["y"]),
+        ],
+        [
+            vi("x", TensorProto.FLOAT, ["batch", "seq", 4]),
+            vi("mask", TensorProto.INT64, ["batch", "seq"]),
+        ],
+        [vi("y", TensorProto.FLOAT, ["batch", "len", 4])],
+        [
+            _constant([1], "one", np.int64),
+            _constant([0], "zero", np.int64),
+            _constant(20, "twenty", np.int64),
+            _constant(2, "two", np.float32),
+        ],
+    )
+
+
 def _threshold_model(threshold: float) -> bytes:
     """y = x / 2 where any value of the whole batch is beyond ``threshold`` in absolute value,
     else y = x: rows interact only above the threshold."""
@@ -260,6 +288,32 @@ def test_a_row_count_the_start_did_not_check_is_checked_on_its_first_requests() 
         assert _wrong(model, requests, again) == []
         assert _served(backend) == (22, 12)  # one run per request from then on
         assert _server(backend).unbatched is not None
+
+
+def test_a_batched_output_whose_shape_follows_the_values_is_never_split() -> None:
+    """A group of requests the start did not see (sequences of 24) is trusted after two batched
+    runs agreed with their requests alone (every mask of one length); a third batch whose
+    output is longer than its group's was (masks of other lengths) is not split: its requests
+    run alone, and from then on every request, said once."""
+    model = _long_trim_model()
+    given = ServingConfig(streams=1, threads_per_stream=1, max_batch=4, max_delay_ms=50)
+    with _build(model, serving=given) as backend:
+        assert backend.serving is not None and "share runs" in backend.serving.batching
+        rng = np.random.default_rng(5)
+
+        def requests(lengths: list[int]) -> list[dict[str, np.ndarray]]:
+            return [{"x": rng.standard_normal((1, 24, 4)).astype(np.float32),
+                     "mask": (np.arange(24) < n).astype(np.int64)[None]} for n in lengths]  # fmt: skip
+
+        same = [requests([5] * 4) for _ in range(2)]
+        for batch in same:
+            assert _wrong(model, batch, _queued_at_once(backend, batch)) == []
+        assert _served(backend) == (8, 2) and _server(backend).unbatched is None
+        mixed = requests([3, 5, 7, 9])
+        with pytest.warns(ServingWarning, match="the shape of output 'y' depends on the input"):
+            got = _queued_at_once(backend, mixed)
+        assert _served(backend) == (12, 3)
+        assert _wrong(model, mixed, got) == []
 
 
 def _memory(array: np.ndarray) -> np.ndarray:

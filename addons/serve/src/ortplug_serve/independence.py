@@ -7,12 +7,13 @@ alone. A model that trims padding to the longest real length of the batch
 batch size is not row by row, though one generated feed repeated (its mask all ones) says it is.
 So, at the start, :func:`rows_checked` runs :func:`varied_rows` (the model's samples when it has
 any, then rows varied from them: masks of several real lengths, integers drawn from the values
-seen, floats at several magnitudes), more rows than the largest batch the server may run, each
+seen, or up to the one value seen (a length), floats at several magnitudes), more rows than the largest batch the server may run, each
 alone and together (all at once, and in runs of 2 to :data:`CHUNKS` rows); an output whose shape
 changes with the values (not with the rows) never stacks. Then the server re-checks
 (:class:`RowChecks`): the first :data:`RECHECKS` batched runs of each row count (per device and
 group of shapes) are run again request by request and compared before that count is trusted;
-the requests get the outputs they got alone. A model that fails either check is served
+the requests get the outputs they got alone; and a batched run whose outputs' shapes past the
+first dimension differ from the ones its group had is not split (the shape follows the values). A model that fails either check is served
 request by request, said once (:class:`ServingWarning`).
 """
 
@@ -82,6 +83,8 @@ def _varied(row: np.ndarray, index: int, whole: np.ndarray, rng: np.random.Gener
         return mask
     if row.dtype.kind in "iu":
         seen = np.unique(whole)
+        if len(seen) == 1 and seen[0] >= 0:  # one value (a length, a count): others up to it
+            seen = np.arange(1 if seen[0] > 0 else 0, max(int(seen[0]), 1) + 1)
         if len(seen) > 1:
             return np.asarray(rng.choice(seen, size=row.shape), dtype=row.dtype)
     return np.array(row, copy=True)
@@ -145,11 +148,17 @@ def shares_problem(
 @attrs.frozen
 class RowsChecked:
     """The start's check: why requests may not share runs (``None``: they may), the group of the
-    rows checked, and the row counts whose runs agreed with the rows alone."""
+    rows checked, the row counts whose runs agreed with the rows alone, and the shapes of the
+    outputs past the first dimension."""
 
     problem: str | None
     group: Hashable | None = None
     counts: frozenset[int] = frozenset()
+    shapes: tuple[tuple[int, ...], ...] = ()
+
+
+def _trailing(outputs: Sequence[Any]) -> tuple[tuple[int, ...], ...]:
+    return tuple(tuple(np.shape(output))[1:] for output in outputs)
 
 
 def _shape_problem(names: Sequence[str], alone: Sequence[Sequence[Any]]) -> str | None:
@@ -207,16 +216,25 @@ def rows_checked(
             return RowsChecked(problem)
         counts.add(size)
     found = group_of(batching, requests[0], names)
-    return RowsChecked(None, None if found is None else found[0], frozenset(counts))
+    group = None if found is None else found[0]
+    return RowsChecked(None, group, frozenset(counts), _trailing(alone[0]))
 
 
 class RowChecks:
-    """Which batched runs a server trusts: ``(device, group, rows)`` keys whose first
-    :data:`RECHECKS` runs agreed with their requests run alone (or the start's check ran)."""
+    """What a server trusts: ``(device, group, rows)`` keys whose first :data:`RECHECKS` batched
+    runs agreed with their requests run alone (or the start's check ran), and each ``(device,
+    group)``'s output shapes past the first dimension (one that changes with the values is never
+    stacked)."""
 
-    def __init__(self, trusted: Sequence[Hashable] = ()) -> None:
+    def __init__(
+        self,
+        trusted: Sequence[Hashable] = (),
+        shapes: Mapping[Hashable, tuple[tuple[int, ...], ...]] | None = None,
+    ) -> None:
         self._trusted = tuple(trusted)
         self._passed: dict[Hashable, int] = dict.fromkeys(self._trusted, RECHECKS)
+        self._first_shapes = dict(shapes or {})
+        self._shapes = dict(self._first_shapes)
         self._lock = threading.Lock()
 
     def trusted(self, key: Hashable) -> bool:
@@ -226,6 +244,29 @@ class RowChecks:
     def passed(self, key: Hashable) -> None:
         """A re-checked run of ``key`` agreed with its requests run alone."""
         with self._lock:
-            if len(self._passed) >= _MAX_KEYS:
-                self._passed = dict.fromkeys(self._trusted, RECHECKS)
+            self._forget_when_full()
             self._passed[key] = self._passed.get(key, 0) + 1
+
+    def shape_problem(
+        self, group: Hashable, names: Sequence[str], outputs: Sequence[Any]
+    ) -> str | None:
+        """Why a batched run's ``outputs`` (one request's share) are not to be stacked: their
+        shapes past the first dimension differ from the ones ``group`` (device and group) had
+        first; ``None``: the same (or the first seen)."""
+        shapes = _trailing(outputs)
+        with self._lock:
+            self._forget_when_full()
+            known = self._shapes.setdefault(group, shapes)
+        for name, had, has in zip(names, known, shapes):
+            if had != has:
+                return (
+                    f"the shape of output {name!r} depends on the input values ({had} and {has} "
+                    "past the first dimension for requests of one shape)"
+                )
+        return None
+
+    def _forget_when_full(self) -> None:
+        """Start over (from the start's check) past :data:`_MAX_KEYS` keys (under the lock)."""
+        if len(self._passed) + len(self._shapes) >= _MAX_KEYS:
+            self._passed = dict.fromkeys(self._trusted, RECHECKS)
+            self._shapes = dict(self._first_shapes)

@@ -388,9 +388,17 @@ class Server:
             return
         rows = sum(request.rows for request in batch)
         key = (device.label, first.group, rows)
-        if self._checks is not None and not self._checks.trusted(key):
-            self._recheck(device, stream, batch, shares, key)
-            return
+        checks = self._checks
+        if checks is not None:
+            problem = checks.shape_problem(key[:2], first.names, shares[0])
+            if problem is not None:
+                self._stop_sharing(f"{problem}, on {device.label}")
+                for request in batch:
+                    self._alone(device, stream, request)
+                return
+            if not checks.trusted(key):
+                self._recheck(device, stream, batch, shares, key)
+                return
         for request, outputs in zip(batch, shares):
             self._succeeded(request, outputs)
 

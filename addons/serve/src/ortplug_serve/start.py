@@ -115,11 +115,11 @@ def _checked(
 @attrs.frozen
 class _Batched:
     """How requests share runs: the batching (``None``: they run one by one), the line that says
-    it, and the row counts of the served device the start's check proved."""
+    it, and what the server trusts from the start's check (the served device's row counts)."""
 
     batching: Batching | None
     line: str
-    trusted: tuple[Any, ...] = ()
+    checks: RowChecks = attrs.field(factory=RowChecks)
 
 
 def _batching(
@@ -150,19 +150,20 @@ def _batching(
             stacklevel=user_stacklevel(__file__),
         )
         return _Batched(None, f"requests run one by one: {problem}")
-    trusted = tuple((label, checked.group, count) for count in sorted(checked.counts))
+    trusted = [(label, checked.group, count) for count in sorted(checked.counts)]
+    checks = RowChecks(trusted, {(label, checked.group): checked.shapes})
     if found.static is not None:
         line = (
             f"requests fill the model's static batch of {found.static} rows (the last row pads "
             f"it; its rows checked independent on {found.static} varied rows)"
         )
-        return _Batched(found, line, trusted)
+        return _Batched(found, line, checks)
     line = (
         "concurrent requests of the same shapes share runs along the first dimension (rows "
         f"checked independent on {rows} varied rows; each row count re-checked on its first "
         "requests)"
     )
-    return _Batched(found, line, trusted)
+    return _Batched(found, line, checks)
 
 
 def start_serving(
@@ -253,7 +254,7 @@ def start_serving(
             if w.state == "serving" and w.builder is not None and w.layout is not None
         ],
         batching,
-        RowChecks(batched.trusted),
+        batched.checks,
     )
     for w in weighed:
         if w.builder is not None:
