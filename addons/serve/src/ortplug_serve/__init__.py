@@ -11,10 +11,14 @@ command. The core's spellings (``ortplug.ServingConfig``, ``ortplug.backend.Serv
 
 from __future__ import annotations
 
-from .config import DeviceServing, Layout, ServingConfig, ServingReport, Trial
-from .independence import ServingWarning
-from .record import recorded_serving
-from .start import serve
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .config import DeviceServing, Layout, ServingConfig, ServingReport, Trial
+    from .independence import ServingWarning
+    from .record import recorded_serving
+    from .start import serve
 
 __all__ = [
     "DeviceServing",
@@ -26,3 +30,23 @@ __all__ = [
     "recorded_serving",
     "serve",
 ]
+
+#: Where each public name lives, imported on first use: ``ortplug --help`` imports the
+#: package for its command (:mod:`.command`), which needs none of them.
+_LAZY = {
+    "DeviceServing": ".config",
+    "Layout": ".config",
+    "ServingConfig": ".config",
+    "ServingReport": ".config",
+    "Trial": ".config",
+    "ServingWarning": ".independence",
+    "recorded_serving": ".record",
+    "serve": ".start",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(module, __name__), name)

@@ -1,9 +1,8 @@
 """``ortplug bench M --callers 1,4,16 [--hint throughput]``: many callers, ortplug against ONNX Runtime.
 
-The core's ``bench`` hands ``--callers`` (and a throughput ``--hint``) to :data:`COMMAND`, the
-``bench-callers`` command this add-on registers (entry-point group ``ortplug.commands``; not
-listed by ``ortplug --help``: ``ortplug bench`` is its spelling). At each count of concurrent
-callers (:mod:`.callers`), ortplug's backend built with ``--hint``
+The core's ``bench`` hands ``--callers`` (and a throughput ``--hint``) to the ``bench-callers``
+command this add-on registers (:mod:`.command`), which runs :func:`bench_callers`. At each count
+of concurrent callers (:mod:`.callers`), ortplug's backend built with ``--hint``
 and a plain ``onnxruntime.InferenceSession`` of the same model file, on the providers ortplug
 realized and ONNX Runtime's default options, serve the same request for ``--seconds`` each, in
 ``--rounds`` interleaved rounds: requests per second, p50 and p99 latency, and the ratio.
@@ -18,63 +17,18 @@ from typing import Any
 
 from ortplug.backend import OnnxBackend
 from ortplug.checkpoint import LocalCheckpoint
-from ortplug.cli.arguments import (
-    MODEL_HELP,
-    UsageError,
-    add_hint,
-    add_input,
-    add_json,
-    add_verify,
-    caller_counts,
-    model_source,
-    positive_int,
-    print_json,
-    provider_chain,
-    resolve_chain,
-    seconds,
-)
-from ortplug.cli.command import Command
+from ortplug.cli.arguments import UsageError, print_json, resolve_chain
 from ortplug.cli.inputs import first_run, load_inputs, quiet_run_options, reference_feed
 from ortplug.errors import InputValidationError
 from ortplug.host.runtime import require_onnxruntime
 
 from .callers import Served, drive
 
-__all__ = ["COMMAND", "DEFAULT_CALLERS", "add_arguments", "bench_callers"]
+__all__ = ["DEFAULT_CALLERS", "bench_callers"]
 
 #: ``--callers`` when only ``--hint`` asks for this benchmark.
 DEFAULT_CALLERS = (1, 4, 16)
 _SIDES = ("onnxruntime", "ortplug")
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The arguments ``ortplug bench`` gives this benchmark (the core's parser has them too)."""
-    parser.add_argument("model", type=model_source, help=MODEL_HELP)
-    parser.add_argument(
-        "--providers",
-        action="append",
-        default=[],
-        type=provider_chain,
-        metavar="CHAIN",
-        help="the chain of ortplug's side, e.g. cuda,cpu (default: the policy chooses)",
-    )
-    add_input(parser)
-    parser.add_argument("--rounds", type=positive_int, default=5, help="interleaved rounds (5)")
-    parser.add_argument(
-        "--callers",
-        type=caller_counts,
-        metavar="COUNTS",
-        help="concurrent callers, e.g. 1,4,16 (default: 1,4,16)",
-    )
-    parser.add_argument(
-        "--seconds",
-        type=seconds,
-        default=0.5,
-        help="seconds each side serves per caller count and round (0.5)",
-    )
-    add_hint(parser, "ortplug's side is built")
-    add_verify(parser)
-    add_json(parser)
 
 
 def _check_flags(args: argparse.Namespace) -> None:
@@ -173,16 +127,3 @@ def _print(result: dict[str, Any], serving: list[str]) -> None:
         print(f"generated {name}: {how} (seed 0; pass real data with --input {name}=FILE.npy)")
     for line in serving:
         print(f"serving  {line}")
-
-
-#: ``ortplug bench-callers``: what ``ortplug bench --callers`` runs.
-COMMAND = Command(
-    name="bench-callers",
-    help="concurrent callers: ortplug's performance hint against a plain ONNX Runtime session",
-    add_arguments=add_arguments,
-    run=bench_callers,
-    description="What `ortplug bench M --callers 1,4,16 [--hint throughput]` runs: requests/s "
-    "and p50/p99 latency of ortplug (--hint) against a plain ONNX Runtime session of the same "
-    "model file with the same callers.",
-    hidden=True,
-)
