@@ -196,7 +196,8 @@ def test_a_model_that_trims_to_the_longest_length_in_the_batch_is_never_batched(
         backend = OnnxBackend.from_checkpoint(
             InMemoryCheckpoint(model).resolve(), performance_hint="throughput", serving=serving
         )
-    assert [Path(w.filename).name for w in said] == [Path(__file__).name]  # the user's line
+    serving = [w for w in said if issubclass(w.category, ServingWarning)]
+    assert [Path(w.filename).name for w in serving] == [Path(__file__).name]  # the user's line
     with backend:
         assert backend.serving is not None
         assert backend.serving.batching.startswith("requests run one by one: the shape of output")
