@@ -48,7 +48,8 @@ import attrs
 import numpy as np
 import onnxruntime as ort
 from ortplug import LocalCheckpoint, OnnxBackend, ResolvedCheckpoint
-from ortplug.cli._callers import Served, drive
+from ortplug_serve.callers import Served, drive
+from ortplug_serve.server import Server
 
 SIDES = ("raw", "latency", "throughput")
 
@@ -117,7 +118,7 @@ class _Sides:
     def served_runs(self) -> tuple[int, int]:
         """Runs the throughput backend made so far, and its streams."""
         server = self.throughput.dispatcher
-        assert server is not None
+        assert isinstance(server, Server)
         return sum(d.runs for d in server.devices), sum(len(d.streams) for d in server.devices)
 
     def delay_ms(self) -> float:

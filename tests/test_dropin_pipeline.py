@@ -1,5 +1,6 @@
 """The drop-in session through the build pipeline: its provider list parsed once, its warnings
-pointing at the user's line; a build on the CPU reference alone imports only what it runs."""
+pointing at the user's line; a build on the CPU reference alone imports only what it runs.
+(The serving add-on's warnings, from ``from_checkpoint`` and the drop-in, are tested with it.)"""
 
 from __future__ import annotations
 
@@ -86,7 +87,7 @@ _NOT_RUN = [
     "ortplug.pipeline.measure",
     "ortplug.pipeline.share",
     "ortplug.pipeline.real_traffic",
-    "ortplug.backend._serving_plan",
+    "ortplug_serve",  # the serving add-on: only a throughput hint imports it
     "ortplug.pipeline.startup",
     "ortplug.pipeline.switch_state",
     "ortplug.verification.verifier",
@@ -129,39 +130,3 @@ def test_an_explicit_cpu_build_imports_only_the_stages_it_runs() -> None:
         "b.run({'x': x})"
     )
     assert _imported(build) == "[]"
-
-
-def _unrecorded_layout_warnings(caught: list[warnings.WarningMessage]) -> set[str]:
-    return {
-        Path(w.filename).name
-        for w in caught
-        if "the measured serving layout is not recorded" in str(w.message)
-    }
-
-
-def test_an_unrecorded_serving_layouts_warning_points_at_the_users_line(
-    ortplug_cache: Path,
-) -> None:
-    """The throughput build's warning that its measured layout cannot be recorded names this
-    file, from ``from_checkpoint`` and from the drop-in (a fixed stacklevel pointed inside
-    ortplug on both)."""
-    import onnxruntime as ort
-    from ortplug import LocalCheckpoint, OnnxBackend
-
-    ortplug_cache.mkdir(parents=True, exist_ok=True)
-    (ortplug_cache / "serving").write_text("a file where the serving records' folder goes")
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        backend = OnnxBackend.from_checkpoint(
-            LocalCheckpoint(demo_model()).resolve(), performance_hint="throughput"
-        )
-    backend.close()
-    assert _unrecorded_layout_warnings(caught) == {Path(__file__).name}
-    options = ort.SessionOptions()
-    options.add_session_config_entry("ortplug.performance_hint", "throughput")
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        session = InferenceSession(str(demo_model()), sess_options=options)
-    assert session.backend is not None and session.backend.performance_hint == "throughput"
-    session.backend.close()
-    assert _unrecorded_layout_warnings(caught) == {Path(__file__).name}

@@ -56,3 +56,44 @@ def test_plugin_installs_alone_is_discovered_and_leaves_with_uninstall(core_venv
     assert _kinds(core_venv) == [plugin]
     _pip(core_venv, "uninstall", "--yes", "--quiet", f"ortplug-{plugin}")
     assert _kinds(core_venv) == []
+
+
+#: What the serving add-on's tests need besides it: the core, the CPU plugin and a runtime (what
+#: ``pip install 'ortplug[cpu,serve]'`` brings), the models' builder and pytest.
+_SERVE_TESTS_NEED = ("onnxruntime", "onnx==1.23.2", "pytest>=8", "pytest-timeout>=2.3")
+_SERVING_CONFIG = (
+    "from ortplug.errors import AddonNotInstalledError\n"
+    "try:\n    from ortplug import ServingConfig\n"
+    "except AddonNotInstalledError as exc:\n    print(exc)\n"
+    "else:\n    print(ServingConfig.__module__)"
+)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
+def test_the_serving_addon_installs_alone_on_the_core_and_cpu_plugin_and_its_tests_pass(
+    tmp_path: Path,
+) -> None:
+    """A fresh venv with the core and the CPU plugin: ``ortplug.ServingConfig`` names the package
+    to install; with ``addons/serve`` installed (nothing else) it is the add-on's, and the
+    add-on's own tests pass there."""
+    root = tmp_path / "venv"
+    venv.EnvBuilder(with_pip=True).create(root)
+    _pip(root, "install", "--quiet", str(ROOT / "core"), str(ROOT / "plugins" / "cpu"),
+         *_SERVE_TESTS_NEED)  # fmt: skip
+    before = subprocess.run([_python(root), "-c", _SERVING_CONFIG], capture_output=True,
+                            text=True, check=True)  # fmt: skip
+    assert "needs the serving add-on (ortplug-serve), which is not installed" in before.stdout
+    _pip(root, "install", "--quiet", str(ROOT / "addons" / "serve"))
+    after = subprocess.run([_python(root), "-c", _SERVING_CONFIG], capture_output=True,
+                           text=True, check=True)  # fmt: skip
+    assert after.stdout.strip() == "ortplug_serve.config"
+    tests = subprocess.run(
+        [_python(root), "-m", "pytest", "-q", "-p", "no:cacheprovider", "addons/serve/tests"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=1500,
+    )
+    assert tests.returncode == 0, tests.stdout[-4000:] + tests.stderr[-2000:]
+    assert " passed" in tests.stdout.splitlines()[-1]

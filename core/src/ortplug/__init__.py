@@ -20,7 +20,6 @@ if TYPE_CHECKING:
         MemoryInfo,
         ModelInfo,
         OnnxBackend,
-        ServingConfig,
         StartupFallback,
         ValueInfo,
         Verification,
@@ -142,6 +141,8 @@ __all__ = [
 ]
 
 
+#: Names an add-on distribution has (resolved by :func:`ortplug.addons.addon_name`).
+_ADDON = "add-on"
 #: Where each public name lives; imported on first access.
 _LAZY = {
     "BackendClosedError": ".errors",
@@ -193,7 +194,7 @@ _LAZY = {
     "RuntimeNotInstalledError": ".errors",
     "SelectingPolicy": ".selection",
     "SelectionRequest": ".selection",
-    "ServingConfig": ".backend",
+    "ServingConfig": _ADDON,
     "SessionOptionsConfig": ".providers.session_options",
     "Tolerance": ".checkpoint",
     "ValueInfo": ".backend",
@@ -216,7 +217,12 @@ def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'ortplug' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
+    if module == _ADDON:
+        from .addons import addon_name
+
+        value = addon_name(__name__, name)
+    else:
+        value = getattr(importlib.import_module(module, __name__), name)
     globals()[name] = value  # later lookups skip this function
     return value
 

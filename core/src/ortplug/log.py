@@ -41,14 +41,17 @@ def warning(message: str, *args: object) -> None:
     _logger().warning(message, *args, stacklevel=2)
 
 
-def user_stacklevel() -> int:
+def user_stacklevel(*within: str) -> int:
     """The ``stacklevel`` that makes a ``warnings.warn`` in the calling function point at the
     first frame outside the ortplug package: the user's call (past the end of the stack: none
     is outside). A fixed ``stacklevel`` is right on one path only; ortplug reaches the same
-    warning from ``from_checkpoint``, the drop-in, a background thread and the CLI."""
+    warning from ``from_checkpoint``, the drop-in, a background thread and the CLI. ``within``:
+    a file of each other package whose frames are not the user's either (an add-on passes its
+    module's ``__file__``)."""
+    folders = (_PACKAGE, *(os.path.dirname(os.path.abspath(path)) + os.sep for path in within))
     frame = sys._getframe(1)  # the function that warns: stacklevel 1
     level = 1
-    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+    while frame is not None and frame.f_code.co_filename.startswith(folders):
         frame = frame.f_back  # type: ignore[assignment]
         level += 1
     return level

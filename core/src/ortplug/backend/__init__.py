@@ -4,6 +4,8 @@
 (:mod:`ortplug.pipeline`), which plans and builds sessions through the session layer
 (:mod:`ortplug.session`) and proves candidates (:mod:`ortplug.verification`); the backend
 serves what the pipeline chose. ``Binding`` and the introspection values load on first use.
+The serving values (``ServingConfig``, ``ServingReport``, ...) are the serving add-on's
+(``ortplug-serve``), found through :func:`ortplug.addons.addon_name`.
 """
 
 from __future__ import annotations
@@ -18,14 +20,6 @@ from .protocol import InferenceBackend
 if TYPE_CHECKING:
     from ..session.binding import Binding
     from ..session.introspection import MemoryInfo, ModelInfo, ValueInfo
-    from ._serving_plan import (
-        DeviceServing,
-        Layout,
-        ServingConfig,
-        ServingReport,
-        Trial,
-    )
-    from ._serving_record import recorded_serving
     from .hints import HINT_ENTRY, HINTS
     from .options import StartupFallback, Verification
 
@@ -49,17 +43,19 @@ __all__ = [
     "recorded_serving",
 ]
 
+#: Names an add-on distribution has (resolved by :func:`ortplug.addons.addon_name`).
+_ADDON = "add-on"
 _LAZY = {
     "StartupFallback": ".options",
     "Verification": ".options",
     "HINTS": ".hints",
     "HINT_ENTRY": ".hints",
-    "DeviceServing": "._serving_plan",
-    "Layout": "._serving_plan",
-    "ServingConfig": "._serving_plan",
-    "ServingReport": "._serving_plan",
-    "Trial": "._serving_plan",
-    "recorded_serving": "._serving_record",
+    "DeviceServing": _ADDON,
+    "Layout": _ADDON,
+    "ServingConfig": _ADDON,
+    "ServingReport": _ADDON,
+    "Trial": _ADDON,
+    "recorded_serving": _ADDON,
     "Binding": "..session.binding",
     "MemoryInfo": "..session.introspection",
     "ModelInfo": "..session.introspection",
@@ -71,4 +67,8 @@ def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    if module == _ADDON:
+        from ..addons import addon_name
+
+        return addon_name(__name__, name)
     return getattr(importlib.import_module(module, __name__), name)

@@ -1,8 +1,8 @@
 """The performance hints, and how a build is asked for one: ``performance_hint`` given, else the
 session config entry :data:`HINT_ENTRY`, else ``"latency"``.
 
-Apart from the serving values (:mod:`._serving_plan`) so that a latency build, which most are,
-reads its hint without importing the serving stage.
+Apart from the serving values (the serving add-on's ``ortplug_serve.config``) so that a latency
+build, which most are, reads its hint without importing the serving stage.
 """
 
 from __future__ import annotations

@@ -80,6 +80,7 @@ class OnnxBackend(SessionSurface):
         self._plugins = plugins
         self._inflight = RunOptionsInFlight(self._ort)
         self._dispatcher: Dispatcher | None = None
+        self._serving: ServingSummary | None = None  # what it served, kept after close()
         self._startup: StartupSwitch | None = None
         self._infos: dict[str, tuple[ValueInfo, ...]] = {}
         self._served = ServedSession(self._checked(session), self._inflight, self._into_runner)
@@ -164,7 +165,7 @@ class OnnxBackend(SessionSurface):
         """Run every call through ``dispatcher`` from now on, until :meth:`close` closes it
         (:mod:`ortplug.backend.dispatch`); the run-time fallback is the dispatcher's then."""
         self._live()
-        self._dispatcher = dispatcher
+        self._dispatcher, self._serving = dispatcher, dispatcher.report
         self._served.fallbacks = ()
         self._served.run = dispatcher.run
         weakref.finalize(self, dispatcher.close, "the backend was garbage-collected")
@@ -254,12 +255,12 @@ class OnnxBackend(SessionSurface):
     @property
     def performance_hint(self) -> str:
         """``"latency"``, or the hint a dispatcher serves (``"throughput"``, ...)."""
-        return "latency" if self._dispatcher is None else self._dispatcher.report.hint
+        return "latency" if self._serving is None else self._serving.hint
 
     @property
     def serving(self) -> ServingSummary | None:
         """How a dispatcher serves many callers (``None``: the latency hint)."""
-        return None if self._dispatcher is None else self._dispatcher.report
+        return self._serving
 
     @property
     def closed(self) -> bool:

@@ -1,5 +1,6 @@
 """The ``bench`` command: candidate chains and thread counts side by side, and ``--save`` (autotune);
-``--callers`` and ``--hint`` run :mod:`._bench_callers` instead."""
+``--callers`` and a throughput ``--hint`` run the serving add-on's ``bench-callers`` command
+instead (entry-point group ``ortplug.commands``)."""
 
 from __future__ import annotations
 
@@ -193,13 +194,34 @@ def _check_saveable(given: Sequence[Sequence[ProviderEntry]]) -> None:
         )
 
 
+def _many_callers(args: argparse.Namespace) -> int:
+    """``--callers`` or a throughput ``--hint``: the serving add-on's ``bench-callers`` command
+    (one line naming what to install without it); the flags of one caller's benchmark it does
+    not take are one usage error line."""
+    asked = "--callers" if args.callers else f"--hint {args.hint}"
+    if args.save:
+        raise UsageError(
+            f"--save: expected no {asked} (it records one caller's fastest chain and thread "
+            "count), got both"
+        )
+    if args.threads:
+        raise UsageError(
+            f"--threads: expected no {asked} (the hint sizes the threads), got --threads"
+        )
+    from ..addons import COMMANDS_GROUP, entry_point_target
+
+    command = entry_point_target(
+        COMMANDS_GROUP, "bench-callers", needed_for=f"ortplug bench {asked}"
+    )
+    code: int = command.run(args)
+    return code
+
+
 def bench(args: argparse.Namespace) -> int:
     """Build every candidate, run them interleaved for ``--rounds``, print medians and ratios;
-    with ``--callers`` or a throughput ``--hint``, many callers instead (:mod:`._bench_callers`)."""
+    with ``--callers`` or a throughput ``--hint``, many callers instead (:func:`_many_callers`)."""
     if args.callers or args.hint != "latency":
-        from ._bench_callers import bench_callers
-
-        return bench_callers(args)
+        return _many_callers(args)
     if args.save:
         _check_saveable(args.providers)
         autotune.check_can_save()  # an unusable cache fails now, not after the benchmark

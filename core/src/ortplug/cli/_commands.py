@@ -256,7 +256,9 @@ def info(args: argparse.Namespace) -> int:
         if args.model is not None:  # the proven choice for this model: built, verified, timed
             data["candidates"] = [c.to_dict() for c in candidates]
         servings = recorded_servings(checkpoint, host) if args.model is not None else None
-        if servings is not None:  # what a throughput build here measured (none: not yet)
+        if isinstance(servings, str):  # no serving add-on
+            data["serving"] = None
+        elif servings is not None:  # what a throughput build here measured (none: not yet)
             data["serving"] = {h: None if r is None else r.to_dict() for h, r in servings.items()}
     if args.json:
         print_json(data)

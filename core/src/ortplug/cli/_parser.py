@@ -376,9 +376,8 @@ def _add_addon_commands(
 
     for name in names:
         command = entry_point_target(COMMANDS_GROUP, name, needed_for=f"ortplug {name}")
-        parser = sub.add_parser(
-            name, help=command.help, description=command.description or command.help
-        )
+        listed = {} if command.hidden else {"help": command.help}  # no help: not in the list
+        parser = sub.add_parser(name, description=command.description or command.help, **listed)
         command.add_arguments(parser)
         parser.set_defaults(addon_run=command.run)
 

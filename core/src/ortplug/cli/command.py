@@ -32,3 +32,6 @@ class Command:
     quick: Callable[[Sequence[str]], int | None] | None = None
     #: The longer text of ``ortplug NAME --help`` (default: the one line).
     description: str | None = None
+    #: Left out of ``ortplug --help``'s list: a command another command's flags run (``ortplug
+    #: bench --callers`` runs ``bench-callers``), still run by its own name.
+    hidden: bool = False

@@ -1,12 +1,15 @@
 """The serving stage of a throughput build: devices, batching, layouts (measured or recorded), server.
 
-Runs after the build pipeline (:mod:`.build_pipeline`) chose what serves. Under
+Runs after the core's build pipeline (:mod:`ortplug.pipeline.build_pipeline`) chose what
+serves, handed over as a :class:`~ortplug.backend.dispatch.ServingStart`. Under
 ``cumulative_throughput`` every other choice of the policy that runs on another device is
 built and verified too (verdicts are cached, so later builds only build them). Batching is
-used when the model batches (:func:`~._batch_rows.batching_of`) and a batched run's rows
-were found equal to the same requests run alone (:func:`~._serving_measure.rows_problem`).
-The layouts come from the record of an earlier build of this model here, else from measuring
-(:mod:`._serving_measure`), then recorded; with measuring off (``measure=False``,
+used when the model batches (:func:`~.rows.batching_of`) and its rows were proven independent
+on varied rows (:func:`~.independence.rows_checked`; a model that fails is served request by
+request, with a :class:`~.independence.ServingWarning`); the server re-checks each row count
+on real requests before trusting it. The layouts come from the record of an earlier build of
+this model here, else from measuring (:mod:`.measure`), then recorded; with measuring off
+(``measure=False``,
 ``ORTPLUG_MEASURE=0``) or inputs that cannot be generated, from the defaults. A device whose
 measured rate is under :data:`MIN_SHARE` of the fastest one's serves nothing (it would only add
 latency).
@@ -20,31 +23,30 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
-
-from ..checkpoint import ResolvedCheckpoint, Tolerance
-from ..errors import CacheError, OptionError, OptionTypeError, OrtplugCacheWarning, OrtplugError
-from ..log import user_stacklevel
-from ..plugin_host.manager import resolve_plugin_host
-from ..providers.session_options import SessionOptionsConfig
-from ..session.build import create_planned
-from ..session.plan import SessionPlan
-from ..verification.sample_inputs import carried_samples, session_inputs
-from ..verification.verifier import Verifier
-from . import _serving_record
-from ._batch_rows import Batching, batching_of
-from ._serving import Device, Server
-from ._serving_devices import DevicePlan, StreamBuilder, device_plans, usable_cpus
-from ._serving_measure import (
-    CALLERS,
-    batch_limit,
-    best_of,
-    candidate_layouts,
-    default_layout,
-    measure,
-    rows_problem,
+from ortplug.backend.dispatch import ServingStart
+from ortplug.checkpoint import ResolvedCheckpoint, Tolerance
+from ortplug.errors import (
+    CacheError,
+    OptionError,
+    OptionTypeError,
+    OrtplugCacheWarning,
+    OrtplugError,
 )
-from ._serving_plan import DeviceServing, Layout, ServingConfig, ServingReport, Trial
-from .dispatch import ServingStart
+from ortplug.log import user_stacklevel
+from ortplug.plugin_host.manager import resolve_plugin_host
+from ortplug.providers.session_options import SessionOptionsConfig
+from ortplug.session.build import create_planned
+from ortplug.session.plan import SessionPlan
+from ortplug.verification.sample_inputs import carried_samples, session_inputs
+from ortplug.verification.verifier import Verifier
+
+from . import record
+from .config import DeviceServing, Layout, ServingConfig, ServingReport, Trial
+from .devices import DevicePlan, StreamBuilder, device_plans, usable_cpus
+from .independence import RowChecks, ServingWarning, rows_checked
+from .measure import CALLERS, batch_limit, best_of, candidate_layouts, default_layout, measure
+from .rows import Batching, batching_of
+from .server import Device, Server
 
 __all__ = ["MIN_SHARE", "serve", "start_serving"]
 
@@ -110,32 +112,58 @@ def _checked(
     return StreamBuilder(device, build.session), "serving"
 
 
+@attrs.frozen
+class _Batched:
+    """How requests share runs: the batching (``None``: they run one by one), the line that says
+    it, and what the server trusts from the start's check (the served device's row counts)."""
+
+    batching: Batching | None
+    line: str
+    checks: RowChecks = attrs.field(factory=RowChecks)
+
+
 def _batching(
     session: Any,
     infos: tuple[Sequence[Any], Sequence[Any]],
     feed: Mapping[str, Any] | None,
     names: Sequence[str],
-) -> tuple[Batching | None, str]:
-    """The batching that serves, and the line that says it."""
+    largest: Callable[[Batching], int],
+    label: str,
+) -> _Batched:
+    """The batching that serves: the model's, when its rows were proven independent on more
+    rows than ``largest`` (the most rows a run may take) on ``session`` (device ``label``)."""
     found = batching_of(*infos)
     if isinstance(found, str):
-        return None, f"requests run one by one: {found}"
+        return _Batched(None, f"requests run one by one: {found}")
     if feed is None:
-        return None, "requests run one by one: no inputs to check a batched run's rows on"
+        return _Batched(None, "requests run one by one: no inputs to check a batched run's rows on")
+    rows = largest(found) + 1
     try:
-        problem = rows_problem(session, feed, names, found)
+        checked = rows_checked(session, feed, names, found, rows)
+        problem = checked.problem
     except Exception as exc:
         problem = f"a batched run failed ({type(exc).__name__}: {' '.join(str(exc).split())[:200]})"
     if problem is not None:
-        return None, f"requests run one by one: {problem}"
-    if found.static is not None:
-        return found, (
-            f"requests fill the model's static batch of {found.static} rows (the last row pads it)"
+        warnings.warn(
+            f"the throughput hint runs requests one by one: {problem}",
+            ServingWarning,
+            stacklevel=user_stacklevel(__file__),
         )
-    return found, (
-        "concurrent requests of the same shapes share runs along the first dimension (a batched "
-        "run's rows checked equal to the requests run one by one)"
+        return _Batched(None, f"requests run one by one: {problem}")
+    trusted = [(label, checked.group, count) for count in sorted(checked.counts)]
+    checks = RowChecks(trusted, {(label, checked.group): checked.shapes})
+    if found.static is not None:
+        line = (
+            f"requests fill the model's static batch of {found.static} rows (the last row pads "
+            f"it; its rows checked independent on {found.static} varied rows)"
+        )
+        return _Batched(found, line, checks)
+    line = (
+        "concurrent requests of the same shapes share runs along the first dimension (rows "
+        f"checked independent on {rows} varied rows; each row count re-checked on its first "
+        "requests)"
     )
+    return _Batched(found, line, checks)
 
 
 def start_serving(
@@ -156,7 +184,7 @@ def start_serving(
     ``session`` is the served plan's session (its stream sessions are built beside it);
     ``others`` the policy's choices, prepared (asked for only by the cumulative hint;
     ``None``: only the served device is used);
-    ``infos`` the model's inputs and outputs (:class:`~.introspection.ValueInfo`).
+    ``infos`` the model's inputs and outputs (:class:`~ortplug.session.introspection.ValueInfo`).
     """
     budget, said = _cpu_budget(given, served)
     _check_fits(given, budget, said)
@@ -178,14 +206,20 @@ def start_serving(
         ).feed
     except OrtplugError:
         feed = None
-    batching, batching_line = _batching(session, infos, feed, names)
     usable = [w for w in weighed if w.builder is not None]
+
+    def largest(found: Batching) -> int:
+        limit = max(batch_limit(found, cpu=w.device.on_cpu) for w in usable)
+        return limit if given.max_batch is None else min(limit, given.max_batch)
+
+    batched = _batching(session, infos, feed, names, largest, weighed[0].device.label)
+    batching = batched.batching
     accelerators = sum(1 for w in usable if not w.device.on_cpu)
     cpus = max(1, budget - accelerators)
     labels = tuple((w.device.label, w.device.chain) for w in usable)
     recorded = None
     if measure_wanted and not given.complete:
-        recorded = _serving_record.lookup(origin, served.host, hint, given, labels)
+        recorded = record.lookup(origin, served.host, hint, given, labels)
     if recorded is not None:
         weighed = _from_record(weighed, recorded)
         source = recorded.source
@@ -205,7 +239,7 @@ def start_serving(
         source = _unmeasured(given, measure_wanted, feed is not None)
     weighed = _shared_out(weighed)
     callers = CALLERS if source.startswith(("measured", "recorded")) else None
-    report = ServingReport(hint, tuple(w.shown() for w in weighed), batching_line, source, callers)
+    report = ServingReport(hint, tuple(w.shown() for w in weighed), batched.line, source, callers)
     if recorded is None and source.startswith("measured"):
         _save(origin, served, given, report)
     server = Server(
@@ -220,6 +254,7 @@ def start_serving(
             if w.state == "serving" and w.builder is not None and w.layout is not None
         ],
         batching,
+        batched.checks,
     )
     for w in weighed:
         if w.builder is not None:
@@ -305,17 +340,18 @@ def _save(
     origin: ResolvedCheckpoint, served: SessionPlan, given: ServingConfig, report: ServingReport
 ) -> None:
     try:
-        _serving_record.save(origin, served.host, given, report)
+        record.save(origin, served.host, given, report)
     except CacheError as exc:
         warnings.warn(
             f"the measured serving layout is not recorded: {exc}",
             OrtplugCacheWarning,
-            stacklevel=user_stacklevel(),
+            stacklevel=user_stacklevel(__file__),
         )
 
 
 def serve(start: ServingStart) -> Server:
-    """The :data:`~ortplug.backend.dispatch.Starter` of the throughput hints."""
+    """The :data:`~ortplug.backend.dispatch.Starter` of the throughput hints (entry-point group
+    ``ortplug.hints``)."""
     if start.config is not None and not isinstance(start.config, ServingConfig):
         raise OptionTypeError(
             f"serving: expected a ServingConfig, got {type(start.config).__name__}"

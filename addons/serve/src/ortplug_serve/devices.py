@@ -6,7 +6,7 @@ precision variant beside the reference weights, count once: the faster one), and
 config that can run on each of several devices of this host gives one device per copy: a
 config with an ``each_device(host)`` method returns itself on each device its plugin's probe
 lists (the CUDA plugin's config does, one copy per GPU). Every device but the served one is
-verified before it serves (:mod:`._serving_start`; cached verdicts make that a build).
+verified before it serves (:mod:`.start`; cached verdicts make that a build).
 
 A stream is a worker thread and the session it runs. Streams on the CPU provider with one
 intra-op thread share one session (ONNX Runtime's CPU runs are safe to call concurrently);
@@ -21,16 +21,16 @@ from collections.abc import Sequence
 from typing import Any
 
 import attrs
+from ortplug.checkpoint import ResolvedCheckpoint
+from ortplug.host.runtime import require_onnxruntime
+from ortplug.providers.configs import CPU_EP, ProviderConfig
+from ortplug.providers.run_options import RunOptionsConfig
+from ortplug.providers.session_options import SessionOptionsConfig
+from ortplug.session.build import create_planned
+from ortplug.session.plan import SessionPlan
 
-from ..checkpoint import ResolvedCheckpoint
-from ..host.runtime import require_onnxruntime
-from ..providers.configs import CPU_EP, ProviderConfig
-from ..providers.run_options import RunOptionsConfig
-from ..providers.session_options import SessionOptionsConfig
-from ..session.build import create_planned
-from ..session.plan import SessionPlan
-from ._serving import Stream
-from ._serving_plan import Layout
+from .config import Layout
+from .server import Stream
 
 __all__ = ["DevicePlan", "StreamBuilder", "device_plans", "usable_cpus"]
 

@@ -1,6 +1,8 @@
 """``ortplug bench M --callers 1,4,16 [--hint throughput]``: many callers, ortplug against ONNX Runtime.
 
-At each count of concurrent callers (:mod:`._callers`), ortplug's backend built with ``--hint``
+The core's ``bench`` hands ``--callers`` (and a throughput ``--hint``) to the ``bench-callers``
+command this add-on registers (:mod:`.command`), which runs :func:`bench_callers`. At each count
+of concurrent callers (:mod:`.callers`), ortplug's backend built with ``--hint``
 and a plain ``onnxruntime.InferenceSession`` of the same model file, on the providers ortplug
 realized and ONNX Runtime's default options, serve the same request for ``--seconds`` each, in
 ``--rounds`` interleaved rounds: requests per second, p50 and p99 latency, and the ratio.
@@ -13,15 +15,14 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-from ..backend import OnnxBackend
-from ..checkpoint import LocalCheckpoint
-from ..errors import InputValidationError
-from ..host.runtime import require_onnxruntime
-from ._callers import Served, drive
-from ._json import print_json
-from ._providers import resolve_chain
-from ._usage import UsageError
-from .inputs import first_run, load_inputs, quiet_run_options, reference_feed
+from ortplug.backend import OnnxBackend
+from ortplug.checkpoint import LocalCheckpoint
+from ortplug.cli.arguments import UsageError, print_json, resolve_chain
+from ortplug.cli.inputs import first_run, load_inputs, quiet_run_options, reference_feed
+from ortplug.errors import InputValidationError
+from ortplug.host.runtime import require_onnxruntime
+
+from .callers import Served, drive
 
 __all__ = ["DEFAULT_CALLERS", "bench_callers"]
 
@@ -31,18 +32,9 @@ _SIDES = ("onnxruntime", "ortplug")
 
 
 def _check_flags(args: argparse.Namespace) -> None:
-    """What a single caller's benchmark takes and this one does not: one usage error line."""
-    asked = "--callers" if args.callers else f"--hint {args.hint}"
-    if args.save:
-        raise UsageError(
-            f"--save: expected no {asked} (it records one caller's fastest chain and thread "
-            "count), got both"
-        )
-    if args.threads:
-        raise UsageError(
-            f"--threads: expected no {asked} (the hint sizes the threads), got --threads"
-        )
+    """One chain at most (ortplug's side and ONNX Runtime's run on it): one usage error line."""
     if len(args.providers) > 1:
+        asked = "--callers" if args.callers else f"--hint {args.hint}"
         raise UsageError(
             f"--providers: expected at most one chain with {asked}, got {len(args.providers)}"
         )

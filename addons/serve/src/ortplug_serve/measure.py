@@ -1,7 +1,7 @@
 """Measuring how to serve many callers: layouts tried on the model, on this host, side by side.
 
 Each trial serves :data:`CALLERS` callers that send the model's generated inputs over and over
-through a real :class:`~._serving.Server` and counts the requests served, in slices of
+through a real :class:`~.server.Server` and counts the requests served, in slices of
 :data:`SLICE_S` seconds and at least :data:`SLICE_REQUESTS` requests (at most
 :data:`MAX_SLICE_S` seconds). A layout's rate is its requests over its seconds, pooled over
 its slices, and the slices of layouts compared are interleaved, so that a machine whose load
@@ -17,9 +17,10 @@ seconds for a tiny model, plus the sessions' builds. In order:
    one of the change): batches of up to :data:`FIRST_BATCH` rows, then (when that won)
    :data:`SECOND_BATCH` rows, then a queueing delay of :data:`DELAY_MS` ms.
 
-Batches are only tried once a batched run's rows were found equal to the same requests run one
-by one (:func:`rows_problem`), and on an accelerator only up to the rows verification ran
-(:data:`~ortplug.verification.probes.BATCH_SIZES`).
+Batches are only tried once the model's rows were proven independent
+(:func:`~.independence.rows_checked`), and on an accelerator only up to the rows verification
+ran (:data:`~ortplug.verification.probes.BATCH_SIZES`). The trials' servers re-check nothing
+(their callers send one feed over and over, and nobody gets their outputs).
 """
 
 from __future__ import annotations
@@ -30,12 +31,11 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
-import numpy as np
+from ortplug.verification.probes import BATCH_SIZES
 
-from ..verification.probes import BATCH_SIZES
-from ._batch_rows import Batching, split_rows, stack_rows
-from ._serving import Device, Server, Stream
-from ._serving_plan import Layout, ServingConfig, Trial
+from .config import Layout, ServingConfig, Trial
+from .rows import Batching
+from .server import Device, Server, Stream
 
 __all__ = [
     "BUDGET_S",
@@ -52,7 +52,6 @@ __all__ = [
     "candidate_layouts",
     "default_layout",
     "measure",
-    "rows_problem",
 ]
 
 #: Seconds of trials after which no new slice starts (round 1's first pass always runs).
@@ -69,8 +68,6 @@ SECOND_BATCH = 32
 DELAY_MS = 2.0
 #: A trial replaces the best one only when it serves this many times its requests per second.
 WIN_MARGIN = 1.05
-#: Requests of the row check: run together, then one by one.
-_ROW_CHECK = 4
 
 
 def _splits(cpus: int, own_threads: bool) -> list[tuple[int, int | None]]:
@@ -127,60 +124,6 @@ def batch_limit(batching: Batching | None, *, cpu: bool) -> int:
     if batching is None:
         return 1
     return SECOND_BATCH if cpu else max(BATCH_SIZES)
-
-
-def _distinct_rows(feed: Mapping[str, np.ndarray], count: int) -> list[dict[str, np.ndarray]]:
-    """``count`` one-row requests with different values (floats scaled and shifted, integers
-    rolled along their last axis), from ``feed``'s first row."""
-    requests = []
-    for index in range(count):
-        request = {}
-        for name, value in feed.items():
-            row = value[:1]
-            if row.dtype.kind == "f":
-                row = (row * (1 + 0.5 * index) + 0.25 * index).astype(row.dtype)
-            elif row.dtype.kind in "iu" and row.ndim >= 2:
-                row = np.roll(row, index, axis=-1)
-            request[name] = np.ascontiguousarray(row)
-        requests.append(request)
-    return requests
-
-
-def _agree(one: Any, other: Any) -> bool:
-    one, other = np.asarray(one), np.asarray(other)
-    if one.shape != other.shape or one.dtype != other.dtype:
-        return False
-    if one.dtype.kind not in "fc":
-        return bool(np.array_equal(one, other))
-    scale = float(np.max(np.abs(other[np.isfinite(other)]), initial=1.0))
-    return bool(np.allclose(one, other, rtol=1e-4, atol=1e-6 * scale, equal_nan=True))
-
-
-def rows_problem(
-    session: Any, feed: Mapping[str, np.ndarray], names: Sequence[str], batching: Batching
-) -> str | None:
-    """Why requests may not share runs of ``session`` (``None``: a batched run's rows equal the
-    same requests run one by one, so rows do not mix)."""
-    requests = _distinct_rows(feed, min(_ROW_CHECK, batching.static or _ROW_CHECK))
-    alone = []
-    for request in requests:
-        padded = stack_rows([request], batching.static)
-        outputs = session.run(list(names), padded)
-        alone.append([output[:1] for output in outputs] if batching.static else outputs)
-    stacked = stack_rows(requests, batching.static)
-    ran = next(iter(stacked.values())).shape[0]
-    try:
-        together = split_rows(session.run(list(names), stacked), [1] * len(requests), ran)
-    except Exception as exc:
-        return f"a batch of {len(requests)} rows did not run as one ({type(exc).__name__}: {exc})"
-    for index, (single, shared) in enumerate(zip(alone, together)):
-        for name, one, other in zip(names, shared, single):
-            if not _agree(one, other):
-                return (
-                    f"output {name!r} of row {index} differs when run in a batch of "
-                    f"{len(requests)} (rows mix, or the model is not row by row)"
-                )
-    return None
 
 
 def _serve_for(

@@ -1,12 +1,12 @@
 """What a throughput build serves with: the values, as reports show them.
 
-``performance_hint="latency"`` (the default) serves each call on the calling thread, as
-before. ``"throughput"`` serves many callers: execution streams and a queue that batches
-concurrent requests (:mod:`._serving`), sized by measuring the model on this host at its first
-throughput build (:mod:`._serving_measure`) and recorded (:mod:`._serving_record`).
-``"cumulative_throughput"`` does the same over every verified device it may use at once
-(:mod:`._serving_devices`). The hint is given to ``OnnxBackend.from_checkpoint``, or as the
-session config entry :data:`~._hints.HINT_ENTRY` (the drop-in's ``SessionOptions``).
+``performance_hint="latency"`` (the default) serves each call on the calling thread, in the
+core. ``"throughput"`` serves many callers: execution streams and a queue that batches
+concurrent requests (:mod:`.server`), sized by measuring the model on this host at its first
+throughput build (:mod:`.measure`) and recorded (:mod:`.record`). ``"cumulative_throughput"``
+does the same over every verified device it may use at once (:mod:`.devices`). The hint is
+given to ``OnnxBackend.from_checkpoint``, or as the session config entry
+:data:`ortplug.backend.hints.HINT_ENTRY` (the drop-in's ``SessionOptions``).
 """
 
 from __future__ import annotations
@@ -14,13 +14,10 @@ from __future__ import annotations
 from typing import Any
 
 import attrs
-
-from ..errors import OptionError
-from ..providers.options import check_threads
-from .hints import HINTS
+from ortplug.errors import OptionError
+from ortplug.providers.options import check_threads
 
 __all__ = [
-    "HINTS",  # the hints' home is _hints; _serving_record checks a recorded hint with this one
     "MAX_BATCH_ROWS",
     "MAX_DELAY_MS",
     "DeviceServing",

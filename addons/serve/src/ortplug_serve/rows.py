@@ -2,11 +2,13 @@
 
 A model batches when every input is a tensor whose first dimension is one dynamic dimension
 (every input the same), or one fixed size above 1 (a static batch: requests fill it, and the
-last row pads what is left, as :class:`~ortplug.integrations.ray.OnnxPredictor` pads), and
-every output is a tensor. Requests share a run only when they feed the same inputs with the
-same dtypes and the same dimensions past the first, and ask for the same outputs: different
-sequence lengths or image sizes are different groups. A run whose outputs do not have the
-batch's rows first is not split (:class:`NotRowwise`): its requests run one by one.
+last row pads what is left, as the Ray predictor pads), and every output is a tensor. Requests
+share a run only when they feed the same inputs with the same dtypes and the same dimensions past
+the first, and ask for the same outputs: different sequence lengths or image sizes are different
+groups. Whether the model's rows are independent is proven apart (:mod:`.independence`). A run
+whose outputs do not have the batch's rows first is not split (:class:`NotRowwise`): its
+requests run one by one. Each request gets arrays of its own (copies of its rows), never views
+of the run's outputs that other requests' rows share.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import attrs
 import numpy as np
 
 if TYPE_CHECKING:
-    from ..session.introspection import ValueInfo
+    from ortplug.session.introspection import ValueInfo
 
 __all__ = ["Batching", "NotRowwise", "batching_of", "group_of", "split_rows", "stack_rows"]
 
@@ -103,15 +105,18 @@ def stack_rows(
 
 
 def split_rows(outputs: Sequence[Any], rows: Sequence[int], ran: int) -> list[list[Any]]:
-    """Each request's share of a batched run's ``outputs`` (``ran`` rows, padding included);
-    raises :class:`NotRowwise` when an output does not have those rows first."""
+    """Each request's share of a batched run's ``outputs`` (``ran`` rows, padding included), in
+    arrays of its own (a request that took every row gets the outputs themselves); raises
+    :class:`NotRowwise` when an output does not have those rows first."""
     for output in outputs:
         if not isinstance(output, np.ndarray) or output.ndim == 0 or output.shape[0] != ran:
             shape = getattr(output, "shape", type(output).__name__)
             raise NotRowwise(f"an output of {shape} for a run of {ran} rows")
+    if len(rows) == 1 and rows[0] == ran:
+        return [list(outputs)]
     shares = []
     start = 0
     for count in rows:
-        shares.append([output[start : start + count] for output in outputs])
+        shares.append([output[start : start + count].copy() for output in outputs])
         start += count
     return shares

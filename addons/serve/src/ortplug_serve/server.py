@@ -2,12 +2,16 @@
 
 Every request of a backend built with a throughput hint is put on one queue. Each execution
 stream (a session, or a share of one, with its own worker thread) takes the oldest request it
-may run, then the queued requests of the same group (:func:`~._batch_rows.group_of`) up to its
+may run, then the queued requests of the same group (:func:`~.rows.group_of`) up to its
 device's ``max_batch`` rows (and, while other streams of its device are idle, up to its share
 of what is queued, so that they run the rest beside it), waiting at most ``max_delay_s`` after
 the first was queued for more to come; it runs them as one and splits the outputs back to
-each caller. A batch that fails is run again request by request, so only the bad request's
-caller gets the error. A caller of
+each caller, each in arrays of its own. The first batched runs of each row count are run again
+request by request and compared (:class:`~.independence.RowChecks`): each caller gets what its
+request gave alone, and a disagreement (or a run whose outputs cannot be split) makes every
+request run alone from then on, said once with a :class:`~.independence.ServingWarning`. A
+batch that fails is run again request by request, so only the bad request's caller gets the
+error. A caller of
 :meth:`Server.run` that finds the queue empty and a stream idle, on a device that does not wait
 for others to share a run (no queueing delay), runs its request on that stream itself: one
 caller, or few, pay no hand-over to a worker thread and back (a tiny model's run is shorter).
@@ -33,16 +37,17 @@ import time
 import warnings
 import weakref
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, InvalidStateError
 from typing import Any
 
 import attrs
+from ortplug.errors import BackendClosedError, ProviderFallbackWarning, RunTerminatedError
 
-from ..errors import BackendClosedError, ProviderFallbackWarning, RunTerminatedError
-from ._batch_rows import Batching, NotRowwise, group_of, split_rows, stack_rows
+from .independence import RowChecks, ServingWarning, run_alone, shares_problem
+from .rows import Batching, NotRowwise, group_of, split_rows, stack_rows
 
-__all__ = ["EXIT_WAIT_S", "Device", "Server", "Stream", "callback_on"]
+__all__ = ["EXIT_WAIT_S", "Device", "Server", "Stream"]
 
 #: How long ``close()`` (and the interpreter's exit) waits for a worker still in a run.
 EXIT_WAIT_S = 30.0
@@ -79,7 +84,8 @@ class Device:
     max_batch: int
     max_delay_s: float
     dropped: str | None = None
-    #: Requests it served, and runs it made (for the report).
+    #: Requests it served, and runs it made (for the report; a batch run again request by
+    #: request counts once).
     requests: int = 0
     runs: int = 0
 
@@ -127,12 +133,20 @@ def _settle(request: _Request, outputs: list[Any] | None, error: BaseException |
 class Server:
     """The request queue and the worker threads of a backend's streams (module docstring)."""
 
-    def __init__(self, devices: Sequence[Device], batching: Batching | None) -> None:
+    def __init__(
+        self,
+        devices: Sequence[Device],
+        batching: Batching | None,
+        checks: RowChecks | None = None,
+    ) -> None:
+        """``checks``: the batched runs trusted so far (``None``: none is re-checked, as in a
+        measurement's trials, whose results nobody gets)."""
         self.devices = tuple(devices)
         self._batching = batching
-        #: Why requests stopped sharing runs after the model's outputs could not be split.
+        self._checks = checks
+        #: Why requests stopped sharing runs (a batched run differed or could not be split).
         self.unbatched: str | None = None
-        #: How it serves (set by whoever started it: the serving stage's measurement or record).
+        #: How it serves (a :class:`~.config.ServingReport`, set by :func:`~.start.serve`).
         self.report: Any = None
         self._queue: deque[_Request] = deque()
         self._cond = threading.Condition()
@@ -155,13 +169,14 @@ class Server:
     # -- callers -------------------------------------------------------------------------------
 
     def submit(
-        self, feed: Mapping[str, Any], names: Sequence[str], options: Any = None
+        self, feed: Mapping[str, Any], names: Sequence[str], run_options: Any = None
     ) -> Future[list[Any]]:
         """Queue a request; its future gets the outputs of ``names`` in order, or the error.
 
-        ``options`` (ONNX Runtime ``RunOptions`` of the caller's own) make it run alone with them.
+        ``run_options`` (ONNX Runtime ``RunOptions`` of the caller's own) make it run alone with
+        them.
         """
-        request = _Request(feed, names, options, self._batching)
+        request = _Request(feed, names, run_options, self._batching)
         with self._cond:
             stopped = self._stopped()
             if stopped is not None:
@@ -195,7 +210,7 @@ class Server:
         ``None`` with several devices (each device's workers take their share of the queue)."""
         if len(self.devices) > 1:
             return None
-        waits = request.group is not None and self._batching is not None
+        waits = request.group is not None and self._sharing()
         for device in self.devices:
             if device.dropped is not None or (waits and device.max_delay_s > 0):
                 continue
@@ -260,6 +275,10 @@ class Server:
 
     # -- workers -------------------------------------------------------------------------------
 
+    def _sharing(self) -> bool:
+        """Whether requests of a group share runs (the model batches, and none differed)."""
+        return self._batching is not None and self.unbatched is None
+
     def _stopped(self) -> BaseException | None:
         """The error every request gets now: closed or terminated (``None``: serving)."""
         if self._closed is not None:
@@ -308,7 +327,7 @@ class Server:
             stream.busy = True
             batch = [first]
             batching = self._batching
-            if first.group is not None and batching is not None:
+            if first.group is not None and batching is not None and self._sharing():
                 limit = batching.rows_limit(device.max_batch)
                 if batching.static is None:
                     limit = self._share(device, first, limit)
@@ -353,26 +372,77 @@ class Server:
     def _serve(self, device: Device, stream: Stream, batch: list[_Request]) -> None:
         batching = self._batching
         first = batch[0]
-        if first.group is None or batching is None or (len(batch) == 1 and not batching.static):
+        if first.group is None or batching is None or len(batch) == 1:
             self._alone(device, stream, first)
             return
         try:
             shares = self._together(stream, batch, batching.static)
         except NotRowwise as exc:
-            self._batching = None  # the model's outputs cannot be split: no more shared runs
-            self.unbatched = f"a batched run could not be split ({exc})"
+            self._stop_sharing(f"a batched run could not be split ({exc})")
             for request in batch:
                 self._alone(device, stream, request)
             return
-        except Exception as exc:
-            if len(batch) == 1:
-                self._failed(device, first, exc)
-                return
+        except Exception:
             for request in batch:  # the bad request's caller alone gets its error
                 self._alone(device, stream, request)
             return
+        rows = sum(request.rows for request in batch)
+        key = (device.label, first.group, rows)
+        checks = self._checks
+        if checks is not None:
+            problem = checks.shape_problem(key[:2], first.names, shares[0])
+            if problem is not None:
+                self._stop_sharing(f"{problem}, on {device.label}")
+                for request in batch:
+                    self._alone(device, stream, request)
+                return
+            if not checks.trusted(key):
+                self._recheck(device, stream, batch, shares, key)
+                return
         for request, outputs in zip(batch, shares):
             self._succeeded(request, outputs)
+
+    def _recheck(
+        self,
+        device: Device,
+        stream: Stream,
+        batch: list[_Request],
+        shares: list[list[Any]],
+        key: tuple[str, Any, int],
+    ) -> None:
+        """Run each request of a batched run not trusted yet alone: its caller gets that; the
+        batch's shares must agree with them, else requests share runs no more."""
+        static = self._batching.static if self._batching is not None else None
+        alone: list[list[Any] | None] = []
+        for request in batch:
+            try:
+                alone.append(run_alone(stream.session, request.names, request.feed, static,
+                                       stream.options))  # fmt: skip
+            except Exception as exc:
+                self._failed(device, request, exc)
+                alone.append(None)
+        ran = [(share, single) for share, single in zip(shares, alone) if single is not None]
+        problem = shares_problem(batch[0].names, [s for s, _ in ran], [a for _, a in ran], key[2])
+        if problem is None:
+            assert self._checks is not None
+            self._checks.passed(key)
+        else:
+            self._stop_sharing(f"{problem}, on {device.label}")
+        for request, outputs in zip(batch, alone):
+            if outputs is not None:
+                self._succeeded(request, outputs)
+
+    def _stop_sharing(self, why: str) -> None:
+        """Requests share runs no more: said once."""
+        with self._cond:
+            if self.unbatched is not None:
+                return
+            self.unbatched = why
+        warnings.warn(
+            f"the throughput hint runs requests one by one from now on: {why}",
+            ServingWarning,
+            stacklevel=2,
+        )
 
     def _together(
         self, stream: Stream, batch: list[_Request], static: int | None
@@ -387,7 +457,8 @@ class Server:
         batching = self._batching
         try:
             if request.group is not None and batching is not None and batching.static:
-                outputs = self._together(stream, [request], batching.static)[0]
+                outputs = run_alone(stream.session, request.names, request.feed,
+                                    batching.static, stream.options)  # fmt: skip
             else:
                 options = request.options or stream.options
                 outputs = stream.session.run(list(request.names), dict(request.feed), options)
@@ -440,18 +511,3 @@ class Server:
             ProviderFallbackWarning,
             stacklevel=2,
         )
-
-
-def callback_on(
-    future: Future[list[Any]],
-    done: Callable[[list[Any] | None, BaseException | None], None],
-) -> None:
-    """Call ``done(outputs, None)`` or ``done(None, error)`` when ``future`` settles."""
-
-    def settled(finished: Future[list[Any]]) -> None:
-        if finished.cancelled():
-            return
-        error = finished.exception()
-        done(None if error is not None else finished.result(), error)
-
-    future.add_done_callback(settled)

@@ -4,7 +4,7 @@ One JSON file per (model fingerprint, ONNX Runtime version, host signature, hint
 ``<cache>/serving/``, beside the autotune records of the proven choice
 (:mod:`ortplug.selection.autotune`, whose host signature it shares): a changed model, runtime
 or host finds none and measures again. A record names the configuration it was measured with
-(:class:`~._serving_plan.ServingConfig`) and the devices; a build asking for another one, or
+(:class:`~.config.ServingConfig`) and the devices; a build asking for another one, or
 serving on other devices, does not use it. A corrupt or foreign file is ignored with an
 :class:`~ortplug.errors.OrtplugCacheWarning` naming it.
 """
@@ -16,16 +16,16 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+from ortplug.backend.hints import HINTS
+from ortplug.cache.root import cache_key
+from ortplug.cache.store import RecordStore
+from ortplug.checkpoint import ResolvedCheckpoint
+from ortplug.errors import OptionError
+from ortplug.host.capabilities import HostCapabilities
+from ortplug.providers.options import check_threads
+from ortplug.selection.autotune import host_signature, measured_here
 
-from ..cache.root import cache_key
-from ..cache.store import RecordStore
-from ..checkpoint import ResolvedCheckpoint
-from ..errors import OptionError
-from ..host.capabilities import HostCapabilities
-from ..providers.options import check_threads
-from ..selection.autotune import host_signature, measured_here
-from ._serving_plan import (
-    HINTS,
+from .config import (
     MAX_BATCH_ROWS,
     MAX_DELAY_MS,
     DeviceServing,

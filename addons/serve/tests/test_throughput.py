@@ -12,6 +12,7 @@ import asyncio
 import gc
 import os
 import threading
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -23,8 +24,8 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 from ortplug import (
     BackendClosedError,
-    InferenceSession,
     InMemoryCheckpoint,
+    LocalCheckpoint,
     OnnxBackend,
     OptionError,
     ProviderFallbackWarning,
@@ -32,12 +33,14 @@ from ortplug import (
     RunTerminatedError,
     ServingConfig,
     SessionOptionsConfig,
+    get_plugin_host,
 )
 from ortplug.backend import HINT_ENTRY, recorded_serving
-from ortplug.backend._serving import _Request
-from ortplug.backend._serving_measure import WIN_MARGIN, candidate_layouts
-from ortplug.testing import make_plugin_host
+from ortplug.testing import demo_model, make_plugin_host
 from ortplug.testing.misbehaving import MisbehavingPlugin
+from ortplug_serve import ServingWarning
+from ortplug_serve.measure import WIN_MARGIN, candidate_layouts
+from ortplug_serve.server import Server, _Request
 
 #: Given in full, so nothing is measured (the measured tests say so).
 BATCHING = ServingConfig(streams=2, threads_per_stream=1, max_batch=8, max_delay_ms=20)
@@ -109,11 +112,31 @@ def _checkpoint(model: bytes) -> Any:
     return InMemoryCheckpoint(model).resolve()
 
 
+def _server(backend: OnnxBackend) -> Server:
+    """The serving add-on's server that runs ``backend``'s calls."""
+    server = backend.dispatcher
+    assert isinstance(server, Server)
+    return server
+
+
 def _served(backend: OnnxBackend) -> tuple[int, int]:
     """(requests, runs) the backend's streams served so far."""
-    server = backend.dispatcher
-    assert server is not None
+    server = _server(backend)
     return sum(d.requests for d in server.devices), sum(d.runs for d in server.devices)
+
+
+def _host() -> Any:
+    """The host the process-wide plugin host probed (what a default build plans for)."""
+    return get_plugin_host().host_capabilities()
+
+
+def _inference_session() -> Any:
+    """The drop-in's ``InferenceSession`` (the test skips without the drop-in)."""
+    try:
+        from ortplug import InferenceSession
+    except ImportError:  # the drop-in add-on is not installed here
+        pytest.skip("the drop-in (ortplug.InferenceSession) is not installed")
+    return InferenceSession
 
 
 # -- one device ---------------------------------------------------------------------------------
@@ -148,8 +171,7 @@ def test_a_lone_caller_takes_an_idle_stream_and_idle_streams_share_the_queue() -
     with OnnxBackend.from_checkpoint(
         _checkpoint(_rows_model()), performance_hint="throughput", serving=given
     ) as backend:
-        server = backend.dispatcher
-        assert server is not None
+        server = _server(backend)
         (device,) = server.devices
         first, second = device.streams
         with server._cond:  # the workers wait for the lock: they take nothing meanwhile
@@ -231,9 +253,11 @@ def test_a_bad_request_fails_alone_and_the_requests_batched_with_it_succeed() ->
 
 
 def test_requests_whose_rows_would_mix_run_one_by_one() -> None:
-    with OnnxBackend.from_checkpoint(
-        _checkpoint(_mixing_model()), performance_hint="throughput", serving=BATCHING
-    ) as backend:
+    with pytest.warns(ServingWarning, match="runs requests one by one: .*rows mix"):
+        backend = OnnxBackend.from_checkpoint(
+            _checkpoint(_mixing_model()), performance_hint="throughput", serving=BATCHING
+        )
+    with backend:
         serving = backend.serving
         assert serving is not None and serving.batching.startswith("requests run one by one")
         assert "rows mix" in serving.batching
@@ -346,11 +370,14 @@ def test_close_while_requests_queue_fails_them_clearly_and_ends_every_thread() -
     checkpoint = _checkpoint(models.slow_loop_model())
     given = ServingConfig(streams=1, threads_per_stream=1, max_batch=1, max_delay_ms=0)
     backend = OnnxBackend.from_checkpoint(checkpoint, performance_hint="throughput", serving=given)
-    server = backend.dispatcher
-    assert _serving_threads() and server is not None
+    server = _server(backend)
+    assert _serving_threads()
     events = _queued_behind_a_run_that_never_ends(backend)
+    serving = backend.serving
     backend.close()
     assert not _serving_threads()
+    assert backend.dispatcher is None  # what it served is still told
+    assert backend.serving is serving and backend.performance_hint == "throughput"
     assert all(not device.streams for device in server.devices)  # no session kept by the queue
     for event in events:
         assert event.wait(60)
@@ -438,7 +465,7 @@ def test_the_first_throughput_build_measures_and_later_builds_read_the_record() 
     assert second.serving is not None and second.serving.source.startswith("recorded: measured")
     assert second.serving.devices[0].layout == device.layout
     second.close()
-    recorded = recorded_serving(checkpoint, first._served.plan.host)  # for ortplug info and bench
+    recorded = recorded_serving(checkpoint, _host())  # for ortplug info and bench
     assert recorded is not None and recorded[1].devices[0].layout == device.layout
 
 
@@ -449,7 +476,7 @@ def test_a_build_with_a_stated_configuration_keeps_its_own_record() -> None:
     checkpoint = _checkpoint(_rows_model())
     with OnnxBackend.from_checkpoint(checkpoint, performance_hint="throughput") as first:
         layout = first.serving.devices[0].layout if first.serving else None
-        host = first._served.plan.host
+        host = _host()
     stated = ServingConfig(max_batch=2, max_delay_ms=1)
     with OnnxBackend.from_checkpoint(
         checkpoint, performance_hint="throughput", serving=stated
@@ -473,16 +500,16 @@ def test_measuring_off_serves_with_the_stated_defaults(monkeypatch: pytest.Monke
         assert backend.serving.source.startswith("defaults, not measured")
         layout = backend.serving.devices[0].layout
         assert layout is not None and layout.max_batch == 8 and layout.max_delay_ms == 0
-        assert layout.streams * (layout.threads or 1) <= (
-            backend._served.plan.host.fact("cpu", "usable_cpus") or 1
-        )
+        assert layout.streams * (layout.threads or 1) <= (_host().fact("cpu", "usable_cpus") or 1)
 
 
 def test_the_latency_hint_is_todays_path() -> None:
     with OnnxBackend.from_checkpoint(_checkpoint(_rows_model())) as backend:
         assert backend.performance_hint == "latency" and backend.serving is None
         assert backend.dispatcher is None and backend.report.serving is None
-        assert getattr(backend._served.run, "func", None) == backend._live().run  # ONNX Runtime's own
+        assert (
+            getattr(backend._served.run, "func", None) == backend._live().run
+        )  # ONNX Runtime's own
 
 
 @pytest.mark.parametrize(
@@ -541,6 +568,7 @@ def test_the_dropin_serves_through_the_queue_when_its_session_options_ask(tmp_pa
     path.write_bytes(_rows_model())
     options = ort.SessionOptions()
     options.add_session_config_entry(HINT_ENTRY, "throughput")
+    InferenceSession = _inference_session()
     session = InferenceSession(str(path), options)
     backend = session.backend
     assert backend is not None and backend.performance_hint == "throughput"
@@ -559,15 +587,51 @@ def test_the_dropin_serves_through_the_queue_when_its_session_options_ask(tmp_pa
     backend.close()
 
 
+def _unrecorded_layout_warnings(caught: list[warnings.WarningMessage]) -> set[str]:
+    return {
+        Path(w.filename).name
+        for w in caught
+        if "the measured serving layout is not recorded" in str(w.message)
+    }
+
+
+def test_an_unrecorded_serving_layouts_warning_points_at_the_users_line(
+    ortplug_cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The throughput build's warning that its measured layout cannot be recorded names this
+    file, from ``from_checkpoint`` and from the drop-in (a fixed stacklevel pointed inside
+    ortplug on both)."""
+    monkeypatch.setenv("ORTPLUG_PLUGINS", "cpu")
+    ortplug_cache.mkdir(parents=True, exist_ok=True)
+    (ortplug_cache / "serving").write_text("a file where the serving records' folder goes")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        backend = OnnxBackend.from_checkpoint(
+            LocalCheckpoint(demo_model()).resolve(), performance_hint="throughput"
+        )
+    backend.close()
+    assert _unrecorded_layout_warnings(caught) == {Path(__file__).name}
+    options = ort.SessionOptions()
+    options.add_session_config_entry("ortplug.performance_hint", "throughput")
+    InferenceSession = _inference_session()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        session = InferenceSession(str(demo_model()), sess_options=options)
+    assert session.backend is not None and session.backend.performance_hint == "throughput"
+    session.backend.close()
+    assert _unrecorded_layout_warnings(caught) == {Path(__file__).name}
+
+
 # -- several devices ------------------------------------------------------------------------------
 
 
 def test_cumulative_plans_one_device_per_gpu_the_host_facts_list() -> None:
     from hosts import L4, linux_gpu
-    from ortplug.backend._serving_devices import device_plans
     from ortplug.session.plan import SessionPlan
     from ortplug_cpu import CpuProvider
-    from ortplug_cuda.plugin import ortplug_offer_providers
+    from ortplug_serve.devices import device_plans
+
+    ortplug_offer_providers = pytest.importorskip("ortplug_cuda.plugin").ortplug_offer_providers
 
     bigger = {**L4, "index": 1, "memory_mib": 2 * L4["memory_mib"]}
     host = linux_gpu(devices=[L4, bigger], device_count=2)
@@ -616,8 +680,8 @@ def test_cumulative_throughput_serves_on_the_cpu_and_a_second_device() -> None:
         for want, y in zip(expected, got):
             assert not isinstance(y, Exception), y
             assert np.array_equal(y, want)  # bit-equal to single runs on the CPU provider
-        server = backend.dispatcher
-        assert server is not None and all(device.requests for device in server.devices)
+        server = _server(backend)
+        assert all(device.requests for device in server.devices)
 
 
 def test_a_device_failing_at_run_time_is_dropped_and_its_requests_run_elsewhere() -> None:
@@ -630,8 +694,8 @@ def test_a_device_failing_at_run_time_is_dropped_and_its_requests_run_elsewhere(
     with OnnxBackend.from_checkpoint(
         checkpoint, plugins=plugins, performance_hint="cumulative_throughput", serving=given
     ) as backend:
-        server = backend.dispatcher
-        assert server is not None and len(server.alive) == 2
+        server = _server(backend)
+        assert len(server.alive) == 2
         with pytest.warns(ProviderFallbackWarning, match="misbehaving failed at run time"):
             for _ in range(200):  # each device takes requests in turn: the bad one soon gets one
                 got = _callers(4, lambda _: backend.run({"x": big})["y"])
