@@ -9,8 +9,7 @@ each the latency form's contract kept: ``run_into`` copies into the caller's arr
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Future
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -18,6 +17,9 @@ from ..errors import OptionError
 from ..session.async_runs import RunCallback
 from ..session.feeds import check_into_outputs
 from ..session.introspection import ValueInfo
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future  # its import brings logging: a latency run needs none
 
 __all__ = ["arun_on", "callback_on", "copy_into"]
 
