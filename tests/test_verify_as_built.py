@@ -60,7 +60,7 @@ class _Replacing(MisbehavingProvider):
     new: str = ""
     old: str = ""
 
-    def ortplug_testing_wrap(self, session: Any) -> Any:
+    def serve(self, session: Any) -> Any:
         if os.path.exists(self.new):
             os.replace(self.new, self.old)
         return session

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import attrs
@@ -52,6 +52,12 @@ class ProviderType:
     fields of the same names). ``concurrent_runs=True`` says ONNX Runtime runs a session with this provider from several
     threads at once safely (``Run()`` is documented thread-safe for it); a kind that does not
     say so has the runs of its sessions serialised by ortplug (``ortplug.session.serial``).
+
+    ``session_wrapper(session, config)`` serves the sessions this kind is realized in through
+    the plugin's own object (a provider whose sessions need a layer over ONNX Runtime's; the
+    misbehaving test providers of :mod:`ortplug.testing.misbehaving`): called once per build,
+    with ONNX Runtime's session and the chain's config of this kind, it returns what serves.
+    ``None`` (the default): ONNX Runtime's session serves as it is.
     """
 
     kind: str = attrs.field(validator=_check_kind)
@@ -71,6 +77,12 @@ class ProviderType:
     #: The kinds this one goes ahead of, and behind, in the default order (installed or not).
     before: tuple[str, ...] = attrs.field(default=(), converter=_as_names, kw_only=True)
     after: tuple[str, ...] = attrs.field(default=(), converter=_as_names, kw_only=True)
+    session_wrapper: Callable[[Any, Any], Any] | None = attrs.field(
+        default=None,
+        kw_only=True,
+        validator=attrs.validators.optional(attrs.validators.is_callable()),
+        eq=False,
+    )
 
     def __attrs_post_init__(self) -> None:
         declared = getattr(self.config_cls, "kind", None)

@@ -46,7 +46,7 @@ from ..host.import_hook import after_import
 from ..host.ort_log import captured, hook_onnxruntime, owned_session_severity
 from ..host.runtime import require_onnxruntime
 from ..log import user_stacklevel
-from ..plugin_host.manager import resolve_plugin_host
+from ..plugin_host.manager import PluginHost, resolve_plugin_host
 from ..providers.configs import CPU_EP, ProviderConfig
 from ..providers.session_options import SessionOptionsConfig, settings_kept
 from .ort_errors import is_cancelled, is_model_error
@@ -341,20 +341,10 @@ def create_session(
         _log.warning("dropping %s from the chain: %s", culprit, cause)
         messages.append(cause)
         remaining.remove(next(entry for entry in remaining if entry[0] == culprit))
-    session = _as_served(session, chain)
     realized = tuple(session.get_providers())
     _enforce(requested, realized, messages, strict, declines)
     _log.info("session for %s: requested %s, realized %s", label, requested, realized)
     return SessionBuild(session, requested, tuple(messages))
-
-
-def _as_served(session: Any, chain: Sequence[ProviderConfig]) -> Any:
-    """The session as the chain's test providers serve it (``ortplug.testing.misbehaving``)."""
-    for config in chain:
-        wrap = getattr(config, "ortplug_testing_wrap", None)
-        if callable(wrap):
-            session = wrap(session)
-    return session
 
 
 def _join(messages: Sequence[str], extra: str = "") -> str:
@@ -402,4 +392,19 @@ def create_planned(
         device_policy=plan.device_policy,
         explain_declines=plan.explain_declines,
     )
-    return attrs.evolve(build, session=serialised(build.session, resolve_plugin_host(plan.plugins)))
+    plugins = resolve_plugin_host(plan.plugins)
+    session = _wrapped(build.session, plan.chain, plugins)
+    return attrs.evolve(build, session=serialised(session, plugins))
+
+
+def _wrapped(session: Any, chain: Sequence[ProviderConfig], plugins: PluginHost) -> Any:
+    """``session`` as the chain's realized providers serve it (``ProviderType.session_wrapper``)."""
+    realized = set(session.get_providers())
+    registry = plugins.provider_registry()
+    for config in chain:
+        if config.to_ort()[0] not in realized or not registry.has_kind(config.kind):
+            continue
+        wrapper = registry.lookup(config.kind).type.session_wrapper
+        if wrapper is not None:
+            session = wrapper(session, config)
+    return session

@@ -1,7 +1,7 @@
 """``ortplug.testing``: what a plugin's tests need, for this repository and third parties alike.
 
-Installed with ortplug and registered as a pytest plugin (entry point
-``pytest11``), so its fixtures are there without an import:
+Its fixtures are there in every pytest run without an import (ortplug's pytest plugin,
+:mod:`ortplug.pytest_plugin`, imports this module on a fixture's first use):
 
 * ``plugin_host`` — a :class:`~ortplug.PluginHost` with the built-in defaults and
   the CPU plugin, no entry points: register your plugin object on it;
@@ -11,15 +11,12 @@ Installed with ortplug and registered as a pytest plugin (entry point
   test's ``monkeypatch.setenv``/``delenv`` then refresh the settings (:func:`follow_environment`).
 
 And the functions behind them, which need no pytest: :func:`make_plugin_host`,
-:func:`make_host`, :func:`demo_model` (the small model shipped in the core). The
-fixtures are defined only where pytest runs (it has imported itself), so a
-script or a plugin's own code imports this module without pytest.
+:func:`make_host`, :func:`demo_model` (the small model shipped in the core).
 """
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from importlib.metadata import entry_points
 from importlib.resources import files
 from pathlib import Path
@@ -27,20 +24,17 @@ from typing import Any
 
 from ..host.capabilities import HostCapabilities
 from ..host.ep_libraries import unregister_libraries
-from ..plugin_host.manager import PluginHost, reset_plugin_host
+from ..plugin_host.manager import PluginHost
 from ..plugins.project import PROJECT
 from ..settings import refresh_settings
 
 __all__ = [
-    "cpu_host",
     "demo_model",
     "demo_static_model",
     "follow_environment",
     "forget_ep_libraries",
     "make_host",
     "make_plugin_host",
-    "ortplug_cache",
-    "plugin_host",
 ]
 
 #: Facts of the CPU plugin's probe on the host :func:`make_host` builds by default.
@@ -144,27 +138,3 @@ def make_host(
         available_providers=providers,
         facts={"cpu": _CPU_FACTS, **facts},
     )
-
-
-if sys.modules.get("pytest") is not None:  # under pytest (this module is its plugin): the fixtures
-    import pytest
-
-    @pytest.fixture
-    def plugin_host() -> PluginHost:
-        """Built-in defaults plus the CPU plugin, no entry points: register your plugin on it."""
-        return make_plugin_host()
-
-    @pytest.fixture
-    def cpu_host() -> HostCapabilities:
-        """A CPU-only Linux host with 8 usable CPUs, built by hand."""
-        return make_host()
-
-    @pytest.fixture
-    def ortplug_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-        """A private cache folder and a fresh process-wide plugin host for the test."""
-        cache = tmp_path / "ortplug-cache"
-        follow_environment(monkeypatch)
-        monkeypatch.setenv("ORTPLUG_CACHE_DIR", str(cache))
-        reset_plugin_host()
-        yield cache
-        reset_plugin_host()

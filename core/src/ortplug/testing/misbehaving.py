@@ -8,8 +8,9 @@ Register one on a plugin host, as a third party's plugin would be::
 Its provider is ONNX Runtime's ``AzureExecutionProvider`` (in every ONNX Runtime
 wheel; it registers and realizes, and takes no node of an ordinary graph), so the
 session is ONNX Runtime's own; for every misbehaviour but ``"no_node"`` the
-session is wrapped so that it says the provider took the graph's nodes and then
-misbehaves:
+session is wrapped (through the kind's public ``ProviderType.session_wrapper``, which
+only this plugin's type sets: a build without it never meets this module) so that it
+says the provider took the graph's nodes and then misbehaves:
 
 * ``"off"`` — float outputs shifted by a tenth of their range (bf16 on AMX, fp16 overflow);
 * ``"stale"`` — an IO binding run again returns the first run's outputs (OpenVINO with
@@ -118,13 +119,18 @@ class MisbehavingProvider:
             options["magnitude"] = repr(self.magnitude)
         return _ORT_NAME, options
 
-    def ortplug_testing_wrap(self, session: Any) -> Any:
-        """The real session as this provider serves it (called by the core after the build)."""
+    def serve(self, session: Any) -> Any:
+        """The real session as this provider serves it (its type's ``session_wrapper``)."""
         if self.misbehaviour == "no_node":
             return session
         return _Misbehaving(
             session, self.misbehaviour, self.delay_s, self.magnitude, self.in_flight
         )
+
+
+def _served(session: Any, config: MisbehavingProvider) -> Any:
+    """The ``session_wrapper`` of the misbehaving kind: the config serves the session."""
+    return config.serve(session)
 
 
 class MisbehavingPlugin:
@@ -151,7 +157,11 @@ class MisbehavingPlugin:
     @hookimpl
     def ortplug_provider_types(self) -> Iterator[ProviderType]:
         yield ProviderType(
-            "misbehaving", _ORT_NAME, MisbehavingProvider, concurrent_runs=self.concurrent_runs
+            "misbehaving",
+            _ORT_NAME,
+            MisbehavingProvider,
+            concurrent_runs=self.concurrent_runs,
+            session_wrapper=_served,
         )
 
     @hookimpl
