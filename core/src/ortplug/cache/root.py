@@ -13,12 +13,15 @@ back goes through :func:`read_cache_file` (regular files only, bounded size).
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import stat
 import warnings
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+
+import platformdirs
 
 from ..errors import CacheError, OrtplugCacheWarning
 from ..log import user_stacklevel
@@ -55,8 +58,6 @@ def cache_root(environ: Mapping[str, str] | None = None) -> Path:
     found = settings() if environ is None else Settings.from_environ(environ, strict=False)
     if found.cache_dir is not None:
         return found.cache_dir
-    import platformdirs  # deferred: only code that writes a cache needs it
-
     return Path(platformdirs.user_cache_dir("ortplug", appauthor=False))
 
 
@@ -398,8 +399,6 @@ def read_cache_file(path: str | os.PathLike[str], *, max_bytes: int = _MAX_READ_
 
 def cache_key(*parts: object) -> str:
     """A short, stable hex key for a cache entry from JSON-serializable parts."""
-    import hashlib  # deferred: OpenSSL start-up is only paid by code that keys a cache
-
     text = json.dumps(parts, sort_keys=True, default=str, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:24]
 

@@ -16,6 +16,7 @@ version; anything else is hashed again.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import threading
 import time
@@ -68,8 +69,6 @@ def file_version(path: Path) -> _Version:
 
 def _hash(path: Path, spans: Spans | None = None) -> str:
     """SHA-256 of the whole file, or of each span's place and bytes in turn."""
-    import hashlib  # deferred: ~3 ms of OpenSSL start-up
-
     digest = hashlib.sha256()
     with path.open("rb") as handle:
         if spans is None:

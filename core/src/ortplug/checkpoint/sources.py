@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import stat
 import threading
@@ -158,8 +159,6 @@ class ResolvedCheckpoint:
         return built_from not in (None, _VERSIONS_DIFFERED) and built_from == self.file_versions()
 
     def _hash(self) -> str:
-        import hashlib  # deferred: ~4 ms of OpenSSL start-up that most processes never need
-
         source = self.source
         model = (
             hashlib.sha256(source).hexdigest()

@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import site
 import sys
+import sysconfig
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -57,8 +60,6 @@ def probe_environment(environ: Mapping[str, str] | None = None) -> dict[str, str
 
 def _signal_name(number: int) -> str:
     try:
-        import signal
-
         return signal.Signals(number).name
     except ValueError:
         return f"signal {number}"
@@ -134,9 +135,6 @@ def site_package_dirs() -> list[str]:
     ``tensorrt_libs``): never ``''``, a relative entry or another folder such as
     the current directory, so a library planted there is never loaded.
     """
-    import site
-    import sysconfig
-
     known = [*site.getsitepackages(), *(sysconfig.get_path(k) for k in ("purelib", "platlib"))]
     if site.ENABLE_USER_SITE:
         known.append(site.getusersitepackages())

@@ -152,22 +152,19 @@ class ServingBackend(Protocol):
     def serve(self, change: ServeChange) -> Served: ...
 
 
+@attrs.define(eq=False)
 class _Entry:
     """One candidate as the pipeline goes: its choice, plan once prepared, session, verdict,
-    and what became of it. (A plain class: private and mutable, made once per candidate; an
-    attrs class would cost every process ~0.5 ms to make at import.)"""
+    and what became of it."""
 
-    __slots__ = ("build", "choice", "chosen", "median_ms", "outcome", "plan", "reason", "verdict")
-
-    def __init__(self, choice: Choice) -> None:
-        self.choice = choice
-        self.plan: SessionPlan | None = None
-        self.build: SessionBuild | None = None
-        self.verdict: Verdict | None = None
-        self.outcome = CandidateOutcome.NOT_TRIED
-        self.reason = "not tried: an earlier choice serves"
-        self.median_ms: float | None = None
-        self.chosen = False
+    choice: Choice
+    plan: SessionPlan | None = None
+    build: SessionBuild | None = None
+    verdict: Verdict | None = None
+    outcome: CandidateOutcome = CandidateOutcome.NOT_TRIED
+    reason: str = "not tried: an earlier choice serves"
+    median_ms: float | None = None
+    chosen: bool = False
 
     @property
     def reference(self) -> bool:
@@ -199,28 +196,18 @@ def _label(choice: Choice) -> str:
     return autotune.choice_label(choice.variant_name, choice.precision, kinds)
 
 
+@attrs.define(eq=False)
 class BuildPipeline:
     """The stages of one build of ``checkpoint``, each an explicit step, run in order by
-    :meth:`run` (or :meth:`reference` + :meth:`prove` behind a startup fallback). (A plain
-    class: a worker, not a value; an attrs class costs every process ~0.5 ms to make.)"""
+    :meth:`run` (or :meth:`reference` + :meth:`prove` behind a startup fallback): a worker,
+    compared by identity."""
 
-    __slots__ = ("checkpoint", "given", "measure", "min_share", "session_options", "verify")
-
-    def __init__(
-        self,
-        checkpoint: ResolvedCheckpoint,
-        session_options: SessionOptionsConfig | None = None,
-        verify: bool | Tolerance | None = None,
-        measure: bool = True,
-        min_share: float | None = None,
-        given: Mapping[str, np.ndarray] | None = None,
-    ) -> None:
-        self.checkpoint = checkpoint
-        self.session_options = session_options
-        self.verify = verify
-        self.measure = measure
-        self.min_share = min_share
-        self.given = given
+    checkpoint: ResolvedCheckpoint
+    session_options: SessionOptionsConfig | None = None
+    verify: bool | Tolerance | None = None
+    measure: bool = True
+    min_share: float | None = None
+    given: Mapping[str, np.ndarray] | None = None
 
     # -- 1. candidates ---------------------------------------------------------------------
 

@@ -32,23 +32,18 @@ __all__ = ["ProbeRunner"]
 OwnerOf = Callable[[str], "tuple[str, ProbeDeclaration] | None"]
 
 
+@attrs.define(eq=False)
 class _ProbeRun:
-    """One probe's run in its own thread; waited for at most until its deadline, once. (A plain
-    class: private and mutable; an attrs class costs every process ~0.5 ms to make at import.)"""
+    """One probe's run in its own thread; waited for at most until its deadline, once."""
 
-    __slots__ = ("cache_key", "done", "error", "facts", "plugin", "probe", "settled", "started")
-
-    def __init__(
-        self, plugin: str, probe: HostProbe, started: float, cache_key: str | None = None
-    ) -> None:
-        self.plugin = plugin
-        self.probe = probe
-        self.started = started
-        self.cache_key = cache_key  # set for probes whose facts last across processes
-        self.done = threading.Event()
-        self.facts: Mapping[str, object] | None = None
-        self.error: BaseException | None = None
-        self.settled = False  # the outcome (facts, error or time-out) has been taken
+    plugin: str
+    probe: HostProbe
+    started: float
+    cache_key: str | None = None  # set for probes whose facts last across processes
+    done: threading.Event = attrs.field(factory=threading.Event)
+    facts: Mapping[str, object] | None = None
+    error: BaseException | None = None
+    settled: bool = False  # the outcome (facts, error or time-out) has been taken
 
     def run(self) -> None:
         try:

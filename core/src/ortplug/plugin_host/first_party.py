@@ -16,7 +16,16 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ..plugins.declaration import KindDeclaration, PluginDeclaration, from_json, parse_declarations
+from ..plugins.declaration import (
+    DeclarationError,
+    KindDeclaration,
+    PluginDeclaration,
+    from_json,
+    parse_declarations,
+    source_of,
+)
+from ..plugins.project import PROJECT
+from . import entry_points as _entry_points
 
 __all__ = [
     "example_declarations",
@@ -82,12 +91,8 @@ def first_party_kind(name: str) -> tuple[str, KindDeclaration] | None:
 def installed_declarations() -> list[PluginDeclaration]:
     """The declarations of the installed plugins, as the entry-point scan read them (checked
     again; one that does not check is left out: the plugin host reports it)."""
-    from ..plugins.declaration import DeclarationError, source_of
-    from ..plugins.project import PROJECT
-    from .entry_points import discover
-
     found = []
-    for row in discover(PROJECT):
+    for row in _entry_points.discover(PROJECT):
         if row.declaration is not None:
             try:
                 found.append(from_json(row.name, row.declaration, source_of(row.value)))

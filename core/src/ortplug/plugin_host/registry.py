@@ -3,6 +3,7 @@ user input into configs."""
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -10,8 +11,10 @@ import attrs
 
 from ..errors import OptionError, PluginConflictError
 from ..host.ep_libraries import EpLibrary
+from ..host.install_command import pip_install
 from ..plugins.provider_type import ProviderSpec
 from ..providers.configs import ProviderConfig, is_provider_config
+from .first_party import first_party_kind
 
 __all__ = ["ProviderRegistry", "check_distinct", "close_matches"]
 
@@ -118,8 +121,6 @@ class ProviderRegistry:
         text = name.strip().lower()
         if text in self._by_name:
             return True
-        from .first_party import first_party_kind  # deferred: reads the shipped manifests
-
         return first_party_kind(text) is not None
 
     def lookup(self, name: str) -> ProviderSpec:
@@ -144,13 +145,9 @@ class ProviderRegistry:
         reason = self._why(text) if self._why is not None else None
         if reason is not None:
             return f"provider {name!r} is not available: {reason} (installed kinds: {known})"
-        from .first_party import first_party_kind
-
         shipped = first_party_kind(text)
         if shipped is not None:
             distribution, kind = shipped
-            from ..host.install_command import pip_install  # deferred: reads metadata
-
             return (
                 f"provider {name!r} ({kind.kind}) is not installed: it comes with {distribution}; "
                 f"install it with {pip_install(kind.install or distribution)} "
@@ -213,6 +210,4 @@ def check_distinct(chain: Sequence[tuple[str, ProviderConfig]]) -> None:
 
 def close_matches(word: str, candidates: list[str]) -> list[str]:
     """The closest candidate to ``word``, for "did you mean" hints (only on errors)."""
-    import difflib  # deferred: only an error message needs it
-
     return difflib.get_close_matches(word, candidates, n=1)

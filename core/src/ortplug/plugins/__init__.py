@@ -14,12 +14,9 @@ imports, and the core's own modules under this package (the entry-point scan of
 from __future__ import annotations
 
 import importlib
+from typing import TYPE_CHECKING, Any
 
-#: ``typing.TYPE_CHECKING`` without importing :mod:`typing` at start.
-TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
-
     from ..cache.index import describe as describe_cache_folder
     from ..cache.root import CACHE_ENV, cache_dir, cache_key, cache_problem, cache_root
     from ..checkpoint import CheckpointMetadata, ResolvedCheckpoint
