@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -52,10 +53,15 @@ _DIFFS = {
 }
 
 
-def _time(command: list[str], folder: str) -> float:
+def _time(command: list[str], folder: str) -> tuple[float, float]:
+    """Wall and CPU (user + system) milliseconds of one run: the CPU figure is the steadier on a
+    host other work shares."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     subprocess.run(command, cwd=folder, capture_output=True, check=False)
-    return (time.perf_counter() - started) * 1000
+    wall = (time.perf_counter() - started) * 1000
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime) * 1000
 
 
 def _imports(python: str, folder: str) -> str:
@@ -88,20 +94,27 @@ def main() -> int:
         for name, command in _cases(python).items()
     }
     times: dict[str, list[float]] = {name: [] for name in cases}
+    cpu: dict[str, list[float]] = {name: [] for name in cases}
     for round_number in range(args.rounds + 1):  # round 0 writes bytecode
         for name, command in cases.items():
-            elapsed = _time(command, folder)
+            elapsed, used = _time(command, folder)
             if round_number:
                 times[name].append(elapsed)
+                cpu[name].append(used)
     os.rmdir(folder)
     medians = {name: statistics.median(values) for name, values in times.items()}
+    cpu_medians = {name: statistics.median(values) for name, values in cpu.items()}
     print(f"pytest start, {args.rounds} rounds, medians, in an empty folder")
-    print(f"{'case':48} {'ms':>8}  against")
+    print(f"{'case':48} {'ms':>8} {'cpu ms':>8}  against (wall, cpu)")
     for name, value in medians.items():
         base = _DIFFS.get(name.removesuffix(" [against]"))
         mark = " [against]" if name.endswith(" [against]") else ""
-        against = f"{value - medians[base + mark]:+.0f} ms over {base}" if base else ""
-        print(f"{name:48} {value:8.1f}  {against}")
+        against = ""
+        if base:
+            wall = value - medians[base + mark]
+            used = cpu_medians[name] - cpu_medians[base + mark]
+            against = f"{wall:+.0f} ms, {used:+.0f} cpu ms over {base}"
+        print(f"{name:48} {value:8.1f} {cpu_medians[name]:8.1f}  {against}")
     for mark, python in pythons.items():
         print(f"imports{mark}: {_imports(python, tempfile.gettempdir())}")
     return 0
