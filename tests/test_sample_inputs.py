@@ -251,7 +251,7 @@ def test_ortplug_run_says_which_sizes_it_tries_and_warns_of_a_degenerate_input(t
         "ortplug: warning: latency is for a degenerate input (x float32 (1, 3, 1, 1) normal): "
         "the CPU reference refused the representative sizes tried ([x float32 (1, 3, 224, 224) "
         "normal] [x float32 (1, 3, 320, 320) normal] [x float32 (1, 3, 640, 640) normal]: "
-        "RuntimeError: "
+        "RunFailedError: "
     )
     assert "MatMul dimension mismatch" in warning
     assert warning.endswith("; pass real data with --input NAME=FILE.npy")
