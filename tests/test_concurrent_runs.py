@@ -24,7 +24,7 @@ from ortplug import (
     ProviderType,
     VerificationError,
 )
-from ortplug.dropin import InferenceSession
+from ortplug_dropin import InferenceSession
 from ortplug.plugin_host._manifest_types import provider_types
 from ortplug.plugin_host.manager import get_plugin_host
 from ortplug.plugins.declaration import DeclarationError, parse_declarations
