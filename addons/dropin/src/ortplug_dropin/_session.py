@@ -30,6 +30,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 from ortplug.host.ort_log import hook_onnxruntime, left_to_ort
+from ortplug.log import count_as_ortplug
 
 from ._runtime import UnsupportedRuntimeError, runtime_problem
 from ._variants import VARIANTS_ENTRY, say_variant, variant_opt_in, warn_once
@@ -55,6 +56,8 @@ except ImportError:  # pragma: no cover - ortplug's error names the command to i
 _problem = runtime_problem(str(getattr(_ort, "__version__", "unknown")))
 if _problem is not None:
     raise UnsupportedRuntimeError(_problem)
+
+count_as_ortplug(__file__)  # a warning of a drop-in build points at the user's line
 
 # The program's logger settings are remembered from here on (under ``ortplug exec``: from its
 # ``import onnxruntime``), so that ortplug's own captures put them back as they were.

@@ -25,8 +25,6 @@ VARIANTS_ENTRY = "ortplug.allow_variants"
 VARIANTS_VARIABLE = "ORTPLUG_ALLOW_VARIANTS"
 
 _WARNED: set[str] = set()
-_HERE = os.path.dirname(os.path.abspath(__file__)) + os.sep
-_CORE = os.path.dirname(os.path.dirname(_HERE)) + os.sep + "ortplug" + os.sep
 
 
 def warn_once(message: str) -> None:
@@ -37,25 +35,16 @@ def warn_once(message: str) -> None:
     import warnings
 
     from ortplug.errors import OrtplugConfigWarning
+    from ortplug.log import user_stacklevel
 
-    warnings.warn(message, OrtplugConfigWarning, stacklevel=_app_stacklevel())
-
-
-def _app_stacklevel() -> int:
-    """The ``stacklevel`` of the first frame outside the drop-in and the core: the app's call."""
-    frame = sys._getframe(2)  # warn_once's caller: stacklevel 2 of warn_once's warn
-    level = 2
-    while frame is not None and frame.f_code.co_filename.startswith((_HERE, _CORE)):
-        frame = frame.f_back  # type: ignore[assignment]
-        level += 1
-    return level
+    warnings.warn(message, OrtplugConfigWarning, stacklevel=user_stacklevel())
 
 
 def variant_opt_in(entry: str | None) -> str | None:
     """How the user opted in to variants (``None``: not): the session config entry ``entry``
     when the options hold it, else :data:`VARIANTS_VARIABLE`."""
     if entry is not None:
-        source, value = f"session config entry {VARIANTS_ENTRY!r}", entry
+        source, value = f"session config entry {VARIANTS_ENTRY}", entry
     else:
         given = os.environ.get(VARIANTS_VARIABLE)
         if given is None:
@@ -64,7 +53,7 @@ def variant_opt_in(entry: str | None) -> str | None:
     if value in ("0", ""):
         return None
     if value == "1":
-        return f"{source}={value}" if source == VARIANTS_VARIABLE else f"{source} {value!r}"
+        return f"{source}=1"
     warn_once(
         f"{source}: expected 1 (serve a verified precision variant the model's manifest lists) "
         f"or 0, got {value!r}; variants are not used"
