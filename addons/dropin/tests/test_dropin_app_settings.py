@@ -172,7 +172,10 @@ def test_exec_of_a_missing_program_is_one_line_naming_it() -> None:
     )
     relative = _exec("--", "./no/such/program")
     assert relative.returncode == 127
-    assert relative.stderr == "ortplug exec: error: command not found: ./no/such/program (no such file)\n"
+    assert (
+        relative.stderr
+        == "ortplug exec: error: command not found: ./no/such/program (no such file)\n"
+    )
 
 
 # -- the ONNX Runtime releases it is made for -----------------------------------------------------

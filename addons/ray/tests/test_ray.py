@@ -31,6 +31,7 @@ from ortplug import (
     SessionOptionsConfig,
 )
 from ortplug.errors import OptionError, OptionTypeError
+from ortplug.selection import ProviderSelection
 from ortplug_ray import (
     BackendConfig,
     BatchError,
@@ -41,7 +42,6 @@ from ortplug_ray import (
     predict,
     worker_error,
 )
-from ortplug.selection import ProviderSelection
 
 REPOSITORY = Path(__file__).resolve().parents[3]  # the core was installed from its folder
 DEMO = str(files("ortplug.data") / "demo.onnx")

@@ -48,9 +48,7 @@ def quick_arguments(arguments: Sequence[str]) -> SimpleNamespace | None:
             return None
     if not rest or rest == ["--"]:
         return None
-    return SimpleNamespace(
-        takeover=takeover, report=report, allow_variants=variants, program=rest
-    )
+    return SimpleNamespace(takeover=takeover, report=report, allow_variants=variants, program=rest)
 
 
 def exec_program(args: argparse.Namespace | SimpleNamespace) -> int:

@@ -322,7 +322,12 @@ class InferenceSession(_OrtSession):  # type: ignore[misc]
                 )
             self._ort_init(model, sess_options, providers, provider_options, kwargs, refusal)
             return
-        from ortplug.errors import CheckpointError, MissingFileError, ModelLoadError, NoProviderError
+        from ortplug.errors import (
+            CheckpointError,
+            MissingFileError,
+            ModelLoadError,
+            NoProviderError,
+        )
 
         # What ortplug failing to plan means for providers=None: ONNX Runtime chooses instead.
         unplanned = (CheckpointError, MissingFileError, ModelLoadError, NoProviderError)

@@ -7,12 +7,16 @@ waits on it.
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from ortplug.cli.command import Command
 
 from ._exec import exec_program, quick_arguments
 from ._variants import VARIANTS_ENTRY, VARIANTS_VARIABLE
 from .patching import TAKEOVER_RULES
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 __all__ = ["COMMAND"]
 
@@ -50,7 +54,8 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _quick(arguments: list[str] | tuple[str, ...]) -> int | None:
+def _quick(arguments: Sequence[str]) -> int | None:
+    """``exec`` from its raw arguments when they are the usual ones (``None``: parse them)."""
     quick = quick_arguments(arguments)
     return None if quick is None else exec_program(quick)
 

@@ -21,17 +21,22 @@ as many batches at once as it may have streams (Ray >= 2.47 runs them concurrent
     scored.write_parquet("s3://bucket/scores/")
 
 Also ``ortplug batch`` (a folder of inputs, locally or with ``--ray``), registered in the
-``ortplug.commands`` entry-point group. Importing this package imports no Ray.
+``ortplug.commands`` entry-point group. Importing this package imports no Ray, and no
+numpy until a name is used.
 """
 
 from __future__ import annotations
 
-from .checkpoint import CheckpointLike, PortableCheckpoint
-from .config import BackendConfig
-from .dataset import predict
-from .errors import BatchError, RayNotInstalledError, require_ray, worker_error
-from .predictor import OnnxPredictor
-from .resources import actor_resources, default_batch_size
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .checkpoint import CheckpointLike, PortableCheckpoint
+    from .config import BackendConfig
+    from .dataset import predict
+    from .errors import BatchError, RayNotInstalledError, require_ray, worker_error
+    from .predictor import OnnxPredictor
+    from .resources import actor_resources, default_batch_size
 
 __all__ = [
     "BackendConfig",
@@ -46,3 +51,32 @@ __all__ = [
     "require_ray",
     "worker_error",
 ]
+
+#: Where each public name lives, imported on first use (``ortplug --help`` imports the
+#: ``batch`` command, which needs none of them: no numpy, no backend).
+_LAZY = {
+    "BackendConfig": ".config",
+    "BatchError": ".errors",
+    "CheckpointLike": ".checkpoint",
+    "OnnxPredictor": ".predictor",
+    "PortableCheckpoint": ".checkpoint",
+    "RayNotInstalledError": ".errors",
+    "actor_resources": ".resources",
+    "default_batch_size": ".resources",
+    "predict": ".dataset",
+    "require_ray": ".errors",
+    "worker_error": ".errors",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -18,7 +18,6 @@ from typing import Any
 from urllib.parse import quote
 
 import numpy as np
-
 from ortplug.checkpoint import LocalCheckpoint
 from ortplug.cli.arguments import UsageError, print_json, resolve_chain
 from ortplug.cli.inputs import quiet_run_options

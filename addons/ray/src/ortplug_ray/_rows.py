@@ -11,7 +11,17 @@ from ortplug.session.introspection import ValueInfo
 from .config import BackendConfig
 from .errors import BatchError
 
-__all__ = ["Rows", "column_clash", "dims", "empty", "filled", "fits", "padded", "reason", "row_array"]
+__all__ = [
+    "Rows",
+    "column_clash",
+    "dims",
+    "empty",
+    "filled",
+    "fits",
+    "padded",
+    "reason",
+    "row_array",
+]
 
 
 def dims(shape: Sequence[int | str | None]) -> str:

@@ -32,7 +32,6 @@ def _plain(value: Mapping[str, Any] | None) -> dict[str, Any]:
     return dict(value or {})  # plain dicts: the config must pickle with the standard pickle too
 
 
-
 @attrs.frozen
 class PortableCheckpoint:
     """A checkpoint in a form that pickles, resolved again on each worker.

@@ -20,7 +20,6 @@ def _options_dict(value: SessionOptionsConfig | Mapping[str, Any] | None) -> dic
     return value.to_dict() if isinstance(value, SessionOptionsConfig) else _plain(value)
 
 
-
 def _columns(names: Iterable[str] | None) -> tuple[str, ...] | None:
     """``keep_columns`` as a tuple; a lone string would become its letters, so it is refused."""
     if isinstance(names, str):

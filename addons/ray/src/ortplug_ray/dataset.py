@@ -95,7 +95,9 @@ def predict(
         fn_constructor_kwargs={"config": config},
         batch_size=batch_size or default_batch_size(config, gpu=gpu),
         batch_format="numpy",
-        compute=actor_pool(ray, concurrency, concurrent_calls(performance_hint, gpu, num_cpus_per_actor)),
+        compute=actor_pool(
+            ray, concurrency, concurrent_calls(performance_hint, gpu, num_cpus_per_actor)
+        ),
         udf_modifying_row_count=False,
         **resources,
     )

@@ -29,7 +29,6 @@ def _streams(backend: OnnxBackend) -> int:
     return 1 if serving is None else serving.streams
 
 
-
 class OnnxPredictor:
     """The callable class for ``Dataset.map_batches``: one backend per actor, batches shaped for it.
 
@@ -150,9 +149,7 @@ class OnnxPredictor:
                     position, position + 1, f"column {column!r}: {shape_text}, got a value that "
                     f"is not one ({exc})"
                 ) from None  # fmt: skip
-            if not fits(array.shape, spec.shape[1:]) or (
-                arrays and array.shape != arrays[0].shape
-            ):
+            if not fits(array.shape, spec.shape[1:]) or (arrays and array.shape != arrays[0].shape):
                 other = f" (row 0 has {dims(arrays[0].shape)})" if arrays else ""
                 raise rows.error(
                     position,

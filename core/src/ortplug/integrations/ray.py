@@ -12,7 +12,8 @@ from typing import Any
 
 from ..addons import addon_name
 
-__all__ = [
+#: The names the Ray add-on has (``ortplug_ray.__all__``), spelled here for one more release.
+_MOVED = (
     "BackendConfig",
     "BatchError",
     "CheckpointLike",
@@ -24,11 +25,12 @@ __all__ = [
     "predict",
     "require_ray",
     "worker_error",
-]
+)
+__all__ = list(_MOVED)
 
 
 def __getattr__(name: str) -> Any:
-    if name not in __all__:
+    if name not in _MOVED:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     value = addon_name(__name__, name)
     warnings.warn(
