@@ -29,11 +29,10 @@ _NAMES = (
 )
 
 _SMOKE = (
-    "import sys, warnings, numpy as np, ray\n"
+    "import numpy as np, ray\n"
     "from importlib.resources import files\n"
     "from ortplug import LocalCheckpoint, OnnxBackend\n"
     "from ortplug_ray import predict\n"
-    "warnings.simplefilter('error', DeprecationWarning)\n"
     "model = str(files('ortplug.data') / 'demo.onnx')\n"
     "rows = np.random.default_rng(0).standard_normal((12, 8)).astype(np.float32)\n"
     "ray.init(address='local', num_cpus=2, include_dashboard=False, log_to_driver=False)\n"
