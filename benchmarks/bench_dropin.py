@@ -87,7 +87,7 @@ def per_build(model: str, rounds: int) -> tuple[float, float]:
 
 def start_up(rounds: int, model: str) -> dict[str, float]:
     """Median wall time of fresh interpreters: importing ONNX Runtime, and a first session."""
-    from ortplug.cli._exec import HOOK_DIR
+    from ortplug_dropin._exec import HOOK_DIR
 
     code = ["-c", "import onnxruntime"]
     first_ort = f"import onnxruntime as o; o.InferenceSession({model!r}, providers=['CPUExecutionProvider'])"

@@ -1,4 +1,4 @@
-"""Throughput of ``ortplug.integrations.ray.predict`` against one backend in a plain loop.
+"""Throughput of ``ortplug_ray.predict`` against one backend in a plain loop.
 
 Prints rows per second (higher is better) and ratios, measured in one run on a
 local Ray cluster of 2 CPUs (``--nodes 2`` starts two nodes of 1 CPU each on
@@ -33,7 +33,7 @@ import numpy as np
 import onnx
 import ray
 from ortplug import LocalCheckpoint, OnnxBackend, SessionOptionsConfig
-from ortplug.integrations.ray import BackendConfig, default_batch_size, predict
+from ortplug_ray import BackendConfig, default_batch_size, predict
 
 LIGHT = Path(onnx.__file__).parent / "backend/test/data/light"
 

@@ -24,12 +24,12 @@ from ortplug import (
     ProviderType,
     VerificationError,
 )
-from ortplug.dropin import InferenceSession
 from ortplug.plugin_host._manifest_types import provider_types
 from ortplug.plugin_host.manager import get_plugin_host
 from ortplug.plugins.declaration import DeclarationError, parse_declarations
 from ortplug.testing import demo_model, make_plugin_host
 from ortplug.testing.misbehaving import MisbehavingPlugin, MisbehavingProvider
+from ortplug_dropin import InferenceSession
 
 _MANIFESTTEST = Path(__file__).resolve().parent / "plugin_dists/ortplug-manifesttest/src"
 

@@ -187,7 +187,7 @@ def test_the_drop_in_leaves_the_callers_session_options_as_given(tmp_path) -> No
 
 
 def test_two_ray_columns_for_one_model_input_are_refused() -> None:
-    from ortplug.integrations.ray import BackendConfig
+    from ortplug_ray import BackendConfig
 
     with pytest.raises(OptionError) as caught:
         BackendConfig(model=DEMO, input_columns={"a": "x", "b": "x", "c": "y"})

@@ -214,8 +214,8 @@ def test_startup_fallback_serves_the_cpu_then_only_a_verified_choice(demo):
 
 
 def test_the_static_batch_predictor_is_exact_where_a_provider_returns_stale_bound_outputs():
-    from ortplug.integrations.ray import BackendConfig, OnnxPredictor
     from ortplug.selection import DefaultProviderPolicy
+    from ortplug_ray import BackendConfig, OnnxPredictor
 
     policy = DefaultProviderPolicy(_host("stale"))
     with pytest.warns(VerificationWarning, match="stale outputs"):

@@ -31,7 +31,6 @@ if TYPE_CHECKING:
         ResolvedCheckpoint,
         Tolerance,
     )
-    from .dropin import InferenceSession, Patch, patch, unpatch
     from .errors import (
         AddonNotInstalledError,
         BackendClosedError,
@@ -202,10 +201,10 @@ _LAZY = {
     "StartupFallback": ".backend",
     "VerificationError": ".errors",
     "VerificationWarning": ".errors",
-    "InferenceSession": ".dropin",
-    "Patch": ".dropin",
-    "patch": ".dropin",
-    "unpatch": ".dropin",
+    "InferenceSession": _ADDON,
+    "Patch": _ADDON,
+    "patch": _ADDON,
+    "unpatch": _ADDON,
 }
 
 

@@ -77,6 +77,22 @@ _NAMES = {
     ("ortplug.backend", "Layout"): SERVE,
     ("ortplug.backend", "Trial"): SERVE,
     ("ortplug.backend", "recorded_serving"): SERVE,
+    **{
+        ("ortplug.integrations.ray", name): RAY
+        for name in (
+            "BackendConfig",
+            "BatchError",
+            "CheckpointLike",
+            "OnnxPredictor",
+            "PortableCheckpoint",
+            "RayNotInstalledError",
+            "actor_resources",
+            "default_batch_size",
+            "predict",
+            "require_ray",
+            "worker_error",
+        )
+    },
 }
 #: Hints and commands the shipped add-ons provide (named in the error when none registers them).
 _PROVIDES = {

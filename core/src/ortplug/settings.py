@@ -52,7 +52,7 @@ class Variable(NamedTuple):
     """
 
     name: str
-    field: str | None  # None: read by `ortplug exec`'s start-up hook, before ortplug imports
+    field: str | None  # None: read by an add-on (the drop-in, `ortplug exec`'s start-up hook)
     type: str
     default: str
     doc: str
@@ -117,6 +117,7 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("ORTPLUG_CATALOG", "catalog", "path", "none", "more or replaced catalog kinds for `info`, `doctor`, `doctor --fix` (declaration format)", _path, "a file"),
     Variable("ORTPLUG_OVERRIDE_HARDWARE_ROOT", "hardware_root", "path", "/", "read the hardware files (`sys/`, `proc/`, macOS's version file) under this folder instead of `/`", _path, "a folder"),
     Variable("ORTPLUG_EXEC_TAKEOVER", None, "text", "cpu", "which provider lists `ortplug exec` takes over in the program it runs (set by `ortplug exec --takeover`)", _text, "a takeover mode"),
+    Variable("ORTPLUG_ALLOW_VARIANTS", None, "flag", "0", "`1` lets a drop-in session (`ortplug.InferenceSession`, `patch()`, `ortplug exec`) serve a verified precision variant its model's manifest lists in place of the file the app gave, said on stderr (set by `ortplug exec --allow-variants`; per session: the config entry `\"ortplug.allow_variants\"`)", _flag, "a flag"),
     Variable("ORTPLUG_EXEC_REPORT", None, "text", "none", "the process whose exit `ortplug exec --report` reports on (set by `ortplug exec`)", _text, "a process id"),
 )  # fmt: skip
 

@@ -164,7 +164,7 @@ def test_webgpu_is_verified_and_loses_to_the_faster_cpu(
 @pytest.mark.usefixtures("opted_in")
 def test_the_static_batch_predictor_is_exact_on_webgpu() -> None:
     """WebGPU (a plugin EP) copies a bound CPU input when it is bound: the predictor binds again."""
-    from ortplug.integrations.ray import BackendConfig, OnnxPredictor
+    from ortplug_ray import BackendConfig, OnnxPredictor
 
     config = BackendConfig(model=str(demo_static_model()), providers=("webgpu", "cpu"))
     predictor = OnnxPredictor(config)

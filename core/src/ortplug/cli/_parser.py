@@ -19,7 +19,6 @@ from ._providers import GRAMMAR_HELP, provider_chain
 from ._usage import (
     caller_counts,
     input_arg,
-    input_dir,
     model_file,
     model_source,
     positive_int,
@@ -291,33 +290,10 @@ def _parser_and_commands() -> tuple[
 
     _add_verification_commands(sub)
 
-    batch = _with_grammar(sub, "batch", "run a folder of inputs through a model, locally or on Ray")
-    batch.add_argument("model", type=model_source, help=MODEL_HELP)
-    batch.add_argument(
-        "--input-dir",
-        required=True,
-        type=input_dir,
-        help="<input>.npy files, or Parquet with --ray",
-    )
-    batch.add_argument("--output-dir", required=True, help="where <output>.npy (or Parquet) go")
-    batch.add_argument(
-        "--ray", action="store_true", help="run on Ray Data (pip install 'ortplug[ray]')"
-    )
-    batch.add_argument("--batch-size", type=positive_int, default=256, help="rows per batch")
-    batch.add_argument(
-        "--providers",
-        type=provider_chain,
-        metavar="CHAIN",
-        help="explicit chain with options, e.g. cuda:device_id=1,cpu (default: the policy)",
-    )
-    add_hint(batch, "each backend (one per Ray actor) is built")
-    add_json(batch)
-
     _add_cache(sub)
     info.add_argument(
         "--refresh", action="store_true", help="probe the host again (forget cached probe facts)"
     )
-    _add_exec(sub)
     return parser, sub
 
 
@@ -337,35 +313,6 @@ def _add_cache(sub: argparse._SubParsersAction[_CommandParser]) -> None:
         help="with prune: the size to keep under (default: $ORTPLUG_CACHE_MAX_MB, else no cap)",
     )
     add_json(cache)
-
-
-def _add_exec(sub: argparse._SubParsersAction[_CommandParser]) -> None:
-    """``exec``: run a program with ONNX Runtime's InferenceSession patched by ortplug."""
-    from ..dropin.patching import TAKEOVER_RULES
-
-    run = sub.add_parser(
-        "exec",
-        help="run a Python program with onnxruntime.InferenceSession chosen by ortplug",
-        description="Run COMMAND with ortplug's drop-in in place of onnxruntime.InferenceSession "
-        "(a start-up hook on PYTHONPATH; nothing is installed). Sessions built with "
-        "providers=None get ortplug's choice; arguments, exit code and signals are the "
-        "program's own.",
-    )
-    run.add_argument(
-        "--takeover",
-        choices=TAKEOVER_RULES,
-        default="cpu",
-        help="explicit provider lists ortplug replaces too: none, only CPU-only lists (default), "
-        "or all",
-    )
-    run.add_argument(
-        "--report",
-        action="store_true",
-        help="on exit, print one line per session built (model, chain, why) to stderr",
-    )
-    run.add_argument(
-        "program", nargs=argparse.REMAINDER, metavar="-- COMMAND ...", help="the program to run"
-    )
 
 
 def _add_addon_commands(

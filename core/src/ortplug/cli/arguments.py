@@ -35,6 +35,7 @@ __all__ = [
     "add_input",
     "add_json",
     "add_providers",
+    "add_providers_grammar",
     "add_verify",
     "caller_counts",
     "input_arg",
@@ -100,3 +101,15 @@ def add_providers(parser: argparse.ArgumentParser, default: str = "the policy ch
         metavar="CHAIN",
         help=f"explicit chain with options, e.g. cuda:device_id=1,cpu (default: {default})",
     )
+
+
+def add_providers_grammar(parser: argparse.ArgumentParser) -> None:
+    """End the command's ``--help`` with the ``--providers`` chain grammar, kept as written."""
+    parser.epilog = GRAMMAR_HELP
+    width = getattr(parser.formatter_class, "keywords", {}).get("width")  # the CLI's fixed width
+    formatter = argparse.RawDescriptionHelpFormatter
+
+    def raw(prog: str) -> argparse.HelpFormatter:
+        return formatter(prog) if width is None else formatter(prog, width=width)
+
+    parser.formatter_class = raw

@@ -23,8 +23,8 @@ __all__ = ["main"]
 
 
 #: The core's commands (any other word is an add-on's command).
-CORE_COMMANDS = ("run", "info", "plugins", "doctor", "inspect", "bench", "batch", "exec", "cache",
-                 "verify", "variants")  # fmt: skip
+CORE_COMMANDS = ("run", "info", "plugins", "doctor", "inspect", "bench", "cache", "verify",
+                 "variants")  # fmt: skip
 
 
 def _command(args: argparse.Namespace) -> Callable[[argparse.Namespace], int]:
@@ -41,14 +41,6 @@ def _command(args: argparse.Namespace) -> Callable[[argparse.Namespace], int]:
         from ._bench import bench
 
         return bench
-    if name == "batch":
-        from ._batch import batch
-
-        return batch
-    if name == "exec":
-        from ._exec import exec_program
-
-        return exec_program
     if name == "cache":
         from ._cache import cache
 
@@ -135,12 +127,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         from ._version import version_text
 
         return _print_help(version_text())
-    if arguments[:1] == ["exec"]:  # the program's start-up waits on it: no parser if not needed
-        from ._exec import exec_program, quick_arguments
-
-        quick = quick_arguments(arguments[1:])
-        if quick is not None:
-            return exec_program(quick)
     from ._parser import build_parser
 
     word = next((a for a in arguments if not a.startswith("-")), None)

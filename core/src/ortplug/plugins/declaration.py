@@ -193,7 +193,7 @@ _TYPE_NAMES: Mapping[str, type] = {
 
 
 #: The device classes a kind's sessions may run on: ``cpu`` the host's CPUs; ``gpu`` a GPU that
-#: Ray schedules (an actor of ``ortplug.integrations.ray`` reserves one); ``npu`` a neural
+#: Ray schedules (an actor of the Ray add-on, ``ortplug_ray``, reserves one); ``npu`` a neural
 #: accelerator; ``any`` whatever the provider's own stack picks (Core ML among CPU, GPU and Neural
 #: Engine; WebGPU on any adapter, software ones included), which Ray does not reserve.
 DEVICES = ("cpu", "gpu", "npu", "any")
@@ -639,7 +639,7 @@ _ABOUT: Mapping[str, Mapping[str, str]] = {
         "aliases": "other names users may type",
         "description": "one line for people (ortplug plugins, info)",
         "device": "the device class the provider's sessions run on; gpu: an actor of "
-        "ortplug.integrations.ray reserves one GPU",
+        "the Ray add-on (ortplug_ray) reserves one GPU",
         "io_device": "ONNX Runtime's IO-binding device name of the memory outputs can stay in",
         "config": "the provider's config class, by import path (package.module:Class)",
         "concurrent_runs": "Run() from several threads at once is safe (false: serialised)",

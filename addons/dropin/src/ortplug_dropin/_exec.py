@@ -12,6 +12,8 @@ import os
 import sys
 from types import SimpleNamespace
 
+from ._variants import VARIANTS_VARIABLE
+
 # Imports kept to what the program's start waits on (pathlib, subprocess and typing cost
 # ~35 ms together): the rest only where needed.
 TYPE_CHECKING = False
@@ -22,22 +24,22 @@ if TYPE_CHECKING:
 __all__ = ["exec_program", "quick_arguments"]
 
 #: The folder whose ``sitecustomize`` patches ONNX Runtime at the program's start-up.
-HOOK_DIR = os.path.join(
-    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "dropin", "_startup"
-)
+HOOK_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_startup")
 
 
 def quick_arguments(arguments: Sequence[str]) -> SimpleNamespace | None:
     """``exec``'s arguments read without argparse (building the parser costs ~20 ms of a
-    program's start); ``None`` for anything but ``[--takeover RULE] [--report] [--] COMMAND...``,
-    which the parser then reads (its errors, its help)."""
-    from ..dropin.patching import TAKEOVER_RULES
+    program's start); ``None`` for anything but ``[--takeover RULE] [--report]
+    [--allow-variants] [--] COMMAND...``, which the parser then reads (its errors, its help)."""
+    from .patching import TAKEOVER_RULES
 
-    takeover, report, rest = "cpu", False, list(arguments)
+    takeover, report, variants, rest = "cpu", False, False, list(arguments)
     while rest and rest[0].startswith("-") and rest[0] != "--":
         flag = rest.pop(0)
         if flag == "--report":
             report = True
+        elif flag == "--allow-variants":
+            variants = True
         elif flag.startswith("--takeover=") and flag.split("=", 1)[1] in TAKEOVER_RULES:
             takeover = flag.split("=", 1)[1]
         elif flag == "--takeover" and rest and rest[0] in TAKEOVER_RULES:
@@ -46,7 +48,7 @@ def quick_arguments(arguments: Sequence[str]) -> SimpleNamespace | None:
             return None
     if not rest or rest == ["--"]:
         return None
-    return SimpleNamespace(takeover=takeover, report=report, program=rest)
+    return SimpleNamespace(takeover=takeover, report=report, allow_variants=variants, program=rest)
 
 
 def exec_program(args: argparse.Namespace | SimpleNamespace) -> int:
@@ -55,12 +57,14 @@ def exec_program(args: argparse.Namespace | SimpleNamespace) -> int:
     if command[:1] == ["--"]:
         command = command[1:]
     if not command:
-        from ._usage import UsageError
+        from ortplug.cli.arguments import UsageError
 
         raise UsageError("expected a command after --, e.g. ortplug exec -- python app.py")
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, (HOOK_DIR, env.get("PYTHONPATH"))))
     env["ORTPLUG_EXEC_TAKEOVER"] = args.takeover
+    if args.allow_variants:
+        env[VARIANTS_VARIABLE] = "1"
     if args.report:
         env["ORTPLUG_EXEC_REPORT"] = str(os.getpid())
     else:
@@ -75,11 +79,13 @@ def exec_program(args: argparse.Namespace | SimpleNamespace) -> int:
 
             return subprocess.call(command, env=env)
         _replace_with(command, env)
-    except FileNotFoundError as exc:
-        print(f"ortplug exec: error: command not found: {command[0]} ({exc})", file=sys.stderr)
+    except FileNotFoundError:  # its text names the last PATH entry tried, as bytes
+        where = "no such file" if os.sep in command[0] else "not on PATH"
+        print(f"ortplug exec: error: command not found: {command[0]} ({where})", file=sys.stderr)
         return 127  # what a shell answers for a command it cannot find
     except OSError as exc:
-        print(f"ortplug exec: error: cannot run {command[0]}: {exc}", file=sys.stderr)
+        reason = exc.strerror or type(exc).__name__
+        print(f"ortplug exec: error: cannot run {command[0]}: {reason}", file=sys.stderr)
         return 126
     raise AssertionError("unreachable: exec returns only by raising")  # pragma: no cover
 

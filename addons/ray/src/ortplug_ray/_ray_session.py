@@ -122,8 +122,9 @@ def ray_session() -> Iterator[Any]:
     A failure comes out as the ortplug error a worker raised (one line), or as
     Ray's first line with the log file that holds the rest (removed after a run that worked).
     """
-    from ..integrations.ray import require_ray, worker_error
-    from ..settings import settings
+    from ortplug.settings import settings
+
+    from .errors import require_ray, worker_error
 
     ray = require_ray()
     debug = settings().debug

@@ -18,16 +18,17 @@ from typing import Any
 from urllib.parse import quote
 
 import numpy as np
+from ortplug.checkpoint import LocalCheckpoint
+from ortplug.cli.arguments import UsageError, print_json, resolve_chain
+from ortplug.cli.inputs import quiet_run_options
+from ortplug.host.install_command import pip_install
 
-from ..checkpoint import LocalCheckpoint
-from ..host.install_command import pip_install
-from ._json import print_json
-from ._providers import resolve_chain
 from ._ray_session import ray_session
-from ._usage import UsageError
-from .inputs import quiet_run_options
+from .config import BackendConfig
+from .dataset import predict
+from .predictor import OnnxPredictor
 
-__all__ = ["batch"]
+__all__ = ["batch", "tensor_file"]
 
 
 def _make_output_dir(target: Path) -> None:
@@ -81,8 +82,6 @@ def _run_local(
 ) -> dict[str, np.ndarray]:
     """The rows in batches through one backend in this process, shaped as on Ray (a static
     model batch: runs of that size, the last padded) by the same predictor."""
-    from ..integrations.ray import BackendConfig, OnnxPredictor
-
     config = BackendConfig(model=model, providers=providers, keep_columns=[], performance_hint=hint)
     predictor = OnnxPredictor(config, quiet_run_options())
     try:
@@ -114,8 +113,6 @@ def _run_ray_npy(
     providers: list[Any] | None,
     hint: str,
 ) -> tuple[dict[str, np.ndarray], list[dict[str, Any]]]:
-    from ..integrations.ray import predict
-
     if not len(next(iter(arrays.values()))):  # no rows to hand out: typed empty outputs
         return _run_local(model, arrays, batch_size, providers, hint), []
     names = _output_names(model)
@@ -213,8 +210,6 @@ def _run_ray_parquet(
     *,
     hint: str,
 ) -> tuple[int, list[dict[str, Any]]]:
-    from ..integrations.ray import predict
-
     with ray_session() as ray:
         dataset = ray.data.read_parquet(str(source))
         scored = predict(

@@ -29,13 +29,17 @@ from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
-from ..host.ort_log import hook_onnxruntime, left_to_ort
+from ortplug.host.ort_log import hook_onnxruntime, left_to_ort
+from ortplug.log import count_as_ortplug
+
+from ._runtime import UnsupportedRuntimeError, runtime_problem
+from ._variants import VARIANTS_ENTRY, say_variant, variant_opt_in, warn_once
 
 if TYPE_CHECKING:
-    from ..backend import OnnxBackend
-    from ..pipeline.report import ProviderReport
-    from ..providers.configs import ProviderConfig
-    from ..providers.session_options import SessionOptionsConfig
+    from ortplug.backend import OnnxBackend
+    from ortplug.pipeline.report import ProviderReport
+    from ortplug.providers.configs import ProviderConfig
+    from ortplug.providers.session_options import SessionOptionsConfig
 
 __all__ = ["InferenceSession", "SessionRecord"]
 
@@ -45,9 +49,15 @@ __all__ = ["InferenceSession", "SessionRecord"]
 try:
     import onnxruntime as _ort
 except ImportError:  # pragma: no cover - ortplug's error names the command to install it
-    from ..host.runtime import require_onnxruntime
+    from ortplug.host.runtime import require_onnxruntime
 
     _ort = require_onnxruntime()
+
+_problem = runtime_problem(str(getattr(_ort, "__version__", "unknown")))
+if _problem is not None:
+    raise UnsupportedRuntimeError(_problem)
+
+count_as_ortplug(__file__)  # a warning of a drop-in build points at the user's line
 
 # The program's logger settings are remembered from here on (under ``ortplug exec``: from its
 # ``import onnxruntime``), so that ortplug's own captures put them back as they were.
@@ -108,7 +118,7 @@ def _is_ortplug_form(item: object) -> bool:
     if isinstance(item, str):
         if item.endswith("ExecutionProvider"):
             return False
-        from ..plugin_host.manager import get_plugin_host
+        from ortplug.plugin_host.manager import get_plugin_host
 
         return get_plugin_host().provider_registry().knows(item)
     config_class = _loaded("providers.configs", "ProviderConfig")
@@ -130,8 +140,8 @@ def _ortplug_chain(
         return None
     if not any(_is_ortplug_form(item) for item in providers):
         return None
-    from ..plugin_host.manager import get_plugin_host
-    from ..session.plan import parse_providers
+    from ortplug.plugin_host.manager import get_plugin_host
+    from ortplug.session.plan import parse_providers
 
     return parse_providers(providers, get_plugin_host())
 
@@ -156,25 +166,50 @@ def _left_to_ort(sess_options: object, kwargs: Mapping[str, object]) -> str | No
     return None
 
 
-def _hint_entry(sess_options: object) -> str | None:
-    """The performance hint a caller's ``SessionOptions`` carries as a config entry, if any."""
-    from ..backend import HINT_ENTRY
+class _Entries:
+    """The ``ortplug.*`` config entries of a caller's ``SessionOptions`` (ONNX Runtime reads
+    only the entries it knows, and ignores the rest)."""
 
-    get = getattr(sess_options, "get_session_config_entry", None)
-    if not callable(get):
-        return None
-    try:
-        return str(get(HINT_ENTRY))
-    except Exception:  # ONNX Runtime raises for an entry it does not hold
-        return None
+    def __init__(self, sess_options: object) -> None:
+        self._get = getattr(sess_options, "get_session_config_entry", None)
+
+    def get(self, name: str) -> str | None:
+        """The entry ``name``, if the options hold it."""
+        if not callable(self._get):
+            return None
+        try:
+            return str(self._get(name))
+        except Exception:  # ONNX Runtime raises for an entry it does not hold
+            return None
+
+    def hint(self) -> str | None:
+        """The performance hint the options carry; one that is none of the hints is warned of
+        once and left out (ONNX Runtime ignores an entry it does not know: the app runs on)."""
+        from ortplug.backend import HINT_ENTRY, HINTS
+
+        hint = self.get(HINT_ENTRY)
+        if hint is None or hint in HINTS:
+            return hint
+        warn_once(
+            f"session config entry {HINT_ENTRY!r}: expected one of {', '.join(HINTS)}, got "
+            f"{hint!r}; ignored (the session serves with the latency hint)"
+        )
+        return "latency"
 
 
-def _checkpoint(model: str | bytes) -> Any:
-    from ..checkpoint import InMemoryCheckpoint, LocalCheckpoint
+def _checkpoint(model: str | bytes, variants: bool) -> Any:
+    """The app's model; its precision variants are left out unless the user opted in (an app
+    gave a file: another file never serves in its place unasked)."""
+    import attrs
+    from ortplug.checkpoint import InMemoryCheckpoint, LocalCheckpoint
 
     if isinstance(model, bytes):
-        return InMemoryCheckpoint(model).resolve()
-    return LocalCheckpoint(model).resolve()
+        resolved = InMemoryCheckpoint(model).resolve()
+    else:
+        resolved = LocalCheckpoint(model).resolve()
+    if variants or not resolved.metadata.variants:
+        return resolved
+    return attrs.evolve(resolved, metadata=attrs.evolve(resolved.metadata, variants=()))
 
 
 class _OrtRaised(Exception):
@@ -188,7 +223,7 @@ class _OrtRaised(Exception):
 def _below_ortplug(traceback: TracebackType | None) -> TracebackType | None:
     """``traceback`` from its first frame that is not ortplug's: ONNX Runtime's own frames."""
     while traceback is not None and traceback.tb_frame.f_globals.get("__name__", "").startswith(
-        "ortplug."
+        ("ortplug.", "ortplug_dropin.")
     ):
         traceback = traceback.tb_next
     return traceback
@@ -278,7 +313,7 @@ class InferenceSession(_OrtSession):  # type: ignore[misc]
         refusal = _left_to_ort(sess_options, kwargs)
         if refusal is not None:
             if strict:  # only ortplug reads its forms, and it cannot honour these
-                from ..errors import OptionError
+                from ortplug.errors import OptionError
 
                 raise OptionError(
                     f"InferenceSession: {refusal}, with providers in ortplug's forms "
@@ -287,7 +322,12 @@ class InferenceSession(_OrtSession):  # type: ignore[misc]
                 )
             self._ort_init(model, sess_options, providers, provider_options, kwargs, refusal)
             return
-        from ..errors import CheckpointError, MissingFileError, ModelLoadError, NoProviderError
+        from ortplug.errors import (
+            CheckpointError,
+            MissingFileError,
+            ModelLoadError,
+            NoProviderError,
+        )
 
         # What ortplug failing to plan means for providers=None: ONNX Runtime chooses instead.
         unplanned = (CheckpointError, MissingFileError, ModelLoadError, NoProviderError)
@@ -333,9 +373,9 @@ class InferenceSession(_OrtSession):  # type: ignore[misc]
         A caller's ``SessionOptions`` is what the session is built on: ortplug fills in only
         what it leaves at ONNX Runtime's defaults (as the plugins do for ``OnnxBackend``).
         """
-        from ..backend import OnnxBackend
-        from ..providers.session_options import SessionOptionsConfig
-        from ..session.plan import RECORD_ASSIGNMENT
+        from ortplug.backend import OnnxBackend
+        from ortplug.providers.session_options import SessionOptionsConfig
+        from ortplug.session.plan import RECORD_ASSIGNMENT
 
         # Node placement is recorded only when the caller asks, as ONNX Runtime's class does
         # (get_provider_graph_assignment_info fails otherwise); the report then counts no nodes.
@@ -354,18 +394,23 @@ class InferenceSession(_OrtSession):  # type: ignore[misc]
             source = model
         else:
             raise TypeError(f"Unable to load from type '{type(model)}'")  # ONNX Runtime's words
-        hint = None if config.ort_base is None else _hint_entry(config.ort_base)
+        entries = _Entries(config.ort_base)
+        hint = entries.hint()
+        opt_in = variant_opt_in(entries.get(VARIANTS_ENTRY))
+        checkpoint = _checkpoint(source, opt_in is not None)
         with left_to_ort():  # the program's session logs as ONNX Runtime's class would
             backend = OnnxBackend.from_checkpoint(
-                _checkpoint(source), chain, session_options=config, performance_hint=hint
+                checkpoint, chain, session_options=config, performance_hint=hint
             )
+        if opt_in is not None:
+            say_variant(backend, source if isinstance(source, str) else "<model bytes>", opt_in)
         _Session.__init__(self, enable_fallback=int(kwargs.get("enable_fallback", 1)) == 1)
         self._model_path = source if isinstance(source, str) else None
         self._model_bytes = source if isinstance(source, bytes) else None
         self._sess_options_initial = sess_options
         self._read_config_from_model = False
         self._fallback_providers = [_CPU]
-        self._bind_session(backend.ort_session._sess)
+        self._bind_session(backend.ort_session._sess)  # ONNX Runtime's own (the pinned range)
         self._backend = backend
         self._serve(backend.run_lock)
         if backend.performance_hint != "latency":
@@ -378,7 +423,7 @@ class InferenceSession(_OrtSession):  # type: ignore[misc]
         for name in _RUNS:
             self.__dict__.pop(name, None)
         if lock is not None:
-            from ..session.serial import SerialSession
+            from ortplug.session.serial import SerialSession
 
             serial = SerialSession(_OwnMethods(self), lock)
             for name in _RUNS:
@@ -406,7 +451,7 @@ class InferenceSession(_OrtSession):  # type: ignore[misc]
         """Requested and realized chain, options, placement and reasons (``backend.report``)."""
         if self._backend is not None:
             return self._backend.report
-        from ..pipeline.report import ProviderReport
+        from ortplug.pipeline.report import ProviderReport
 
         realized = tuple(self.get_providers())
         return ProviderReport(

@@ -31,7 +31,8 @@ from ortplug import (
     SessionOptionsConfig,
 )
 from ortplug.errors import OptionError, OptionTypeError
-from ortplug.integrations.ray import (
+from ortplug.selection import ProviderSelection
+from ortplug_ray import (
     BackendConfig,
     BatchError,
     OnnxPredictor,
@@ -41,9 +42,8 @@ from ortplug.integrations.ray import (
     predict,
     worker_error,
 )
-from ortplug.selection import ProviderSelection
 
-REPOSITORY = Path(__file__).resolve().parents[1]  # the core was installed from its folder
+REPOSITORY = Path(__file__).resolve().parents[3]  # the core was installed from its folder
 DEMO = str(files("ortplug.data") / "demo.onnx")
 STATIC = str(files("ortplug.data") / "demo_static.onnx")  # the demo MLP with its batch fixed at 4
 SQUEEZENET = Path(onnx.__file__).parent / "backend/test/data/light/light_squeezenet.onnx"
@@ -372,9 +372,9 @@ def test_a_tensor_column_of_the_wrong_shape_names_the_rows() -> None:
 def test_actors_size_threads_to_the_cpus_ray_gives_them(cluster) -> None:
     @ray.remote(num_cpus=1)
     def threads_in_task() -> int | None:
-        from ortplug.integrations.ray import _assigned_cpus
+        from ortplug_ray._placement import assigned_cpus
 
-        return _assigned_cpus()
+        return assigned_cpus()
 
     assert ray.get(threads_in_task.remote()) == 1
     config = BackendConfig(model=DEMO, providers=("cpu",))
@@ -655,7 +655,8 @@ def test_a_throughput_actor_keeps_to_the_cpus_ray_gave_it(cluster) -> None:
 
 
 def test_the_hint_sizes_each_actors_calls() -> None:
-    from ortplug.integrations.ray import _actor_pool, _calls
+    from ortplug_ray.resources import actor_pool as _actor_pool
+    from ortplug_ray.resources import concurrent_calls as _calls
 
     assert (_calls("latency", False, 4), _calls("throughput", False, 4)) == (1, 4)
     assert _calls("cumulative_throughput", True, 4) == 2  # an accelerator measures 1 or 2 streams

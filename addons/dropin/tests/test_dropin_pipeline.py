@@ -14,10 +14,10 @@ import attrs
 import models
 import pytest
 from ortplug import ProviderType, VerificationWarning, hookimpl
-from ortplug.dropin import InferenceSession
 from ortplug.plugin_host.manager import get_plugin_host
 from ortplug.testing import demo_model
 from ortplug.testing.misbehaving import MisbehavingPlugin
+from ortplug_dropin import InferenceSession
 
 
 @pytest.fixture(autouse=True)

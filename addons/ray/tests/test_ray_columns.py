@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import ray
 from ortplug.errors import OptionError
-from ortplug.integrations.ray import BackendConfig, BatchError, OnnxPredictor, predict
+from ortplug_ray import BackendConfig, BatchError, OnnxPredictor, predict
 
 DEMO = str(files("ortplug.data") / "demo.onnx")  # x [batch, 8] -> logits, probs
 ROWS = np.random.default_rng(3).standard_normal((20, 8)).astype(np.float32)

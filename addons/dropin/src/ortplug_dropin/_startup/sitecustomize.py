@@ -12,10 +12,10 @@ import sys
 
 def _start() -> None:
     try:
-        from ortplug.dropin._exec_hook import start
+        from ortplug_dropin._exec_hook import start
     except ImportError as exc:  # a Python without ortplug: run the program as it is
         sys.stderr.write(
-            f"ortplug exec: {sys.executable} cannot import ortplug ({exc}); not patched\n"
+            f"ortplug exec: {sys.executable} cannot import ortplug_dropin ({exc}); not patched\n"
         )
         return
     start()

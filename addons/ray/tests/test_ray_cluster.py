@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import ray
 from ortplug import LocalCheckpoint, OnnxBackend, SessionOptionsConfig
-from ortplug.integrations.ray import predict
+from ortplug_ray import predict
 from ray.cluster_utils import Cluster
 
 STATIC = str(files("ortplug.data") / "demo_static.onnx")  # the demo MLP with its batch fixed at 4

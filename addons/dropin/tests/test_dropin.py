@@ -18,7 +18,7 @@ import onnxruntime as ort
 import ortplug
 import pytest
 from models import add_model, write
-from ortplug.dropin import InferenceSession
+from ortplug_dropin import InferenceSession
 
 CPU = "CPUExecutionProvider"
 AZURE = "AzureExecutionProvider"
@@ -205,7 +205,7 @@ def test_takeover_rule_is_checked():
 def test_patch_before_onnxruntime_is_imported_applies_on_import(model):
     code = (
         "import sys, ortplug; p = ortplug.patch(); assert 'onnxruntime' not in sys.modules; "
-        "import onnxruntime as ort; from ortplug.dropin import InferenceSession; "
+        "import onnxruntime as ort; from ortplug_dropin import InferenceSession; "
         f"s = ort.InferenceSession({model!r}); assert isinstance(s, InferenceSession); "
         "print(p.sessions[0].line())"
     )
@@ -227,7 +227,7 @@ def test_exec_patches_reports_and_passes_the_exit_code_through(model):
     )
     done = _exec("--report", "--", sys.executable, "-c", code, "x", "--y")
     assert done.returncode == 3, done.stderr
-    assert done.stdout == "ortplug.dropin._session ['x', '--y']\n"
+    assert done.stdout == "ortplug_dropin._session ['x', '--y']\n"
     assert done.stderr.startswith(f"ortplug: session {model}: CPUExecutionProvider (")
     assert "taken over (takeover='cpu')" in done.stderr
 
@@ -241,7 +241,7 @@ def test_exec_takeover_none_keeps_explicit_lists(model):
 
 def test_exec_leaves_a_program_without_onnx_runtime_alone():
     code = (
-        "import sys; print('onnxruntime' in sys.modules, 'ortplug.dropin._session' in sys.modules)"
+        "import sys; print('onnxruntime' in sys.modules, 'ortplug_dropin._session' in sys.modules)"
     )
     done = _exec("--report", "--", sys.executable, "-c", code)
     assert done.returncode == 0, done.stderr
@@ -284,7 +284,7 @@ def test_exec_without_a_command_is_a_usage_error():
     ],
 )
 def test_exec_arguments_read_without_the_parser(arguments, expected):
-    from ortplug.cli._exec import quick_arguments
+    from ortplug_dropin._exec import quick_arguments
 
     quick = quick_arguments(arguments)
     assert (None if quick is None else (quick.takeover, quick.report, quick.program)) == expected
@@ -300,7 +300,7 @@ def test_patch_and_the_build_paths_logger_hook_both_run_after_onnxruntimes_impor
     code = (
         "import sys, ortplug; from ortplug.backend import OnnxBackend; p = ortplug.patch(); "
         "assert 'onnxruntime' not in sys.modules; import onnxruntime as ort; "
-        "from ortplug.dropin import InferenceSession; "
+        "from ortplug_dropin import InferenceSession; "
         "print(issubclass(ort.InferenceSession, InferenceSession), "
         "hasattr(ort.set_default_logger_callback, '__wrapped__'))"  # the build path's wrapper
     )

@@ -50,8 +50,15 @@ class Patch:
         return _ACTIVE is self
 
     def _install(self) -> None:
-        """Swap the drop-in in wherever a loaded module holds ONNX Runtime's class (lock held)."""
-        from ._session import InferenceSession, _OrtSession
+        """Swap the drop-in in wherever a loaded module holds ONNX Runtime's class (lock held);
+        an ONNX Runtime the drop-in is not made for keeps its class, said in one line."""
+        from ._runtime import UnsupportedRuntimeError
+
+        try:
+            from ._session import InferenceSession, _OrtSession
+        except UnsupportedRuntimeError as exc:
+            sys.stderr.write(f"ortplug: {exc}; onnxruntime.InferenceSession is left as it is\n")
+            return
 
         self._class = type(
             _NAME,
@@ -122,7 +129,7 @@ def patch(takeover: str = "cpu") -> Patch:
     class is back when the last block ends, in whatever order blocks end).
     """
     if takeover not in TAKEOVER_RULES:
-        from ..errors import OptionError
+        from ortplug.errors import OptionError
 
         raise OptionError(
             f"takeover: expected one of {', '.join(TAKEOVER_RULES)}, got {takeover!r}"
@@ -167,7 +174,7 @@ def _install_active() -> None:
 
 def _after_import(name: str, then: Any) -> None:
     """Call ``then()`` once ``name`` is imported (one waiting hook per patch in force)."""
-    from ..host.import_hook import after_import
+    from ortplug.host.import_hook import after_import
 
     global _WAITING
     if not _WAITING:

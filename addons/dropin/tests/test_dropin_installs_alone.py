@@ -1,0 +1,67 @@
+"""ortplug-dropin installs alone on the core and the CPU plugin in a fresh venv: before it, each
+of its public names and ``ortplug exec`` is one line naming the install; after it, its tests pass
+there (all but ``test_dropin_libraries.py``, which needs the libraries it runs)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import venv
+from pathlib import Path
+
+import onnx
+import onnxruntime as ort
+import pytest
+from test_isolated_install import ROOT, _pip, _python
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
+
+_NAMES = (
+    "import json, ortplug\n"
+    "from ortplug.errors import AddonNotInstalledError\n"
+    "said = []\n"
+    "for name in ('InferenceSession', 'Patch', 'patch', 'unpatch'):\n"
+    "    try:\n"
+    "        getattr(ortplug, name)\n"
+    "    except AddonNotInstalledError as exc:\n"
+    "        said.append(str(exc))\n"
+    "print(json.dumps(said))\n"
+)
+
+
+@pytest.fixture(scope="module")
+def core_and_cpu(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh venv with the core, the CPU plugin, this ONNX Runtime and the test tools."""
+    root = tmp_path_factory.mktemp("dropin-alone") / "venv"
+    venv.EnvBuilder(with_pip=True).create(root)
+    _pip(root, "install", "--quiet", str(ROOT / "core"), str(ROOT / "plugins" / "cpu"),
+         f"onnxruntime=={ort.__version__}", f"onnx=={onnx.__version__}", "pytest>=8",
+         "pytest-timeout>=2.3")  # fmt: skip
+    return root
+
+
+def test_the_drop_in_installs_alone_and_its_tests_pass_there(core_and_cpu: Path) -> None:
+    python = _python(core_and_cpu)
+    install = subprocess.run(
+        [python, "-c", "from ortplug.addons import DROPIN; print(DROPIN.install_line())"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    hint = f"needs the drop-in add-on (ortplug-dropin), which is not installed; install it with: {install}"
+    names = subprocess.run([python, "-c", _NAMES], capture_output=True, text=True, check=True)
+    assert json.loads(names.stdout) == [
+        f"ortplug.{name} {hint}" for name in ("InferenceSession", "Patch", "patch", "unpatch")
+    ]
+    command = [python, "-m", "ortplug.cli.main", "exec", "--", python, "-V"]
+    done = subprocess.run(command, capture_output=True, text=True)
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == f"ortplug exec: error: ortplug exec {hint}\n"
+
+    _pip(core_and_cpu, "install", "--quiet", "--no-deps", str(ROOT / "addons" / "dropin"))
+    tests = ROOT / "addons" / "dropin" / "tests"
+    run = subprocess.run(
+        [python, "-m", "pytest", str(tests), "-q", "-m", "not slow", "-p", "no:cacheprovider",
+         f"--ignore={tests / 'test_dropin_libraries.py'}"],
+        cwd=ROOT, capture_output=True, text=True, timeout=1200,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
+    assert " passed" in run.stdout.splitlines()[-1] and "failed" not in run.stdout.splitlines()[-1]
