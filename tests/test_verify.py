@@ -310,7 +310,7 @@ def test_the_policy_picks_a_verified_int8_variant_and_caches_the_verdict(vnni, a
         assert (verdict.variant, verdict.inputs, verdict.tolerance) == (
             "int8",
             "generated",
-            Tolerance(0.05, 0.15),
+            Tolerance(0.05, 2.0),
         )
         (check,) = verdict.checks
         assert check.name == "logits" and 0 < check.max_abs < 0.5 and check.rows >= 1
@@ -474,7 +474,7 @@ def test_cli_variants_verify_run_and_inspect(tmp_path: Path) -> None:
     assert run.returncode == 0, run.stderr
     assert "verdict   verified variant int8 (int8) on CPUExecutionProvider" in run.stdout
     inspected = _cli("inspect", str(model))
-    assert "variant    int8: mlp.int8.onnx (int8, rtol=0.05 atol=0.15)" in inspected.stdout
+    assert "variant    int8: mlp.int8.onnx (int8, rtol=0.05 atol=2)" in inspected.stdout
 
 
 def _cancelling_model() -> bytes:
