@@ -301,8 +301,8 @@ def test_an_offer_of_a_variant_the_checkpoint_lacks_is_ignored_with_a_warning(
 
 def test_the_policy_picks_a_verified_int8_variant_and_caches_the_verdict(vnni, accepted) -> None:
     checkpoint = accepted
-    with OnnxBackend.from_checkpoint(checkpoint, plugins=vnni) as backend:
-        verdict = backend.report.verification
+    with OnnxBackend.from_checkpoint(checkpoint, plugins=vnni, real_traffic_checks=0) as backend:
+        verdict = backend.report.verification  # served once verified: no real-traffic checks
         assert backend.metadata.precision == "int8" and backend.providers == (
             "CPUExecutionProvider",
         )
@@ -326,7 +326,7 @@ def test_the_policy_picks_a_verified_int8_variant_and_caches_the_verdict(vnni, a
         {"x": np.ones((2, 64), np.float32)}
     )
     assert np.allclose(outputs, reference["logits"], rtol=0.05, atol=0.15)
-    with OnnxBackend.from_checkpoint(checkpoint, plugins=vnni) as again:
+    with OnnxBackend.from_checkpoint(checkpoint, plugins=vnni, real_traffic_checks=0) as again:
         cached = again.report.verification
         assert cached is not None and cached.cached and cached.checks == verdict.checks
 
@@ -404,11 +404,11 @@ def test_carried_samples_are_the_verification_inputs(vnni, accepted) -> None:
 
 def test_a_corrupt_verdict_record_is_ignored_and_measured_again(vnni, accepted, tmp_path) -> None:
     checkpoint = accepted
-    OnnxBackend.from_checkpoint(checkpoint, plugins=vnni).close()
+    OnnxBackend.from_checkpoint(checkpoint, plugins=vnni, real_traffic_checks=0).close()
     (record,) = Path(os.environ["ORTPLUG_CACHE_DIR"], "verify").glob("*.json")
     record.write_text('{"schema": 1, "checks": [{"name": 1}]}')
     with pytest.warns(OrtplugCacheWarning, match=f"ignoring verification record {record}"):
-        backend = OnnxBackend.from_checkpoint(checkpoint, plugins=vnni)
+        backend = OnnxBackend.from_checkpoint(checkpoint, plugins=vnni, real_traffic_checks=0)
     assert backend.report.verification is not None and not backend.report.verification.cached
     assert json.loads(record.read_text())["variant"] == "int8"  # measured again, written again
 
@@ -462,7 +462,11 @@ def test_cli_variants_verify_run_and_inspect(tmp_path: Path) -> None:
         ("int8", "pass"),
         (None, "reference"),
     ]
-    assert report["chosen"] == 0
+    # what `ortplug run` serves: the CPU reference, while the int8 variant (lossy, verified on
+    # generated inputs) shadows it on real requests; with the checks off, the variant at once
+    assert report["chosen"] == 1
+    at_once = _cli("verify", str(model), "--json", env={**VNNI, "ORTPLUG_REAL_TRAFFIC_CHECKS": "0"})
+    assert json.loads(at_once.stdout)["chosen"] == 0
 
     strict = _cli("verify", str(model), "--providers", "cpu", "--tolerance", "1e-9,0")
     assert strict.returncode == 1
@@ -470,7 +474,8 @@ def test_cli_variants_verify_run_and_inspect(tmp_path: Path) -> None:
         strict.stdout.count("FAIL") == 2 and "REFERENCE reference (fp32) on [cpu]" in strict.stdout
     )
 
-    run = _cli("run", str(model), "--verify", "--repeat", "2", env=VNNI)
+    served_once_verified = {**VNNI, "ORTPLUG_REAL_TRAFFIC_CHECKS": "0"}
+    run = _cli("run", str(model), "--verify", "--repeat", "2", env=served_once_verified)
     assert run.returncode == 0, run.stderr
     assert "verdict   verified variant int8 (int8) on CPUExecutionProvider" in run.stdout
     inspected = _cli("inspect", str(model))

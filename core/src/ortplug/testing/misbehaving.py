@@ -44,7 +44,8 @@ Wrong only where a single generated input at batch 1 does not look (verification
 * ``"crossed"`` — a run that overlapped an earlier one of the same shapes returns that run's
   outputs (a shared device buffer; each run stays in flight ``delay_s``);
 * ``"reused_buffer"`` — a plain run returns one persistent array per output, overwritten by the
-  next run of the same shape (a caller that keeps a result sees it change);
+  next run of the same shape (a caller that keeps a result sees it change), from the run after
+  ``reuse_after`` runs of the session on (0: from the first);
 * ``"slow_first"`` — the first run waits ``delay_s``, later ones not; float outputs are shifted
   in every row after the first (a compile that made verification skip its probes);
 * ``"mid_batches"`` — float outputs are shifted when the batch has 3 to 7 rows (what a
@@ -127,6 +128,7 @@ class MisbehavingProvider:
     magnitude: float = _MAGNITUDE
     in_flight: _InFlight = attrs.field(factory=_InFlight, eq=False, repr=False)
     runs: int = 8
+    reuse_after: int = 0
 
     def to_ort(self) -> tuple[str, dict[str, str]]:
         # The Azure provider takes any option: the misbehaviour keys verdicts apart.
@@ -135,6 +137,8 @@ class MisbehavingProvider:
             options["magnitude"] = repr(self.magnitude)
         if self.misbehaviour in ("after_runs", "every_runs") and self.runs != _QUIET_RUNS:
             options["runs"] = str(self.runs)
+        if self.reuse_after:
+            options["reuse_after"] = str(self.reuse_after)
         return _ORT_NAME, options
 
     def serve(self, session: Any) -> Any:
@@ -142,7 +146,12 @@ class MisbehavingProvider:
         if self.misbehaviour == "no_node":
             return session
         return _Misbehaving(
-            session, self.misbehaviour, self.delay_s, self.magnitude, self.in_flight, self.runs
+            session,
+            self.misbehaviour,
+            self.delay_s,
+            self.magnitude,
+            self.in_flight,
+            self.runs if self.misbehaviour != "reused_buffer" else self.reuse_after,
         )
 
 
@@ -163,8 +172,11 @@ class MisbehavingPlugin:
         magnitude: float = _MAGNITUDE,
         concurrent_runs: bool = False,
         runs: int = 8,
+        reuse_after: int = 0,
     ) -> None:
-        self.config = MisbehavingProvider(misbehaviour, delay_s, magnitude, runs=runs)
+        self.config = MisbehavingProvider(
+            misbehaviour, delay_s, magnitude, runs=runs, reuse_after=reuse_after
+        )
         self.preference = preference
         self.concurrent_runs = concurrent_runs
 
@@ -387,7 +399,7 @@ class _Misbehaving:
         )
         if self._misbehaviour == "crossed":
             return self._crossed(entered, seen, served)
-        if self._misbehaviour == "reused_buffer":
+        if self._misbehaviour == "reused_buffer" and self._runs > self._quiet:
             return self._reused(output_names, served)
         return served
 
