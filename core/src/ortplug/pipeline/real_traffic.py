@@ -21,19 +21,22 @@ disagreement the kept CPU reference serves the calls that follow at once (nothin
 first), failing none.
 
 Exposure after a takeover. Let a candidate that took over go wrong from its ``m``-th call on, on
-a share ``q`` of its calls (``q = 1``: every call; ``1/17``: every 17th), and let ``d`` be the
-seconds from a sampled wrong call to the switch (one CPU reference run of it and the comparison)
-at ``r`` calls a second. The expected number of wrong results callers get before the switch is
+a share ``q`` of its calls (``q = 1``: every call; ``1/17``: every 17th), at ``r`` calls a
+second; let ``d`` be the seconds the check takes for one sampled call (a CPU reference run of it
+and the comparison) and ``i`` the interpreter's switch interval (``sys.getswitchinterval()``,
+5 ms: while callers' threads run Python, the check's thread waits up to that long for the
+interpreter lock, after each CPU reference run). A call is taken only while the check is idle
+(one waits at most), so the share actually sampled is ``s'(n) = min(s(n), 1 / (1 + r * (d + i)))``.
+The expected number of wrong results callers get before the CPU reference serves is at most
 
-    E = sum_{k >= 0} q * prod_{j < k} (1 - q * s(m + j))  +  q * r * d
+    E = sum_{k >= 0} q * prod_{j < k} (1 - q * s'(m + j))  +  q * r * (d + i)
 
 (the first term counts the wrong calls up to and including the first sampled one; the second,
-those served while it is judged), at most ``1 / p + q * r * d``; for a candidate wrong from its
-takeover (``m = 1``, ``q = 1``) about ``2`` plus ``r * d``, and for one that goes wrong long
-after it (``s = p``) ``1 / p + q * r * d``: 100 at the default ``p = 0.01``. A sampled call is
-skipped while the check is busy with the one before (at most one waits), which lowers ``s``
-when ``r * d > 1``; ``benchmarks/bench_real_traffic.py --exposure`` measures ``E`` against
-this statement.
+those served while it is judged). For a candidate wrong from its takeover (``m = 1``, ``q = 1``,
+``s = 1``) that is about ``1 + 2 * r * (d + i)``; for one that goes wrong long after it
+(``s' = p``) ``1 / p + q * r * (d + i)``: 100 at the default ``p = 0.01``, plus the calls served
+during one check. ``benchmarks/bench_exposure.py`` (or ``bench_real_traffic.py
+--exposure``) measures ``E`` for the tester's modes against this statement.
 """
 
 from __future__ import annotations

@@ -13,6 +13,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import itertools
+import math
 import queue
 import random
 import threading
@@ -123,9 +124,10 @@ class TrafficCheck:
     with its outputs, to ``judge``.
 
     ``rate`` is the share of requests offered that are taken (1: every one the queue has room
-    for), ``capacity`` how many may wait, and ``cpu_share`` (``None``: no budget) the share of
-    the thread's time it may spend running: after a run of ``t`` seconds nothing is taken for
-    ``t * (1 / cpu_share - 1)`` seconds. ``ended`` is called once, in the thread, when it stops.
+    for; with ``decay`` W, the n-th offered is taken with ``max(rate, W / (W + n - 1))``),
+    ``capacity`` how many may wait, and ``cpu_share`` (``None``: no budget) the share of the
+    thread's time it may spend running once the share decayed to ``rate``: after a run of ``t``
+    seconds nothing is taken for ``t * (1 / cpu_share - 1)`` seconds. ``ended`` is called once, in the thread, when it stops.
     """
 
     def __init__(
@@ -146,6 +148,8 @@ class TrafficCheck:
         self._rate = rate
         self._decay = decay
         self._offered = 0  # requests offered (approximate under many callers: a share's input)
+        #: Requests offered from which the share is ``rate`` (no counting beyond: nothing per call).
+        self._decayed_at = math.ceil(decay / rate - decay + 1) if decay and rate > 0 else 0
         self._kept: tuple[list[np.ndarray], Request] | None = None  # the last one taken
         self._draw = random.Random().random
         self._cpu_share = cpu_share
@@ -188,15 +192,16 @@ class TrafficCheck:
     ) -> None:
         """Offer one served request: taken when sampled (:meth:`share`), the queue has room and
         the budget allows; never blocks. The outputs of the last one taken must not be the memory
-        of a later request's (judged as :class:`AliasedOutputs` when they are; ``owned``: the
+        of the next request's (judged as :class:`AliasedOutputs` when they are; ``owned``: the
         outputs are the caller's own arrays, ``run_into``'s, which it may pass again)."""
         kept = self._kept
-        if kept is not None and not owned and _shared(kept[0], results):
-            self._kept = None
-            with contextlib.suppress(queue.Full):
-                self._queue.put_nowait(attrs.evolve(kept[1], aliased=True))
+        if kept is not None and not owned:
+            self._kept = None  # compared with the next request only: nothing more per call
+            if _shared(kept[0], results):
+                with contextlib.suppress(queue.Full):
+                    self._queue.put_nowait(attrs.evolve(kept[1], aliased=True))
         rate = self._rate
-        if self._decay:
+        if self._offered < self._decayed_at:  # right after the start: a higher share
             self._offered += 1
             rate = self.share(self._offered)
         if rate < 1.0 and self._draw() >= rate:
@@ -283,7 +288,7 @@ class TrafficCheck:
                     outcome = exc
                 if self._stopped.is_set():
                     return
-                if self._cpu_share is not None:
+                if self._cpu_share is not None and self._offered >= self._decayed_at:
                     rest = (time.monotonic() - started) * (1.0 / self._cpu_share - 1.0)
                     self._resume_at = time.monotonic() + rest
                 if not self._judge(request, outcome):
