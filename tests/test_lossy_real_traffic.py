@@ -91,9 +91,12 @@ def test_an_int8_variant_wrong_on_the_callers_inputs_never_serves_them_by_defaul
     backend.close()
 
 
-def test_an_identical_int8_variant_takes_over_after_the_stated_number_of_requests(tmp_path, caplog):
+def test_an_identical_int8_variant_takes_over_after_the_stated_number_of_requests(
+    tmp_path, caplog, monkeypatch
+):
     checkpoint = _checkpoint(tmp_path, saturate=None)
-    backend = OnnxBackend.from_checkpoint(checkpoint, measure=False, real_traffic_checks=3)
+    monkeypatch.setenv("ORTPLUG_REAL_TRAFFIC_CHECKS", "3")  # the stated number
+    backend = OnnxBackend.from_checkpoint(checkpoint, measure=False)
     assert backend.shadowing and backend.report.verification is None
     status = backend.startup_status or ""
     assert (
@@ -119,12 +122,15 @@ def test_an_identical_int8_variant_takes_over_after_the_stated_number_of_request
     backend.close()
 
 
-def test_the_default_is_eight_requests_and_zero_serves_a_lossy_candidate_once_verified(tmp_path):
+def test_the_default_is_eight_requests_and_zero_serves_a_lossy_candidate_once_verified(
+    tmp_path, monkeypatch
+):
     checkpoint = _checkpoint(tmp_path, saturate=None)
     backend = OnnxBackend.from_checkpoint(checkpoint, measure=False)
     assert "0 of 8 agreed (it serves after 8)" in (backend.startup_status or "")
     backend.close()
-    at_once = OnnxBackend.from_checkpoint(checkpoint, measure=False, real_traffic_checks=0)
+    monkeypatch.setenv("ORTPLUG_REAL_TRAFFIC_CHECKS", "0")  # no real-traffic checks
+    at_once = OnnxBackend.from_checkpoint(checkpoint, measure=False)
     assert at_once.startup_status is None and not at_once.shadowing
     verdict = at_once.report.verification
     assert verdict is not None and verdict.variant == "int8"

@@ -171,19 +171,12 @@ def test_a_bad_setting_is_one_line_naming_it(demo, arguments, message):
         OnnxBackend.from_checkpoint(demo, plugins=_host("slow"), startup_fallback=True, **arguments)
 
 
-def test_the_settings_need_verification_and_the_latency_hint(demo):
-    """Without a startup fallback they apply to a lossy candidate (test_lossy_real_traffic.py)."""
-    with pytest.raises(OptionError, match=r"used only with verification on and the latency hint"):
-        OnnxBackend.from_checkpoint(
-            demo, plugins=_host("slow"), verify=False, real_traffic_checks=2
-        )
+def test_the_settings_need_a_startup_fallback_that_verifies(demo):
+    with pytest.raises(OptionError, match="used only with startup_fallback=True and verif"):
+        OnnxBackend.from_checkpoint(demo, plugins=_host("slow"), real_traffic_checks=2)
     with pytest.raises(OptionError, match="verify=False"):
         OnnxBackend.from_checkpoint(
             demo, plugins=_host("slow"), startup_fallback=True, verify=False, spot_check=0.1
-        )
-    with pytest.raises(OptionError, match="performance_hint='throughput'"):
-        OnnxBackend.from_checkpoint(
-            demo, plugins=_host("slow"), performance_hint="throughput", spot_check=0.1
         )
 
 

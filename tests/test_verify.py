@@ -299,10 +299,13 @@ def test_an_offer_of_a_variant_the_checkpoint_lacks_is_ignored_with_a_warning(
 # -- building verified backends --------------------------------------------------------------------
 
 
-def test_the_policy_picks_a_verified_int8_variant_and_caches_the_verdict(vnni, accepted) -> None:
+def test_the_policy_picks_a_verified_int8_variant_and_caches_the_verdict(
+    vnni, accepted, monkeypatch
+) -> None:
+    monkeypatch.setenv("ORTPLUG_REAL_TRAFFIC_CHECKS", "0")  # served once verified
     checkpoint = accepted
-    with OnnxBackend.from_checkpoint(checkpoint, plugins=vnni, real_traffic_checks=0) as backend:
-        verdict = backend.report.verification  # served once verified: no real-traffic checks
+    with OnnxBackend.from_checkpoint(checkpoint, plugins=vnni) as backend:
+        verdict = backend.report.verification
         assert backend.metadata.precision == "int8" and backend.providers == (
             "CPUExecutionProvider",
         )
@@ -326,7 +329,7 @@ def test_the_policy_picks_a_verified_int8_variant_and_caches_the_verdict(vnni, a
         {"x": np.ones((2, 64), np.float32)}
     )
     assert np.allclose(outputs, reference["logits"], rtol=0.05, atol=0.15)
-    with OnnxBackend.from_checkpoint(checkpoint, plugins=vnni, real_traffic_checks=0) as again:
+    with OnnxBackend.from_checkpoint(checkpoint, plugins=vnni) as again:
         cached = again.report.verification
         assert cached is not None and cached.cached and cached.checks == verdict.checks
 
@@ -402,13 +405,16 @@ def test_carried_samples_are_the_verification_inputs(vnni, accepted) -> None:
         )
 
 
-def test_a_corrupt_verdict_record_is_ignored_and_measured_again(vnni, accepted, tmp_path) -> None:
+def test_a_corrupt_verdict_record_is_ignored_and_measured_again(
+    vnni, accepted, tmp_path, monkeypatch
+) -> None:
+    monkeypatch.setenv("ORTPLUG_REAL_TRAFFIC_CHECKS", "0")  # served once verified
     checkpoint = accepted
-    OnnxBackend.from_checkpoint(checkpoint, plugins=vnni, real_traffic_checks=0).close()
+    OnnxBackend.from_checkpoint(checkpoint, plugins=vnni).close()
     (record,) = Path(os.environ["ORTPLUG_CACHE_DIR"], "verify").glob("*.json")
     record.write_text('{"schema": 1, "checks": [{"name": 1}]}')
     with pytest.warns(OrtplugCacheWarning, match=f"ignoring verification record {record}"):
-        backend = OnnxBackend.from_checkpoint(checkpoint, plugins=vnni, real_traffic_checks=0)
+        backend = OnnxBackend.from_checkpoint(checkpoint, plugins=vnni)
     assert backend.report.verification is not None and not backend.report.verification.cached
     assert json.loads(record.read_text())["variant"] == "int8"  # measured again, written again
 

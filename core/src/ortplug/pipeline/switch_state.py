@@ -77,8 +77,8 @@ class StartupSwitch:
             self.said_waiting = True
             warnings.warn(
                 f"wait_ready: {status}; no real request came in {quiet:g} s: it takes over only "
-                "after agreeing on them (send run() calls, or pass real_traffic_checks=0 to "
-                "serve it once verified)",
+                "after agreeing on them (send run() calls, or set ORTPLUG_REAL_TRAFFIC_CHECKS=0 "
+                "or StartupFallback(real_traffic_checks=0) to serve it once verified)",
                 VerificationWarning,
                 stacklevel=3,
             )
