@@ -1,6 +1,8 @@
 """What checking on real traffic costs the caller of a startup fallback, per call.
 
     python benchmarks/bench_real_traffic.py [--rounds 15] [--calls 2000]
+    python benchmarks/bench_real_traffic.py --exposure [--trials 12]   (bench_exposure.py: wrong
+        results after a takeover, measured against the statement in ortplug.pipeline.real_traffic)
 
 1. after the switch: ``OnnxBackend.run`` on the candidate with the spot check off
    (``spot_check=0``), at its default rate (0.01) and at 0.1;
@@ -32,8 +34,9 @@ import onnx
 import onnxruntime as ort
 from bench_backend import interleaved, per_call_us, report, tiny_model
 from ortplug import LocalCheckpoint, OnnxBackend
-from ortplug.pipeline.real_traffic import DEFAULT_SPOT_CHECK
+from ortplug.pipeline.real_traffic import DECAY
 from ortplug.pipeline.traffic_check import TrafficCheck
+from ortplug.settings import Settings
 from ortplug.testing import make_plugin_host
 from ortplug.testing.misbehaving import MisbehavingPlugin
 
@@ -88,19 +91,25 @@ def bench(label: str, model: Path, feed: dict[str, np.ndarray], rounds: int, cal
         backend.close()
 
 
+#: The spot check's default share (``ORTPLUG_SPOT_CHECK`` unset).
+DEFAULT_SPOT_CHECK = Settings().spot_check
+
+
 def bench_tap(model: Path, feed: dict[str, np.ndarray], rounds: int, calls: int) -> None:
     session = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
     results = session.run(None, feed)
     names = [output.name for output in session.get_outputs()]
     check = TrafficCheck(
         session, lambda request, outcome: True, name="bench", capacity=1,
-        rate=DEFAULT_SPOT_CHECK, cpu_share=0.1,
+        rate=DEFAULT_SPOT_CHECK, cpu_share=0.1, decay=DECAY,
     )  # fmt: skip
 
     def bare(names: list[str], feed: object) -> list[np.ndarray]:
         return results
 
     tapped = check.wrap(bare, None)
+    for _ in range(DECAY * 200):  # past the high share right after a takeover: the default rate
+        tapped(names, feed)
     runs = {"bare": bare, f"tapped at {DEFAULT_SPOT_CHECK}": tapped}
     samples = interleaved(
         {n: (lambda r=r: per_call_us(lambda: r(names, feed), calls)) for n, r in runs.items()},
@@ -115,7 +124,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--calls", type=int, default=2000)
-    args = parser.parse_args()
+    parser.add_argument("--exposure", action="store_true", help="run bench_exposure.py instead")
+    args, rest = parser.parse_known_args()
+    if args.exposure:
+        import bench_exposure
+
+        bench_exposure.main(rest)
+        return
     print(f"onnxruntime {ort.__version__}, python {sys.version.split()[0]}, {os.cpu_count()} CPUs")
     warnings.simplefilter("ignore")  # the test provider is not an accelerator it knows
     with tempfile.TemporaryDirectory() as tmp:

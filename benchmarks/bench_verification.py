@@ -1,159 +1,180 @@
-"""What verification on several inputs costs a model's first build, against the single-feed one it replaced.
+"""What verification costs a model's first build, against the verification of a baseline commit (main).
 
-    python benchmarks/bench_verification.py [--reps 3] [--models mlp light_squeezenet ...]
+    python benchmarks/bench_verification.py [--reps 3] [--baseline main] [--models mlp light_squeezenet ...]
 
 Per model of a small real set (an MLP built with ``onnx.helper``, light models shipped inside the
 ``onnx`` package, and ``magika``'s own model when it is installed), the median of ``--reps``
-first builds, each on a fresh cache folder, nothing timed (``ORTPLUG_MEASURE=0``), the modes
-interleaved, all in one process (imports and the plugin scan are paid before: what a fresh
-process pays besides is ``bench_proven_choice.py``'s):
+first builds, each on a fresh cache folder, nothing timed (``ORTPLUG_MEASURE=0``), the trees
+interleaved, each rep in a fresh child process per tree (imports and the plugin scan are paid
+before the builds are timed: what a fresh process pays besides is ``bench_proven_choice.py``'s):
 
-* ``plain``     — ``verify=False``: the candidate built, nothing checked;
-* ``now``       — this verification: the first feed, the probe feeds (batches, another size,
-  magnitudes, ids), the first feed after 10 runs, an output alone, ``run_async``, and the reused
+* ``plain``  — ``verify=False``: the candidate built, nothing checked (this tree);
+* ``now``    — this tree's verification (the installed ortplug): the first feed, the probe feeds
+  (batches 1, 2, two drawn, 8 and 9, another size, magnitudes, ids), every output alone, the
+  first feed after 10 runs, ``run_async``, runs at once on their own feeds where a provider
+  declares them safe, the feeds again up to 100 runs or 1 s, the aliasing check and the reused
   IO binding;
-* ``previous``  — the verification it replaced, emulated: one plain run of the first feed and the
-  reused IO binding. The library keeps no switch for it: this script replaces the private
-  ``ortplug.verification.verifier.Verifier._measure`` with a single first-feed run while it builds
-  in this mode (nothing else is patched, and nothing outside this script changes).
+* ``today``  — the baseline's (``--baseline``, a git ref of this repository, extracted with
+  ``git archive`` and imported from there in its child processes: the same interpreter and
+  ONNX Runtime).
 
 The candidate is ortplug's test provider (``ortplug.testing.misbehaving``, ``"slow"`` with no
 delay: ONNX Runtime's CPU kernels under another provider's name, so it must be verified on a
 CPU-only host) in an explicit chain ``[misbehaving, cpu]``; its runs cost what the CPU
 provider's cost, where an accelerator's may cost less (or, on a software GPU, far more).
-``verdict ms`` is what the verdict itself took (the CPU reference built and run included), with
-the ratio of this verification's to the previous one's; ``runs`` how many labelled runs each
-covered (besides the reused IO binding's). Last, the spot check's own cost per call at its
-default rate, from ``bench_real_traffic.py`` (its ``bench_tap``). Needs ``onnx`` besides
-ortplug[cpu].
+``verdict ms`` is what the verdict itself took (the CPU reference built and run included);
+``runs`` how many labelled runs each covered (besides the reused IO binding's). Last, the spot
+check's own cost per call at its default rate, from ``bench_real_traffic.py`` (its
+``bench_tap``). Needs ``onnx`` and ``git`` besides ortplug[cpu].
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 import warnings
 from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import onnx
 import onnxruntime as ort
-from bench_backend import tiny_model
-from bench_proven_choice import LIGHT, mlp
-from bench_real_traffic import bench_tap
-from ortplug import LocalCheckpoint, OnnxBackend
-from ortplug.backend import verifier as _verified
-from ortplug.testing import make_plugin_host
-from ortplug.testing.misbehaving import MisbehavingPlugin, MisbehavingProvider
 
-MODES = ("plain", "now", "previous")
+HERE = Path(__file__).resolve().parent
+LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
+TREES = ("now", "today")
 
 
-def _first_feed_only(self: Any, session: Any, findings: Any) -> str | None:
-    """``Verifier._measure`` as it was before the probes: one plain run of the first feed."""
-    expected = self._reference_run()
-    first = _verified._fed_as(session, expected.feed)
-    try:
-        outputs = _verified._outputs(session, first)
-    except Exception as exc:
-        return f"it raised on inputs the CPU reference runs: {exc}"
-    findings.judge("the first feed", expected.outputs, outputs)
-    return None
+def build(verify: bool, model: Path, scratch: Path) -> tuple[float, float | None, int]:
+    """One first build on a fresh cache: its ms, the verdict's ms and its runs."""
+    from ortplug import LocalCheckpoint, OnnxBackend
+    from ortplug.settings import refresh_settings
+    from ortplug.testing import make_plugin_host
+    from ortplug.testing.misbehaving import MisbehavingPlugin, MisbehavingProvider
 
-
-@contextmanager
-def _previous_verification() -> Iterator[None]:
-    measure = _verified.Verifier._measure
-    _verified.Verifier._measure = _first_feed_only  # type: ignore[method-assign]
-    try:
-        yield
-    finally:
-        _verified.Verifier._measure = measure  # type: ignore[method-assign]
-
-
-def build(mode: str, model: Path, scratch: Path) -> tuple[float, float | None, int]:
-    """One first build in ``mode`` on a fresh cache: its ms, the verdict's ms and its runs."""
     os.environ["ORTPLUG_CACHE_DIR"] = tempfile.mkdtemp(dir=scratch)
+    refresh_settings()
     plugins = make_plugin_host(("bench", MisbehavingPlugin("slow", delay_s=0)))
     checkpoint = LocalCheckpoint(model).resolve()
     chain = [MisbehavingProvider("slow", 0), "cpu"]
-    verify = False if mode == "plain" else None
-    with _previous_verification() if mode == "previous" else nullcontext():
-        started = time.perf_counter()
-        backend = OnnxBackend.from_checkpoint(checkpoint, providers=chain, plugins=plugins,
-                                              verify=verify, measure=False)  # fmt: skip
-        ms = (time.perf_counter() - started) * 1e3
+    started = time.perf_counter()
+    backend = OnnxBackend.from_checkpoint(checkpoint, providers=chain, plugins=plugins,
+                                          verify=None if verify else False, measure=False)  # fmt: skip
+    ms = (time.perf_counter() - started) * 1e3
     verdict = backend.report.verification
     backend.close()
     if verdict is not None and not verdict.passed:
-        raise SystemExit(f"{model.name} ({mode}): {verdict.describe()}")
+        raise SystemExit(f"{model.name}: {verdict.describe()}")
     if verdict is None:
         return ms, None, 0
     return ms, verdict.cost_ms, len(verdict.covered)
 
 
 def _models(names: list[str], scratch: Path) -> Iterator[tuple[str, Path]]:
+    from bench_proven_choice import mlp
+
     for name in names:
         if name == "mlp":
             yield "mlp 64-256-256-10", mlp(scratch / "mlp.onnx")
         elif name == "magika":
             spec = importlib.util.find_spec("magika")
             if spec is None or spec.origin is None:
-                print("magika: not installed, skipped")
                 continue
             found = sorted(Path(spec.origin).parent.glob("models/*/model.onnx"))
-            if not found:
-                print("magika: no model.onnx in the installed package, skipped")
-                continue
-            yield f"magika {found[-1].parent.name}", found[-1]
+            if found:
+                yield f"magika {found[-1].parent.name}", found[-1]
         else:
             yield name, LIGHT / f"{name}.onnx"
+
+
+def child(models: list[str], plain: bool) -> None:
+    """One rep of every model in this process's ortplug: JSON on stdout."""
+    os.environ["ORTPLUG_MEASURE"] = "0"
+    warnings.simplefilter("ignore")  # the test provider is not an accelerator ortplug knows
+    out = {}
+    with tempfile.TemporaryDirectory(prefix="bench-verification-") as folder:
+        scratch = Path(folder)
+        for label, model in _models(models, scratch):
+            build(True, model, scratch)  # imports, kernels: paid once before the timed builds
+            ms, verdict_ms, runs = build(True, model, scratch)
+            out[label] = {"ms": ms, "verdict_ms": verdict_ms, "runs": runs}
+            if plain:
+                out[label]["plain_ms"] = build(False, model, scratch)[0]
+    print(json.dumps(out))
+
+
+def _baseline(ref: str, scratch: Path) -> Path:
+    """``ref``'s ``core/src``, extracted: where the baseline's ortplug is imported from."""
+    repo = HERE.parent
+    archive = subprocess.run(["git", "-C", str(repo), "archive", ref, "core/src"],
+                             capture_output=True, check=True).stdout  # fmt: skip
+    subprocess.run(["tar", "-x", "-C", str(scratch)], input=archive, check=True)
+    return scratch / "core" / "src"
+
+
+def _rep(tree: str, models: list[str], baseline: Path) -> dict[str, dict[str, float]]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        ([str(baseline)] if tree == "today" else []) + [str(HERE)])}  # fmt: skip
+    command = [sys.executable, __file__, "--child", "--models", *models]
+    if tree == "now":
+        command.append("--plain")
+    done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
+    if done.returncode:
+        raise SystemExit(f"{tree}: {done.stderr[-2000:]}")
+    return json.loads(done.stdout.splitlines()[-1])  # type: ignore[no-any-return]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--baseline", default="main")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--plain", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument(
         "--models",
         nargs="*",
         default=["mlp", "light_squeezenet", "light_shufflenet", "light_resnet50", "magika"],
     )
     args = parser.parse_args()
-    os.environ["ORTPLUG_MEASURE"] = "0"
-    warnings.simplefilter("ignore")  # the test provider is not an accelerator ortplug knows
+    if args.child:
+        child(args.models, args.plain)
+        return
     print(f"onnxruntime {ort.__version__}, onnx {onnx.__version__}, python "
-          f"{sys.version.split()[0]}, {os.cpu_count()} CPUs; median of {args.reps} first builds")  # fmt: skip
-    print(f"{'model':<24}{'plain ms':>9}{'now ms':>16}{'previous ms':>16}"
-          f"{'verdict ms now / previous':>34}{'runs':>9}")  # fmt: skip
+          f"{sys.version.split()[0]}, {os.cpu_count()} CPUs; median of {args.reps} first builds; "
+          f"today = {args.baseline}")  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="bench-verification-") as folder:
-        scratch = Path(folder)
-        for label, model in _models(args.models, scratch):
-            times: dict[str, list[float]] = {mode: [] for mode in MODES}
-            verdicts: dict[str, list[float]] = {mode: [] for mode in MODES}
-            runs: dict[str, int] = {}
-            for rep in range(args.reps):
-                for mode in MODES[rep % 3 :] + MODES[: rep % 3]:  # rotated: no mode always first
-                    ms, verdict_ms, covered = build(mode, model, scratch)
-                    times[mode].append(ms)
-                    if verdict_ms is not None:
-                        verdicts[mode].append(verdict_ms)
-                    runs[mode] = covered
-            med = {mode: statistics.median(values) for mode, values in times.items()}
-            now, previous = (f"{med[m]:,.0f} ({med[m] / med['plain']:.2f}x)" for m in MODES[1:])
-            checked = [statistics.median(verdicts[m]) for m in MODES[1:]]
-            verdict = f"{checked[0]:,.0f} / {checked[1]:,.0f} ({checked[0] / checked[1]:.2f}x)"
-            print(f"{label:<24}{med['plain']:>9,.0f}{now:>16}{previous:>16}{verdict:>34}"
-                  f"{runs['now']:>5} / {runs['previous']}")  # fmt: skip
-        print("\nthe spot check after a switch (bench_real_traffic.py's bench_tap):", end="")
-        tiny = tiny_model(scratch / "tiny.onnx")
+        baseline = _baseline(args.baseline, Path(folder))
+        reps: dict[str, list[dict[str, dict[str, float]]]] = {tree: [] for tree in TREES}
+        for rep in range(args.reps):
+            for tree in TREES[rep % 2 :] + TREES[: rep % 2]:  # alternated: neither always first
+                reps[tree].append(_rep(tree, args.models, baseline))
+        print(f"{'model':<24}{'plain ms':>9}{'today ms':>10}{'now ms':>9}{'now/today':>10}"
+              f"{'verdict ms today':>18}{'now':>8}{'now/today':>10}{'runs':>11}")  # fmt: skip
+        for label in reps["now"][0]:
+
+            def med(tree: str, field: str, label: str = label) -> float:
+                return statistics.median(r[label][field] for r in reps[tree])
+
+            plain, today, now = med("now", "plain_ms"), med("today", "ms"), med("now", "ms")
+            vtoday, vnow = med("today", "verdict_ms"), med("now", "verdict_ms")
+            runs = f"{reps['today'][0][label]['runs']:.0f} / {reps['now'][0][label]['runs']:.0f}"
+            print(f"{label:<24}{plain:>9,.0f}{today:>10,.0f}{now:>9,.0f}{now / today:>9.2f}x"
+                  f"{vtoday:>18,.0f}{vnow:>8,.0f}{vnow / vtoday:>9.2f}x{runs:>11}")  # fmt: skip
+    from bench_backend import tiny_model
+    from bench_real_traffic import bench_tap
+
+    print(
+        "\nthe spot check after a switch, at its default rate (bench_real_traffic.py's bench_tap):"
+    )
+    with tempfile.TemporaryDirectory() as folder:
+        tiny = tiny_model(Path(folder) / "tiny.onnx")
         ones = np.ones((1, 4), np.float32)
         bench_tap(tiny, {"a": ones, "b": ones}, 7, 20000)
 

@@ -402,3 +402,23 @@ def gather_model() -> bytes:
         initializer=[table],
     )
     return _model(graph)
+
+
+def string_argmax_classifier() -> bytes:
+    """x[batch, 4] -> scores = x @ w; label = ("cat", "dog", "eel")[argmax(scores)]: a float and a
+    string output (the labels a scikit-learn classifier converted by skl2onnx gives)."""
+    weights = np.random.default_rng(0).standard_normal((4, 3)).astype(np.float32)
+    names = helper.make_tensor("names", TensorProto.STRING, [3], [b"cat", b"dog", b"eel"])
+    return graph_model(
+        [
+            helper.make_node("MatMul", ["x", "w"], ["scores"]),
+            helper.make_node("ArgMax", ["scores"], ["idx"], axis=1, keepdims=0),
+            helper.make_node("Gather", ["names", "idx"], ["label"]),
+        ],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 4])],
+        [
+            helper.make_tensor_value_info("scores", TensorProto.FLOAT, ["batch", 3]),
+            helper.make_tensor_value_info("label", TensorProto.STRING, ["batch"]),
+        ],
+        [numpy_helper.from_array(weights, "w"), names],
+    )

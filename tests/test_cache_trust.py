@@ -168,8 +168,9 @@ def _verification_warnings(caught: list[warnings.WarningMessage]) -> list[str]:
 
 
 def test_an_unusable_verdict_folder_is_one_warning_and_the_build_goes_on(
-    ortplug_cache, variants
+    ortplug_cache, variants, monkeypatch
 ) -> None:
+    monkeypatch.setenv("ORTPLUG_REAL_TRAFFIC_CHECKS", "0")  # the int8 variant serves once verified
     ortplug_cache.mkdir()
     (ortplug_cache / "verify").write_text("")  # a file where the folder should be
     plugins = make_plugin_host(environ=VNNI)
@@ -191,7 +192,10 @@ def test_an_unusable_verdict_folder_is_one_warning_and_the_build_goes_on(
 
 
 @pytest.mark.skipif(AS_ROOT and not shutil.which("chattr"), reason="root writes anywhere")
-def test_a_read_only_cache_without_a_verdict_still_verifies(ortplug_cache, variants) -> None:
+def test_a_read_only_cache_without_a_verdict_still_verifies(
+    ortplug_cache, variants, monkeypatch
+) -> None:
+    monkeypatch.setenv("ORTPLUG_REAL_TRAFFIC_CHECKS", "0")  # the int8 variant serves once verified
     ortplug_cache.mkdir(mode=0o700)
     if AS_ROOT:
         made = subprocess.run(["chattr", "+i", str(ortplug_cache)], check=False)

@@ -216,11 +216,13 @@ def test_ortplug_run_input_is_verified_on_and_info_shows_coverage(built: Path, t
     folder = tmp_path / "model"
     shutil.copytree(built, folder)
     model = str(folder / "mlp.onnx")
-    info = _cli("info", "--model", model, env={**VNNI, "ORTPLUG_MEASURE": "0"})
+    once_verified = {**VNNI, "ORTPLUG_MEASURE": "0", "ORTPLUG_REAL_TRAFFIC_CHECKS": "0"}
+    info = _cli("info", "--model", model, env=once_verified)
     lines = info.stdout.splitlines()
     at = lines.index("candidate    [cpu] variant int8 (int8): chosen: verified")
     assert lines[at + 1].startswith(
-        "  covered    generated inputs: the first feed (x (1, 64)); batch 2; batch 8; "
+        "  covered    generated inputs: the first feed (x (1, 64)); batch 2; batch 4; batch 5; "
+        "batch 8; batch 9; "
     )
     run = _cli("run", model, "--input", f"x={folder / 'wide.npy'}", "--repeat", "1", "--json",
                env={**VNNI, "ORTPLUG_MEASURE": "0"})  # fmt: skip

@@ -73,7 +73,10 @@ def test_an_offer_at_the_weights_own_precision_is_the_reference() -> None:
     assert list(selection.chain) == [REDUCED]  # one chain: the higher preference of the kind
 
 
-def test_the_reduced_candidate_is_verified_at_its_precisions_tolerance() -> None:
+def test_the_reduced_candidate_is_verified_at_its_precisions_tolerance(monkeypatch) -> None:
+    monkeypatch.setenv(
+        "ORTPLUG_REAL_TRAFFIC_CHECKS", "0"
+    )  # served once verified (by default it shadows the CPU first)
     with OnnxBackend.from_checkpoint(_checkpoint(), plugins=_plugins(), measure=False) as backend:
         verdict = backend.report.verification  # verify=None: a reduced precision is checked
         assert verdict is not None and verdict.passed

@@ -56,6 +56,11 @@ def _until(condition: Callable[[], bool], what: str, timeout: float = 60.0) -> N
         time.sleep(0.01)
 
 
+def _said(caught: object) -> bool:
+    """Whether a VerificationWarning was caught (the spot check warns from its thread)."""
+    return any(issubclass(w.category, VerificationWarning) for w in caught)  # type: ignore[attr-defined]
+
+
 def _threads(name: str) -> list[threading.Thread]:
     return [t for t in threading.enumerate() if t.name == name and t.is_alive()]
 
@@ -189,6 +194,7 @@ def test_a_spot_check_disagreement_moves_to_the_next_verified_choice_failing_no_
     with pytest.warns(VerificationWarning) as caught:
         backend.run(large)  # served by the candidate: the spot check runs it again on the CPU
         _until(lambda: backend.providers == CPU, "the fall-back to the CPU reference")
+        _until(lambda: _said(caught), "the spot check's warning (said after the CPU serves)")
     (line,) = [str(w.message) for w in caught if issubclass(w.category, VerificationWarning)]
     assert "spot check:" in line and "on real inputs: request 1 (x (2, 8) float32)" in line
     assert line.endswith("serving on ['CPUExecutionProvider'] from now on (no call failed)")
@@ -273,3 +279,98 @@ def test_exiting_while_a_candidate_shadows_is_prompt_and_clean() -> None:
     assert done.returncode == 0, done.stderr[-2000:]
     assert "shadows it on real requests" in done.stdout
     assert time.perf_counter() - started < 25  # not the 30 s the bring-up's exit waits at most
+
+
+# -- after a takeover (issue 37 item 6, T5, T6) -----------------------------------------------------
+
+
+def _serving(demo, misbehaviour: str = "slow", **kwargs: object) -> OnnxBackend:
+    """A backend whose misbehaving candidate took over after one agreeing request, spot-checked
+    on every call it serves."""
+    kwargs.setdefault("delay_s", 0.001)
+    backend = OnnxBackend.from_checkpoint(
+        demo, plugins=_host(misbehaviour, **kwargs), startup_fallback=True, measure=False,  # type: ignore[arg-type]
+        real_traffic_checks=1, spot_check=1.0,
+    )  # fmt: skip
+    _until(lambda: backend.shadowing, "the verified candidate to shadow the CPU")
+    backend.run(_feed(1))
+    assert backend.wait_ready(60) and backend.providers == BAD
+    return backend
+
+
+def _checked(backend: OnnxBackend) -> int:
+    status = backend.startup_status or ""
+    return (
+        int(status.split("spot check: ")[1].split(" of its calls")[0])
+        if "spot check: " in status
+        else 0
+    )
+
+
+@pytest.mark.parametrize("form", ["run_into", "run_async", "arun"])
+def test_spot_checks_sample_every_run_form(demo, form: str) -> None:
+    """T6: run_async and arun calls were never sampled (nor run_into's)."""
+    import asyncio
+
+    backend = _serving(demo)
+    feed = _feed(2, seed=5)
+    for _ in range(3):
+        if form == "run_into":
+            backend.run_into(feed, {"logits": np.empty((2, 3), np.float32)})
+        elif form == "run_async":
+            done = threading.Event()
+            backend.run_async(feed, lambda _outputs, _error, ready=done: ready.set())
+            assert done.wait(30)
+        else:
+            asyncio.run(backend.arun(feed))
+        time.sleep(0.05)
+    _until(lambda: _checked(backend) >= 2, f"spot checks of {form} calls")
+    backend.close()
+
+
+def test_the_sampled_share_starts_at_every_call_and_decays_to_the_configured_rate() -> None:
+    from ortplug.pipeline.real_traffic import DECAY
+    from ortplug.pipeline.traffic_check import TrafficCheck
+
+    check = TrafficCheck(None, lambda *_: False, name="t", capacity=1, rate=0.01, decay=DECAY)
+    shares = [check.share(n) for n in (1, 2, DECAY + 1, 10 * DECAY + 1, 10_000)]
+    assert shares == [1.0, DECAY / (DECAY + 1), 0.5, 1 / 11, 0.01]
+    check.stop()
+
+
+def test_a_candidate_that_goes_wrong_after_its_takeover_hands_over_to_the_kept_reference(demo):
+    reference = OnnxBackend.from_checkpoint(demo, providers=["cpu"])
+    backend = _serving(demo, "after_runs", runs=160)  # wrong from its session's 161st run
+    wrong, calls = 0, 0
+    with pytest.warns(VerificationWarning) as caught:
+        while backend.providers == BAD and calls < 400:
+            feed = _feed(1, seed=calls)
+            wrong += not np.array_equal(backend.run(feed)["logits"], reference.run(feed)["logits"])
+            calls += 1
+            time.sleep(0.002)
+        _until(lambda: backend.providers == CPU, "the fall-back to the CPU reference")
+        _until(lambda: _said(caught), "the spot check's warning")
+    (line,) = [str(w.message) for w in caught if issubclass(w.category, VerificationWarning)]
+    assert "spot check:" in line and "serving on ['CPUExecutionProvider'] from now on" in line
+    assert 0 < wrong <= 5  # every call sampled: caught at its first wrong one, plus r * d
+    feed = _feed(3, seed=99)
+    np.testing.assert_array_equal(backend.run(feed)["logits"], reference.run(feed)["logits"])
+    backend.close()
+
+
+def test_a_spot_check_sees_outputs_a_later_call_overwrites(demo):
+    """T5: a provider returning one reused buffer per output passed every spot check."""
+    backend = _serving(demo, "reused_buffer", reuse_after=160)
+    kept = []
+    with pytest.warns(VerificationWarning) as caught:
+        for seed in range(300):
+            kept.append(backend.run(_feed(1, seed=seed))["logits"])
+            if backend.providers == CPU:
+                break
+            time.sleep(0.002)
+        _until(lambda: backend.providers == CPU, "the fall-back to the CPU reference")
+        _until(lambda: _said(caught), "the spot check's warning")
+    (line,) = [str(w.message) for w in caught if issubclass(w.category, VerificationWarning)]
+    assert "were the memory a later run returned its outputs in" in line
+    assert len({id(k) for k in kept[-2:]}) == 1 or len(kept) < 300
+    backend.close()

@@ -5,6 +5,7 @@ wrong where one generated input at batch 1 does not look, as a misbehaving test 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import models
@@ -19,6 +20,7 @@ from ortplug import (
     OptionError,
     Tolerance,
     VerificationError,
+    VerificationWarning,
 )
 from ortplug.checkpoint import select_variant
 from ortplug.testing import demo_model, make_plugin_host
@@ -86,9 +88,9 @@ CASES = {
     "inf_sign": (_division(), r"output 'y': at \[\d+\]: -?(inf|nan), reference -?inf .*non-finite"),
     "nan_for_inf": (_division(), r"output 'y': at \[\d+\]: nan, reference -?inf .*non-finite"),
     "later_rows": (DEMO, r"output '(logits|probs)': (row [1-9]|at \[[1-9]).* \(on batch 2\)"),
-    "after_runs": (DEMO, r"\(on the first feed after 10 runs\)"),
+    "after_runs": (DEMO, r"\(on values x8\)"),  # the session's 9th run
     "magnitude": (DEMO, r"output 'logits': .*\(on values x8\)"),
-    "output_subset": (DEMO, r"output 'probs': .*\(on output 'probs' alone\)"),
+    "output_subset": (DEMO, r"output 'logits': .*\(on output 'logits' alone\)"),
     "async_only": (DEMO, r"\(on run_async\)"),
     "rare_ids": (_embedding(), r"output 'pooled': .*\(on ids ids 0\.\.99\)"),
     "inverted_scores": (_detector(), r"output 'detections': at \[0, [45], \d\]: .* exceeds"),
@@ -102,6 +104,76 @@ def test_default_verification_rejects_each_misbehaviour(misbehaviour: str) -> No
     model, message = CASES[misbehaviour]
     with pytest.raises(VerificationError, match=message):
         _verify(model, misbehaviour)
+
+
+def _rejected(misbehaviour: str, model: bytes = DEMO, **kwargs: object) -> str:
+    """Why verification rejects the misbehaving provider (kwargs: the plugin's) on ``model``."""
+    plugin = MisbehavingPlugin(misbehaviour, **kwargs)  # type: ignore[arg-type]
+    with pytest.raises(VerificationError) as raised:
+        OnnxBackend.from_checkpoint(
+            InMemoryCheckpoint(model),
+            providers=[plugin.config, "cpu"],
+            plugins=make_plugin_host(("bad", plugin)),
+        ).close()
+    return str(raised.value)
+
+
+#: Issue 37's T3 and T5: wrong only where the probes of last round did not look (batches 1, 2 and
+#: 8, ten runs, the last output alone, x0.01 and x8), and what the rejection names.
+WHERE_PROBES_DID_NOT_LOOK = {
+    "mid_batches": ({}, r"\(on batch [3-7]\)"),
+    "rows_from_8": ({}, r"output 'logits': at \[8, \d\]: .*\(on batch 9\)"),
+    "first_alone": ({}, r"output 'logits': .*\(on output 'logits' alone\)"),
+    "after_runs": ({"runs": 40}, r"\(on .*, run 4[1-9]\)"),
+    "every_runs": ({"runs": 17}, r"\(on .*, run \d+\)"),
+    "mid_magnitude": ({"magnitude": 3.5}, r"output 'logits': .*\(on values x3\)"),
+    "reused_buffer": ({}, r"its outputs are aliased: output 'logits' of one run is the memory"),
+}
+
+
+@pytest.mark.parametrize("misbehaviour", sorted(WHERE_PROBES_DID_NOT_LOOK))
+def test_probes_look_where_serving_runs(misbehaviour: str) -> None:
+    kwargs, message = WHERE_PROBES_DID_NOT_LOOK[misbehaviour]
+    assert re.search(message, _rejected(misbehaviour, **kwargs)), message
+
+
+def test_runs_at_once_each_get_their_own_input_so_crossed_outputs_fail() -> None:
+    """T2: a provider whose overlapping runs return each other's outputs was verified, as every
+    thread ran the same feed."""
+    why = _rejected("crossed", delay_s=0.01, concurrent_runs=True)
+    assert re.search(r"output 'logits': .*\(on 4 threads at once\)", why), why
+
+
+def test_a_slow_first_run_does_not_switch_the_probes_off(monkeypatch) -> None:
+    """T4: the budget is projected from the run after the warm-up, not from a compile."""
+    monkeypatch.setattr("ortplug.verification.verifier.VERIFY_BUDGET_S", 0.5)
+    why = _rejected("slow_first", delay_s=1.0)
+    assert re.search(r"output 'logits': (row 1|at \[1).*\(on batch 2\)", why), why
+
+
+def test_a_verdict_whose_every_probe_was_over_the_budget_is_unverified_and_not_served(
+    monkeypatch,
+) -> None:
+    monkeypatch.setattr("ortplug.verification.verifier.VERIFY_BUDGET_S", 0.3)
+    plugin = MisbehavingPlugin("slow", delay_s=0.2)
+    host = make_plugin_host(("bad", plugin))
+    with pytest.raises(VerificationError) as raised:
+        OnnxBackend.from_checkpoint(InMemoryCheckpoint(DEMO), providers=[plugin.config, "cpu"],
+                                    plugins=host)  # fmt: skip
+    verdict = raised.value.verdict
+    assert verdict is not None and verdict.unverified and not verdict.passed
+    said = str(raised.value)
+    assert "\n" not in said
+    assert re.search(
+        r"on AzureExecutionProvider, CPUExecutionProvider is unverified: every probe but batch 2 "
+        r"was over the 0\.3 s verification budget \(a run of the first feed takes 0\.1 s after "
+        r"warm-up\): batch 4, .*, run_async$",
+        said,
+    ), said
+    with pytest.warns(VerificationWarning, match="is unverified: every probe but batch 2"):
+        backend = OnnxBackend.from_checkpoint(InMemoryCheckpoint(DEMO), plugins=host)
+    assert backend.providers == ("CPUExecutionProvider",)  # not served by default
+    backend.close()
 
 
 @pytest.mark.parametrize("model", [DEMO, _division(), _detector(), _embedding()])
@@ -127,13 +199,17 @@ def test_the_verdict_says_what_the_inputs_covered() -> None:
     assert verdict.covered == (
         "the first feed (ids (1, 16))",
         "batch 2",
+        "batch 4",
+        "batch 5",
         "batch 8",
+        "batch 9",
         "ids ids 0..99",
         "ids (1, 64)",
         "the first feed after 10 runs",
         "run_async",
+        "the feeds again in a seeded order (runs 12 to 100)",
     )
-    assert "generated inputs: the first feed (ids (1, 16)); batch 2; batch 8" in verdict.describe()
+    assert "generated inputs: the first feed (ids (1, 16)); batch 2; batch 4" in verdict.describe()
 
 
 def test_dim_ranges_cap_the_largest_batch() -> None:
@@ -256,8 +332,9 @@ def test_an_identical_variant_passes_every_probe(tmp_path: Path) -> None:
     variant = select_variant(LocalCheckpoint(path).resolve(), "fp32")
     with OnnxBackend.from_checkpoint(variant, providers=["cpu"], verify=True) as backend:
         verdict = backend.report.verification
-        assert verdict is not None and verdict.passed and len(verdict.covered) == 8
-        assert verdict.covered[-1] == "4 threads at once"  # the CPU provider declares them safe
+        assert verdict is not None and verdict.passed and len(verdict.covered) == 12
+        assert verdict.covered[-2] == "4 threads at once"  # the CPU provider declares them safe
+        assert verdict.covered[-1].startswith("the feeds again in a seeded order (runs ")
 
 
 def test_ortplugs_int8_variant_of_a_wider_mlp_is_rejected_by_default(tmp_path: Path) -> None:

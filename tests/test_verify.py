@@ -299,7 +299,10 @@ def test_an_offer_of_a_variant_the_checkpoint_lacks_is_ignored_with_a_warning(
 # -- building verified backends --------------------------------------------------------------------
 
 
-def test_the_policy_picks_a_verified_int8_variant_and_caches_the_verdict(vnni, accepted) -> None:
+def test_the_policy_picks_a_verified_int8_variant_and_caches_the_verdict(
+    vnni, accepted, monkeypatch
+) -> None:
+    monkeypatch.setenv("ORTPLUG_REAL_TRAFFIC_CHECKS", "0")  # served once verified
     checkpoint = accepted
     with OnnxBackend.from_checkpoint(checkpoint, plugins=vnni) as backend:
         verdict = backend.report.verification
@@ -310,7 +313,7 @@ def test_the_policy_picks_a_verified_int8_variant_and_caches_the_verdict(vnni, a
         assert (verdict.variant, verdict.inputs, verdict.tolerance) == (
             "int8",
             "generated",
-            Tolerance(0.05, 0.15),
+            Tolerance(0.05, 2.0),
         )
         (check,) = verdict.checks
         assert check.name == "logits" and 0 < check.max_abs < 0.5 and check.rows >= 1
@@ -402,7 +405,10 @@ def test_carried_samples_are_the_verification_inputs(vnni, accepted) -> None:
         )
 
 
-def test_a_corrupt_verdict_record_is_ignored_and_measured_again(vnni, accepted, tmp_path) -> None:
+def test_a_corrupt_verdict_record_is_ignored_and_measured_again(
+    vnni, accepted, tmp_path, monkeypatch
+) -> None:
+    monkeypatch.setenv("ORTPLUG_REAL_TRAFFIC_CHECKS", "0")  # served once verified
     checkpoint = accepted
     OnnxBackend.from_checkpoint(checkpoint, plugins=vnni).close()
     (record,) = Path(os.environ["ORTPLUG_CACHE_DIR"], "verify").glob("*.json")
@@ -462,7 +468,11 @@ def test_cli_variants_verify_run_and_inspect(tmp_path: Path) -> None:
         ("int8", "pass"),
         (None, "reference"),
     ]
-    assert report["chosen"] == 0
+    # what `ortplug run` serves: the CPU reference, while the int8 variant (lossy, verified on
+    # generated inputs) shadows it on real requests; with the checks off, the variant at once
+    assert report["chosen"] == 1
+    at_once = _cli("verify", str(model), "--json", env={**VNNI, "ORTPLUG_REAL_TRAFFIC_CHECKS": "0"})
+    assert json.loads(at_once.stdout)["chosen"] == 0
 
     strict = _cli("verify", str(model), "--providers", "cpu", "--tolerance", "1e-9,0")
     assert strict.returncode == 1
@@ -470,11 +480,12 @@ def test_cli_variants_verify_run_and_inspect(tmp_path: Path) -> None:
         strict.stdout.count("FAIL") == 2 and "REFERENCE reference (fp32) on [cpu]" in strict.stdout
     )
 
-    run = _cli("run", str(model), "--verify", "--repeat", "2", env=VNNI)
+    served_once_verified = {**VNNI, "ORTPLUG_REAL_TRAFFIC_CHECKS": "0"}
+    run = _cli("run", str(model), "--verify", "--repeat", "2", env=served_once_verified)
     assert run.returncode == 0, run.stderr
     assert "verdict   verified variant int8 (int8) on CPUExecutionProvider" in run.stdout
     inspected = _cli("inspect", str(model))
-    assert "variant    int8: mlp.int8.onnx (int8, rtol=0.05 atol=0.15)" in inspected.stdout
+    assert "variant    int8: mlp.int8.onnx (int8, rtol=0.05 atol=2)" in inspected.stdout
 
 
 def _cancelling_model() -> bytes:

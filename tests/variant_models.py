@@ -85,8 +85,8 @@ def broken_int8(checkpoint: ResolvedCheckpoint) -> None:
 
 #: The tolerance a user who accepts int8 quantization's error on logits sets for the test MLP's
 #: int8 variant (the element-wise default, rtol=0.05 atol=0.01, rejects errors of ~0.05 on
-#: logits near zero).
-INT8_ACCEPTED = {"rtol": 0.05, "atol": 0.15}
+#: logits near zero; 1 in 100 rows of unit-scale inputs is off by 0.9, 1 in 1000 by 1.6).
+INT8_ACCEPTED = {"rtol": 0.05, "atol": 2.0}
 
 
 def set_tolerance(folder: Path, variant: str, tolerance: dict[str, float]) -> None:

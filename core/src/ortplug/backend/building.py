@@ -23,7 +23,7 @@ from .options import StartupFallback, Verification, startup_of, verification_of
 
 if TYPE_CHECKING:
     from ..pipeline.report import ProviderReport
-    from ..pipeline.switch_state import StartupSwitch
+    from ..pipeline.switch_state import StartupSwitch, TrafficSettings
     from ..plugin_host.manager import PluginHost
     from ..providers.session_options import SessionOptionsConfig
     from ..selection import ProviderPolicy
@@ -79,6 +79,27 @@ class BuildRequest:
         assert self.startup is not None
         traffic = traffic_settings(self.startup.real_traffic_checks, self.startup.spot_check)
         return start_on_cpu(backend, self.pipeline, self.listed, reference, traffic)
+
+    def _traffic(self) -> TrafficSettings:
+        from ..pipeline.real_traffic import traffic_settings
+
+        startup = self.startup or StartupFallback()
+        return traffic_settings(startup.real_traffic_checks, startup.spot_check)
+
+    def proves_on_traffic(self, result: BuildResult) -> bool:
+        """Whether ``result`` (a latency build's) is lossy, verified on generated inputs only: it
+        serves after agreeing with the CPU reference on real requests (``real_traffic_checks``,
+        default 8 or ``ORTPLUG_REAL_TRAFFIC_CHECKS``; 0: at once)."""
+        return self.hint == "latency" and result.lossy and self._traffic().checks > 0
+
+    def prove_behind(
+        self, backend: ServingBackend, result: BuildResult, reference: BuildResult
+    ) -> StartupSwitch:
+        """Let lossy ``result`` take over from ``backend``, which serves ``reference`` now, once
+        it agreed with it on real requests."""
+        from ..pipeline.startup import prove_on_traffic
+
+        return prove_on_traffic(backend, self.pipeline, result, reference, self._traffic())
 
     def check_share(self, report: ProviderReport, result: BuildResult) -> None:
         """Hold the served session to ``min_accelerator_share``, when one was asked for."""

@@ -132,6 +132,11 @@ class OnnxBackend(SessionSurface):
             backend._attach_startup(request.start_behind(backend, reference))
             return backend
         result = request.pipeline.run(request.listed)
+        if request.proves_on_traffic(result):  # lossy: the CPU serves until real requests agree
+            reference = request.pipeline.reference(result)
+            backend = cls._made(reference)
+            backend._attach_startup(request.prove_behind(backend, result, reference))
+            return backend
         backend = cls._made(result)
         request.check_share(backend.report, result)
         if request.hint != "latency":
@@ -196,8 +201,9 @@ class OnnxBackend(SessionSurface):
     def wait_ready(self, timeout: float | None = None) -> bool:
         """Wait until a start-up fallback settled: its accelerator serves, or it will not; False
         on time-out. A candidate that shadows the CPU (:attr:`shadowing`) needs real requests to
-        agree on before it serves. True at once without a start-up fallback."""
-        return self._startup is None or self._startup.done.wait(timeout)
+        agree on before it serves (a lossy candidate too, by default): without them this says
+        so once, and waits. True at once without a start-up fallback."""
+        return self._startup is None or self._startup.wait(timeout)
 
     @property
     def startup_error(self) -> BaseException | None:
@@ -346,9 +352,13 @@ class OnnxBackend(SessionSurface):
             return copy_into(run, feed, outputs, (self.inputs, self.outputs))
         self._live()
         with self._inflight.scoped(run_options) as options:
-            return self._served.into.run(
+            written = self._served.into.run(
                 feed, outputs, options, lambda exc: self._raise_explained(feed, exc)
             )
+        watch = self._served.watch
+        if watch is not None:  # a spot check samples every run form
+            watch.tap(list(written), feed, list(written.values()), self._served.plan, owned=True)
+        return written
 
     def bind(self, run_options: RunOptionsConfig | None = None) -> Binding:
         """An IO binding on this session: bind inputs and outputs once, then ``run()`` repeatedly."""
@@ -385,6 +395,9 @@ class OnnxBackend(SessionSurface):
                 callback_on(future, names, callback, explained, ended)
             else:
                 shared = self._inflight.shared
+                watch = self._served.watch  # a spot check samples every run form
+                if watch is not None:
+                    callback = watch.tapping(callback, names, feed, self._served.plan)
                 run_async(self._live(), names, feed, own or shared, callback, explained, ended)
         except Exception as exc:
             ended()

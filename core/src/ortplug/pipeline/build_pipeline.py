@@ -99,11 +99,33 @@ class BuildResult:
     fallbacks: tuple[SessionPlan, ...] = ()
     choice: Choice | None = attrs.field(default=None, eq=False, repr=False)  # the served one
     choices: tuple[Choice, ...] = attrs.field(default=(), eq=False, repr=False)
+    #: The CPU reference's plan and session where the build made one (to serve it meanwhile).
+    reference: tuple[SessionPlan, SessionBuild] | None = attrs.field(
+        default=None, eq=False, repr=False
+    )
 
     @property
     def weights(self) -> ResolvedCheckpoint:
         """The weights the served session reads."""
         return self.plan.variant or self.origin
+
+    @property
+    def lossy(self) -> bool:
+        """Whether what serves was verified at a looser tolerance than the reference's precision
+        (an int8, fp16 or bf16 variant, a reduced-precision mode, a loosened tolerance) on inputs
+        that are not all real data (generated ones): it proves itself on real requests first.
+        A variant the caller selected (``select_variant``) is the caller's choice: not lossy."""
+        verdict = self.verdict
+        if verdict is None or not verdict.passed or "generated" not in verdict.inputs:
+            return False
+        if self.origin.variant is not None:
+            return False
+        from ..checkpoint.variants import default_tolerance
+
+        precision = self.origin.metadata.precision
+        own = default_tolerance(precision)
+        looser = verdict.tolerance.rtol > own.rtol or verdict.tolerance.atol > own.atol
+        return looser or verdict.precision != precision
 
 
 class ServeChange(NamedTuple):
@@ -252,8 +274,12 @@ class BuildPipeline:
         """The session ``plan`` describes."""
         return create_planned(plan.variant or self.checkpoint, plan, plan.options)
 
-    def reference(self) -> BuildResult:
-        """The CPU reference alone, built now (what a startup fallback serves at once)."""
+    def reference(self, built: BuildResult | None = None) -> BuildResult:
+        """The CPU reference alone (what a startup fallback serves at once): the one ``built``
+        made, else built now."""
+        if built is not None and built.reference is not None:
+            plan, build = built.reference
+            return BuildResult(self.checkpoint, plan, build)
         choice = next(choices(self.checkpoint, [CPU_EP], None, None))
         plan = self.prepare(choice)
         return BuildResult(
@@ -491,7 +517,17 @@ class BuildPipeline:
             fallbacks=() if entry.choice.strict else fallbacks,
             choice=entry.choice,
             choices=tuple(e.choice for e in entries),
+            reference=_reference_of(entries, ref),
         )
+
+
+def _reference_of(
+    entries: list[_Entry], ref: int | None
+) -> tuple[SessionPlan, SessionBuild] | None:
+    entry = None if ref is None else entries[ref]
+    if entry is None or entry.plan is None or entry.build is None:
+        return None
+    return entry.plan, entry.build
 
 
 def _wins(entry: _Entry, reference_ms: float | None) -> bool:

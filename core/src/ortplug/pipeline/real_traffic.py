@@ -11,9 +11,32 @@ the candidate serves; at the first disagreement (or a run that raises) it is rej
 verdict "on real inputs" naming the request's shapes, cached so no later build chooses it,
 and the CPU reference keeps serving. Until then every caller gets the CPU's outputs.
 
-Once a candidate serves, a share ``spot_check`` of its calls is run again on the CPU
-reference in the background (one at a time, within a tenth of one CPU); a disagreement hands
-the calls that follow to the next verified choice (the CPU reference last), failing none.
+Once a candidate serves, a share of its calls (every run form: ``run``, ``run_into``,
+``run_async``, ``arun``) is run again on the CPU reference in the background, one at a time:
+the ``n``-th call after the takeover is sampled with probability
+``s(n) = max(p, W / (W + n - 1))`` (every one at first, :data:`DECAY` ``= W``, decaying to the
+configured ``spot_check = p``), within a tenth of one CPU once it has decayed. A call whose
+outputs were the memory of a later call's is a disagreement too (aliased outputs). At a
+disagreement the kept CPU reference serves the calls that follow at once (nothing is built
+first), failing none.
+
+Exposure after a takeover. Let a candidate that took over go wrong from its ``m``-th call on, on
+a share ``q`` of its calls (``q = 1``: every call; ``1/17``: every 17th), at ``r`` calls a
+second; let ``d`` be the seconds the check takes for one sampled call (a CPU reference run of it
+and the comparison) and ``i`` the interpreter's switch interval (``sys.getswitchinterval()``,
+5 ms: while callers' threads run Python, the check's thread waits up to that long for the
+interpreter lock, after each CPU reference run). A call is taken only while the check is idle
+(one waits at most), so the share actually sampled is ``s'(n) = min(s(n), 1 / (1 + r * (d + i)))``.
+The expected number of wrong results callers get before the CPU reference serves is at most
+
+    E = sum_{k >= 0} q * prod_{j < k} (1 - q * s'(m + j))  +  q * r * (d + i)
+
+(the first term counts the wrong calls up to and including the first sampled one; the second,
+those served while it is judged). For a candidate wrong from its takeover (``m = 1``, ``q = 1``,
+``s = 1``) that is about ``1 + 2 * r * (d + i)``; for one that goes wrong long after it
+(``s' = p``) ``1 / p + q * r * (d + i)``: 100 at the default ``p = 0.01``, plus the calls served
+during one check. ``benchmarks/bench_exposure.py`` (or ``bench_real_traffic.py
+--exposure``) measures ``E`` for the tester's modes against this statement.
 """
 
 from __future__ import annotations
@@ -25,6 +48,7 @@ from typing import Any
 
 import attrs
 
+from .. import log as _log
 from ..checkpoint import ResolvedCheckpoint, Tolerance
 from ..errors import (
     OptionError,
@@ -34,15 +58,16 @@ from ..errors import (
 )
 from ..log import user_stacklevel
 from ..plugin_host.manager import resolve_plugin_host
-from ..session.plan import SessionPlan, choice_text
+from ..session.plan import SessionPlan, StalePlanError, choice_text
 from ..settings import Settings, settings
 from ..verification.verifier import Verifier
-from .build_pipeline import BuildResult, ServeChange, ServingBackend
+from .build_pipeline import BuildResult, ServeChange, Served, ServingBackend
 from .report import Candidate
 from .switch_state import Proving, StartupSwitch, TrafficSettings, did_not_come_up
-from .traffic_check import Request, TrafficCheck
+from .traffic_check import AliasedOutputs, Request, TrafficCheck
 
 __all__ = [
+    "DECAY",
     "hand_over",
     "traffic_settings",
 ]
@@ -53,8 +78,11 @@ _CHECKS = "ORTPLUG_REAL_TRAFFIC_CHECKS"
 _SPOT_CHECK = "ORTPLUG_SPOT_CHECK"
 #: Requests waiting for the shadow at most; the ones beyond are served and not checked.
 _SHADOW_QUEUE = 4
-#: The share of one CPU's time the spot check may take.
+#: The share of one CPU's time the spot check may take (once its sampled share decayed).
 _SPOT_CHECK_CPU_SHARE = 0.1
+#: ``W`` of the spot check's sampled share ``max(p, W / (W + n - 1))`` at the n-th call after a
+#: takeover: every call at first, half of them at the (W+1)-th.
+DECAY = 16
 _REFERENCE = "the CPU reference"
 
 #: ``_startup``'s switch: (backend, result, switch) -> whether the result's session serves now.
@@ -212,6 +240,8 @@ class _Handover:
                     return True
                 agreed = f"after agreeing with the CPU reference on {self.agreed} real requests"
                 self.take_over(backend, agreed)
+                if self.switch.switched:
+                    _log.warning("%s: %s", self.origin.label, self.switch.status)
                 return False
         self._reject(backend, request, outcome)
         return False
@@ -282,7 +312,7 @@ class _Handover:
             self.origin,
             self.verifier,
             switch,
-            self.proving.reference.plan,
+            self.proving.reference,
             rate,
             served=switch.status,
         )
@@ -293,6 +323,7 @@ class _Handover:
             capacity=1,
             rate=rate,
             cpu_share=_SPOT_CHECK_CPU_SHARE,
+            decay=DECAY,
         )
         weakref.finalize(backend, check.stop, wait=False)
         if not backend.serve(ServeChange(set_watch=True, watch=check)).moved:  # closed meanwhile
@@ -307,7 +338,7 @@ class _SpotCheck:
     origin: ResolvedCheckpoint
     verifier: Verifier
     switch: StartupSwitch
-    reference_plan: SessionPlan
+    reference: BuildResult  # the kept CPU reference: it serves at once at a disagreement
     rate: float
     served: str  # what the status said when the candidate took over
     checked: int = 0
@@ -319,25 +350,34 @@ class _SpotCheck:
         plan = request.served
         if not isinstance(plan, SessionPlan) or plan is not backend.serve(ServeChange()).plan:
             return True  # served before a fall-back: not what serves now
-        if isinstance(outcome, Exception):
+        aliased = isinstance(outcome, AliasedOutputs)
+        if isinstance(outcome, Exception) and not aliased:
             return True  # the CPU reference refused what the candidate ran: nothing to compare
         candidate = plan.variant or self.origin
         self.checked += 1
-        problem = self.verifier.disagreement(candidate, plan.precision, outcome, request.outputs)
-        if problem is None:
+        problem = None
+        if not isinstance(outcome, Exception):
+            problem = self.verifier.disagreement(
+                candidate, plan.precision, outcome, request.outputs
+            )
+        if problem is None and not aliased:
             self.switch.status = (
                 f"{self.served}; spot check: {self.checked} of its calls run again on the CPU "
                 f"reference (a share of {self.rate:g} sampled), all agreed"
             )
             return True
-        failed = backend.serve(ServeChange()).session
-        verdict = self.verifier.on_real_request(
-            candidate, plan, failed, request.describe(), outcome, request.outputs
-        )
         was = list(backend.providers)
-        served = backend.serve(ServeChange(failed=failed))
-        if not served.moved:
-            served = backend.serve(ServeChange(failed=failed, instead=self.reference_plan))
+        session = backend.serve(ServeChange()).session  # what served when it failed
+        served = self._to_reference(backend)  # at once: the wrong candidate serves no more
+        said = request.describe()
+        if isinstance(outcome, Exception):  # its outputs were aliased
+            verdict = self.verifier.on_real_request(
+                candidate, plan, session, said, request.outputs, outcome
+            )
+        else:
+            verdict = self.verifier.on_real_request(
+                candidate, plan, session, said, outcome, request.outputs
+            )
         moved = served.moved
         now = list(backend.providers)
         on_reference = served.plan is not None and served.plan.cpu_reference
@@ -367,3 +407,15 @@ class _SpotCheck:
             backend.serve(ServeChange(set_watch=True, watch=None))
             return False
         return True
+
+    def _to_reference(self, backend: ServingBackend) -> Served:
+        """Serve the kept CPU reference's session from the next call on (nothing is built),
+        keeping the report's lines for the caller to replace."""
+        lines = backend.serve(ServeChange()).candidates
+        try:
+            moved = backend.serve(ServeChange(result=self.reference, switch=True)).moved
+        except StalePlanError:  # a library was registered since: build the reference with it
+            failed = backend.serve(ServeChange()).session
+            moved = backend.serve(ServeChange(failed=failed, instead=self.reference.plan)).moved
+        served = backend.serve(ServeChange(candidates=lines))
+        return served._replace(moved=moved)

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
     from ..checkpoint import ResolvedCheckpoint
 
-__all__ = ["start_on_cpu"]
+__all__ = ["prove_on_traffic", "start_on_cpu"]
 
 #: Accelerator sessions built again for custom-op libraries registered during a bring-up.
 _MAX_REBUILDS = 3
@@ -61,6 +61,22 @@ def start_on_cpu(
         daemon=True,
     )
     thread.start()
+    return switch
+
+
+def prove_on_traffic(
+    backend: ServingBackend,
+    pipeline: BuildPipeline,
+    proven: BuildResult,
+    reference: BuildResult,
+    traffic: TrafficSettings,
+) -> StartupSwitch:
+    """Let ``proven``, a lossy candidate verified on generated inputs only, serve behind
+    ``backend`` (which serves ``reference``, the CPU, now) after it agreed with the CPU on real
+    requests (:func:`.real_traffic.hand_over`); no caller waits meanwhile."""
+    switch = start_switch(tuple(config.to_ort()[0] for config in proven.plan.chain))
+    if not hand_over(backend, proven, Proving(pipeline, reference, traffic), switch, _switch):
+        switch.settle()
     return switch
 
 

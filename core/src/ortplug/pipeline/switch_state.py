@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from ..errors import ProviderFallbackWarning
+from ..errors import ProviderFallbackWarning, VerificationWarning
 from ..session.build import cancel_builds
 
 if TYPE_CHECKING:
@@ -52,17 +52,46 @@ class StartupSwitch:
     warm_up_options: Any = None  # the warm-up run's RunOptions, to terminate it at exit
     status: str = ""  # what it is doing or did, as the report says it
     traffic: TrafficCheck | None = None  # the shadow checking a candidate on real requests
+    said_waiting: bool = False  # wait_ready said once that it waits for real requests
 
     def settle(self) -> None:
         """What serves is settled: no longer under way."""
         _UNDER_WAY.discard(self)
         self.done.set()
 
+    def wait(self, timeout: float | None) -> bool:
+        """Wait until settled (False on time-out); a candidate that shadows the CPU and sees no
+        real request for :data:`_QUIET_S` (it waits for requests to agree on, not for time) is
+        said once, so the wait is not a silent one."""
+        if (
+            self.traffic is None
+            or self.said_waiting
+            or (timeout is not None and timeout < _QUIET_S)
+        ):
+            return self.done.wait(timeout)
+        status = self.status
+        quiet = _QUIET_S
+        if self.done.wait(quiet):
+            return True
+        if self.traffic is not None and self.status == status and not self.said_waiting:
+            self.said_waiting = True
+            warnings.warn(
+                f"wait_ready: {status}; no real request came in {quiet:g} s: it takes over only "
+                "after agreeing on them (send run() calls, or set ORTPLUG_REAL_TRAFFIC_CHECKS=0 "
+                "or StartupFallback(real_traffic_checks=0) to serve it once verified)",
+                VerificationWarning,
+                stacklevel=3,
+            )
+        rest = None if timeout is None else max(0.0, timeout - quiet)
+        return self.done.wait(rest)
+
 
 #: Bring-ups under way; at exit each is stopped and waited for (native code still
 #: running in a thread when the process ends aborts it).
 _UNDER_WAY: set[StartupSwitch] = set()
 _EXIT_WAIT_S = 30.0
+#: Seconds without a real request after which a wait for a shadowing candidate says why it waits.
+_QUIET_S = 1.0
 
 
 def _stop_at_exit() -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import itertools
+import math
 import queue
 import random
 import threading
@@ -26,7 +27,7 @@ import numpy as np
 
 from ..host.runtime import require_onnxruntime
 
-__all__ = ["Judge", "Request", "TrafficCheck"]
+__all__ = ["AliasedOutputs", "Judge", "Request", "TrafficCheck"]
 
 #: How long stopping waits for the thread (its run in flight is terminated first).
 _JOIN_S = 10.0
@@ -42,6 +43,7 @@ class Request:
     outputs: Mapping[str, Any]
     served: object
     number: int
+    aliased: bool = False  # its outputs were the memory of a later request's
 
     def describe(self) -> str:
         """``request 3 (x (2, 8) float32)``: which request, and the shapes it fed."""
@@ -67,6 +69,20 @@ Judge = Callable[[Request, "Mapping[str, Any] | Exception"], bool]
 def _done(_request: Request, _outcome: Mapping[str, Any] | Exception) -> bool:
     """The judge of a check that ended (its own judge, and all it holds, are released)."""
     return False
+
+
+class AliasedOutputs(Exception):
+    """What a check judges instead of outputs when a served request's outputs were the memory
+    of the next run's (a provider that reuses its output buffers under the caller)."""
+
+
+def _arrays(values: Sequence[Any]) -> list[np.ndarray]:
+    return [v for v in values if isinstance(v, np.ndarray) and v.size and v.dtype != object]
+
+
+def _shared(kept: Sequence[np.ndarray], results: Sequence[Any]) -> bool:
+    """Whether an output of ``results`` is the memory of one of ``kept``."""
+    return any(np.may_share_memory(k, r) for k in kept for r in _arrays(results))
 
 
 class _Uncopyable(Exception):
@@ -108,9 +124,10 @@ class TrafficCheck:
     with its outputs, to ``judge``.
 
     ``rate`` is the share of requests offered that are taken (1: every one the queue has room
-    for), ``capacity`` how many may wait, and ``cpu_share`` (``None``: no budget) the share of
-    the thread's time it may spend running: after a run of ``t`` seconds nothing is taken for
-    ``t * (1 / cpu_share - 1)`` seconds. ``ended`` is called once, in the thread, when it stops.
+    for; with ``decay`` W, the n-th offered is taken with ``max(rate, W / (W + n - 1))``),
+    ``capacity`` how many may wait, and ``cpu_share`` (``None``: no budget) the share of the
+    thread's time it may spend running once the share decayed to ``rate``: after a run of ``t``
+    seconds nothing is taken for ``t * (1 / cpu_share - 1)`` seconds. ``ended`` is called once, in the thread, when it stops.
     """
 
     def __init__(
@@ -123,11 +140,17 @@ class TrafficCheck:
         rate: float = 1.0,
         cpu_share: float | None = None,
         ended: Callable[[], None] | None = None,
+        decay: int = 0,
     ) -> None:
         self._session = session
         self._judge = judge
         self._queue: queue.Queue[Request | None] = queue.Queue(capacity)
         self._rate = rate
+        self._decay = decay
+        self._offered = 0  # requests offered (approximate under many callers: a share's input)
+        #: Requests offered from which the share is ``rate`` (no counting beyond: nothing per call).
+        self._decayed_at = math.ceil(decay / rate - decay + 1) if decay and rate > 0 else 0
+        self._kept: tuple[list[np.ndarray], Request] | None = None  # the last one taken
         self._draw = random.Random().random
         self._cpu_share = cpu_share
         self._resume_at = 0.0
@@ -158,10 +181,30 @@ class TrafficCheck:
 
         return tapped
 
-    def tap(self, names: Sequence[str], feed: Any, results: Sequence[Any], served: object) -> None:
-        """Offer one served request: taken when sampled, the queue has room and the budget
-        allows; never blocks."""
-        if self._rate < 1.0 and self._draw() >= self._rate:
+    def tap(
+        self,
+        names: Sequence[str],
+        feed: Any,
+        results: Sequence[Any],
+        served: object,
+        *,
+        owned: bool = False,
+    ) -> None:
+        """Offer one served request: taken when sampled (:meth:`share`), the queue has room and
+        the budget allows; never blocks. The outputs of the last one taken must not be the memory
+        of the next request's (judged as :class:`AliasedOutputs` when they are; ``owned``: the
+        outputs are the caller's own arrays, ``run_into``'s, which it may pass again)."""
+        kept = self._kept
+        if kept is not None and not owned:
+            self._kept = None  # compared with the next request only: nothing more per call
+            if _shared(kept[0], results):
+                with contextlib.suppress(queue.Full):
+                    self._queue.put_nowait(attrs.evolve(kept[1], aliased=True))
+        rate = self._rate
+        if self._offered < self._decayed_at:  # right after the start: a higher share
+            self._offered += 1
+            rate = self.share(self._offered)
+        if rate < 1.0 and self._draw() >= rate:
             return
         if self._stopped.is_set() or self._queue.full() or time.monotonic() < self._resume_at:
             return
@@ -175,8 +218,32 @@ class TrafficCheck:
             )
         except _Uncopyable:
             return
+        self._kept = None if owned else (_arrays(results), request)
         with contextlib.suppress(queue.Full):  # another caller's request took the last place
             self._queue.put_nowait(request)
+
+    def tapping(
+        self,
+        callback: Callable[[Mapping[str, Any] | None, BaseException | None], None],
+        names: Sequence[str],
+        feed: Any,
+        served: object,
+    ) -> Callable[[Mapping[str, Any] | None, BaseException | None], None]:
+        """``callback`` (an asynchronous run's: outputs or an error) with its outputs offered first."""
+
+        def tapped(outputs: Mapping[str, Any] | None, error: BaseException | None) -> None:
+            if outputs is not None:
+                self.tap(names, feed, [outputs[name] for name in names], served)
+            callback(outputs, error)
+
+        return tapped
+
+    def share(self, offered: int) -> float:
+        """The share of requests taken at the ``offered``-th: ``decay / (decay + offered)`` at
+        first (every one, at the first), down to ``rate``."""
+        if not self._decay:
+            return self._rate
+        return max(self._rate, self._decay / (self._decay + offered - 1))
 
     def stop(self, *, wait: bool = True) -> None:
         """Stop checking (a run in flight is terminated); wait for the thread unless ``wait`` is
@@ -194,6 +261,7 @@ class TrafficCheck:
             self._thread.join(timeout)
 
     def _work(self) -> None:
+        previous: list[np.ndarray] | None = None  # the last run's outputs here
         try:
             while not self._stopped.is_set():
                 request = self._queue.get()
@@ -202,14 +270,25 @@ class TrafficCheck:
                 started = time.monotonic()
                 outcome: Mapping[str, Any] | Exception
                 try:
+                    if request.aliased:
+                        raise AliasedOutputs(
+                            f"the outputs of {request.describe()} were the memory a later run "
+                            "returned its outputs in (a caller that kept them saw them overwritten)"
+                        )
                     names = list(request.names)
                     results = self._session.run(names, dict(request.feed), self._options)
                     outcome = dict(zip(names, results))
+                    if previous is not None and _shared(previous, results):
+                        raise AliasedOutputs(
+                            f"the outputs of the run before {request.describe()} were the memory "
+                            "its run returned its outputs in"
+                        )
+                    previous = _arrays(results)
                 except Exception as exc:
                     outcome = exc
                 if self._stopped.is_set():
                     return
-                if self._cpu_share is not None:
+                if self._cpu_share is not None and self._offered >= self._decayed_at:
                     rest = (time.monotonic() - started) * (1.0 / self._cpu_share - 1.0)
                     self._resume_at = time.monotonic() + rest
                 if not self._judge(request, outcome):

@@ -15,7 +15,7 @@ import numpy as np
 from ..errors import BackendClosedError, OptionError, OptionTypeError, RunTerminatedError
 from .introspection import ValueInfo
 
-__all__ = ["Binding", "accumulates"]
+__all__ = ["Binding", "accumulates", "bindable"]
 
 
 class _BackendClosedError(BackendClosedError):
@@ -36,6 +36,21 @@ def accumulates(info: ValueInfo) -> bool:
     if info.kind == "optional" and info.element is not None:
         return accumulates(info.element)
     return info.kind in _ACCUMULATING
+
+
+def bindable(info: ValueInfo) -> bool:
+    """Whether ONNX Runtime's IO binding takes a value of this type: not a string tensor (it
+    refuses a bound string input, and a bound string output corrupts memory when copied out)."""
+    if info.kind == "optional" and info.element is not None:
+        return bindable(info.element)
+    return not (info.kind == "tensor" and info.element_type == "string")
+
+
+def _unbindable(what: str, info: ValueInfo) -> str:
+    return (
+        f"{what}: {info.name!r} is {info.type}, which ONNX Runtime's IO binding cannot hold; "
+        "run it with backend.run() instead"
+    )
 
 
 class _ClosedIoBinding:
@@ -86,6 +101,8 @@ class Binding:
             raise OptionError(
                 f"bind_input: {name!r} is not an input of the model; inputs: {list(self._inputs)}"
             )
+        if not bindable(self._inputs[name]):
+            raise OptionError(_unbindable("bind_input", self._inputs[name]))
         self._copies.pop(name, None)
         if isinstance(value, self._ort_value):
             self._binding.bind_ortvalue_input(name, value)
@@ -124,6 +141,8 @@ class Binding:
             raise OptionError(
                 f"bind_output: {name!r} is not an output of the model; outputs: {list(self._outputs)}"
             )
+        if not bindable(info):
+            raise OptionError(_unbindable("bind_output", info))
         if target is None:
             if not isinstance(device, str) or not device:
                 raise OptionError(

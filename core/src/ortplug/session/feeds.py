@@ -95,7 +95,7 @@ def check_into_outputs(
         if not isinstance(array, np.ndarray):
             problems.append(f"output {name!r}: expected a numpy array, got {type(array).__name__}")
             continue
-        if info.dtype is None:
+        if info.dtype is None or info.element_type == "string":
             problems.append(f"output {name!r} is {info.type}; run_into writes numeric tensors only")
             continue
         if array.dtype != info.dtype:

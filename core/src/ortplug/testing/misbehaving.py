@@ -41,6 +41,21 @@ Wrong only where a single generated input at batch 1 does not look (verification
   longer than 16 (the generated sequence length).
 * ``"concurrent"`` — float outputs are shifted when the run overlapped another run of a session
   the provider serves (each run stays in flight ``delay_s``; a provider that is not thread-safe).
+* ``"crossed"`` — a run that overlapped an earlier one of the same shapes returns that run's
+  outputs (a shared device buffer; each run stays in flight ``delay_s``);
+* ``"reused_buffer"`` — a plain run returns one persistent array per output, overwritten by the
+  next run of the same shape (a caller that keeps a result sees it change), from the run after
+  ``reuse_after`` runs of the session on (0: from the first);
+* ``"slow_first"`` — the first run waits ``delay_s``, later ones not; float outputs are shifted
+  in every row after the first (a compile that made verification skip its probes);
+* ``"mid_batches"`` — float outputs are shifted when the batch has 3 to 7 rows (what a
+  throughput server stacks from one-row requests);
+* ``"rows_from_8"`` — float outputs are shifted in rows 8 and beyond;
+* ``"first_alone"`` — float outputs are shifted when the first output alone is asked for;
+* ``"every_runs"`` — float outputs are shifted on every ``runs``-th plain run of a session
+  (``"after_runs"`` takes ``runs`` too: shifted after that many);
+* ``"mid_magnitude"`` — float outputs are shifted when an input's largest absolute value is
+  between ``magnitude`` and 2.5 times it (beyond both x1 and x8 of a unit-scale input).
 
 The provider's type declares concurrent runs safe only with ``concurrent_runs=True`` (by
 default ortplug serialises its runs); ``MisbehavingPlugin.most_in_flight`` is the most runs of
@@ -67,7 +82,8 @@ __all__ = ["MISBEHAVIOURS", "MisbehavingPlugin", "MisbehavingProvider"]
 MISBEHAVIOURS = (
     "off", "stale", "raises", "no_node", "slow", "big_batch", "magnitude", "inf_sign",
     "nan_for_inf", "later_rows", "after_runs", "output_subset", "async_only", "rare_ids",
-    "inverted_scores", "float64", "long_sequence", "concurrent",
+    "inverted_scores", "float64", "long_sequence", "concurrent", "crossed", "reused_buffer",
+    "slow_first", "mid_batches", "rows_from_8", "first_alone", "every_runs", "mid_magnitude",
 )  # fmt: skip
 _BIG_BATCH = 64  # beyond the batches verification runs (verification.probes.BATCH_SIZES)
 _MAGNITUDE = 4.0
@@ -111,12 +127,18 @@ class MisbehavingProvider:
     delay_s: float = 0.02
     magnitude: float = _MAGNITUDE
     in_flight: _InFlight = attrs.field(factory=_InFlight, eq=False, repr=False)
+    runs: int = 8
+    reuse_after: int = 0
 
     def to_ort(self) -> tuple[str, dict[str, str]]:
         # The Azure provider takes any option: the misbehaviour keys verdicts apart.
         options = {"misbehaviour": self.misbehaviour}
-        if self.misbehaviour == "magnitude":
+        if self.misbehaviour in ("magnitude", "mid_magnitude"):
             options["magnitude"] = repr(self.magnitude)
+        if self.misbehaviour in ("after_runs", "every_runs") and self.runs != _QUIET_RUNS:
+            options["runs"] = str(self.runs)
+        if self.reuse_after:
+            options["reuse_after"] = str(self.reuse_after)
         return _ORT_NAME, options
 
     def serve(self, session: Any) -> Any:
@@ -124,7 +146,12 @@ class MisbehavingProvider:
         if self.misbehaviour == "no_node":
             return session
         return _Misbehaving(
-            session, self.misbehaviour, self.delay_s, self.magnitude, self.in_flight
+            session,
+            self.misbehaviour,
+            self.delay_s,
+            self.magnitude,
+            self.in_flight,
+            self.runs if self.misbehaviour != "reused_buffer" else self.reuse_after,
         )
 
 
@@ -144,8 +171,12 @@ class MisbehavingPlugin:
         delay_s: float = 0.02,
         magnitude: float = _MAGNITUDE,
         concurrent_runs: bool = False,
+        runs: int = 8,
+        reuse_after: int = 0,
     ) -> None:
-        self.config = MisbehavingProvider(misbehaviour, delay_s, magnitude)
+        self.config = MisbehavingProvider(
+            misbehaviour, delay_s, magnitude, runs=runs, reuse_after=reuse_after
+        )
         self.preference = preference
         self.concurrent_runs = concurrent_runs
 
@@ -232,6 +263,22 @@ def _later_rows_shifted(value: Any) -> Any:
     return shifted
 
 
+def _rows_shifted(value: Any, first: int) -> Any:
+    if not (_floats(value) and value.ndim and value.shape[0] > first):
+        return value
+    shifted = value.copy()
+    shifted[first:] = _shifted([value[first:]])[0]
+    return shifted
+
+
+def _within(feed: Any, magnitude: float) -> bool:
+    """Whether the largest absolute value of ``feed``'s float inputs is between ``magnitude``
+    and 2.5 times it."""
+    arrays = [v for v in feed.values() if _floats(v)]
+    largest = max((float(np.max(np.abs(v))) for v in arrays), default=0.0)
+    return magnitude < largest < 2.5 * magnitude
+
+
 def _ids_beyond(value: Any) -> bool:
     array = np.asarray(value)
     return array.dtype.kind in "iu" and array.size > 0 and int(array.max()) >= _COMMON_IDS
@@ -291,13 +338,20 @@ class _Misbehaving:
         delay_s: float,
         magnitude: float = _MAGNITUDE,
         in_flight: _InFlight | None = None,
+        runs: int = _QUIET_RUNS,
     ) -> None:
         self._session = session
         self._misbehaviour = misbehaviour
         self._delay_s = delay_s
         self._magnitude = magnitude
+        self._quiet = runs
         self._runs = 0
         self._in_flight = _InFlight() if in_flight is None else in_flight
+        self._buffers: dict[str, np.ndarray] = {}  # "reused_buffer": one array per output
+        #: "crossed": the last runs as (start number, end number, outputs), and runs ended
+        self._finished: list[tuple[int, int, list[Any]]] = []
+        self._ended = 0
+        self._lock = threading.Lock()
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._session, name)
@@ -317,9 +371,12 @@ class _Misbehaving:
             raise RuntimeError(_RUN_ERROR)
 
     def _enter(self) -> tuple[bool, int]:
-        """A run starts (``"slow"``, ``"concurrent"``: and stays in flight ``delay_s`` first)."""
+        """A run starts (``"slow"``, ``"concurrent"``, ``"crossed"``: and stays in flight
+        ``delay_s`` first; ``"slow_first"``: its first run)."""
         entered = self._in_flight.enter()
-        if self._misbehaviour in ("slow", "concurrent"):
+        if self._misbehaviour in ("slow", "concurrent", "crossed") or (
+            self._misbehaviour == "slow_first" and entered[1] == 1
+        ):
             time.sleep(self._delay_s)
         return entered
 
@@ -330,15 +387,56 @@ class _Misbehaving:
 
     def run(self, output_names: Any, input_feed: Any, run_options: Any = None) -> list[Any]:
         self._before_run(input_feed)
+        seen = self._ended
         entered = self._enter()
         try:
             outputs = self._session.run(output_names, input_feed, run_options)
         finally:
             overlapped = self._leave(entered)
         self._runs += 1
-        return self._served(
+        served = self._served(
             list(outputs), output_names, input_feed, asynchronous=False, overlapped=overlapped
         )
+        if self._misbehaviour == "crossed":
+            return self._crossed(entered, seen, served)
+        if self._misbehaviour == "reused_buffer" and self._runs > self._quiet:
+            return self._reused(output_names, served)
+        return served
+
+    def _crossed(self, entered: tuple[bool, int], seen: int, outputs: list[Any]) -> list[Any]:
+        """The outputs of a run that was in flight when this one started and ended after it did
+        (``seen``: runs ended before it started), where one did and its shapes match."""
+        overlapped, number = entered
+        shapes = [np.shape(value) for value in outputs]
+        with self._lock:
+            self._ended += 1
+            earlier = next(
+                (
+                    done
+                    for started, ended, done in reversed(self._finished)
+                    if started < number and ended > seen and [np.shape(v) for v in done] == shapes
+                ),
+                None,
+            )
+            self._finished = [*self._finished[-7:], (number, self._ended, outputs)]
+        if overlapped and earlier is not None:
+            return [np.array(value, copy=True) for value in earlier]
+        return outputs
+
+    def _reused(self, names: Any, outputs: list[Any]) -> list[Any]:
+        """Each output copied into this session's one array for it (reallocated on a new shape)."""
+        every = [o.name for o in self._session.get_outputs()]
+        served = []
+        for name, value in zip(every if names is None else names, outputs):
+            if isinstance(value, np.ndarray):
+                buffer = self._buffers.get(name)
+                if buffer is None or buffer.shape != value.shape or buffer.dtype != value.dtype:
+                    buffer = self._buffers[name] = np.empty_like(value)
+                np.copyto(buffer, value)
+                served.append(buffer)
+            else:
+                served.append(value)
+        return served
 
     def _served(
         self, outputs: list[Any], names: Any, feed: Any, *, asynchronous: bool, overlapped: bool
@@ -349,9 +447,14 @@ class _Misbehaving:
             return _ALTERED[mode](outputs)
         every = [o.name for o in self._session.get_outputs()]
         feed = feed if isinstance(feed, dict) else {}
+        rows = next((np.shape(v)[0] for v in feed.values() if np.ndim(v)), 0)
         wrong = (
             mode == "off"
-            or (mode == "after_runs" and self._runs > _QUIET_RUNS)
+            or (mode == "after_runs" and self._runs > self._quiet)
+            or (mode == "every_runs" and not asynchronous and self._runs % self._quiet == 0)
+            or (mode == "mid_batches" and 3 <= rows <= 7)
+            or (mode == "first_alone" and names is not None and list(names) == every[:1])
+            or (mode == "mid_magnitude" and _within(feed, self._magnitude))
             or (mode == "output_subset" and names is not None and list(names) != every)
             or (mode == "async_only" and asynchronous)
             or (mode == "magnitude" and not asynchronous and _beyond(feed, self._magnitude))
@@ -359,8 +462,10 @@ class _Misbehaving:
             or (mode == "long_sequence" and any(_long(value) for value in feed.values()))
             or (mode == "concurrent" and overlapped)
         )
-        if mode == "later_rows":
+        if mode in ("later_rows", "slow_first"):
             return [_later_rows_shifted(value) for value in outputs]
+        if mode == "rows_from_8":
+            return [_rows_shifted(value, 8) for value in outputs]
         return _shifted(outputs) if wrong else outputs
 
     def io_binding(self) -> _Binding:

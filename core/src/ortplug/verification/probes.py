@@ -3,20 +3,28 @@
 From the first feed the CPU reference ran (:func:`~ortplug.verification.sample_inputs.session_inputs`),
 :func:`probe_feeds` derives, each labelled for the verdict:
 
-* batches of :data:`BATCH_SIZES` rows (up to ``dim_ranges``' maximum) where the first axis is
-  dynamic: the first feed's rows cycled, generated values drawn afresh for the rows added;
+* batches of :data:`BATCH_SIZES` rows, :data:`RANDOM_BATCHES` more sizes drawn (seeded) between
+  them, and one row past the largest (up to ``dim_ranges``' maximum) where the first axis is
+  dynamic: the first feed's rows at a seeded random position, generated values drawn afresh for
+  the other rows (every row of every batch is compared: a server stacks callers' rows anywhere);
 * the model's next representative size (:func:`~ortplug.verification.sample_inputs.candidate_feeds`'
   next rung: a second sequence length, image size or audio length);
 * generated float inputs at other magnitudes (:data:`MAGNITUDES`; only for candidates computing
   at fp32: a reduced-precision one's absolute error grows with the values, and an int8 one is
-  quantized for the range it was calibrated on);
+  quantized for the range it was calibrated on: such a candidate proves itself on real
+  requests, :mod:`ortplug.pipeline.real_traffic`);
 * generated integer inputs spread over their valid range: up to the size of the table they index
   (read from the graph, :attr:`~ortplug.checkpoint.ModelSummary.index_bounds`), else up to
   :data:`IDS_WITHOUT_TABLE`.
 
-Besides these feeds a candidate is run :data:`REPEATED_RUNS` times, asked for a subset of its
-outputs and run through ``run_async`` (:mod:`ortplug.verification.verifier`). A feed the reference
-refuses is left out (the verdict lists only what was covered).
+:func:`varied_feeds` gives feeds of the first feed's shapes with other values: the runs at once
+of a concurrency check each get their own (a provider that hands one run another's outputs
+fails), and the aliasing check compares consecutive runs of them.
+
+Besides these feeds a candidate is run again on them until :data:`REPEATED_RUNS_AT_MOST` runs
+or :data:`REPEAT_BUDGET_S` (every Nth run, after N runs), asked for each of its outputs alone and
+run through ``run_async`` (:mod:`ortplug.verification.verifier`). A feed the reference refuses is
+left out (the verdict lists only what was covered).
 """
 
 from __future__ import annotations
@@ -34,16 +42,23 @@ __all__ = [
     "IDS_WITHOUT_TABLE",
     "MAGNITUDE",
     "MAGNITUDES",
+    "RANDOM_BATCHES",
     "REPEATED_RUNS",
+    "REPEATED_RUNS_AT_MOST",
+    "REPEAT_BUDGET_S",
     "VERIFY_BUDGET_S",
     "ProbeFeed",
     "probe_feeds",
+    "varied_feeds",
 ]
 
-#: Batch sizes checked besides the first feed's (the largest capped by ``dim_ranges``).
+#: Batch sizes checked besides the first feed's (the largest capped by ``dim_ranges``), with
+#: :data:`RANDOM_BATCHES` sizes drawn between them and one row past the largest.
 BATCH_SIZES = (1, 2, 8)
+#: Batch sizes drawn (seeded) between the second and the largest of :data:`BATCH_SIZES`.
+RANDOM_BATCHES = 2
 #: Scales of generated float inputs checked besides 1 (standard normal values).
-MAGNITUDES = (0.01, 8.0)
+MAGNITUDES = (0.01, 3.0, 8.0)
 #: The group of the magnitude probes (candidates computing below fp32 skip it).
 MAGNITUDE = "magnitude"
 #: Integer ids of an input that indexes no table of the graph are spread up to this.
@@ -51,6 +66,12 @@ IDS_WITHOUT_TABLE = 1000
 #: Runs of a candidate's session before the first feed's outputs are compared again (warm-up,
 #: caches, counters).
 REPEATED_RUNS = 10
+#: Runs of a candidate's session verification makes at most: after the probes, their feeds are
+#: run again in a seeded order until this many ran or :data:`REPEAT_BUDGET_S` is spent (a
+#: provider wrong after 40 runs, or on every 17th, fails).
+REPEATED_RUNS_AT_MOST = 100
+#: Seconds the repeated runs may take at most (projected from a run after warm-up).
+REPEAT_BUDGET_S = 1.0
 #: Seconds a candidate's verification runs may take: beyond, the runs left are skipped (the
 #: verdict lists them). A model that takes seconds a run on a slow provider (a software GPU)
 #: still verifies on its first feed; real traffic checks the rest.
@@ -85,26 +106,42 @@ def _batch_limit(specs: Sequence[InputSpec], ranges: Mapping[str, tuple[int, int
         for spec in specs
         if spec.shape and isinstance(dim := spec.shape[0], str) and dim in ranges
     ]
-    return min(limits) if limits else max(BATCH_SIZES)
+    return min(limits) if limits else max(BATCH_SIZES) + 1
 
 
 def _batched(
     first: GeneratedFeed, names: Sequence[str], rows: int, rng: np.random.Generator
 ) -> dict[str, np.ndarray]:
-    """The first feed at ``rows`` rows: its rows cycled, generated values drawn afresh."""
+    """The first feed at ``rows`` rows: its rows at a random position among rows cycled from it,
+    generated values drawn afresh for the rows added."""
     feed = dict(first.feed)
+    given = {int(np.shape(first.feed[name])[0]) for name in names if np.ndim(first.feed[name])}
+    had = min(given) if given else 0
+    at = int(rng.integers(0, rows - had + 1)) if 0 < had < rows else 0
     for name in names:
         value = np.asarray(first.feed[name])
         if value.ndim == 0 or value.shape[0] == 0:
             return {}  # a scalar or an empty batch: nothing to grow
-        taken = np.take(value, np.arange(rows) % value.shape[0], axis=0)
-        fresh = taken[value.shape[0] :]
-        if _NORMAL.search(first.generated.get(name, "")):
-            fresh[...] = rng.standard_normal(fresh.shape).astype(value.dtype)
-        elif _IDS.search(first.generated.get(name, "")):
-            fresh[...] = rng.integers(0, 10, fresh.shape).astype(value.dtype)
+        order = (np.arange(rows) - at) % value.shape[0]
+        taken = np.take(value, order, axis=0)
+        fresh = np.ones(rows, bool)
+        fresh[at : at + value.shape[0]] = False
+        how = first.generated.get(name, "")
+        if _NORMAL.search(how):
+            taken[fresh] = rng.standard_normal(taken[fresh].shape).astype(value.dtype)
+        elif _IDS.search(how):
+            taken[fresh] = rng.integers(0, 10, taken[fresh].shape).astype(value.dtype)
         feed[name] = taken
     return feed
+
+
+def _batch_sizes(limit: int, rng: np.random.Generator) -> list[int]:
+    """:data:`BATCH_SIZES`, sizes drawn between them and one past the largest, within ``limit``."""
+    low, high = BATCH_SIZES[1] + 1, max(BATCH_SIZES) - 1
+    count = min(RANDOM_BATCHES, high - low + 1)
+    drawn = rng.choice(np.arange(low, high + 1), size=count, replace=False)
+    sizes = {*BATCH_SIZES, *(int(size) for size in drawn), max(BATCH_SIZES) + 1}
+    return sorted({min(size, limit) for size in sizes})
 
 
 def _batches(
@@ -116,10 +153,29 @@ def _batches(
     given = {np.shape(first.feed[name])[0] for name in names if np.ndim(first.feed[name])}
     limit = _batch_limit(specs, ranges)
     rng = np.random.default_rng(1)
-    for rows in sorted({min(size, limit) for size in BATCH_SIZES} - given):
+    for rows in sorted(set(_batch_sizes(limit, rng)) - given):
         feed = _batched(first, names, rows, rng)
         if feed:
             yield ProbeFeed(f"batch {rows}", feed)
+
+
+def varied_feeds(
+    first: GeneratedFeed, count: int, seed: int = 3
+) -> Iterator[dict[str, np.ndarray]]:
+    """``count`` feeds of the first feed's shapes with other values: generated ones drawn afresh,
+    the rows of the others (samples, real data) rotated, masks and lengths as they are."""
+    rng = np.random.default_rng(seed)
+    for index in range(count):
+        feed = dict(first.feed)
+        for name, value in first.feed.items():
+            how = first.generated.get(name)
+            if how is None and np.ndim(value) and np.shape(value)[0] > 1:
+                feed[name] = np.roll(value, index + 1, axis=0)
+            elif how is not None and _NORMAL.search(how):
+                feed[name] = rng.standard_normal(np.shape(value)).astype(value.dtype)
+            elif how is not None and _IDS.search(how):
+                feed[name] = rng.integers(0, 10, np.shape(value)).astype(value.dtype)
+        yield feed
 
 
 def _next_size(

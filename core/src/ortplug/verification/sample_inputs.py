@@ -66,7 +66,8 @@ __all__ = [
 
 #: Changes whenever the rules above change what is generated: records measured on generated
 #: inputs (verification verdicts) key on it, so none measured on other inputs is reused.
-GENERATION = 3  # 3: verification runs the probe feeds too (verification.probes)
+GENERATION = 4  # 3: verification runs the probe feeds too (verification.probes); 4: and more
+# batch sizes at random rows, x3 values, each output alone, repeated runs, own feeds at once
 #: The sequence length of the last rung (what ran ordinary models before sizes were searched).
 SEQUENCE = 16
 #: The value of generated sample-rate inputs (Hz) unless metadata ``extra.sample_rate`` says.

@@ -75,6 +75,9 @@ class Verdict:
     cached: bool
     failure: str | None = None
     covered: tuple[str, ...] = ()
+    #: Whether nothing beyond the first feed could be checked (every probe was over the
+    #: verification budget): the candidate is not served, as a failing one is not.
+    unverified: bool = False
 
     @property
     def problems(self) -> tuple[str, ...]:
@@ -101,6 +104,8 @@ class Verdict:
                 f"verified {self.subject()} against the CPU reference within "
                 f"{self.tolerance.describe()}: {outputs} ({self.coverage()}, {how})"
             )
+        if self.unverified:
+            return f"{self.subject()} is {'; '.join(self.problems)}"
         return f"{self.subject()} failed verification: {'; '.join(self.problems)}"
 
     def coverage(self) -> str:
@@ -123,6 +128,7 @@ class Verdict:
             "cost_ms": round(self.cost_ms, 3),
             "cached": self.cached,
             "failure": self.failure,
+            "unverified": self.unverified,
         }
 
 

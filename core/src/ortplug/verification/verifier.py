@@ -44,7 +44,7 @@ from ..plugin_host.manager import PluginHost
 from ..providers.configs import CPU_EP
 from ..providers.session_options import SessionOptionsConfig
 from ..selection.autotune import host_signature
-from ..session.binding import accumulates
+from ..session.binding import accumulates, bindable
 from ..session.build import capture_messages, create_planned, model_key
 from ..session.introspection import value_infos
 from ..session.placement import accelerator_share, node_counts
@@ -53,7 +53,15 @@ from ..session.serial import concurrent_runs
 from ..session.validation import InputChecker
 from .comparison import OutputCheck, OutputRule, compare_outputs, parse_output_rules
 from .given_inputs import given_problem, refused_problem
-from .probes import MAGNITUDE, REPEATED_RUNS, VERIFY_BUDGET_S, probe_feeds
+from .probes import (
+    MAGNITUDE,
+    REPEAT_BUDGET_S,
+    REPEATED_RUNS,
+    REPEATED_RUNS_AT_MOST,
+    VERIFY_BUDGET_S,
+    probe_feeds,
+    varied_feeds,
+)
 from .sample_inputs import (
     GENERATION,
     AcceptedInputs,
@@ -195,11 +203,21 @@ class _Findings:
         self._tolerance, self._rules, self.precision = tolerance, rules, precision
         self.checks: dict[str, OutputCheck] = {}
         self.covered: list[str] = []
+        #: Why the candidate is unverified (every probe was over the budget), or ``None``.
+        self.unverified: str | None = None
 
-    def judge(self, label: str, reference: Mapping[str, Any], outputs: Mapping[str, Any]) -> bool:
-        """Judge one run's outputs (those of ``reference`` asked); ``False`` once an output fails."""
-        if label not in self.covered:
-            self.covered.append(label)
+    def judge(
+        self,
+        label: str,
+        reference: Mapping[str, Any],
+        outputs: Mapping[str, Any],
+        cover: str | None = None,
+    ) -> bool:
+        """Judge one run's outputs (those of ``reference`` asked), said to be ``label`` (and
+        covering ``cover``, default ``label``); ``False`` once an output fails."""
+        cover = label if cover is None else cover
+        if cover not in self.covered:
+            self.covered.append(cover)
         checks = compare_outputs(
             reference, outputs, self._tolerance, self._rules, precision=self.precision
         )
@@ -223,15 +241,55 @@ class _Findings:
         return Measurement(checks, tuple(self.covered))
 
 
+#: The outputs of one or more runs, each with the reference's outputs it is judged against.
+_Judged = list[tuple[Mapping[str, Any], Mapping[str, Any]]]
+
+
 @attrs.frozen
 class _Run:
-    """One run of the candidate to judge: what it covers, the call, the reference's outputs, and
-    its cost in runs of the first feed."""
+    """One call of the candidate to judge: what it covers, the call (its outputs, or a list of
+    outputs each with its reference's), the reference's outputs, its cost in runs of the first
+    feed, and how many runs of the session it makes."""
 
     label: str
-    call: Callable[[], dict[str, Any] | list[dict[str, Any]]]  # a list: each judged
+    call: Callable[[], dict[str, Any] | _Judged]
     reference: Mapping[str, Any]
     cost: float = 1.0
+    runs: int = 1
+
+    def judged(self) -> _Judged:
+        """Run it: each run's outputs with the reference's outputs to judge them against."""
+        outputs = self.call()
+        return outputs if isinstance(outputs, list) else [(self.reference, outputs)]
+
+
+def _aliased(kept: Sequence[tuple[str, np.ndarray, np.ndarray]], judged: _Judged) -> str | None:
+    """Why the outputs of the last call (``kept``: name, array, a copy taken then) are aliased by
+    ``judged``, the next call's (or by each other's, for runs at once); ``None`` when not."""
+    arrays = [(n, v) for _, outputs in judged for n, v in outputs.items() if _array(v)]
+    for name, array, copy in kept:
+        other = next((n for n, v in arrays if np.may_share_memory(array, v)), None)
+        if other is not None:
+            return (
+                f"output {name!r} of one run is the memory the next run returned as "
+                f"{other!r} (a caller that keeps a result sees it overwritten)"
+            )
+        if not np.array_equal(array, copy, equal_nan=array.dtype.kind in "fc"):
+            return f"output {name!r} of one run changed when the next run ran"
+    for index, (_, outputs) in enumerate(judged[1:], 1):
+        earlier = [v for _, out in judged[:index] for v in out.values() if _array(v)]
+        for name, value in outputs.items():
+            if _array(value) and any(np.may_share_memory(value, v) for v in earlier):
+                return f"output {name!r} of one run is the memory another run at once returned"
+    return None
+
+
+def _array(value: object) -> bool:
+    return isinstance(value, np.ndarray) and value.size > 0 and value.dtype != object
+
+
+def _kept(judged: _Judged) -> list[tuple[str, np.ndarray, np.ndarray]]:
+    return [(n, v, v.copy()) for _, out in judged for n, v in out.items() if _array(v)]
 
 
 def _elements(feed: Mapping[str, Any]) -> int:
@@ -272,6 +330,7 @@ class Verifier:
         self._expected: AcceptedInputs | None = None
         self._reference_session: Any = None
         self._probes: list[_Probe] | None = None
+        self._threads: list[_Probe] | None = None
         #: Other inputs the reference runs, for the bound-run check (``None``: no check).
         self._second: dict[str, np.ndarray] | None = None
 
@@ -346,6 +405,24 @@ class Verifier:
             probes.append(_Probe(probe.label, probe.feed, outputs, probe.group))
         self._probes = probes
         return probes
+
+    def _thread_feeds(self) -> list[_Probe]:
+        """One feed per thread of the runs at once, with the reference's outputs: the first
+        feed, then feeds of its shapes with other values (the first again where the reference
+        refuses one)."""
+        if self._threads is not None:
+            return self._threads
+        expected = self._reference_run()
+        first = GeneratedFeed(expected.feed, expected.generated)
+        feeds = [_Probe("the first feed", expected.feed, expected.outputs, "")]
+        for index, feed in enumerate(varied_feeds(first, THREADS - 1)):
+            try:
+                outputs = _outputs(self._reference_session, feed)
+                feeds.append(_Probe(f"feed {index + 2}", feed, outputs, ""))
+            except Exception:  # the reference refuses it: that thread runs the first feed
+                feeds.append(feeds[0])
+        self._threads = feeds
+        return feeds
 
     def _key(
         self,
@@ -473,11 +550,14 @@ class Verifier:
         output_types = {output.name: output.type for output in session.get_outputs()}
         measured = load_checks(key, output_types) if failure is None else None
         cached = measured is not None
+        unverified = False
         if measured is None:
             findings = self._findings(candidate, plan.precision)
             run_failure = self._measure(session, findings)
             failure = failure or run_failure
             measured = findings.measurement(list(output_types))
+            unverified = failure is None and findings.unverified is not None
+            failure = failure or findings.unverified
             passed = all(check.violation is None for check in measured.checks)
             if failure is None and passed:
                 failure = self._bound_failure(session, findings)
@@ -494,6 +574,7 @@ class Verifier:
             cached=cached,
             failure=failure,
             covered=measured.covered,
+            unverified=unverified,
         )
 
     def timed_run(self, session: Any) -> Callable[[], object]:
@@ -504,55 +585,46 @@ class Verifier:
 
     def _measure(self, session: Any, findings: _Findings) -> str | None:
         """Run ``session`` as its callers will and judge every output (``findings``); the
-        failure that stopped a run, if one did. Stops at the first output that fails; runs
-        whose estimated cost would take the candidate past :data:`VERIFY_BUDGET_S` are skipped
-        (and said in the verdict's coverage)."""
+        failure that stopped a run, if one did. Stops at the first output that fails.
+
+        The budget is projected from the second run (the first warms up: a shader or engine
+        compile): runs whose estimated cost would take the candidate past
+        :data:`VERIFY_BUDGET_S` are skipped (and said in the verdict's coverage); a candidate
+        whose every probe was skipped is unverified (``findings.unverified``). Each call's
+        outputs must be unchanged by the next call (no provider buffer reused under them).
+        """
         expected = self._reference_run()
         first = _fed_as(session, expected.feed)
         names = [output.name for output in session.get_outputs()]
         everything = expected.outputs
-        runs = [_Run(f"the first feed ({_shapes(first)})", partial(_outputs, session, first),
-                     everything)]  # fmt: skip
+        opening = _Run(f"the first feed ({_shapes(first)})", partial(_outputs, session, first),
+                       everything)  # fmt: skip
+        probes: list[_Run] = []
         for probe in self._probe_runs():
             if probe.group == MAGNITUDE and findings.precision != "fp32":
                 continue  # reduced precision: its absolute error grows with the values
             fed = _fed_as(session, probe.feed)
             size = _elements(fed) / max(1, _elements(first))
-            runs.append(_Run(probe.label, partial(_outputs, session, fed), probe.outputs, size))
-        warm = max(1, REPEATED_RUNS - len(runs))  # the compared run is the session's 10th or later
+            probes.append(_Run(probe.label, partial(_outputs, session, fed), probe.outputs, size))
+        runs = list(probes)
+        warm = max(
+            1, REPEATED_RUNS - len(runs) - 1
+        )  # the compared run is the session's 10th or later
         repeated = partial(_repeated, session, first, warm)
-        runs.append(_Run(f"the first feed after {REPEATED_RUNS} runs", repeated, everything, warm))
+        runs.append(_Run(f"the first feed after {REPEATED_RUNS} runs", repeated, everything, warm,
+                         warm))  # fmt: skip
         if len(names) > 1:
-            last = names[-1]
-            alone = partial(_outputs, session, first, [last])
-            runs.append(_Run(f"output {last!r} alone", alone, {last: everything[last]}))
+            for name in names:
+                alone = partial(_outputs, session, first, [name])
+                runs.append(_Run(f"output {name!r} alone", alone, {name: everything[name]}))
         runs.append(_Run("run_async", partial(_run_async, session, names, first), everything))
         if concurrent_runs(list(session.get_providers()), self._plugins):
-            at_once = partial(_at_once, session, first)
+            own = [(t.outputs, _fed_as(session, t.feed)) for t in self._thread_feeds()]
             cost = THREADS * _RUNS_EACH
-            runs.append(_Run(f"{THREADS} threads at once", at_once, everything, cost))
-        started, per_run = time.perf_counter(), None
-        skipped = []
-        for run in runs:
-            spent = time.perf_counter() - started
-            if per_run is not None and spent + run.cost * per_run > VERIFY_BUDGET_S:
-                skipped.append(run.label)
-                continue
-            with capture_messages(require_onnxruntime(), model_key(self.reference)) as log:
-                try:
-                    outputs = run.call()
-                except Exception as exc:
-                    reason = _one_line(exc, log)
-                    return f"it raised on inputs the CPU reference runs: {reason} (on {run.label})"
-            per_run = per_run if per_run is not None else time.perf_counter() - started
-            for each in outputs if isinstance(outputs, list) else [outputs]:
-                if not findings.judge(run.label, run.reference, each):
-                    return None
-        if skipped:
-            findings.covered.append(
-                f"not run, over the {VERIFY_BUDGET_S:g} s budget: {', '.join(skipped)}"
-            )
-        return None
+            at_once = partial(_at_once, session, own)
+            runs.append(_Run(f"{THREADS} threads at once", at_once, everything, cost, cost))
+        pool = [opening, *probes]
+        return _Runner(findings, self.reference).run(opening, runs, pool)
 
     def _bound_failure(self, session: Any, findings: _Findings) -> str | None:
         """One IO binding run twice, its inputs updated in place and bound again between (as
@@ -560,9 +632,13 @@ class Verifier:
         plain check's business): stale or wrong outputs."""
         if self._second is None or self._expected is None:
             return None
+        if not all(bindable(info) for info in value_infos(session.get_inputs())):
+            return None  # ONNX Runtime's IO binding refuses a string input: no bound run
         first = _fed_as(session, self._expected.feed)
         second = _fed_as(session, self._second)
-        names = [output.name for output in session.get_outputs()]
+        names = [info.name for info in value_infos(session.get_outputs()) if bindable(info)]
+        if not names:
+            return None
         with capture_messages(require_onnxruntime(), model_key(self.reference)) as log:
             try:
                 binding = session.io_binding()
@@ -586,8 +662,8 @@ class Verifier:
                         f"value for output {unwritten!r}"
                     )
                 got = dict(zip(names, binding.copy_outputs_to_cpu()))
-                plain_first = _outputs(session, first)
-                plain_second = _outputs(session, second)
+                plain_first = _outputs(session, first, names)
+                plain_second = _outputs(session, second, names)
             except Exception as exc:
                 return f"a reused IO binding raised: {_one_line(exc, log)}"
         problem = findings.problem(plain_second, got)
@@ -626,6 +702,84 @@ class Verifier:
         save_checks(key, measured, described)
 
 
+class _Runner:
+    """Runs one candidate's calls in order within the budget, judging each and checking that no
+    call's outputs are aliased by the next; then the opening feed and probes again, in a seeded
+    order, until :data:`REPEATED_RUNS_AT_MOST` runs of the session or :data:`REPEAT_BUDGET_S`."""
+
+    def __init__(self, findings: _Findings, reference: ResolvedCheckpoint) -> None:
+        self._findings = findings
+        self._reference = reference
+        self._kept: list[tuple[str, np.ndarray, np.ndarray]] = []
+        self.runs = 0  # runs of the session made
+
+    def _call(self, run: _Run, label: str | None = None, cover: str | None = None) -> str | bool:
+        """Make and judge one call: a failure, or whether every output agreed."""
+        with capture_messages(require_onnxruntime(), model_key(self._reference)) as log:
+            try:
+                judged = run.judged()
+            except Exception as exc:
+                reason = _one_line(exc, log)
+                return f"it raised on inputs the CPU reference runs: {reason} (on {run.label})"
+        self.runs += run.runs
+        said = run.label if label is None else label
+        aliased = _aliased(self._kept, judged)
+        if aliased is not None:
+            return f"its outputs are aliased: {aliased} (on {said})"
+        self._kept = _kept(judged)
+        return all(self._findings.judge(said, ref, out, cover) for ref, out in judged)
+
+    def run(self, opening: _Run, runs: Sequence[_Run], pool: Sequence[_Run]) -> str | None:
+        """``opening`` (the warm-up), then ``runs`` within the budget, then ``pool`` again."""
+        outcome = self._call(opening)
+        if outcome is not True:
+            return outcome or None
+        started, per_run = time.perf_counter(), None
+        skipped = []
+        for run in runs:
+            spent = time.perf_counter() - started
+            if per_run is not None and spent + run.cost * per_run > VERIFY_BUDGET_S:
+                skipped.append(run.label)
+                continue
+            outcome = self._call(run)
+            if outcome is not True:
+                return outcome or None
+            if per_run is None:  # the run after the warm-up: what the budget is projected from
+                per_run = (time.perf_counter() - started) / max(run.cost, 1e-9)
+        if skipped and len(skipped) >= len(runs) - 1:
+            self._findings.unverified = (
+                f"unverified: every probe but {runs[0].label} was over the "
+                f"{VERIFY_BUDGET_S:g} s verification budget (a run of the first feed takes "
+                f"{per_run or 0.0:.1f} s after warm-up): {', '.join(skipped)}"
+            )
+        elif skipped:
+            self._findings.covered.append(
+                f"not run, over the {VERIFY_BUDGET_S:g} s budget: {', '.join(skipped)}"
+            )
+        if per_run is not None:
+            return self._again(pool, per_run, time.perf_counter() - started)
+        return None
+
+    def _again(self, pool: Sequence[_Run], per_run: float, spent: float) -> str | None:
+        """The pool's feeds again in a seeded order, until the runs or the budget are spent."""
+        rng = np.random.default_rng(4)
+        started, first, cover = time.perf_counter(), self.runs + 1, "the feeds again"
+        while self.runs < REPEATED_RUNS_AT_MOST:
+            run = pool[int(rng.integers(len(pool)))]
+            again = time.perf_counter() - started + run.cost * per_run
+            if again > REPEAT_BUDGET_S or spent + again > VERIFY_BUDGET_S:
+                break
+            outcome = self._call(run, f"{run.label}, run {self.runs + 1}", cover)
+            if outcome is not True:
+                return outcome or None
+        if cover in self._findings.covered:
+            at = self._findings.covered.index(cover)
+            self._findings.covered[at] = (
+                f"the feeds again in a seeded order (runs {first} to {self.runs})"
+            )
+        return None
+
+
 def _repeated(session: Any, feed: Mapping[str, np.ndarray], times: int) -> dict[str, Any]:
     """The outputs of the last of ``times`` runs of one feed."""
     outputs: dict[str, Any] = {}
@@ -655,22 +809,25 @@ def _run_async(session: Any, names: list[str], feed: Mapping[str, np.ndarray]) -
     return dict(zip(names, result["outputs"]))
 
 
-def _at_once(session: Any, feed: Mapping[str, np.ndarray]) -> list[dict[str, Any]]:
-    """The outputs of :data:`THREADS` threads started together, each running ``feed``
-    :data:`_RUNS_EACH` times on ``session``; the first error a run raised, raised."""
-    start = threading.Barrier(THREADS)
-    results: list[dict[str, Any]] = []
+def _at_once(
+    session: Any, feeds: Sequence[tuple[Mapping[str, Any], Mapping[str, np.ndarray]]]
+) -> _Judged:
+    """The outputs of :data:`THREADS` threads started together, thread ``i`` running its own feed
+    of ``feeds`` (reference outputs, feed) :data:`_RUNS_EACH` times on ``session``, each with the
+    reference's outputs on its feed; the first error a run raised, raised."""
+    start = threading.Barrier(len(feeds))
+    results: _Judged = []
     errors: list[BaseException] = []
 
-    def work() -> None:
+    def work(reference: Mapping[str, Any], feed: Mapping[str, np.ndarray]) -> None:
         try:
             start.wait(_ASYNC_WAIT_S)
-            mine = [_outputs(session, feed) for _ in range(_RUNS_EACH)]
+            mine = [(reference, _outputs(session, feed)) for _ in range(_RUNS_EACH)]
             results.extend(mine)
         except BaseException as exc:  # raised again in the verifying thread
             errors.append(exc)
 
-    threads = [threading.Thread(target=work, name="ortplug-verify") for _ in range(THREADS)]
+    threads = [threading.Thread(target=work, args=pair, name="ortplug-verify") for pair in feeds]
     for thread in threads:
         thread.start()
     for thread in threads:
