@@ -51,6 +51,13 @@ def test_from_a_checkout_it_is_its_folders() -> None:
     assert core_extras()["cuda"] >= {"onnxruntime-gpu", "ortplug-cpu", "ortplug-cuda"}
 
 
+@pytest.mark.parametrize("extra", ["serve", "ray", "dropin"])
+def test_an_add_on_s_install_line_from_a_checkout_names_its_folder(extra) -> None:
+    """``pip install '.../core[dropin]'`` alone fails: ortplug-dropin is not on the registry."""
+    line = pip_install(f"ortplug[{extra}]")
+    assert line == f"pip install '{REPOSITORY}/core[{extra}]' {REPOSITORY}/addons/{extra}"
+
+
 def test_doctors_fix_lines_name_the_checkout_as_host_fit_does() -> None:
     """The runtime checks said ``pip install 'ortplug[cpu]'`` (and ``[cuda]``), which pip
     cannot find while ortplug is not published, beside host fit lines naming the folders."""

@@ -63,9 +63,11 @@ def core_extras() -> dict[str, frozenset[str]]:
 
 
 def checkout_folders(tree: Path) -> dict[str, Path]:
-    """Distribution name -> its folder in the checkout (``core``, ``plugins/*``, ``examples/*``)."""
+    """Distribution name -> its folder in the checkout (``core``, ``plugins/*``, ``addons/*``,
+    ``examples/*``)."""
     folders = {}
-    for project in [tree / "core", *tree.glob("plugins/*"), *tree.glob("examples/*")]:
+    projects = [tree / "core", *tree.glob("plugins/*"), *tree.glob("addons/*")]
+    for project in [*projects, *tree.glob("examples/*")]:
         try:
             text = (project / "pyproject.toml").read_text(encoding="utf-8")
         except OSError:
