@@ -10,8 +10,8 @@ than ``"latency"``, the add-on that serves it (:mod:`ortplug.backend.dispatch`).
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import attrs
 
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from ..session.introspection import ValueInfo
     from .dispatch import Dispatcher, Starter
 
-__all__ = ["BuildRequest", "build_request"]
+__all__ = ["BuildRequest", "BuiltBackend", "build_request"]
 
 
 def _hint(
@@ -54,6 +54,25 @@ def _hint(
     return hint
 
 
+class BuiltBackend(ServingBackend, Protocol):
+    """What a :class:`BuildRequest` needs of the backend it makes (``OnnxBackend``)."""
+
+    @property
+    def inputs(self) -> tuple[ValueInfo, ...]: ...
+
+    @property
+    def outputs(self) -> tuple[ValueInfo, ...]: ...
+
+    def _live(self) -> Any: ...
+
+    def _attach_startup(self, switch: StartupSwitch) -> None: ...
+
+    def dispatch_through(self, dispatcher: Dispatcher) -> None: ...
+
+
+_B = TypeVar("_B", bound=BuiltBackend)
+
+
 @attrs.frozen
 class BuildRequest:
     """One build as asked: the pipeline with its listed candidates and how the result serves."""
@@ -65,6 +84,28 @@ class BuildRequest:
     hint: str
     serving: object
     session_options: SessionOptionsConfig | None
+
+    def backend(self, made: Callable[[BuildResult], _B]) -> _B:
+        """The backend ``made`` from what serves first: the CPU reference while a candidate
+        comes up behind it (the start-up switch, a lossy candidate on real traffic), else the
+        pipeline's choice, handed to a hint's dispatcher when the hint is not latency."""
+        if self.behind_cpu:
+            reference = self.pipeline.reference()
+            backend = made(reference)
+            backend._attach_startup(self.start_behind(backend, reference))
+            return backend
+        result = self.pipeline.run(self.listed)
+        if self.proves_on_traffic(result):  # lossy: the CPU serves until real requests agree
+            reference = self.pipeline.reference(result)
+            backend = made(reference)
+            backend._attach_startup(self.prove_behind(backend, result, reference))
+            return backend
+        backend = made(result)
+        self.check_share(backend.report, result)
+        if self.hint != "latency":
+            infos = (backend.inputs, backend.outputs)
+            backend.dispatch_through(self.dispatcher(result, backend._live(), infos))
+        return backend
 
     @property
     def behind_cpu(self) -> bool:

@@ -19,6 +19,7 @@ from ..errors import (
     RunTerminatedError,
 )
 from ..host.runtime import require_onnxruntime
+from ..pipeline.switch_state import StartupStatus, StartupSwitch
 from ..session.async_runs import awaited, run_async
 from ..session.feeds import bfloat16_as_ort_values
 from ..session.inflight import RunOptionsInFlight
@@ -34,7 +35,6 @@ if TYPE_CHECKING:
 
     from ..pipeline.build_pipeline import BuildResult, ServeChange, Served
     from ..pipeline.report import ProviderReport, ServingSummary
-    from ..pipeline.switch_state import StartupSwitch
     from ..plugin_host.manager import PluginHost
     from ..providers.run_options import RunOptionsConfig
     from ..providers.session_options import SessionOptionsConfig
@@ -54,7 +54,7 @@ def _closed_run(*_: object) -> NoReturn:
     raise BackendClosedError(_CLOSED)
 
 
-class OnnxBackend(SessionSurface):
+class OnnxBackend(SessionSurface, StartupStatus):
     """An :class:`~ortplug.InferenceBackend` backed by ONNX Runtime.
 
     The session is built once and reused by every :meth:`run`, which is safe to call from
@@ -81,7 +81,6 @@ class OnnxBackend(SessionSurface):
         self._inflight = RunOptionsInFlight(self._ort)
         self._dispatcher: Dispatcher | None = None
         self._serving: ServingSummary | None = None  # what it served, kept after close()
-        self._startup: StartupSwitch | None = None
         self._infos: dict[str, tuple[ValueInfo, ...]] = {}
         self._served = ServedSession(self._checked(session), self._inflight, self._into_runner)
 
@@ -105,44 +104,18 @@ class OnnxBackend(SessionSurface):
     ) -> Self:
         """Build a backend by loading a checkpoint into a new ONNX Runtime session.
 
-        ``providers=None``: the policy (default :class:`~ortplug.DefaultProviderPolicy`) picks
-        a chain for this checkpoint and host, enforced gracefully; an explicit list (configs,
-        ``{"kind": ...}`` dicts, ``"cuda"``) is enforced strictly (an accelerator that is not
-        realized raises :class:`~ortplug.errors.ProviderNotRealizedError`). ``plugins``: the
-        plugin host (default: the process-wide one).
-
-        ``verify`` (default on) proves every candidate against the CPU reference before it
-        serves: ``False`` (off), a :class:`~ortplug.Tolerance`, or a
-        :class:`~ortplug.backend.options.Verification` (tolerance, real inputs, measuring, the
-        minimum accelerator share). ``startup_fallback`` (``True`` or a
-        :class:`~ortplug.backend.options.StartupFallback`) serves on the CPU at once while the
-        accelerator is built and proven behind it (:meth:`wait_ready`). ``performance_hint``
-        (``"latency"``, or ``"throughput"``/``"cumulative_throughput"`` from the serving add-on;
-        default: the session config entry ``ortplug.performance_hint``) and ``serving`` (the
-        add-on's ``ServingConfig``) say how many callers are served. The documentation's
+        ``providers=None``: the policy picks the chain for this checkpoint and host (enforced
+        gracefully); an explicit list is enforced strictly. ``verify`` (default on: ``False``, a
+        :class:`~ortplug.Tolerance` or a :class:`~ortplug.Verification`) proves each candidate
+        against the CPU reference before it serves; ``startup_fallback`` (``True`` or a
+        :class:`~ortplug.StartupFallback`) serves on the CPU while the accelerator comes up;
+        ``performance_hint`` and ``serving`` (the serving add-on's) serve many callers. The
         "Choosing and proving providers" and "Serving many callers" pages tell each in full.
         """
         from .building import build_request
 
         asked = (policy, plugins, verify, startup_fallback, performance_hint, serving)
-        request = build_request(checkpoint, providers, session_options, *asked)
-        if request.behind_cpu:
-            reference = request.pipeline.reference()
-            backend = cls._made(reference)
-            backend._attach_startup(request.start_behind(backend, reference))
-            return backend
-        result = request.pipeline.run(request.listed)
-        if request.proves_on_traffic(result):  # lossy: the CPU serves until real requests agree
-            reference = request.pipeline.reference(result)
-            backend = cls._made(reference)
-            backend._attach_startup(request.prove_behind(backend, result, reference))
-            return backend
-        backend = cls._made(result)
-        request.check_share(backend.report, result)
-        if request.hint != "latency":
-            infos = (backend.inputs, backend.outputs)
-            backend.dispatch_through(request.dispatcher(result, backend._live(), infos))
-        return backend
+        return build_request(checkpoint, providers, session_options, *asked).backend(cls._made)
 
     @classmethod
     def _made(cls, result: BuildResult) -> Self:
@@ -179,47 +152,6 @@ class OnnxBackend(SessionSurface):
     def dispatcher(self) -> Dispatcher | None:
         """What runs the calls in place of the session (``None``: the latency hint)."""
         return self._dispatcher
-
-    @property
-    def run_lock(self) -> Any:
-        """The locks every run of this session takes, where a provider does not declare
-        concurrent runs safe (``None``: runs go concurrently); code running the session itself
-        (:attr:`ort_session`) takes them too."""
-        from ..session.serial import serial_lock
-
-        return serial_lock(self._live())
-
-    @property
-    def ort_session(self) -> Any:
-        """The ``onnxruntime.InferenceSession`` serving now; runs on it bypass the backend's
-        serialisation, checks and fallbacks (for code that must hold ONNX Runtime's own)."""
-        session = self._live()
-        return getattr(session, "inner", session)
-
-    # -- start-up fallback ----------------------------------------------------------------------
-
-    def wait_ready(self, timeout: float | None = None) -> bool:
-        """Wait until a start-up fallback settled: its accelerator serves, or it will not; False
-        on time-out. A candidate that shadows the CPU (:attr:`shadowing`) needs real requests to
-        agree on before it serves (a lossy candidate too, by default): without them this says
-        so once, and waits. True at once without a start-up fallback."""
-        return self._startup is None or self._startup.wait(timeout)
-
-    @property
-    def startup_error(self) -> BaseException | None:
-        """Why a start-up fallback's accelerator did not come up (``None``: it did, or is coming)."""
-        return None if self._startup is None else self._startup.error
-
-    @property
-    def startup_status(self) -> str | None:
-        """What a start-up fallback is doing or did, in one line (``None``: built without one)."""
-        return None if self._startup is None else self._startup.status
-
-    @property
-    def shadowing(self) -> bool:
-        """Whether a verified candidate is checked on the requests the CPU reference serves now."""
-        startup = self._startup
-        return startup is not None and startup.traffic is not None and not startup.done.is_set()
 
     # -- what the backend is ------------------------------------------------------------------
 
@@ -355,9 +287,7 @@ class OnnxBackend(SessionSurface):
             written = self._served.into.run(
                 feed, outputs, options, lambda exc: self._raise_explained(feed, exc)
             )
-        watch = self._served.watch
-        if watch is not None:  # a spot check samples every run form
-            watch.tap(list(written), feed, list(written.values()), self._served.plan, owned=True)
+        self._served.tap_written(feed, written)  # a spot check samples every run form
         return written
 
     def bind(self, run_options: RunOptionsConfig | None = None) -> Binding:
@@ -470,36 +400,32 @@ class OnnxBackend(SessionSurface):
                 f"performance_hint={self.performance_hint!r}; build it with the library in "
                 "SessionOptionsConfig(custom_op_libraries=[...])"
             )
-        served = self._served
-        with served.rebuild_lock:  # a start-up switch waits, then builds with the library too
-            session, options = served.rebuilt_with(library)
-            self._release_bindings()
-            served.adopt(self._checked(session))
-            served.options = options
+        self._served.register(library, self._renewed)
+
+    def _renewed(self, session: Any) -> Any:
+        """``session`` checked to serve in place of the old one, whose bindings are released."""
+        self._release_bindings()
+        return self._checked(session)
 
     # -- errors and lifetime ----------------------------------------------------------------------
 
     def _raise_explained(self, inputs: object, exc: Exception) -> NoReturn:
-        if self._served.session is None:
-            _closed_run()
-        if isinstance(exc, (BackendClosedError, RunTerminatedError)):  # said already
-            raise exc
-        raise run_failure(
-            exc,
-            model=self._metadata.model_family,
-            providers=self._served.providers,
-            terminated=self._inflight.terminated,
-            problems=self._checker.problems(inputs),
-        ) from exc
+        raise self._explained(inputs, exc) from exc
 
     def _explained(self, feed: object, error: BaseException) -> BaseException:
         """The error a caller gets for ``error`` of a run of ``feed`` (as :meth:`run` raises it)."""
-        if not isinstance(error, Exception):
+        if self._served.session is None:
+            return BackendClosedError(_CLOSED)
+        if not isinstance(error, Exception) or isinstance(
+            error,
+            (BackendClosedError, RunTerminatedError),  # said already
+        ):
             return error
-        try:
-            self._raise_explained(feed, error)
-        except Exception as explained:
-            return explained
+        model, providers = self._metadata.model_family, self._served.providers
+        terminated, problems = self._inflight.terminated, self._checker.problems(feed)
+        return run_failure(
+            error, model=model, providers=providers, terminated=terminated, problems=problems
+        )
 
     def _release_bindings(self) -> None:
         for binding in self._inflight.take_bindings():

@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import threading
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ProviderFallbackWarning
@@ -77,7 +77,21 @@ class ServedSession:
         watch = self.watch
         return run if watch is None else watch.wrap(run, self.plan)
 
-    def rebuilt_with(self, library: str) -> tuple[Any, SessionOptionsConfig]:
+    def register(self, library: str, checked: Callable[[Any], Any]) -> None:
+        """Serve a rebuild of the plan serving now with custom-op ``library`` added (``checked``:
+        the owner's check of a new session); a start-up switch waits, then builds with it too."""
+        with self.rebuild_lock:
+            session, options = self._rebuilt_with(library)
+            self.adopt(checked(session))
+            self.options = options
+
+    def tap_written(self, feed: Any, written: Mapping[str, Any]) -> None:
+        """Show the watch a ``run_into``'s request and the caller's arrays it wrote."""
+        watch = self.watch
+        if watch is not None:
+            watch.tap(list(written), feed, list(written.values()), self.plan, owned=True)
+
+    def _rebuilt_with(self, library: str) -> tuple[Any, SessionOptionsConfig]:
         """A new session of the plan serving now with custom-op ``library`` added, and its
         options (hold :attr:`rebuild_lock`)."""
         if self.plan is None or self.checkpoint is None or self.options is None:

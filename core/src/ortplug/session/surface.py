@@ -15,7 +15,7 @@ from ..errors import OptionError
 from ..plugin_host.manager import resolve_plugin_host
 from ..providers.options import encode_option
 from .feeds import feed_by_name, select_outputs
-from .serial import serialised
+from .serial import serial_lock, serialised
 from .validation import InputChecker, InputSpec
 
 if TYPE_CHECKING:
@@ -52,6 +52,20 @@ class SessionSurface:
         self._checker, self._output_names = checker, output_names
         self._overridable = tuple(sorted(checker.overridable))
         return session
+
+    @property
+    def run_lock(self) -> Any:
+        """The locks every run of this session takes, where a provider does not declare
+        concurrent runs safe (``None``: runs go concurrently); code running the session itself
+        (:attr:`ort_session`) takes them too."""
+        return serial_lock(self._live())
+
+    @property
+    def ort_session(self) -> Any:
+        """The ``onnxruntime.InferenceSession`` serving now; runs on it bypass the backend's
+        serialisation, checks and fallbacks (for code that must hold ONNX Runtime's own)."""
+        session = self._live()
+        return getattr(session, "inner", session)
 
     @property
     def provider_options(self) -> dict[str, dict[str, str]]:
