@@ -1,15 +1,14 @@
-"""The ``ORTPLUG_*`` environment variables of the core: one typed value, read once per process.
+"""The ``ORTPLUG_*`` environment variables of the core: one typed value, as the environment says now.
 
 :class:`Settings` has a field per variable (and the ``ORTPLUG_OVERRIDE_*`` family as one
 mapping); :data:`VARIABLES` and :data:`OVERRIDES` are their table (name, type, default, one
 line), which the README's "Environment variables" section is checked against.
 :meth:`Settings.from_environ` validates each variable, a bad one raising one line that names
 it, what was expected and what was given;
-:func:`settings` reads ``os.environ`` once per process, and there a bad value is kept aside in
+:func:`settings` reads ``os.environ`` again whenever it changed, and there a bad value is kept aside in
 :attr:`Settings.invalid` (with that line) and its default used: the module that reads it says so
 where it is used, as a bad variable never stopped a run. Code reads the value passed down to it,
-or :func:`settings` at a top-level entry point. A test that changes the environment calls
-:func:`refresh_settings` (``ortplug.testing``'s fixtures do, for ``monkeypatch`` changes).
+or :func:`settings` at a top-level entry point.
 The variables of a plugin (``ORTPLUG_TENSORRT``...) are read by that plugin: plugins do not
 depend on the core's internals.
 """
@@ -185,24 +184,47 @@ class Settings:
 
 
 _lock = _thread.allocate_lock()
-_current: list[Settings] = []
+#: The last read: the environment it was made from (a copy) and the settings it made.
+_current: list[tuple[Mapping[Any, Any], Settings]] = []
+
+
+def _environ_now() -> Mapping[Any, Any]:
+    """The mapping behind ``os.environ`` (CPython's undecoded ``_data`` dict), to compare with the
+    last read's copy: equal when nothing was set or removed (0.2 us; decoding every name to
+    pick out ``ORTPLUG_*`` costs 6 us, and each build reads the settings a few times)."""
+    raw = getattr(os.environ, "_data", None)
+    return raw if isinstance(raw, dict) else dict(os.environ)
 
 
 def settings() -> Settings:
-    """This process's settings: ``os.environ`` read at the first call, then kept.
+    """This process's settings, as ``os.environ`` says now: read again whenever the environment
+    changed since the last call (a program or a test that sets ``ORTPLUG_CACHE_DIR`` after
+    ``import ortplug`` is honoured by the next build or command), else the value made last.
 
     A bad value does not raise here (see :attr:`Settings.invalid`): the code that reads the
-    variable warns where it always has. Tests that change the environment call
-    :func:`refresh_settings`.
+    variable warns where it always has.
     """
+    environ = _environ_now()
     with _lock:
-        if not _current:
-            _current.append(Settings.from_environ(os.environ, strict=False))
-        return _current[0]
+        if _current and _current[0][0] == environ:
+            return _current[0][1]
+        return _read(environ)
+
+
+def _read(environ: Mapping[Any, Any]) -> Settings:
+    """Parse ``os.environ`` and keep the result with a copy of ``environ`` (under ``_lock``); the
+    previous value is kept when only other variables changed."""
+    copy = dict(environ)  # before the parse: a change made meanwhile is read at the next call
+    found = Settings.from_environ(os.environ, strict=False)
+    if _current and _current[0][1] == found:
+        found = _current[0][1]
+    _current[:] = [(copy, found)]
+    return found
 
 
 def refresh_settings() -> Settings:
-    """Read ``os.environ`` again (for tests, and programs that change their own environment)."""
+    """Read ``os.environ`` again now (``settings()`` does so itself when the environment changed)."""
+    environ = _environ_now()
     with _lock:
-        _current[:] = [Settings.from_environ(os.environ, strict=False)]
-        return _current[0]
+        _current.clear()
+        return _read(environ)
