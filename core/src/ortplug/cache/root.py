@@ -418,8 +418,12 @@ def remove_entries(folder: str, pattern: str = "*.json") -> int:
     found = trusted_folder(folder)
     if found is None:
         return 0
+    try:
+        paths = list(found.glob(pattern))
+    except OSError:  # gone since it was checked (another `ortplug cache clear`), or unreadable
+        return 0
     removed = 0
-    for path in found.glob(pattern):
+    for path in paths:
         with contextlib.suppress(OSError):
             if not stat.S_ISDIR(os.lstat(path).st_mode):
                 path.unlink()
