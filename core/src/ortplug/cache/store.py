@@ -51,6 +51,10 @@ RECORD_FOLDERS = {
     "fingerprints": "model fingerprint",
 }
 
+#: A record's permissions: this user's alone whatever the umask or a folder's default ACL (one
+#: giving another user write would make every record written there one the trust check refuses).
+_PRIVATE = 0o600
+
 #: What a record's parser may raise on a record that is not what it claims.
 _DEFECTS = (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError)
 
@@ -165,7 +169,7 @@ class RecordStore:
         Raises :class:`~ortplug.errors.CacheError` naming the fix when the cache is unusable.
         """
         path = cache_dir(self.folder) / self._name(key)
-        return atomic_write(path, self._encoded(record, indent))
+        return atomic_write(path, self._encoded(record, indent), mode=_PRIVATE)
 
     def keep(
         self, key: str, record: Mapping[str, Any] | object, *, indent: int | None = None
@@ -180,7 +184,7 @@ class RecordStore:
             return
         path = folder / self._name(key)
         try:
-            atomic_write(path, self._encoded(record, indent))
+            atomic_write(path, self._encoded(record, indent), mode=_PRIVATE)
         except (CacheError, TypeError, ValueError) as exc:
             if not self.warn:
                 _log.debug("%s %s not kept: %s", self.kind, path, exc)
