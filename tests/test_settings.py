@@ -78,6 +78,8 @@ def test_each_variable_is_typed() -> None:
     assert dict(found.overrides) == {"ORTPLUG_OVERRIDE_CPU_USABLE_CPUS": "2"}
     assert Settings.from_environ({"ORTPLUG_PLUGINS": ""}).plugins == ()  # lists none
     assert Settings.from_environ({"ORTPLUG_MEASURE": " "}).measure  # blank: the default
+    for text, on in (("ON", True), ("Yes", True), ("2", True), ("00", False), ("False", False)):
+        assert Settings.from_environ({"ORTPLUG_DEBUG": text}).debug is on
 
 
 @pytest.mark.parametrize(
@@ -86,6 +88,8 @@ def test_each_variable_is_typed() -> None:
         ("ORTPLUG_SPOT_CHECK", "2", "a share of calls from 0 to 1"),
         ("ORTPLUG_REAL_TRAFFIC_CHECKS", "-1", "a whole number of requests >= 0"),
         ("ORTPLUG_CACHE_MAX_MB", "lots", r"a size in MB \(a finite number >= 0\)"),
+        # regression (issue 37): any word but 0/false/no/off was on, `disable` too
+        ("ORTPLUG_MEASURE", "disable", r"a flag \(1 or 0, true or false, yes or no, on or off\)"),
     ],
 )
 def test_a_bad_value_is_one_line_naming_the_variable(name: str, value: str, expected: str) -> None:

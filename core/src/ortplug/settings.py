@@ -63,8 +63,16 @@ def _names(text: str) -> tuple[str, ...]:
     return tuple(name.strip() for name in text.split(",") if name.strip())
 
 
-def _flag(text: str) -> bool:
-    return text.strip().lower() not in ("", "0", "false", "no", "off")
+_FLAG_WORDS = {"true": True, "yes": True, "on": True, "false": False, "no": False, "off": False}
+
+
+def _flag(text: str) -> bool | None:
+    """On or off: a word of :data:`_FLAG_WORDS` (any case) or a whole number (0: off); ``None``
+    for anything else (``ORTPLUG_MEASURE=disable`` read as on was a silent surprise)."""
+    word = text.strip().lower()
+    if word.isdigit():
+        return int(word) != 0
+    return _FLAG_WORDS.get(word)
 
 
 def parse_size_mb(text: str) -> float | None:
@@ -102,17 +110,19 @@ def _text(text: str) -> str:
     return text.strip()
 
 
+_FLAG = "a flag (1 or 0, true or false, yes or no, on or off)"
+
 #: Every core variable, in the README's order. Plugin variables are the plugins' own.
 VARIABLES: tuple[Variable, ...] = (
     Variable("ORTPLUG_PLUGINS", "plugins", "names", "all", "load only these plugins (entry-point names, comma-separated)", _names, "plugin names"),
     Variable("ORTPLUG_DISABLE_PLUGINS", "disable_plugins", "names", "none", "never import these plugins", _names, "plugin names"),
-    Variable("ORTPLUG_STRICT_PLUGINS", "strict_plugins", "flag", "0", "raise `PluginError` (plugin, hook, exception type) on a plugin failure instead of warning, `PluginConflictError` on a kind claimed twice (for plugin authors)", _flag, "a flag"),
+    Variable("ORTPLUG_STRICT_PLUGINS", "strict_plugins", "flag", "0", "raise `PluginError` (plugin, hook, exception type) on a plugin failure instead of warning, `PluginConflictError` on a kind claimed twice (for plugin authors)", _flag, _FLAG),
     Variable("ORTPLUG_CACHE_DIR", "cache_dir", "path", "the platform's user cache dir for `ortplug`", "where engine and compiled-model caches and ortplug's records go", _path, "a folder"),
     Variable("ORTPLUG_CACHE_MAX_MB", "cache_max_mb", "number", "no cap", "the size the cache is kept under: on each use of a plugin's cache folder, and by `ortplug cache prune`", parse_size_mb, "a size in MB (a finite number >= 0)"),
-    Variable("ORTPLUG_MEASURE", "measure", "flag", "1", "`0` skips the measured choice on a first build (the first verified choice serves)", _flag, "a flag"),
+    Variable("ORTPLUG_MEASURE", "measure", "flag", "1", "`0` skips the measured choice on a first build (the first verified choice serves)", _flag, _FLAG),
     Variable("ORTPLUG_REAL_TRAFFIC_CHECKS", "real_traffic_checks", "count", "8", "real requests a startup fallback's candidate must agree on with the CPU reference before it serves (`0`: once verified)", _count, "a whole number of requests >= 0"),
     Variable("ORTPLUG_SPOT_CHECK", "spot_check", "share", "0.01", "the share of a startup fallback's candidate's calls run again on the CPU reference once it serves (`0`: none)", _share, "a share of calls from 0 to 1"),
-    Variable("ORTPLUG_DEBUG", "debug", "flag", "0", "full tracebacks from the CLI, and ONNX Runtime's own log on stderr", _flag, "a flag"),
+    Variable("ORTPLUG_DEBUG", "debug", "flag", "0", "full tracebacks from the CLI, and ONNX Runtime's own log on stderr", _flag, _FLAG),
     Variable("ORTPLUG_CATALOG", "catalog", "path", "none", "more or replaced catalog kinds for `info`, `doctor`, `doctor --fix` (declaration format)", _path, "a file"),
     Variable("ORTPLUG_OVERRIDE_HARDWARE_ROOT", "hardware_root", "path", "/", "read the hardware files (`sys/`, `proc/`, macOS's version file) under this folder instead of `/`", _path, "a folder"),
     Variable("ORTPLUG_EXEC_TAKEOVER", None, "text", "cpu", "which provider lists `ortplug exec` takes over in the program it runs (set by `ortplug exec --takeover`)", _text, "a takeover mode"),

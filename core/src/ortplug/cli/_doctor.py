@@ -12,6 +12,7 @@ from ..host.runtime import duplicate_runtimes, install_hint, installed_runtimes
 from ..plugin_host.first_party import runtime_install
 from ..plugins.types import DoctorCheck, ProviderOffer
 from ..selection.autotune import RECORD_FOLDER, stale_records
+from ..settings import VARIABLES, settings
 
 if TYPE_CHECKING:
     from ..host.capabilities import HostCapabilities
@@ -102,6 +103,24 @@ def _cache_checks(ort_version: str | None) -> list[DoctorCheck]:
     return checks or [DoctorCheck("cache", True, f"{cache_root()}")]
 
 
+def _settings_checks() -> list[DoctorCheck]:
+    """Every core ``ORTPLUG_*`` variable's value: a bad one is said where it is used, and some
+    are used only when a build has a candidate to check (never on a CPU-only host), so doctor
+    names each one here (the cache cap has its own check, beside the cache it caps)."""
+    current = settings()
+    checks = [
+        DoctorCheck(
+            f"setting {variable.name}",
+            False,
+            f"{problem}; the default ({variable.default}) is used",
+            f"set {variable.name} to {variable.expected}, or unset it for the default",
+        )
+        for variable in VARIABLES
+        if variable.name != MAX_MB_ENV and (problem := current.problem(variable.name)) is not None
+    ]
+    return checks or [DoctorCheck("settings", True, "every ORTPLUG_* variable set is valid")]
+
+
 def _fit_checks() -> list[DoctorCheck]:
     """Host fit: what the hardware calls for that is missing, what is installed for nothing."""
     from ..fit.catalog import CATALOG_ENV
@@ -142,5 +161,6 @@ def run_checks(plugins: PluginHost) -> list[DoctorCheck]:
     checks += _plugin_checks(plugins)
     checks += _library_checks(plugins)
     checks += _cache_checks(host.ort_version)
+    checks += _settings_checks()
     checks += _fit_checks()
     return checks + plugin_checks
