@@ -5,18 +5,22 @@ from __future__ import annotations
 import argparse
 import sys
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from ..checkpoint import LocalCheckpoint, ResolvedCheckpoint, Tolerance, select_variant
-from ..errors import VerificationWarning
+from ..errors import GivenInputsError, VerificationWarning
 from ..host.environment import configure
 from ..pipeline.build_pipeline import BuildPipeline
 from ..pipeline.report import Candidate
 from ..plugin_host.manager import get_plugin_host
 from ..providers.configs import CPU_EP
+from ..session.validation import InputChecker
 from ..settings import settings
+from ..verification.given_inputs import given_problem
 from ..verification.precision_variants import CALIBRATION_BATCHES, write_variants
 from ._json import print_json
 from ._providers import resolve_chain
@@ -59,8 +63,24 @@ def _explicit_choices(
         yield candidate, pipeline.prepare(pipeline.candidates(chain)[0])
 
 
-def _row(verifier: Verifier, candidate: ResolvedCheckpoint, plan: SessionPlan) -> dict[str, Any]:
-    """Build the choice and check it: ``pass``, ``fail``, ``reference`` or ``error`` (not buildable)."""
+def _require_fitting(session: Any, given: Mapping[str, np.ndarray]) -> None:
+    """Raise :class:`~ortplug.errors.GivenInputsError` (``--input: ...`` under
+    :func:`given_usage`) when ``given`` does not fit the reference ``session``'s inputs: the
+    verifier checks them only when it verifies a candidate, and a model without variants has
+    none on a CPU-only host (a wrong shape or dtype was accepted)."""
+    problem = given_problem(InputChecker.from_session(session).inputs, given) if given else None
+    if problem is not None:
+        raise GivenInputsError(problem)
+
+
+def _row(
+    verifier: Verifier,
+    candidate: ResolvedCheckpoint,
+    plan: SessionPlan,
+    given: Mapping[str, np.ndarray] | None = None,
+) -> dict[str, Any]:
+    """Build the choice and check it: ``pass``, ``fail``, ``reference`` or ``error`` (not
+    buildable); ``given`` (``--input``) must fit the reference."""
     row: dict[str, Any] = {
         "variant": candidate.variant,
         "precision": plan.precision or candidate.metadata.precision,
@@ -72,6 +92,7 @@ def _row(verifier: Verifier, candidate: ResolvedCheckpoint, plan: SessionPlan) -
         return {**row, "status": "error", "error": f"{type(exc).__name__}: {exc}"}
     providers = list(session.get_providers())
     if candidate.variant is None and plan.precision is None and providers == [CPU_EP]:
+        _require_fitting(session, given or {})
         return {**row, "status": "reference", "providers": providers}
     verdict = verifier.verdict(candidate, plan, session, None if plan.strict else 0.0)
     status = "pass" if verdict.passed else "fail"
@@ -106,7 +127,7 @@ def verify(args: argparse.Namespace) -> int:
     else:
         choices = _policy_choices(checkpoint)
     with given_usage():
-        rows = [_row(verifier, candidate, plan) for candidate, plan in choices]
+        rows = [_row(verifier, candidate, plan, given) for candidate, plan in choices]
     usable = [i for i, row in enumerate(rows) if row["status"] in ("pass", "reference")]
     first = usable[0] if usable and not args.providers else None
     # what ortplug run serves: a first build times the verified choices, so verification's
