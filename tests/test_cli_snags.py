@@ -1,0 +1,57 @@
+"""What a tester and a new user found on the command line (issue 37, item 9): each snag as a
+test that failed before its fix, through the installed console script or ``main`` in-process.
+
+Real ONNX Runtime sessions on small models built with ``onnx.helper``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from variant_models import broken_int8, mlp_with_variants
+
+ORTPLUG = shutil.which("ortplug", path=os.path.dirname(sys.executable)) or "ortplug"
+VNNI = {"ORTPLUG_OVERRIDE_CPU_ISA_FLAGS": '["avx2", "avx512_vnni"]'}
+
+
+def _cli(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    environment = {**os.environ, "ORTPLUG_PLUGINS": "cpu", **env}
+    return subprocess.run(
+        [ORTPLUG, *args], capture_output=True, text=True, env=environment, timeout=300
+    )
+
+
+# -- info --model: the chain and its candidates agree ----------------------------------------------
+
+
+@pytest.mark.parametrize("measure", ["0", "1"])
+def test_the_first_info_chain_says_what_its_candidates_say(tmp_path: Path, measure: str) -> None:
+    """Regression: the first ``info --model`` of a model whose int8 variant verification
+    rejects called the chain "int8 variant on a CPU with int8 dot products" above its own
+    candidate line saying int8 was rejected (the policy's reason for a choice that does not
+    serve); it now names what serves, before and after the build records its choice."""
+    broken_int8(mlp_with_variants(tmp_path, "int8"))
+    model = str(tmp_path / "mlp.onnx")
+    for _ in range(2):  # the first info (it builds) and the next (the recorded choice)
+        done = _cli("info", "--model", model, "--json", ORTPLUG_MEASURE=measure, **VNNI)
+        assert done.returncode == 0, done.stderr
+        info = json.loads(done.stdout)
+        (served,) = [c for c in info["candidates"] if c["chosen"]]
+        (int8,) = [c for c in info["candidates"] if c["variant"] == "int8"]
+        assert served["variant"] is None and "rejected" in int8["reason"]
+        assert [row["kind"] for row in info["chain"]] == served["chain"] == ["cpu"]
+        reason = info["chain"][0]["reason"]
+        assert "int8 dot products" not in reason, reason
+    if measure == "0":  # nothing recorded: the chain says why the policy's choice does not serve
+        assert reason == (
+            "reference weights (fp32) serve: the CPU reference; the policy's first choice, "
+            "variant int8 on [cpu], does not (its candidate line says why)"
+        )
+    else:
+        assert reason.startswith("measured on this model's first build here: cpu was the fastest")
