@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from dists import dist_info
 from variant_models import broken_int8, mlp_with_variants
 
 ORTPLUG = shutil.which("ortplug", path=os.path.dirname(sys.executable)) or "ortplug"
@@ -55,3 +56,47 @@ def test_the_first_info_chain_says_what_its_candidates_say(tmp_path: Path, measu
         )
     else:
         assert reason.startswith("measured on this model's first build here: cpu was the fastest")
+
+
+# -- doctor: a manifest typo -------------------------------------------------------------------------
+
+MANIFEST_PLUGIN = Path(__file__).parent / "plugin_dists" / "ortplug-manifesttest" / "src"
+
+
+def test_a_manifest_typo_is_one_doctor_fail_with_the_fix_for_it(tmp_path: Path) -> None:
+    """Regression: a plugin whose ortplug.json has a typo was one FAIL for its declaration and a
+    second one when its offer hook ran without the kinds and probes the declaration holds
+    ("provider kind ... is not registered by any plugin ...; contribute it with
+    ortplug_provider_types": a plugin author's fix, for a failure that only follows from the
+    typo). It is one FAIL, naming the file and what to do."""
+    site = tmp_path / "site"
+    shutil.copytree(MANIFEST_PLUGIN / "ortplug_manifesttest", site / "ortplug_manifesttest")
+    dist_info(
+        site, "ortplug-manifesttest", {"manifesttest": "ortplug_manifesttest.plugin"}, "0.0.1"
+    )
+    plugin = site / "ortplug_manifesttest" / "plugin.py"  # it offers for any model, as most do
+    condition = 'metadata.extra.get("ortplug_manifesttest") and host.fact("manifesttest", "usable")'
+    plugin.write_text(plugin.read_text().replace(condition, "metadata"))
+    manifest = site / "ortplug_manifesttest" / "ortplug.json"
+    declared = json.loads(manifest.read_text())
+    kind = declared["plugins"]["manifesttest"]["kinds"][0]
+    kind["ort_nmae"] = kind.pop("ort_name")  # the typo
+    manifest.write_text(json.dumps(declared))
+    done = _cli("doctor", "--json", PYTHONPATH=str(site), ORTPLUG_PLUGINS="cpu,manifesttest")
+    checks = json.loads(done.stdout)["checks"]
+    said = [c for c in checks if not c["ok"] and "manifesttest" in c["name"] + c["detail"]]
+    assert len(said) == 1, said
+    (check,) = said
+    assert check["name"] == "plugin manifesttest"
+    assert check["detail"].startswith(
+        "failed in declaration: DeclarationError: plugin 'manifesttest': "
+        "ortplug_manifesttest/ortplug.json: plugins.manifesttest.kinds[0]: unknown field(s) "
+        "['ort_nmae']; expected some of kind, ort_name, "
+    )
+    assert "contribute it with" not in check["detail"]
+    assert check["detail"].endswith("; so it also failed in ortplug_offer_providers")
+    assert check["fix"] == (
+        "its ortplug.json does not check: reinstall ortplug-manifesttest 0.0.1 if it was changed "
+        "here, else report it to its maker; or disable it with "
+        "ORTPLUG_DISABLE_PLUGINS=manifesttest"
+    )

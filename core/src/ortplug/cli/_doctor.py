@@ -37,17 +37,31 @@ def _runtime_checks() -> list[DoctorCheck]:
 
 
 def _plugin_checks(plugins: PluginHost) -> list[DoctorCheck]:
+    """One FAIL per plugin failure; a plugin whose declaration (ortplug.json) does not check
+    is one FAIL for it, its later failures folded in: they follow from the kinds and probes
+    the declaration would have given (a hook then meets a kind "not registered by any
+    plugin"), and their own fixes would be wrong."""
     failures = plugins.failures
-    checks = [
-        DoctorCheck(
-            f"plugin {failure.plugin}",
-            False,
-            f"failed in {failure.phase}: {failure.error}",
-            f"reinstall {failure.distribution or 'its distribution'}, or disable it with "
-            f"ORTPLUG_DISABLE_PLUGINS={failure.plugin}",
+    undeclared = {f.plugin for f in failures if f.phase == "declaration"}
+    checks = []
+    for failure in failures:
+        distribution = failure.distribution or "its distribution"
+        disable = f"disable it with ORTPLUG_DISABLE_PLUGINS={failure.plugin}"
+        detail = f"failed in {failure.phase}: {failure.error}"
+        if failure.plugin not in undeclared:
+            checks.append(DoctorCheck(f"plugin {failure.plugin}", False, detail,
+                                      f"reinstall {distribution}, or {disable}"))  # fmt: skip
+            continue
+        if failure.phase != "declaration":
+            continue  # said with the declaration's failure, below
+        then = [f.phase for f in failures if f.plugin == failure.plugin and f is not failure]
+        if then:
+            detail += f"; so it also failed in {', '.join(then)}"
+        fix = (
+            f"its ortplug.json does not check: reinstall {distribution} if it was changed here, "
+            f"else report it to its maker; or {disable}"
         )
-        for failure in failures
-    ]
+        checks.append(DoctorCheck(f"plugin {failure.plugin}", False, detail, fix))
     if not failures:
         active = [name for name in plugins.plugin_names() if not name.startswith("ortplug.")]
         checks.append(DoctorCheck("plugins", True, f"{len(active)} loaded: {', '.join(active)}"))
