@@ -100,3 +100,22 @@ def test_a_manifest_typo_is_one_doctor_fail_with_the_fix_for_it(tmp_path: Path) 
         "here, else report it to its maker; or disable it with "
         "ORTPLUG_DISABLE_PLUGINS=manifesttest"
     )
+
+
+# -- --version --json ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("order", [("--version", "--json"), ("--json", "--version")])
+def test_version_json_is_the_version_lines_as_json(order: tuple[str, str]) -> None:
+    """Regression: ``ortplug --version --json`` printed the text lines (``--json`` ignored)."""
+    text = _cli("--version")
+    done = _cli(*order)
+    assert (text.returncode, done.returncode, done.stderr) == (0, 0, "")
+    found = json.loads(done.stdout)
+    lines = [f"ortplug {found['ortplug']}"]
+    lines += [f"runtime {r['name']} {r['version']}" for r in found["runtimes"]]
+    lines += [
+        f"plugin {p['entry_point']}: {p['distribution']} {p['version']}" for p in found["plugins"]
+    ]
+    assert lines == text.stdout.splitlines()
+    assert {p["entry_point"] for p in found["plugins"]} >= {"cpu"} and found["runtimes"]
