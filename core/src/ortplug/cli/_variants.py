@@ -18,6 +18,8 @@ from ..pipeline.build_pipeline import BuildPipeline
 from ..pipeline.report import Candidate
 from ..plugin_host.manager import get_plugin_host
 from ..providers.configs import CPU_EP
+from ..selection import DefaultProviderPolicy
+from ..selection.autotune import candidate_labels, choice_label
 from ..session.validation import InputChecker
 from ..settings import settings
 from ..verification.given_inputs import given_problem
@@ -29,7 +31,7 @@ from ._usage import UsageError
 from .inputs import given_usage, load_inputs
 
 if TYPE_CHECKING:
-    from ..session.plan import SessionPlan
+    from ..session.plan import Choice, SessionPlan
     from ..verification.verifier import Verifier
 
 __all__ = ["variants", "verify"]
@@ -38,10 +40,23 @@ __all__ = ["variants", "verify"]
 def _policy_choices(
     checkpoint: ResolvedCheckpoint,
 ) -> Iterator[tuple[ResolvedCheckpoint, SessionPlan]]:
-    """The policy's choices, best first (the build pipeline's candidates), each prepared when
-    its turn comes."""
+    """The policy's choices (the build pipeline's candidates), each prepared when its turn
+    comes, in the policy's own order: the choice a first build measured and recorded comes
+    first in a build, and numbered so here it made "choice 2 of 2" "choice 1 of 2" the next
+    run; which one ``ortplug run`` serves is marked instead."""
+    plugins = get_plugin_host()
+    untuned = DefaultProviderPolicy(plugins, autotune=False).explain(
+        checkpoint.metadata, plugins.host_capabilities(), checkpoint
+    )
+    order = candidate_labels(untuned)
     pipeline = BuildPipeline(checkpoint)
-    for choice in pipeline.candidates():
+
+    def rank(choice: Choice) -> int:
+        kinds = [c.kind for c in choice.selection.chain]
+        label = choice_label(choice.variant_name, choice.precision, kinds)
+        return order.index(label) if label in order else len(order)
+
+    for choice in sorted(pipeline.candidates(), key=rank):  # sorted is stable
         plan = pipeline.prepare(choice)
         yield plan.variant or checkpoint, plan
 
