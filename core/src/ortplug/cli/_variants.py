@@ -23,7 +23,7 @@ from ..selection.autotune import candidate_labels, choice_label
 from ..session.validation import InputChecker
 from ..settings import settings
 from ..verification.given_inputs import given_problem
-from ..verification.precision_variants import CALIBRATION_BATCHES, write_variants
+from ..verification.precision_variants import CALIBRATION_BATCHES, write_buildable_variants
 from ._json import print_json
 from ._providers import resolve_chain
 from ._served import served_candidates
@@ -224,7 +224,9 @@ def variants(args: argparse.Namespace) -> int:
         raise UsageError("expected --int8 and/or --fp16 (the precisions to build)")
     if not settings().debug:  # the tools' calibration sessions log advice
         configure(log_severity_level=3)  # at WARNING: errors only, one line each
-    metadata = write_variants(LocalCheckpoint(args.model).resolve(), precisions)
+    checkpoint = LocalCheckpoint(args.model).resolve()
+    metadata, refused = write_buildable_variants(checkpoint, precisions)
+    precisions = [name for name in precisions if name not in refused]  # the others are written
     written = LocalCheckpoint(args.model).resolve()
     verifier = BuildPipeline(written).verifier(get_plugin_host())
     checks = {name: _check_written(verifier, written, name) for name in precisions}
@@ -248,10 +250,11 @@ def variants(args: argparse.Namespace) -> int:
                 "manifest": str(manifest),
                 "calibration_inputs": calibration,
                 "variants": rows,
+                "not_written": refused,
             }
         )
     else:
-        _print_variants(weights, manifest, calibration, rows)
+        _print_variants(weights, manifest, calibration, rows, refused)
     sys.stdout.flush()  # the warnings follow what was written
     for name, check in checks.items():
         _warn_unserved(name, check, calibration if name == "int8" else None)
@@ -259,9 +262,14 @@ def variants(args: argparse.Namespace) -> int:
 
 
 def _print_variants(
-    weights: Path, manifest: Path, calibration: str | None, rows: list[dict[str, Any]]
+    weights: Path,
+    manifest: Path,
+    calibration: str | None,
+    rows: list[dict[str, Any]],
+    refused: Mapping[str, str],
 ) -> None:
-    """``variants``' lines: the model, what int8 calibrated on, each variant and its verdict."""
+    """``variants``' lines: the model, what int8 calibrated on, each variant and its verdict,
+    and each precision asked for that was not written, with why."""
     print(f"model     {weights} ({weights.stat().st_size} bytes, fp32 reference)")
     if calibration is not None:
         print(f"calibrate int8 on {_calibration_text(calibration)}")
@@ -271,6 +279,8 @@ def _print_variants(
         check = row["verification"]
         if check is not None:
             print(f"verdict   {row['name']:<6} {_verdict_text(check)}")
+    for name, why in refused.items():
+        print(f"skipped   {name:<6} {why.removeprefix(f'{name} variant of {weights}: ')}")
     print(f"manifest  {manifest} (check them on this host's providers: ortplug verify {weights})")
 
 
