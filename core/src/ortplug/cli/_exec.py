@@ -75,11 +75,13 @@ def exec_program(args: argparse.Namespace | SimpleNamespace) -> int:
 
             return subprocess.call(command, env=env)
         _replace_with(command, env)
-    except FileNotFoundError as exc:
-        print(f"ortplug exec: error: command not found: {command[0]} ({exc})", file=sys.stderr)
+    except FileNotFoundError:  # its text names the last PATH folder tried, as bytes
+        where = "no such file" if os.sep in command[0] else "in no folder of PATH"
+        print(f"ortplug exec: error: command not found: {command[0]} ({where})", file=sys.stderr)
         return 127  # what a shell answers for a command it cannot find
     except OSError as exc:
-        print(f"ortplug exec: error: cannot run {command[0]}: {exc}", file=sys.stderr)
+        print(f"ortplug exec: error: cannot run {command[0]}: {exc.strerror or exc}",
+              file=sys.stderr)  # fmt: skip
         return 126
     raise AssertionError("unreachable: exec returns only by raising")  # pragma: no cover
 
