@@ -286,10 +286,12 @@ def test_a_disagreement_on_a_real_request_names_it_once_and_not_at_ortplugs_line
     """Regression (issue 37): the warning said "(on on real inputs: request N ...)" after each
     output, so the request three times, and it pointed at ``_real_traffic.py`` (a fixed
     stacklevel): the request is named once, and the warning points outside ortplug."""
+    from ortplug import StartupFallback, Verification
+
     spot = stage == "spot check"
     backend = OnnxBackend.from_checkpoint(
-        demo, plugins=_host("magnitude", magnitude=LARGE / 10), startup_fallback=True,
-        measure=False, real_traffic_checks=1, spot_check=1.0 if spot else 0.0,
+        demo, plugins=_host("magnitude", magnitude=LARGE / 10), verify=Verification(measure=False),
+        startup_fallback=StartupFallback(real_traffic_checks=1, spot_check=1.0 if spot else 0.0),
     )  # fmt: skip
     _until(lambda: backend.shadowing, "the verified candidate to shadow the CPU")
     if spot:
