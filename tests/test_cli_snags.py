@@ -66,10 +66,10 @@ MANIFEST_PLUGIN = Path(__file__).parent / "plugin_dists" / "ortplug-manifesttest
 
 def test_a_manifest_typo_is_one_doctor_fail_with_the_fix_for_it(tmp_path: Path) -> None:
     """Regression: a plugin whose ortplug.json has a typo was one FAIL for its declaration and a
-    second one when its offer hook ran without the kinds and probes the declaration holds
-    ("provider kind ... is not registered by any plugin ...; contribute it with
-    ortplug_provider_types": a plugin author's fix, for a failure that only follows from the
-    typo). It is one FAIL, naming the file and what to do."""
+    second one for what then failed without the kinds and probes the declaration holds (its
+    offer hook: "provider kind ... is not registered by any plugin ...; contribute it with
+    ortplug_provider_types", a plugin author's fix; now its config class's import), a failure
+    that only follows from the typo. It is one FAIL, naming the file and what to do."""
     site = tmp_path / "site"
     shutil.copytree(MANIFEST_PLUGIN / "ortplug_manifesttest", site / "ortplug_manifesttest")
     dist_info(
@@ -95,7 +95,7 @@ def test_a_manifest_typo_is_one_doctor_fail_with_the_fix_for_it(tmp_path: Path) 
         "['ort_nmae']; expected some of kind, ort_name, "
     )
     assert "contribute it with" not in check["detail"]
-    assert check["detail"].endswith("; so it also failed in ortplug_offer_providers")
+    assert check["detail"].endswith("; so it also failed in import")  # its config class's
     assert check["fix"] == (
         "its ortplug.json does not check: reinstall ortplug-manifesttest 0.0.1 if it was changed "
         "here, else report it to its maker; or disable it with "
