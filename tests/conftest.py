@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from ortplug import PluginHost
 from ortplug.plugin_host.manager import reset_plugin_host
-from ortplug.testing import follow_environment, make_plugin_host
+from ortplug.testing import make_plugin_host
 
 # plugin_host and cpu_host come from ortplug.testing (a pytest plugin installed with ortplug).
 
@@ -41,9 +41,6 @@ def _private_ray_temp_dir() -> Iterator[None]:
 def _isolated_environment(tmp_path_factory: pytest.TempPathFactory, monkeypatch) -> Path:
     """Every test writes caches to its own folder and starts without opt-ins or overrides."""
     cache = tmp_path_factory.mktemp("ortplug-cache")
-    follow_environment(
-        monkeypatch
-    )  # the settings are read once per process: a change refreshes them
     monkeypatch.setenv("ORTPLUG_CACHE_DIR", str(cache))
     monkeypatch.delenv("ORTPLUG_TENSORRT", raising=False)
     return cache

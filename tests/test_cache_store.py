@@ -192,3 +192,83 @@ def test_an_autotune_record_every_user_can_write_is_ignored_and_listed_unreadabl
 def test_a_store_keeps_its_records_where_ortplug_cache_lists_them() -> None:
     with pytest.raises(ValueError, match="record folder: expected one of .*'verify'.*, got 'mine'"):
         RecordStore("mine", 1, "test record")
+
+
+class _ClearAt:
+    """An audit hook that runs ``ortplug cache clear``'s own function (the real removal) at the
+    ``at``-th time the process lists or opens something under ``root``: the worst moment for the
+    listing or the read it comes just before. Python cannot remove an audit hook: once the test
+    is over, ``root`` is ``None`` and the hook does nothing."""
+
+    def __init__(self) -> None:
+        self.root: str | None = None
+        self.at, self.seen, self.busy = -1, 0, False
+        self.accesses: list[str] = []
+
+    def arm(self, root: Path, at: int) -> None:
+        self.root, self.at, self.seen, self.accesses = str(root), at, 0, []
+
+    def __call__(self, event: str, args: tuple[Any, ...]) -> None:
+        if self.root is None or self.busy or event not in ("open", "os.scandir", "os.listdir"):
+            return
+        if not args or not isinstance(args[0], (str, bytes, os.PathLike)):
+            return
+        path = os.fsdecode(args[0])
+        if not path.startswith(self.root):
+            return
+        self.accesses.append(f"{event} {path[len(self.root) :]}")
+        if self.seen == self.at:
+            self.busy = True
+            try:
+                cache_index.clear()
+            finally:
+                self.busy = False
+        self.seen += 1
+
+
+_CLEAR_AT = _ClearAt()
+
+
+def test_a_cache_clear_at_any_moment_of_a_build_is_a_miss(ortplug_cache: Path) -> None:
+    """Regression (issue 37, T8): a build raised ``FileNotFoundError`` when ``ortplug cache
+    clear`` removed the autotune folder between its check and its listing (2 of 35,915 builds),
+    and a record removed between its check and its read was warned about as a bad record. The
+    clear is run at each of the build's accesses to the cache in turn: every build succeeds,
+    and nothing is said (a record gone is a cache miss)."""
+    import sys
+
+    from ortplug import OnnxBackend
+    from ortplug.plugin_host.manager import get_plugin_host, reset_plugin_host
+
+    sys.addaudithook(_CLEAR_AT)
+    checkpoint = InMemoryCheckpoint(models.add_model()).resolve()
+
+    def warmed() -> None:  # the plugin scan, probe facts and an autotune record all cached
+        reset_plugin_host()
+        host = get_plugin_host().host_capabilities()
+        save(checkpoint, host, TunedSetting(("cpu",), 1, 1.8, 0.01))
+
+    for fresh_host in (False, True):
+        warmed()
+        _CLEAR_AT.arm(ortplug_cache, -1)  # count the accesses of a build without clearing
+        if fresh_host:
+            reset_plugin_host()
+        OnnxBackend.from_checkpoint(checkpoint)
+        accesses, _CLEAR_AT.root = list(_CLEAR_AT.accesses), None
+        listed = "os.scandir /autotune"
+        assert listed in accesses and any(a.startswith("open /autotune/") for a in accesses)
+        assert fresh_host is any(a.startswith("open /probes/") for a in accesses)
+        for at in range(len(accesses)):
+            warmed()
+            if fresh_host:
+                reset_plugin_host()
+            _CLEAR_AT.arm(ortplug_cache, at)
+            try:
+                with warnings.catch_warnings(record=True) as caught:
+                    warnings.simplefilter("always")
+                    backend = OnnxBackend.from_checkpoint(checkpoint)
+            finally:
+                _CLEAR_AT.root = None
+            said = [str(w.message) for w in caught if w.category is OrtplugCacheWarning]
+            assert said == [], (accesses[at], said)
+            assert backend.providers == ("CPUExecutionProvider",)

@@ -21,7 +21,7 @@ from ortplug.cache import index as cache_index
 from ortplug.cache.root import cache_dir, read_marker, trusted_folder
 from ortplug.errors import CacheError, OrtplugCacheWarning, VerificationWarning
 from ortplug.plugin_host import entry_points as _entry_points
-from ortplug.testing import make_plugin_host
+from ortplug.testing import demo_model, make_plugin_host
 from variant_models import INT8_ACCEPTED, mlp_with_variants, set_tolerance
 
 ORTPLUG = shutil.which("ortplug", path=os.path.dirname(sys.executable)) or "ortplug"
@@ -571,3 +571,89 @@ def test_prune_refuses_a_root_ortplug_never_marked(tmp_path: Path, monkeypatch) 
     engine = cache_dir("tensorrt", "engines", "k")
     cache_index.describe(engine, kind="TensorRT engine")
     assert set(before) <= set(_files(project))
+
+
+# -- issue 37, T14: a linked root, a default ACL ---------------------------------------------------
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="giving a link to another user needs root (CI's user)")
+@pytest.mark.parametrize("chained", [False, True])
+def test_a_cache_root_linked_by_another_user_is_not_used(
+    tmp_path: Path, monkeypatch, chained: bool
+) -> None:
+    """Regression (issue 37, T14): a cache root that is a symbolic link another user planted
+    (or one of the links it leads through) was followed: its owner could point it at any
+    folder that passes the check (one of this user's) and redirect what ortplug writes and
+    reads. A link of this user's (a cache moved to another disk) is followed, and what goes
+    through it is under the folder it resolves to (a link changed later redirects nothing)."""
+    from ortplug.plugin_host.manager import reset_plugin_host
+
+    mine = tmp_path / "mine"
+    mine.mkdir(mode=0o700)
+    planted = tmp_path / "planted"
+    planted.symlink_to(mine)
+    os.lchown(planted, 65534, 65534)  # nobody's
+    root = planted
+    if chained:  # this user's link, to the planted one
+        root = tmp_path / "via"
+        root.symlink_to(planted)
+    monkeypatch.setenv("ORTPLUG_CACHE_DIR", str(root))
+    reset_plugin_host()
+    refused = (
+        f"{planted} is a symbolic link of another user (uid 65534; expected yours, uid 0, or "
+        "root), who could point it at another folder"
+    )
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        OnnxBackend.from_checkpoint(LocalCheckpoint(demo_model()).resolve())
+    said = {str(w.message) for w in caught if w.category is OrtplugCacheWarning}
+    assert said == {
+        f"the cache is not used, the run goes on without it: {refused}; set ORTPLUG_CACHE_DIR "
+        f"to a writable directory (now: {root})"
+    }
+    assert _files(mine) == []  # nothing went through the link
+    with pytest.raises(CacheError, match=re.escape(refused)):
+        cache_dir("verify")
+    with pytest.raises(CacheError, match=re.escape(refused)):
+        cache_index.clear()
+    os.lchown(planted, 0, 0)  # now this user's own link
+    assert cache_dir("verify") == mine / "verify"
+    assert trusted_folder("verify") == mine / "verify"
+
+
+def _default_acl_granting_write(folder: Path, uid: int) -> None:
+    """What `setfacl -d -m u:UID:rwx FOLDER` does: what is made in ``folder`` gives that user
+    write, whatever the umask, up to the mode it is made with."""
+    import struct
+
+    def entry(tag: int, perm: int, ident: int = 0xFFFFFFFF) -> bytes:
+        return struct.pack("<HHI", tag, perm, ident)
+
+    acl = struct.pack("<I", 2) + b"".join(
+        [entry(0x01, 7), entry(0x02, 7, uid), entry(0x04, 5), entry(0x10, 7), entry(0x20, 5)]
+    )
+    try:
+        os.setxattr(folder, "system.posix_acl_default", acl)
+    except (AttributeError, OSError) as exc:
+        pytest.skip(f"no POSIX ACLs here ({exc})")
+
+
+def test_records_written_under_a_default_acl_are_reused(ortplug_cache: Path) -> None:
+    """Regression (issue 37, T14): under a cache root with a default ACL naming another user,
+    every record ortplug wrote (mode 0666 before the ACL) let that user write it, so the trust
+    check refused each one when it was read back: a warning per build, and nothing reused.
+    Records are made this user's alone (0600), as its folders are (0700)."""
+    import models
+    from ortplug import InMemoryCheckpoint
+    from ortplug.selection.autotune import TunedSetting, lookup, save
+
+    ortplug_cache.mkdir(mode=0o700, exist_ok=True)
+    _default_acl_granting_write(ortplug_cache, 65534)
+    host = make_plugin_host().host_capabilities()
+    checkpoint = InMemoryCheckpoint(models.add_model()).resolve()
+    setting = TunedSetting(("cpu",), 1, 1.8, 0.01)
+    path = save(checkpoint, host, setting)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", OrtplugCacheWarning)
+        assert lookup(checkpoint, host) == setting
+    assert path.stat().st_mode & 0o777 == 0o600

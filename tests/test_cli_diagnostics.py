@@ -41,6 +41,47 @@ def test_doctor_reports_every_check_and_exits_by_the_result() -> None:
     assert "cuda" not in checks  # no NVIDIA GPU and a CPU build: nothing for the CUDA plugin to say
 
 
+def test_doctor_checks_every_settings_value() -> None:
+    """Regression (issue 37): a bad ``ORTPLUG_SPOT_CHECK``, ``ORTPLUG_REAL_TRAFFIC_CHECKS`` or
+    ``ORTPLUG_MEASURE`` was said only where a build used it (never on a CPU-only host) and
+    doctor listed none of them."""
+    checks = _checks(_cli("doctor", "--json"))
+    assert checks["settings"] == {
+        "name": "settings", "ok": True, "detail": "every ORTPLUG_* variable set is valid",
+        "fix": "", "plugin": "",
+    }  # fmt: skip
+    bad = {"ORTPLUG_SPOT_CHECK": "2", "ORTPLUG_REAL_TRAFFIC_CHECKS": "-1", "ORTPLUG_MEASURE": "of"}
+    checks = _checks(_cli("doctor", "--json", **bad))
+    assert "settings" not in checks
+    said = {name: check for name, check in checks.items() if name.startswith("setting ")}
+    assert said == {
+        "setting ORTPLUG_MEASURE": {
+            "name": "setting ORTPLUG_MEASURE", "ok": False,
+            "detail": "ORTPLUG_MEASURE: expected a flag (1 or 0, true or false, yes or no, on or "
+            "off), got 'of'; the default (1) is used",
+            "fix": "set ORTPLUG_MEASURE to a flag (1 or 0, true or false, yes or no, on or off), "
+            "or unset it for the default",
+            "plugin": "",
+        },
+        "setting ORTPLUG_REAL_TRAFFIC_CHECKS": {
+            "name": "setting ORTPLUG_REAL_TRAFFIC_CHECKS", "ok": False,
+            "detail": "ORTPLUG_REAL_TRAFFIC_CHECKS: expected a whole number of requests >= 0, "
+            "got '-1'; the default (8) is used",
+            "fix": "set ORTPLUG_REAL_TRAFFIC_CHECKS to a whole number of requests >= 0, or unset "
+            "it for the default",
+            "plugin": "",
+        },
+        "setting ORTPLUG_SPOT_CHECK": {
+            "name": "setting ORTPLUG_SPOT_CHECK", "ok": False,
+            "detail": "ORTPLUG_SPOT_CHECK: expected a share of calls from 0 to 1, got '2'; the "
+            "default (0.01) is used",
+            "fix": "set ORTPLUG_SPOT_CHECK to a share of calls from 0 to 1, or unset it for the "
+            "default",
+            "plugin": "",
+        },
+    }  # fmt: skip
+
+
 def test_doctor_flags_threads_wider_than_the_cpus() -> None:
     done = _cli("doctor", ORT_INTRA_OP_NUM_THREADS="512")
     assert done.returncode == 1

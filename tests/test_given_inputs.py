@@ -212,6 +212,30 @@ def test_ortplug_verify_input_that_does_not_fit_is_a_usage_error(built: Path) ->
     assert "--input y: expected one of the model's inputs (x), got 'y'" in unknown.stderr
 
 
+@pytest.mark.parametrize(
+    ("array", "problem"),
+    [
+        (np.zeros((2, 5), np.float32), "dimension 1 must be 8 (shape [batch, 8]), got 5 (shape (2, 5))"),
+        (np.zeros((2, 8), np.int64), "expected dtype float32 (tensor(float)), got int64"),
+    ],
+    ids=["shape", "dtype"],
+)  # fmt: skip
+@pytest.mark.parametrize("providers", [[], ["--providers", "cpu"]], ids=["policy", "cpu"])
+def test_ortplug_verify_input_that_does_not_fit_a_model_without_variants_is_refused(
+    tmp_path: Path, array: np.ndarray, problem: str, providers: list[str]
+) -> None:
+    """Regression (issue 37): with no variant (nor accelerator) there was nothing to verify,
+    so the given arrays were never checked: a wrong shape or dtype passed, exit 0."""
+    path = tmp_path / "x.npy"
+    np.save(path, array)
+    done = _cli("verify", str(demo_model()), *providers, "--input", f"x={path}")
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == f"ortplug verify: error: --input: input 'x': {problem}\n"
+    np.save(path, np.zeros((2, 8), np.float32))  # one that fits: the reference row, exit 0
+    fits = _cli("verify", str(demo_model()), *providers, "--input", f"x={path}")
+    assert fits.returncode == 0 and fits.stdout.startswith("REFERENCE reference (fp32) on [cpu]")
+
+
 def test_ortplug_run_input_is_verified_on_and_info_shows_coverage(built: Path, tmp_path) -> None:
     folder = tmp_path / "model"
     shutil.copytree(built, folder)

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import fake_roots
@@ -310,6 +312,46 @@ def test_a_bad_catalog_file_is_one_line_naming_the_file_and_field(
     text = str(caught.value)
     assert "\n" not in text and re.search(message, text), text
     assert f"ORTPLUG_CATALOG={path}" in text
+
+
+def _fifo(path: Path) -> Path:
+    os.mkfifo(path)
+    return path
+
+
+def _too_big(path: Path) -> Path:
+    path.write_text(json.dumps({"ortplug": 1, "plugins": {}, "pad": "x" * (1 << 20)}))
+    return path
+
+
+def _deep(path: Path) -> Path:
+    path.write_text("[" * 200_000 + "]" * 200_000)
+    return path
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="FIFOs and /dev/zero are POSIX's")
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (_fifo, "cannot read the catalog: it is a FIFO, expected a regular file"),
+        (lambda _: Path("/dev/zero"), "cannot read the catalog: it is a character device, expected a regular file"),
+        (_too_big, r"cannot read the catalog: it has \d+ bytes, expected at most 1048576"),
+        (_deep, "expected a JSON catalog, got JSON nested too deeply"),
+    ],
+    ids=["fifo", "dev-zero", "too-big", "deep"],
+)  # fmt: skip
+def test_a_catalog_that_is_no_plain_bounded_file_is_one_line_naming_it(
+    tmp_path: Path, make: Callable[[Path], Path], message: str
+) -> None:
+    """Regression (issue 37, T12): ``ORTPLUG_CATALOG`` naming a FIFO hung ``info`` and ``doctor``,
+    ``/dev/zero`` ran out of memory, and JSON nested past the stack raised a bare
+    ``RecursionError`` naming no file: plain files only, bounded, the file named."""
+    path = make(tmp_path / "catalog.json")
+    with pytest.raises(OptionError) as caught:
+        load_catalog({CATALOG_ENV: str(path)}, installed=False)
+    text = str(caught.value)
+    expected = f"ORTPLUG_CATALOG={re.escape(str(path))}: {message}"
+    assert "\n" not in text and re.fullmatch(expected, text), text
 
 
 _BUILD = """

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import ast
 import mmap
+import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -23,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import models
+import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
@@ -39,6 +42,8 @@ from ortplug.checkpoint.onnx_wire import (
     summarize_model,
 )
 from ortplug.errors import CheckpointError, OrtplugError
+
+ORTPLUG = shutil.which("ortplug", path=os.path.dirname(sys.executable)) or "ortplug"
 
 MAX_COUNT = (1 << 63) - 1
 
@@ -135,12 +140,18 @@ def _dim(dim: Any) -> int | str | None:
 
 def _info(value_info: Any) -> TensorInfo:
     which = value_info.type.WhichOneof("value")
-    elem, shape = None, None
+    elem, shape, raw = None, None, ()
     if which in ("tensor_type", "sparse_tensor_type"):
         tensor = getattr(value_info.type, which)
         elem = tensor.elem_type if tensor.HasField("elem_type") else None
-        shape = tuple(_dim(d) for d in tensor.shape.dim) if tensor.HasField("shape") else None
-    return TensorInfo(_text(value_info.name), _KIND[which], elem, shape)
+        dims = tuple(tensor.shape.dim) if tensor.HasField("shape") else None
+        shape = None if dims is None else tuple(_dim(d) for d in dims)
+        raw = tuple(  # the dimension names upb hands back as bytes: not UTF-8
+            (i, d.dim_param)
+            for i, d in enumerate(dims or ())
+            if d.WhichOneof("value") == "dim_param" and isinstance(d.dim_param, bytes)
+        )
+    return TensorInfo(_text(value_info.name), _KIND[which], elem, shape, non_utf8_dims=raw)
 
 
 def _count(dims: Any) -> int:
@@ -625,6 +636,56 @@ def test_strings_that_are_not_utf8_are_replaced_not_refused() -> None:
     summary = summarize_model(_quirks_model())
     assert summary.producer == "maker \ufffd\ufffd"
     assert summary.metadata_props == (("k\ufffd", "v"),)
+
+
+def _non_utf8_dimension_model(side: str) -> bytes:
+    """A Relu whose ``side`` ("input" or "output") has a first dimension named ``b"b\\xffat"``."""
+    dims = {"input": ("QQQQ", "n"), "output": ("n", "QQQQ")}[side]
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [dims[0], 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [dims[1], 4])
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [x], [y])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model.SerializeToString().replace(b"QQQQ", b"b\xffat")  # same length: still valid
+
+
+@pytest.mark.parametrize("side", ["input", "output"])
+def test_a_dimension_name_that_is_not_utf8_is_refused_in_one_line_naming_it(
+    tmp_path: Path, side: str
+) -> None:
+    """Regression (issue 37, T13): ONNX Runtime runs a model whose input dimension is named in
+    bytes that are not UTF-8, but its Python API's ``NodeArg.shape`` raises; ortplug resolved
+    the checkpoint and then failed its build, ``run`` and ``info`` with a bare
+    ``'utf-8' codec can't decode byte 0xff`` naming neither the model nor the dimension."""
+    data = _non_utf8_dimension_model(side)
+    session = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
+    feed = {"x": -np.ones((2, 4), np.float32)}
+    assert session.run(None, feed)[0].tolist() == [[0.0] * 4] * 2  # ONNX Runtime runs it
+    with pytest.raises(UnicodeDecodeError):
+        getattr(session, f"get_{side}s")()[0].shape  # noqa: B018 - what it cannot do
+    path = tmp_path / "odd.onnx"
+    path.write_bytes(data)
+    summary = summarize_file(path)
+    info = (summary.inputs if side == "input" else summary.outputs)[0]
+    assert info.shape == ("b\ufffdat", 4) and info.non_utf8_dims == ((0, b"b\xffat"),)
+    name = "x" if side == "input" else "y"
+    expected = (
+        f"{side} '{name}' dimension 0 is named b'b\\xffat', which is not UTF-8: ONNX Runtime's "
+        "Python API cannot read that shape; rename the dimension (its dim_param) to UTF-8 text"
+    )
+    for checkpoint, label in (
+        (LocalCheckpoint(path), str(path)),
+        (InMemoryCheckpoint(data), "<model bytes>"),
+    ):
+        with pytest.raises(CheckpointError) as caught:
+            checkpoint.resolve()
+        assert str(caught.value) == f"{label}: {expected}"
+    given = CheckpointMetadata(model_family="g", input_names=["x"], output_names=["y"])
+    with pytest.raises(CheckpointError, match="dimension 0 is named"):
+        InMemoryCheckpoint(data, metadata=given).resolve()  # metadata given: refused all the same
+    done = subprocess.run([ORTPLUG, "run", str(path)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1
+    assert done.stderr == f"ortplug run: error: {path}: {expected}\n"
 
 
 _REFUSED = {

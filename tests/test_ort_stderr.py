@@ -15,6 +15,7 @@ from pathlib import Path
 
 import models
 import numpy as np
+import ortplug
 import pytest
 from ortplug import InMemoryCheckpoint, InputValidationError, OnnxBackend
 
@@ -24,6 +25,7 @@ from ortplug import InMemoryCheckpoint, InputValidationError, OnnxBackend
 _PROGRAM = """\
 import sys
 import numpy as np
+import ortplug
 import onnxruntime as ort
 if sys.argv[2] != "default":
     ort.set_default_logger_severity(int(sys.argv[2]))
@@ -127,6 +129,34 @@ def test_debugging_shows_onnxruntimes_log_of_a_backend(plugin_host, capfd, monke
 
 # -- 13. ONNX Runtime's exception, without ortplug's ----------------------------------------------
 
+#: The installed ortplug package's folder: its frames are those whose file is under it.
+_ORTPLUG = Path(ortplug.__file__).resolve().parent
+_FRAME = re.compile(r'^\s*File "([^"]+)", line \d+')
+
+
+def _frames_in(package: Path, lines: list[str]) -> list[str]:
+    """The traceback lines of frames whose file is in ``package`` (not every line that says
+    "ortplug": a checkout or venv whose path has the word, ONNX Runtime's frames under it too)."""
+    found = []
+    for line in lines:
+        match = _FRAME.match(line)
+        if match and Path(match.group(1)).resolve().is_relative_to(package):
+            found.append(line)
+    return found
+
+
+def test_only_ortplugs_own_frames_are_counted(tmp_path: Path) -> None:
+    """Regression (issue 37): ``.ci/run`` failed in a checkout whose path has "ortplug" in it:
+    the count took ONNX Runtime's own frames under its venv for ortplug's."""
+    venv = tmp_path / "ortplug-checkout" / ".venv" / "onnxruntime" / "capi" / "session.py"
+    lines = [
+        f'  File "{_ORTPLUG / "dropin" / "_session.py"}", line 40, in __init__',
+        f'  File "{venv}", line 485, in __init__',
+        "    self._create_inference_session(providers, provider_options, disabled_optimizers)",
+        f"onnxruntime...NoSuchFile: [ONNXRuntimeError] : 3 : NO_SUCHFILE : {tmp_path}/ortplug.onnx",
+    ]
+    assert _frames_in(_ORTPLUG, lines) == lines[:1]
+
 
 def test_exec_raises_onnxruntimes_error_without_ortplugs(tmp_path: Path) -> None:
     code = f"import onnxruntime as ort; ort.InferenceSession({str(tmp_path / 'missing.onnx')!r})"
@@ -144,6 +174,5 @@ def test_exec_raises_onnxruntimes_error_without_ortplugs(tmp_path: Path) -> None
     assert "NO_SUCHFILE" in plain_lines[-1]
     assert "During handling" not in patched.stderr and "MissingFileError" not in patched.stderr
     # one frame more than ONNX Runtime's: the drop-in's __init__, which raises it
-    ortplug_frames = [line for line in patched_lines if "ortplug" in line and "File " in line]
-    assert len(ortplug_frames) == 1, patched.stderr
+    assert len(_frames_in(_ORTPLUG, patched_lines)) == 1, patched.stderr
     assert len(patched_lines) == len(plain_lines) + 2, patched.stderr

@@ -248,7 +248,8 @@ def test_ortplug_verify_marks_what_ortplug_run_serves_and_why_not_the_first_pass
     capsys, monkeypatch
 ):
     """It marked the first choice that passed verification, which the next run did not serve
-    (timed slower than the CPU reference)."""
+    (timed slower than the CPU reference). And (issue 37) the next verify numbered the choices
+    in the order the first build recorded ("choice 2 of 2" became "choice 1 of 2")."""
     from ortplug.cli.main import main
 
     monkeypatch.setenv("ORTPLUG_PLUGINS", "cpu")
@@ -264,7 +265,12 @@ def test_ortplug_verify_marks_what_ortplug_run_serves_and_why_not_the_first_pass
     assert lines[4].endswith(" ms, verified, not faster than the CPU reference")
     assert main(["verify", str(demo_model()), "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
-    assert (report["chosen"], report["served"]["chain"]) == (0, ["cpu"])  # the record's order
+    # the numbering is the first run's (the record the first build wrote orders builds, not it)
+    assert (report["chosen"], report["served"]["chain"]) == (1, ["cpu"])
+    assert main(["verify", str(demo_model())]) == 0
+    again = capsys.readouterr().out.splitlines()  # its timings differ, not its numbering
+    assert (again[0], again[2]) == (lines[0], lines[2])
+    assert again[4].startswith("chosen: choice 2 of 2, what ortplug run serves here; choice 1 ")
     assert main(["run", str(demo_model()), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["realized"] == list(CPU)
 

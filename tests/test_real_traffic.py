@@ -10,12 +10,15 @@ values; ``"slow"`` is right on every input.
 from __future__ import annotations
 
 import gc
+import re
 import threading
 import time
 import warnings
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
+import ortplug
 import pytest
 from ortplug import (
     LocalCheckpoint,
@@ -373,4 +376,41 @@ def test_a_spot_check_sees_outputs_a_later_call_overwrites(demo):
     (line,) = [str(w.message) for w in caught if issubclass(w.category, VerificationWarning)]
     assert "were the memory a later run returned its outputs in" in line
     assert len({id(k) for k in kept[-2:]}) == 1 or len(kept) < 300
+    backend.close()
+
+
+_ORTPLUG_PACKAGE = Path(ortplug.__file__).resolve().parent
+
+
+@pytest.mark.parametrize("stage", ["shadow", "spot check"])
+def test_a_disagreement_on_a_real_request_names_it_once_and_not_at_ortplugs_line(demo, stage):
+    """Regression (issue 37): the warning said "(on on real inputs: request N ...)" after each
+    output, so the request three times, and it pointed at ``_real_traffic.py`` (a fixed
+    stacklevel): the request is named once, and the warning points outside ortplug."""
+    from ortplug import StartupFallback, Verification
+
+    spot = stage == "spot check"
+    backend = OnnxBackend.from_checkpoint(
+        demo, plugins=_host("magnitude", magnitude=LARGE / 10), verify=Verification(measure=False),
+        startup_fallback=StartupFallback(real_traffic_checks=1, spot_check=1.0 if spot else 0.0),
+    )  # fmt: skip
+    _until(lambda: backend.shadowing, "the verified candidate to shadow the CPU")
+    if spot:
+        backend.run(_feed(1))
+        assert backend.wait_ready(60) and backend.providers == BAD
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        backend.run(_feed(2, LARGE, seed=4))
+        _until(lambda: backend.providers == CPU and not backend.shadowing, "the CPU to serve")
+    (warning,) = [w for w in caught if issubclass(w.category, VerificationWarning)]
+    line = str(warning.message)
+    said = (
+        f"{demo.label}: {'spot check: ' if spot else ''}the reference weights (fp32) on "
+        "AzureExecutionProvider, CPUExecutionProvider failed verification on real inputs: "
+    )
+    rest = r"(request \d+) \(x \(2, 8\) float32\) disagreed with the CPU reference: output 'logits'"
+    found = re.match(re.escape(said) + rest, line)
+    assert found is not None, line
+    assert "(on on" not in line and line.count(found.group(1)) == 1 and "\n" not in line
+    assert not Path(warning.filename).resolve().is_relative_to(_ORTPLUG_PACKAGE), warning.filename
     backend.close()

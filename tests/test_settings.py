@@ -4,6 +4,7 @@ in one place, read once per process, and the README's table kept in step with it
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import shutil
@@ -77,6 +78,8 @@ def test_each_variable_is_typed() -> None:
     assert dict(found.overrides) == {"ORTPLUG_OVERRIDE_CPU_USABLE_CPUS": "2"}
     assert Settings.from_environ({"ORTPLUG_PLUGINS": ""}).plugins == ()  # lists none
     assert Settings.from_environ({"ORTPLUG_MEASURE": " "}).measure  # blank: the default
+    for text, on in (("ON", True), ("Yes", True), ("2", True), ("00", False), ("False", False)):
+        assert Settings.from_environ({"ORTPLUG_DEBUG": text}).debug is on
 
 
 @pytest.mark.parametrize(
@@ -85,6 +88,8 @@ def test_each_variable_is_typed() -> None:
         ("ORTPLUG_SPOT_CHECK", "2", "a share of calls from 0 to 1"),
         ("ORTPLUG_REAL_TRAFFIC_CHECKS", "-1", "a whole number of requests >= 0"),
         ("ORTPLUG_CACHE_MAX_MB", "lots", r"a size in MB \(a finite number >= 0\)"),
+        # regression (issue 37): any word but 0/false/no/off was on, `disable` too
+        ("ORTPLUG_MEASURE", "disable", r"a flag \(1 or 0, true or false, yes or no, on or off\)"),
     ],
 )
 def test_a_bad_value_is_one_line_naming_the_variable(name: str, value: str, expected: str) -> None:
@@ -110,13 +115,54 @@ def _raw_variable(name: str) -> Iterator[None]:
         refresh_settings()
 
 
-def test_the_process_settings_are_read_once_until_refreshed() -> None:
+def test_the_settings_follow_the_environment_without_a_refresh() -> None:
+    """Regression (issue 37, item 8): a variable set after the first read was not seen until
+    :func:`refresh_settings`; an unchanged environment is still read once (the same value)."""
     with _raw_variable("ORTPLUG_SPOT_CHECK"):
         os.environ["ORTPLUG_SPOT_CHECK"] = "0.25"
-        assert refresh_settings().spot_check == 0.25
+        first = settings()
+        assert first.spot_check == 0.25
+        assert settings() is first  # nothing changed: not parsed again
         os.environ["ORTPLUG_SPOT_CHECK"] = "0.5"
-        assert settings().spot_check == 0.25  # read once
-        assert refresh_settings().spot_check == 0.5
+        assert settings().spot_check == 0.5
+        os.environ["ORTPLUG_UNRELATED_TO_SETTINGS"] = "x"  # another variable: the same value
+        try:
+            assert settings() is settings() and settings().spot_check == 0.5
+        finally:
+            del os.environ["ORTPLUG_UNRELATED_TO_SETTINGS"]
+        del os.environ["ORTPLUG_SPOT_CHECK"]
+        assert settings().spot_check == 0.01
+
+
+def test_a_cache_dir_set_after_import_is_where_the_build_writes(tmp_path) -> None:
+    """Regression (issue 37): ``ORTPLUG_CACHE_DIR`` set by a program (or a test's plain
+    ``os.environ``) after ``import ortplug`` and before its first build was ignored: the build's
+    records went to the cache the settings were first read from (a user's real cache)."""
+    from ortplug import LocalCheckpoint, OnnxBackend
+    from ortplug.testing import demo_model
+
+    before = settings().cache_dir
+    assert before is not None and before.is_dir()
+    moved = tmp_path / "moved-cache"
+    with _raw_variable("ORTPLUG_CACHE_DIR"):
+        os.environ["ORTPLUG_CACHE_DIR"] = str(moved)
+        OnnxBackend.from_checkpoint(LocalCheckpoint(demo_model()).resolve())
+        written = sorted(p.name for p in moved.iterdir())
+    assert "probes" in written and "ortplug-cache.json" in written
+    assert not list(before.iterdir())  # nothing in the cache of the first read
+
+
+def test_a_cache_dir_set_after_import_is_the_cli_commands(tmp_path, capsys) -> None:
+    """A CLI command run in-process (``ortplug.cli.main.main``) reads the environment as it is."""
+    from ortplug.cli.main import main
+
+    settings()
+    moved = tmp_path / "cli-cache"
+    with _raw_variable("ORTPLUG_CACHE_DIR"):
+        os.environ["ORTPLUG_CACHE_DIR"] = str(moved)
+        capsys.readouterr()
+        assert main(["cache", "list", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["root"] == str(moved)
 
 
 def test_monkeypatch_changes_refresh_the_settings(monkeypatch) -> None:
@@ -164,11 +210,11 @@ def test_the_plugin_host_reads_the_process_settings_not_the_environment() -> Non
 
     with _raw_variable("ORTPLUG_DISABLE_PLUGINS"):
         os.environ["ORTPLUG_DISABLE_PLUGINS"] = "cpu"
-        refresh_settings()
-        os.environ.pop("ORTPLUG_DISABLE_PLUGINS")  # changed after the read: not seen
-        assert PluginHost().blocked_by() == {"cpu": "ORTPLUG_DISABLE_PLUGINS=cpu"}
-        refresh_settings()
-        assert "cpu" not in PluginHost().blocked_by()
+        host = PluginHost()
+        assert host.blocked_by() == {"cpu": "ORTPLUG_DISABLE_PLUGINS=cpu"}
+        os.environ.pop("ORTPLUG_DISABLE_PLUGINS")
+        assert host.blocked_by() == {"cpu": "ORTPLUG_DISABLE_PLUGINS=cpu"}  # the host's own view
+        assert "cpu" not in PluginHost().blocked_by()  # a new host: the settings as they are now
         given = PluginHost(environ={"ORTPLUG_DISABLE_PLUGINS": "cpu"}).blocked_by()
         assert given == {"cpu": "ORTPLUG_DISABLE_PLUGINS=cpu"}  # a host given its own variables
 

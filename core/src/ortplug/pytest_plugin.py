@@ -42,10 +42,8 @@ def cpu_host() -> HostCapabilities:
 def ortplug_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """A private cache folder and a fresh process-wide plugin host for the test."""
     from .plugin_host.manager import reset_plugin_host
-    from .testing import follow_environment
 
-    cache = tmp_path / "ortplug-cache"
-    follow_environment(monkeypatch)
+    cache = tmp_path / "ortplug-cache"  # the settings follow monkeypatch's changes themselves
     monkeypatch.setenv("ORTPLUG_CACHE_DIR", str(cache))
     reset_plugin_host()
     yield cache

@@ -1,15 +1,14 @@
-"""The ``ORTPLUG_*`` environment variables of the core: one typed value, read once per process.
+"""The ``ORTPLUG_*`` environment variables of the core: one typed value, as the environment says now.
 
 :class:`Settings` has a field per variable (and the ``ORTPLUG_OVERRIDE_*`` family as one
 mapping); :data:`VARIABLES` and :data:`OVERRIDES` are their table (name, type, default, one
 line), which the README's "Environment variables" section is checked against.
 :meth:`Settings.from_environ` validates each variable, a bad one raising one line that names
 it, what was expected and what was given;
-:func:`settings` reads ``os.environ`` once per process, and there a bad value is kept aside in
+:func:`settings` reads ``os.environ`` again whenever it changed, and there a bad value is kept aside in
 :attr:`Settings.invalid` (with that line) and its default used: the module that reads it says so
 where it is used, as a bad variable never stopped a run. Code reads the value passed down to it,
-or :func:`settings` at a top-level entry point. A test that changes the environment calls
-:func:`refresh_settings` (``ortplug.testing``'s fixtures do, for ``monkeypatch`` changes).
+or :func:`settings` at a top-level entry point.
 The variables of a plugin (``ORTPLUG_TENSORRT``...) are read by that plugin: plugins do not
 depend on the core's internals.
 """
@@ -64,8 +63,16 @@ def _names(text: str) -> tuple[str, ...]:
     return tuple(name.strip() for name in text.split(",") if name.strip())
 
 
-def _flag(text: str) -> bool:
-    return text.strip().lower() not in ("", "0", "false", "no", "off")
+_FLAG_WORDS = {"true": True, "yes": True, "on": True, "false": False, "no": False, "off": False}
+
+
+def _flag(text: str) -> bool | None:
+    """On or off: a word of :data:`_FLAG_WORDS` (any case) or a whole number (0: off); ``None``
+    for anything else (``ORTPLUG_MEASURE=disable`` read as on was a silent surprise)."""
+    word = text.strip().lower()
+    if word.isdigit():
+        return int(word) != 0
+    return _FLAG_WORDS.get(word)
 
 
 def parse_size_mb(text: str) -> float | None:
@@ -103,17 +110,19 @@ def _text(text: str) -> str:
     return text.strip()
 
 
+_FLAG = "a flag (1 or 0, true or false, yes or no, on or off)"
+
 #: Every core variable, in the README's order. Plugin variables are the plugins' own.
 VARIABLES: tuple[Variable, ...] = (
     Variable("ORTPLUG_PLUGINS", "plugins", "names", "all", "load only these plugins (entry-point names, comma-separated)", _names, "plugin names"),
     Variable("ORTPLUG_DISABLE_PLUGINS", "disable_plugins", "names", "none", "never import these plugins", _names, "plugin names"),
-    Variable("ORTPLUG_STRICT_PLUGINS", "strict_plugins", "flag", "0", "raise `PluginError` (plugin, hook, exception type) on a plugin failure instead of warning, `PluginConflictError` on a kind claimed twice (for plugin authors)", _flag, "a flag"),
+    Variable("ORTPLUG_STRICT_PLUGINS", "strict_plugins", "flag", "0", "raise `PluginError` (plugin, hook, exception type) on a plugin failure instead of warning, `PluginConflictError` on a kind claimed twice (for plugin authors)", _flag, _FLAG),
     Variable("ORTPLUG_CACHE_DIR", "cache_dir", "path", "the platform's user cache dir for `ortplug`", "where engine and compiled-model caches and ortplug's records go", _path, "a folder"),
     Variable("ORTPLUG_CACHE_MAX_MB", "cache_max_mb", "number", "no cap", "the size the cache is kept under: on each use of a plugin's cache folder, and by `ortplug cache prune`", parse_size_mb, "a size in MB (a finite number >= 0)"),
-    Variable("ORTPLUG_MEASURE", "measure", "flag", "1", "`0` skips the measured choice on a first build (the first verified choice serves)", _flag, "a flag"),
+    Variable("ORTPLUG_MEASURE", "measure", "flag", "1", "`0` skips the measured choice on a first build (the first verified choice serves)", _flag, _FLAG),
     Variable("ORTPLUG_REAL_TRAFFIC_CHECKS", "real_traffic_checks", "count", "8", "real requests a startup fallback's candidate must agree on with the CPU reference before it serves (`0`: once verified)", _count, "a whole number of requests >= 0"),
     Variable("ORTPLUG_SPOT_CHECK", "spot_check", "share", "0.01", "the share of a startup fallback's candidate's calls run again on the CPU reference once it serves (`0`: none)", _share, "a share of calls from 0 to 1"),
-    Variable("ORTPLUG_DEBUG", "debug", "flag", "0", "full tracebacks from the CLI, and ONNX Runtime's own log on stderr", _flag, "a flag"),
+    Variable("ORTPLUG_DEBUG", "debug", "flag", "0", "full tracebacks from the CLI, and ONNX Runtime's own log on stderr", _flag, _FLAG),
     Variable("ORTPLUG_CATALOG", "catalog", "path", "none", "more or replaced catalog kinds for `info`, `doctor`, `doctor --fix` (declaration format)", _path, "a file"),
     Variable("ORTPLUG_OVERRIDE_HARDWARE_ROOT", "hardware_root", "path", "/", "read the hardware files (`sys/`, `proc/`, macOS's version file) under this folder instead of `/`", _path, "a folder"),
     Variable("ORTPLUG_EXEC_TAKEOVER", None, "text", "cpu", "which provider lists `ortplug exec` takes over in the program it runs (set by `ortplug exec --takeover`)", _text, "a takeover mode"),
@@ -186,24 +195,47 @@ class Settings:
 
 
 _lock = _thread.allocate_lock()
-_current: list[Settings] = []
+#: The last read: the environment it was made from (a copy) and the settings it made.
+_current: list[tuple[Mapping[Any, Any], Settings]] = []
+
+
+def _environ_now() -> Mapping[Any, Any]:
+    """The mapping behind ``os.environ`` (CPython's undecoded ``_data`` dict), to compare with the
+    last read's copy: equal when nothing was set or removed (0.2 us; decoding every name to
+    pick out ``ORTPLUG_*`` costs 6 us, and each build reads the settings a few times)."""
+    raw = getattr(os.environ, "_data", None)
+    return raw if isinstance(raw, dict) else dict(os.environ)
 
 
 def settings() -> Settings:
-    """This process's settings: ``os.environ`` read at the first call, then kept.
+    """This process's settings, as ``os.environ`` says now: read again whenever the environment
+    changed since the last call (a program or a test that sets ``ORTPLUG_CACHE_DIR`` after
+    ``import ortplug`` is honoured by the next build or command), else the value made last.
 
     A bad value does not raise here (see :attr:`Settings.invalid`): the code that reads the
-    variable warns where it always has. Tests that change the environment call
-    :func:`refresh_settings`.
+    variable warns where it always has.
     """
+    environ = _environ_now()
     with _lock:
-        if not _current:
-            _current.append(Settings.from_environ(os.environ, strict=False))
-        return _current[0]
+        if _current and _current[0][0] == environ:
+            return _current[0][1]
+        return _read(environ)
+
+
+def _read(environ: Mapping[Any, Any]) -> Settings:
+    """Parse ``os.environ`` and keep the result with a copy of ``environ`` (under ``_lock``); the
+    previous value is kept when only other variables changed."""
+    copy = dict(environ)  # before the parse: a change made meanwhile is read at the next call
+    found = Settings.from_environ(os.environ, strict=False)
+    if _current and _current[0][1] == found:
+        found = _current[0][1]
+    _current[:] = [(copy, found)]
+    return found
 
 
 def refresh_settings() -> Settings:
-    """Read ``os.environ`` again (for tests, and programs that change their own environment)."""
+    """Read ``os.environ`` again now (``settings()`` does so itself when the environment changed)."""
+    environ = _environ_now()
     with _lock:
-        _current[:] = [Settings.from_environ(os.environ, strict=False)]
-        return _current[0]
+        _current.clear()
+        return _read(environ)

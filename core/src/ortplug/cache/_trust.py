@@ -15,7 +15,7 @@ import stat
 import struct
 from pathlib import Path
 
-__all__ = ["foreign_writers", "kind_of", "trust_problem"]
+__all__ = ["foreign_writers", "kind_of", "resolved_root", "trust_problem"]
 
 #: The extended attribute holding a file's POSIX access ACL (Linux), and its entries' layout.
 _ACL_XATTR = "system.posix_acl_access"
@@ -25,6 +25,8 @@ _ACL_USER, _ACL_GROUP_OBJ, _ACL_GROUP, _ACL_MASK = 0x02, 0x04, 0x08, 0x10
 _ACL_WRITE = 0x02
 #: What an ACL without an entry for the thing says (the file has no ACL, the filesystem none).
 _NO_ACL = (errno.ENODATA, errno.ENOTSUP, errno.EOPNOTSUPP)
+#: Links followed at most while resolving the cache root (the kernel's own limit).
+_MAX_LINKS = 40
 
 
 def _account_name(uid: int) -> str:
@@ -182,3 +184,39 @@ def trust_problem(path: Path, info: os.stat_result | None = None, *, folder: boo
     if not folder and not stat.S_ISREG(info.st_mode):
         return f"{path} is {kind_of(info.st_mode)}, expected a regular file"
     return foreign_writers(path, info)
+
+
+def _link_owner_problem(link: Path, info: os.stat_result) -> str | None:
+    """Why the symbolic link ``link`` could be pointed elsewhere by another user, or ``None``."""
+    if os.name != "posix" or info.st_uid in (os.getuid(), 0):
+        return None
+    return (
+        f"{link} is a symbolic link of another user (uid {info.st_uid}; expected yours, uid "
+        f"{os.getuid()}, or root), who could point it at another folder"
+    )
+
+
+def resolved_root(root: Path) -> tuple[Path, str | None]:
+    """The cache root with every symbolic link on its way followed, and why it may not be used
+    (``None``: it may): each link followed must be this user's or root's, since whoever owns a
+    link can re-point it, and what ortplug writes or reads would then go elsewhere. Using the
+    resolved path afterwards, a link changed later redirects nothing. A part that does not
+    exist yet ends the walk (the root is made there)."""
+    current = Path(os.path.abspath(root))
+    for _ in range(_MAX_LINKS):
+        parts = current.parts
+        for end in range(2, len(parts) + 1):
+            prefix = Path(*parts[:end])
+            try:
+                info = os.lstat(prefix)
+            except OSError:
+                return current, None  # absent (made later) or unusable: the caller says which
+            if stat.S_ISLNK(info.st_mode):
+                problem = _link_owner_problem(prefix, info)
+                if problem is not None:
+                    return current, problem
+                current = prefix.parent / os.readlink(prefix) / Path(*parts[end:])
+                break
+        else:  # no link left on the way: ``..`` can be read as the parent
+            return Path(os.path.normpath(current)), None
+    return current, f"{root} cannot be used (more than {_MAX_LINKS} symbolic links on its way)"

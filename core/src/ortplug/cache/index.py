@@ -106,7 +106,7 @@ def describe(
         "ort_version": ort_version,
     }
     try:
-        atomic_write(folder / ENTRY_FILE, json.dumps(record))
+        atomic_write(folder / ENTRY_FILE, json.dumps(record), mode=0o600)  # as records are
     except CacheError:
         return
     _keep_under_cap(ort_version)

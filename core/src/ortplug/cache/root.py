@@ -26,7 +26,7 @@ import platformdirs
 from ..errors import CacheError, OrtplugCacheWarning
 from ..log import user_stacklevel
 from ..settings import Settings, settings
-from ._trust import kind_of, trust_problem
+from ._trust import kind_of, resolved_root, trust_problem
 
 __all__ = [
     "CACHE_ENV",
@@ -113,7 +113,7 @@ def root_problem(root: Path) -> str | None:
     """Why ortplug may not remove what the cache root ``root`` lists, or ``None``: the root, or
     its marker, is a thing another user could have written (the trust check reading applies)."""
     try:
-        problem = trust_problem(root, os.stat(root), folder=True)
+        problem = resolved_root(root)[1] or trust_problem(root, os.stat(root), folder=True)
         marker = root / MARKER
         if problem is None and os.path.lexists(marker):
             info = os.lstat(marker)
@@ -155,11 +155,15 @@ def _prepare(
 ) -> tuple[Path, str | None]:
     """``<root>/<parts...>`` and why it cannot be used (``None``: it can), creating it if asked.
 
-    The root may be a symbolic link (a cache moved to another disk); nothing below it may.
-    Every level must be a directory only this user (or root) can write: ortplug reads back
-    what it finds there. Folders are created private (0700).
+    The root may be a symbolic link (a cache moved to another disk), this user's or root's
+    (:func:`resolved_root`), and the path returned is under the folder it resolves to; nothing
+    below it may be a link. Every level must be a directory only this user (or root) can
+    write: ortplug reads back what it finds there. Folders are created private (0700).
     """
-    root = current = cache_root(environ)
+    root, linked = resolved_root(cache_root(environ))
+    if linked is not None:
+        return root, linked
+    current = root
     fresh = False  # whether this call made the root
     for level, name in enumerate(("", *parts)):
         current = current / name if level else current
@@ -418,8 +422,12 @@ def remove_entries(folder: str, pattern: str = "*.json") -> int:
     found = trusted_folder(folder)
     if found is None:
         return 0
+    try:
+        paths = list(found.glob(pattern))
+    except OSError:  # gone since it was checked (another `ortplug cache clear`), or unreadable
+        return 0
     removed = 0
-    for path in found.glob(pattern):
+    for path in paths:
         with contextlib.suppress(OSError):
             if not stat.S_ISDIR(os.lstat(path).st_mode):
                 path.unlink()

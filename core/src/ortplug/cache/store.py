@@ -6,7 +6,8 @@ written atomically (temporary file, then ``os.replace``) with its schema in ``"s
 read back only through the one trust check (:func:`trust_problem`: every folder on the way, and
 the file itself, this user's alone; the file a regular one, not a link), bounded, and given to
 its kind's parser. A record that is absent, unreadable, of another schema or refused by the
-parser is ignored on one path (:meth:`RecordStore.ignore`): one
+parser is ignored on one path (:meth:`RecordStore.ignore`; one removed while it is read, by an
+``ortplug cache clear`` at the same moment, is only absent): one
 :class:`~ortplug.errors.OrtplugCacheWarning` naming the file and the defect (a debug line for the
 stores that are only a speed-up), never an exception, never a rewrite of it. A record used
 is touched (its mtime), so least-recently-used pruning keeps it.
@@ -49,6 +50,10 @@ RECORD_FOLDERS = {
     "verify": "verification verdict",
     "fingerprints": "model fingerprint",
 }
+
+#: A record's permissions: this user's alone whatever the umask or a folder's default ACL (one
+#: giving another user write would make every record written there one the trust check refuses).
+_PRIVATE = 0o600
 
 #: What a record's parser may raise on a record that is not what it claims.
 _DEFECTS = (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError)
@@ -135,6 +140,8 @@ class RecordStore:
             return None
         try:
             value = parse(self.decode(path))
+        except FileNotFoundError:  # removed since (an `ortplug cache clear` meanwhile): a miss
+            return None
         except _DEFECTS as exc:
             self.ignore(path, exc)
             return None
@@ -162,7 +169,7 @@ class RecordStore:
         Raises :class:`~ortplug.errors.CacheError` naming the fix when the cache is unusable.
         """
         path = cache_dir(self.folder) / self._name(key)
-        return atomic_write(path, self._encoded(record, indent))
+        return atomic_write(path, self._encoded(record, indent), mode=_PRIVATE)
 
     def keep(
         self, key: str, record: Mapping[str, Any] | object, *, indent: int | None = None
@@ -177,7 +184,7 @@ class RecordStore:
             return
         path = folder / self._name(key)
         try:
-            atomic_write(path, self._encoded(record, indent))
+            atomic_write(path, self._encoded(record, indent), mode=_PRIVATE)
         except (CacheError, TypeError, ValueError) as exc:
             if not self.warn:
                 _log.debug("%s %s not kept: %s", self.kind, path, exc)
@@ -191,7 +198,10 @@ class RecordStore:
     def records(self) -> list[Path]:
         """The record files of the folder (none through a link, nor from an untrusted folder)."""
         folder = trusted_folder(self.folder)
-        return [] if folder is None else sorted(folder.glob("*.json"))
+        try:
+            return [] if folder is None else sorted(folder.glob("*.json"))
+        except OSError:  # gone since it was checked (an `ortplug cache clear`), or unreadable
+            return []
 
     def clear(self) -> int:
         """Forget every record; returns how many there were."""

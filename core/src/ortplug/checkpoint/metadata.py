@@ -24,7 +24,7 @@ from .onnx_wire import (
 )
 from .variants import PRECISIONS, Variant, parse_variants
 
-__all__ = ["PRECISIONS", "SCHEMA_VERSION", "CheckpointMetadata"]
+__all__ = ["PRECISIONS", "SCHEMA_VERSION", "CheckpointMetadata", "require_utf8_dimensions"]
 
 SCHEMA_VERSION = 1
 
@@ -226,6 +226,7 @@ class CheckpointMetadata:
         one ("main_graph", "torch_jit", a hash...); then ``name`` (the file's stem).
         """
         _require_metadata_names(summary)
+        require_utf8_dimensions(summary)
         feeds = summary.feed_inputs
         return cls(
             model_family=_family(summary.graph_name, name),
@@ -251,6 +252,20 @@ def _require_metadata_names(summary: ModelSummary) -> None:
                 f"{summary.label}: cannot infer checkpoint metadata from the graph ({exc}); "
                 "give the metadata explicitly"
             ) from exc
+
+
+def require_utf8_dimensions(summary: ModelSummary) -> None:
+    """Refuse, in one line naming it, a graph input or output dimension whose name is not UTF-8:
+    ONNX Runtime runs the model, but its Python API raises a bare ``UnicodeDecodeError`` when
+    ortplug (or anyone) reads the shape."""
+    for side, infos in (("input", summary.feed_inputs), ("output", summary.outputs)):
+        for info in infos:
+            for index, raw in info.non_utf8_dims:
+                raise CheckpointError(
+                    f"{summary.label}: {side} {info.name!r} dimension {index} is named {raw!r}, "
+                    "which is not UTF-8: ONNX Runtime's Python API cannot read that shape; "
+                    "rename the dimension (its dim_param) to UTF-8 text"
+                )
 
 
 def _infer_precision(summary: ModelSummary) -> str:

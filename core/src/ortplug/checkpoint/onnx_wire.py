@@ -86,12 +86,18 @@ class WireFormatError(CheckpointError):
 
 @attrs.frozen
 class TensorInfo:
-    """A graph input or output: name, kind (tensor, sequence, ...), element type and shape."""
+    """A graph input or output: name, kind (tensor, sequence, ...), element type and shape.
+
+    ``non_utf8_dims``: the dimensions whose name is not UTF-8, with its bytes (in ``shape`` its
+    bytes that are not become U+FFFD); ONNX Runtime runs such a model, but its Python API
+    cannot read the shape (``NodeArg.shape`` raises ``UnicodeDecodeError``).
+    """
 
     name: str
     kind: str
     elem_type: int | None
     shape: tuple[int | str | None, ...] | None
+    non_utf8_dims: tuple[tuple[int, bytes], ...] = attrs.field(default=(), kw_only=True)
 
 
 @attrs.frozen
@@ -336,18 +342,23 @@ def _int32(value: int) -> int:
     return value - (1 << 32) if value >= 1 << 31 else value
 
 
-def _dimension(src: _Source, span: _Span, depth: int) -> int | str | None:
-    """A ``TensorShapeProto.Dimension``: its value or parameter (a oneof: the last one wins)."""
-    dim: int | str | None = None
+def _dimension(src: _Source, span: _Span, depth: int) -> int | str | bytes | None:
+    """A ``TensorShapeProto.Dimension``: its value or parameter (a oneof: the last one wins);
+    a parameter that is not UTF-8 is its bytes."""
+    dim: int | str | bytes | None = None
     for number, wire, a, b in _fields(src, (span,), depth):
         if number == 1 and wire == _VARINT:
             dim = _int64(a)
         elif number == 2 and wire == _LENGTH:
-            dim = src.text(a, b)
+            raw = src.take(a, b)
+            try:
+                dim = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                dim = raw
     return dim
 
 
-def _shape(src: _Source, spans: list[_Span], depth: int) -> tuple[int | str | None, ...]:
+def _shape(src: _Source, spans: list[_Span], depth: int) -> tuple[int | str | bytes | None, ...]:
     """A ``TensorShapeProto``; merged occurrences concatenate their dims."""
     return tuple(
         _dimension(src, (a, b), depth + 1)
@@ -358,7 +369,7 @@ def _shape(src: _Source, spans: list[_Span], depth: int) -> tuple[int | str | No
 
 def _type(
     src: _Source, spans: list[_Span], depth: int
-) -> tuple[str, int | None, tuple[int | str | None, ...] | None]:
+) -> tuple[str, int | None, tuple[int | str | bytes | None, ...] | None]:
     """A ``TypeProto``: kind, element type and shape (the last member of its oneof wins)."""
     member = 0
     member_spans: list[_Span] = []
@@ -393,8 +404,12 @@ def _value_info(src: _Source, span: _Span, depth: int) -> TensorInfo:
             name = src.text(a, b)
         elif number == 2:
             type_spans.append((a, b))
-    kind, elem, shape = _type(src, type_spans, depth + 1)
-    return TensorInfo(name=name, kind=kind, elem_type=elem, shape=shape)
+    kind, elem, dims = _type(src, type_spans, depth + 1)
+    if dims is None:
+        return TensorInfo(name=name, kind=kind, elem_type=elem, shape=None)
+    raw = tuple((i, d) for i, d in enumerate(dims) if isinstance(d, bytes))
+    shape = tuple(d.decode("utf-8", errors="replace") if isinstance(d, bytes) else d for d in dims)
+    return TensorInfo(name=name, kind=kind, elem_type=elem, shape=shape, non_utf8_dims=raw)
 
 
 def _times(count: int, dim: int) -> int:

@@ -22,7 +22,7 @@ from ..errors import (
     OrtplugError,
 )
 from ._fingerprints import file_fingerprint, file_version, settled_version
-from .metadata import CheckpointMetadata
+from .metadata import CheckpointMetadata, require_utf8_dimensions
 from .onnx_wire import ExternalData, ModelSummary, summarize_file, summarize_model
 from .variants import Variant
 
@@ -452,5 +452,6 @@ def _load_metadata_file(path: Path) -> CheckpointMetadata:
 
 
 def _require_fits(metadata: CheckpointMetadata, summary: ModelSummary, origin: str) -> None:
+    require_utf8_dimensions(summary)
     inputs = [i.name for i in summary.inputs]
     metadata.require_names_in(inputs, [o.name for o in summary.outputs], origin=origin)

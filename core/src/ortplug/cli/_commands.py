@@ -53,15 +53,34 @@ def _model_path(model: Path | None) -> Iterator[Path]:
 
 
 def _policy_rows(
-    checkpoint: ResolvedCheckpoint,
+    checkpoint: ResolvedCheckpoint, served: Candidate | None = None
 ) -> tuple[list[dict[str, str]], list[dict[str, str]]]:
-    """The chain the default policy picks for ``checkpoint`` here and the declined providers."""
+    """The chain the default policy picks for ``checkpoint`` here and the declined providers.
+
+    With ``served`` (the candidate a build chose) other than the policy's first choice (a
+    variant rejected by verification, say), the chain is the one that serves, and says so: the
+    policy's reasons were about the choice that does not serve ("int8 variant on a CPU with int8
+    dot products" above a candidate line saying int8 was rejected).
+    """
     host = get_plugin_host()
     selection = DefaultProviderPolicy(host).explain(
         checkpoint.metadata, host.host_capabilities(), checkpoint
     )
     chain = [{"kind": c.kind, "reason": selection.reason_for(c)} for c in selection.chain]
     declined = [{"kind": d.kind, "reason": f"{d.reason} [{d.plugin}]"} for d in selection.declined]
+    kinds = tuple(c.kind for c in selection.chain)
+    proposed = (selection.variant, kinds) == (served.variant, served.chain) if served else True
+    if served is not None and selection.precision is not None:
+        proposed = proposed and selection.precision == served.precision
+    if not proposed and served is not None:
+        weights = f"variant {served.variant}" if served.variant else "reference weights"
+        first = f"variant {selection.variant}" if selection.variant else "reference weights"
+        mode = f" at {selection.precision}" if selection.precision else ""
+        reason = (
+            f"{weights} ({served.precision}) serve: {served.reason}; the policy's first choice, "
+            f"{first}{mode} on [{', '.join(kinds)}], does not (its candidate line says why)"
+        )
+        chain = [{"kind": kind, "reason": reason} for kind in served.chain]
     return chain, declined
 
 
@@ -251,8 +270,10 @@ def info(args: argparse.Namespace) -> int:
     with _model_path(args.model) as path:
         checkpoint = LocalCheckpoint(path).resolve()
         data["model"] = str(args.model or "demo.onnx (shipped with ortplug)")
-        data["chain"], data["declined"] = _policy_rows(checkpoint)
         candidates = served_candidates(checkpoint) if args.model is not None else ()
+        served = next((c for c in candidates if c.chosen), None)
+        data["chain"], data["declined"] = _policy_rows(checkpoint, served)  # after the build:
+        # the policy then reads the choice a first build measured and recorded
         if args.model is not None:  # the proven choice for this model: built, verified, timed
             data["candidates"] = [c.to_dict() for c in candidates]
         servings = recorded_servings(checkpoint, host) if args.model is not None else None

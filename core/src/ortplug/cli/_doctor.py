@@ -12,6 +12,7 @@ from ..host.runtime import duplicate_runtimes, install_hint, installed_runtimes
 from ..plugin_host.first_party import runtime_install
 from ..plugins.types import DoctorCheck, ProviderOffer
 from ..selection.autotune import RECORD_FOLDER, stale_records
+from ..settings import VARIABLES, settings
 
 if TYPE_CHECKING:
     from ..host.capabilities import HostCapabilities
@@ -36,17 +37,31 @@ def _runtime_checks() -> list[DoctorCheck]:
 
 
 def _plugin_checks(plugins: PluginHost) -> list[DoctorCheck]:
+    """One FAIL per plugin failure; a plugin whose declaration (ortplug.json) does not check
+    is one FAIL for it, its later failures folded in: they follow from the kinds and probes
+    the declaration would have given (a hook then meets a kind "not registered by any
+    plugin"), and their own fixes would be wrong."""
     failures = plugins.failures
-    checks = [
-        DoctorCheck(
-            f"plugin {failure.plugin}",
-            False,
-            f"failed in {failure.phase}: {failure.error}",
-            f"reinstall {failure.distribution or 'its distribution'}, or disable it with "
-            f"ORTPLUG_DISABLE_PLUGINS={failure.plugin}",
+    undeclared = {f.plugin for f in failures if f.phase == "declaration"}
+    checks = []
+    for failure in failures:
+        distribution = failure.distribution or "its distribution"
+        disable = f"disable it with ORTPLUG_DISABLE_PLUGINS={failure.plugin}"
+        detail = f"failed in {failure.phase}: {failure.error}"
+        if failure.plugin not in undeclared:
+            checks.append(DoctorCheck(f"plugin {failure.plugin}", False, detail,
+                                      f"reinstall {distribution}, or {disable}"))  # fmt: skip
+            continue
+        if failure.phase != "declaration":
+            continue  # said with the declaration's failure, below
+        then = [f.phase for f in failures if f.plugin == failure.plugin and f is not failure]
+        if then:
+            detail += f"; so it also failed in {', '.join(then)}"
+        fix = (
+            f"its ortplug.json does not check: reinstall {distribution} if it was changed here, "
+            f"else report it to its maker; or {disable}"
         )
-        for failure in failures
-    ]
+        checks.append(DoctorCheck(f"plugin {failure.plugin}", False, detail, fix))
     if not failures:
         active = [name for name in plugins.plugin_names() if not name.startswith("ortplug.")]
         checks.append(DoctorCheck("plugins", True, f"{len(active)} loaded: {', '.join(active)}"))
@@ -102,6 +117,24 @@ def _cache_checks(ort_version: str | None) -> list[DoctorCheck]:
     return checks or [DoctorCheck("cache", True, f"{cache_root()}")]
 
 
+def _settings_checks() -> list[DoctorCheck]:
+    """Every core ``ORTPLUG_*`` variable's value: a bad one is said where it is used, and some
+    are used only when a build has a candidate to check (never on a CPU-only host), so doctor
+    names each one here (the cache cap has its own check, beside the cache it caps)."""
+    current = settings()
+    checks = [
+        DoctorCheck(
+            f"setting {variable.name}",
+            False,
+            f"{problem}; the default ({variable.default}) is used",
+            f"set {variable.name} to {variable.expected}, or unset it for the default",
+        )
+        for variable in VARIABLES
+        if variable.name != MAX_MB_ENV and (problem := current.problem(variable.name)) is not None
+    ]
+    return checks or [DoctorCheck("settings", True, "every ORTPLUG_* variable set is valid")]
+
+
 def _fit_checks() -> list[DoctorCheck]:
     """Host fit: what the hardware calls for that is missing, what is installed for nothing."""
     from ..fit.catalog import CATALOG_ENV
@@ -142,5 +175,6 @@ def run_checks(plugins: PluginHost) -> list[DoctorCheck]:
     checks += _plugin_checks(plugins)
     checks += _library_checks(plugins)
     checks += _cache_checks(host.ort_version)
+    checks += _settings_checks()
     checks += _fit_checks()
     return checks + plugin_checks

@@ -197,7 +197,8 @@ def _parser_and_commands() -> tuple[
         "--version",
         action=_VersionAction,
         default=argparse.SUPPRESS,
-        help="print ortplug's, ONNX Runtime's and each plugin's versions and exit",
+        help="print ortplug's, ONNX Runtime's and each plugin's versions and exit "
+        "(with --json: as JSON)",
     )
     sub = parser.add_subparsers(
         dest="command", metavar="COMMAND", required=True, parser_class=_CommandParser

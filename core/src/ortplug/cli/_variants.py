@@ -5,19 +5,25 @@ from __future__ import annotations
 import argparse
 import sys
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from ..checkpoint import LocalCheckpoint, ResolvedCheckpoint, Tolerance, select_variant
-from ..errors import VerificationWarning
+from ..errors import GivenInputsError, VerificationWarning
 from ..host.environment import configure
 from ..pipeline.build_pipeline import BuildPipeline
 from ..pipeline.report import Candidate
 from ..plugin_host.manager import get_plugin_host
 from ..providers.configs import CPU_EP
+from ..selection import DefaultProviderPolicy
+from ..selection.autotune import candidate_labels, choice_label
+from ..session.validation import InputChecker
 from ..settings import settings
-from ..verification.precision_variants import CALIBRATION_BATCHES, write_variants
+from ..verification.given_inputs import given_problem
+from ..verification.precision_variants import CALIBRATION_BATCHES, write_buildable_variants
 from ._json import print_json
 from ._providers import resolve_chain
 from ._served import served_candidates
@@ -25,7 +31,7 @@ from ._usage import UsageError
 from .inputs import given_usage, load_inputs
 
 if TYPE_CHECKING:
-    from ..session.plan import SessionPlan
+    from ..session.plan import Choice, SessionPlan
     from ..verification.verifier import Verifier
 
 __all__ = ["variants", "verify"]
@@ -34,10 +40,23 @@ __all__ = ["variants", "verify"]
 def _policy_choices(
     checkpoint: ResolvedCheckpoint,
 ) -> Iterator[tuple[ResolvedCheckpoint, SessionPlan]]:
-    """The policy's choices, best first (the build pipeline's candidates), each prepared when
-    its turn comes."""
+    """The policy's choices (the build pipeline's candidates), each prepared when its turn
+    comes, in the policy's own order: the choice a first build measured and recorded comes
+    first in a build, and numbered so here it made "choice 2 of 2" "choice 1 of 2" the next
+    run; which one ``ortplug run`` serves is marked instead."""
+    plugins = get_plugin_host()
+    untuned = DefaultProviderPolicy(plugins, autotune=False).explain(
+        checkpoint.metadata, plugins.host_capabilities(), checkpoint
+    )
+    order = candidate_labels(untuned)
     pipeline = BuildPipeline(checkpoint)
-    for choice in pipeline.candidates():
+
+    def rank(choice: Choice) -> int:
+        kinds = [c.kind for c in choice.selection.chain]
+        label = choice_label(choice.variant_name, choice.precision, kinds)
+        return order.index(label) if label in order else len(order)
+
+    for choice in sorted(pipeline.candidates(), key=rank):  # sorted is stable
         plan = pipeline.prepare(choice)
         yield plan.variant or checkpoint, plan
 
@@ -59,8 +78,24 @@ def _explicit_choices(
         yield candidate, pipeline.prepare(pipeline.candidates(chain)[0])
 
 
-def _row(verifier: Verifier, candidate: ResolvedCheckpoint, plan: SessionPlan) -> dict[str, Any]:
-    """Build the choice and check it: ``pass``, ``fail``, ``reference`` or ``error`` (not buildable)."""
+def _require_fitting(session: Any, given: Mapping[str, np.ndarray]) -> None:
+    """Raise :class:`~ortplug.errors.GivenInputsError` (``--input: ...`` under
+    :func:`given_usage`) when ``given`` does not fit the reference ``session``'s inputs: the
+    verifier checks them only when it verifies a candidate, and a model without variants has
+    none on a CPU-only host (a wrong shape or dtype was accepted)."""
+    problem = given_problem(InputChecker.from_session(session).inputs, given) if given else None
+    if problem is not None:
+        raise GivenInputsError(problem)
+
+
+def _row(
+    verifier: Verifier,
+    candidate: ResolvedCheckpoint,
+    plan: SessionPlan,
+    given: Mapping[str, np.ndarray] | None = None,
+) -> dict[str, Any]:
+    """Build the choice and check it: ``pass``, ``fail``, ``reference`` or ``error`` (not
+    buildable); ``given`` (``--input``) must fit the reference."""
     row: dict[str, Any] = {
         "variant": candidate.variant,
         "precision": plan.precision or candidate.metadata.precision,
@@ -72,6 +107,7 @@ def _row(verifier: Verifier, candidate: ResolvedCheckpoint, plan: SessionPlan) -
         return {**row, "status": "error", "error": f"{type(exc).__name__}: {exc}"}
     providers = list(session.get_providers())
     if candidate.variant is None and plan.precision is None and providers == [CPU_EP]:
+        _require_fitting(session, given or {})
         return {**row, "status": "reference", "providers": providers}
     verdict = verifier.verdict(candidate, plan, session, None if plan.strict else 0.0)
     status = "pass" if verdict.passed else "fail"
@@ -106,7 +142,7 @@ def verify(args: argparse.Namespace) -> int:
     else:
         choices = _policy_choices(checkpoint)
     with given_usage():
-        rows = [_row(verifier, candidate, plan) for candidate, plan in choices]
+        rows = [_row(verifier, candidate, plan, given) for candidate, plan in choices]
     usable = [i for i, row in enumerate(rows) if row["status"] in ("pass", "reference")]
     first = usable[0] if usable and not args.providers else None
     # what ortplug run serves: a first build times the verified choices, so verification's
@@ -188,7 +224,9 @@ def variants(args: argparse.Namespace) -> int:
         raise UsageError("expected --int8 and/or --fp16 (the precisions to build)")
     if not settings().debug:  # the tools' calibration sessions log advice
         configure(log_severity_level=3)  # at WARNING: errors only, one line each
-    metadata = write_variants(LocalCheckpoint(args.model).resolve(), precisions)
+    checkpoint = LocalCheckpoint(args.model).resolve()
+    metadata, refused = write_buildable_variants(checkpoint, precisions)
+    precisions = [name for name in precisions if name not in refused]  # the others are written
     written = LocalCheckpoint(args.model).resolve()
     verifier = BuildPipeline(written).verifier(get_plugin_host())
     checks = {name: _check_written(verifier, written, name) for name in precisions}
@@ -212,10 +250,11 @@ def variants(args: argparse.Namespace) -> int:
                 "manifest": str(manifest),
                 "calibration_inputs": calibration,
                 "variants": rows,
+                "not_written": refused,
             }
         )
     else:
-        _print_variants(weights, manifest, calibration, rows)
+        _print_variants(weights, manifest, calibration, rows, refused)
     sys.stdout.flush()  # the warnings follow what was written
     for name, check in checks.items():
         _warn_unserved(name, check, calibration if name == "int8" else None)
@@ -223,9 +262,14 @@ def variants(args: argparse.Namespace) -> int:
 
 
 def _print_variants(
-    weights: Path, manifest: Path, calibration: str | None, rows: list[dict[str, Any]]
+    weights: Path,
+    manifest: Path,
+    calibration: str | None,
+    rows: list[dict[str, Any]],
+    refused: Mapping[str, str],
 ) -> None:
-    """``variants``' lines: the model, what int8 calibrated on, each variant and its verdict."""
+    """``variants``' lines: the model, what int8 calibrated on, each variant and its verdict,
+    and each precision asked for that was not written, with why."""
     print(f"model     {weights} ({weights.stat().st_size} bytes, fp32 reference)")
     if calibration is not None:
         print(f"calibrate int8 on {_calibration_text(calibration)}")
@@ -235,6 +279,8 @@ def _print_variants(
         check = row["verification"]
         if check is not None:
             print(f"verdict   {row['name']:<6} {_verdict_text(check)}")
+    for name, why in refused.items():
+        print(f"skipped   {name:<6} {why.removeprefix(f'{name} variant of {weights}: ')}")
     print(f"manifest  {manifest} (check them on this host's providers: ortplug verify {weights})")
 
 

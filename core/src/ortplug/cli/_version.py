@@ -1,4 +1,4 @@
-"""``ortplug --version``: ortplug's, ONNX Runtime's and each plugin's versions.
+"""``ortplug --version``: ortplug's, ONNX Runtime's and each plugin's versions (``--json``: as JSON).
 
 Read straight from the distribution folders on ``sys.path`` (``*.dist-info``, ``*.egg-info``),
 each name once, the first found, as :mod:`importlib.metadata` finds them: the metadata of
@@ -17,7 +17,7 @@ import sys
 
 from ..plugins.project import PROJECT
 
-__all__ = ["version_text"]
+__all__ = ["version_json", "version_text"]
 
 _RUNTIME_FILE = "onnxruntime/__init__.py"
 
@@ -89,12 +89,11 @@ def _entry_points(folder: str, group: str) -> list[str]:
     return names
 
 
-def version_text() -> str:
-    """One line for ortplug, one per ONNX Runtime wheel and one per plugin entry point."""
+def _versions() -> tuple[str | None, list[tuple[str, str]], list[tuple[str, str, str]]]:
+    """ortplug's version (``None``: its sources, not installed), each ONNX Runtime wheel's name
+    and version, and each plugin entry point with its distribution's name and version."""
     distributions = _distributions()
     own = distributions.get("ortplug")
-    # without a distribution: ortplug's sources on sys.path
-    lines = [f"ortplug {_name_and_version(own)[1] if own else '(sources, not installed)'}"]
     runtimes = sorted(
         (
             _name_and_version(folder)
@@ -103,17 +102,46 @@ def version_text() -> str:
         ),
         key=lambda named: named[0].lower(),
     )
+    plugins = sorted(
+        (entry, *_name_and_version(folder))
+        for folder in distributions.values()
+        for entry in _entry_points(folder, PROJECT)
+    )
+    return (_name_and_version(own)[1] if own else None), runtimes, plugins
+
+
+def version_text() -> str:
+    """One line for ortplug, one per ONNX Runtime wheel and one per plugin entry point."""
+    own, runtimes, plugins = _versions()
+    # without a distribution: ortplug's sources on sys.path
+    lines = [f"ortplug {own or '(sources, not installed)'}"]
     lines += [f"runtime {name} {version}" for name, version in runtimes]
     if not runtimes:
         from ..host.runtime import install_hint
 
         lines.append(f"runtime: {install_hint()}")
-    plugins = sorted(
-        (entry, folder)
-        for folder in distributions.values()
-        for entry in _entry_points(folder, PROJECT)
-    )
-    for entry, folder in plugins:
-        made_by = " ".join(filter(None, _name_and_version(folder))) or "?"
-        lines.append(f"plugin {entry}: {made_by}")
+    for entry, name, version in plugins:
+        lines.append(f"plugin {entry}: {' '.join(filter(None, (name, version))) or '?'}")
     return "\n".join(lines) + "\n"
+
+
+def version_json() -> str:
+    """``--version --json``: what :func:`version_text` says, as a JSON object (``ortplug``
+    ``null`` for its sources, not installed; ``runtimes`` empty when none is installed)."""
+    import json  # deferred: the text answer does without it
+
+    own, runtimes, plugins = _versions()
+    return (
+        json.dumps(
+            {
+                "ortplug": own,
+                "runtimes": [{"name": name, "version": version} for name, version in runtimes],
+                "plugins": [
+                    {"entry_point": entry, "distribution": name or None, "version": version or None}
+                    for entry, name, version in plugins
+                ],
+            },
+            indent=2,
+        )
+        + "\n"
+    )

@@ -123,10 +123,10 @@ def _print_help(page: str) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the process exit code (see the module docstring)."""
     arguments = sys.argv[1:] if argv is None else list(argv)
-    if arguments == ["--version"]:  # as the parser answers it, without building the parser
-        from ._version import version_text
+    if arguments in (["--version"], ["--version", "--json"], ["--json", "--version"]):
+        from ._version import version_json, version_text  # without building the parser
 
-        return _print_help(version_text())
+        return _print_help(version_json() if "--json" in arguments else version_text())
     from ._parser import build_parser
 
     word = next((a for a in arguments if not a.startswith("-")), None)

@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from pathlib import Path
 
 import attrs
 
-from ..errors import OptionError
+from ..cache.root import read_cache_file
+from ..errors import CacheError, OptionError
 from ..host.requirement import release
 from ..plugin_host.first_party import example_declarations, first_party_declarations
 from ..plugins.declaration import (
@@ -49,6 +49,9 @@ __all__ = [
 
 #: A catalog file of one's own, in the declaration format.
 CATALOG_ENV = "ORTPLUG_CATALOG"
+
+#: The largest catalog file read (every first-party declaration together is 15 KB).
+_MAX_BYTES = 1 << 20
 
 
 def _hex(value: str | None) -> int | None:
@@ -299,13 +302,20 @@ def _settings_of(environ: Mapping[str, str] | None) -> Settings:
 
 
 def _file_declarations(path: str) -> list[PluginDeclaration]:
+    """The declarations of the catalog file ``path``: a regular file (a FIFO or a device is never
+    opened: it could block or never end), at most :data:`_MAX_BYTES`; every error names it."""
     where = f"{CATALOG_ENV}={path}"
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        data = json.loads(read_cache_file(path, max_bytes=_MAX_BYTES).decode("utf-8"))
+    except CacheError as exc:  # not a regular file, or too big: said of "it", the file named once
+        detail = str(exc).removeprefix(f"{path} ")
+        raise OptionError(f"{where}: cannot read the catalog: it {detail}") from None
     except OSError as exc:
         raise OptionError(f"{where}: cannot read the catalog ({exc.strerror or exc})") from None
     except ValueError as exc:
         raise OptionError(f"{where}: expected a JSON catalog, got invalid JSON ({exc})") from None
+    except RecursionError:
+        raise OptionError(f"{where}: expected a JSON catalog, got JSON nested too deeply") from None
     try:
         return list(parse_declarations(data, where, catalog=True).values())
     except DeclarationError as exc:

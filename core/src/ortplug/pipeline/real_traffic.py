@@ -44,7 +44,7 @@ from __future__ import annotations
 import warnings
 import weakref
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -65,6 +65,9 @@ from .build_pipeline import BuildResult, ServeChange, Served, ServingBackend
 from .report import Candidate
 from .switch_state import Proving, StartupSwitch, TrafficSettings, did_not_come_up
 from .traffic_check import AliasedOutputs, Request, TrafficCheck
+
+if TYPE_CHECKING:
+    from ..verification.verdicts import Verdict
 
 __all__ = [
     "DECAY",
@@ -162,6 +165,14 @@ def hand_over(
         after = "at once: " + next(c.reason for c in proven.candidates if c.chosen)
     handover.take_over(backend, after)
     return False
+
+
+def _on_real_request(verdict: Verdict) -> str:
+    """A verdict from one real request as one line naming the request once (its failure does;
+    :meth:`Verdict.describe` repeated it after each output, as "on on real inputs: ...")."""
+    outputs = "; ".join(f"output {c.name!r}: {c.violation}" for c in verdict.checks if c.violation)
+    failed = f"{verdict.subject()} failed verification {verdict.failure or 'on real inputs'}"
+    return f"{failed}: {outputs}" if outputs else failed
 
 
 def _is_reference(candidate: Candidate, precision: str) -> bool:
@@ -271,10 +282,14 @@ class _Handover:
             for i, c in enumerate(served.candidates)
         )
         backend.serve(ServeChange(candidates=candidates))
-        said = f"{self.origin.label}: {verdict.describe()}"
+        said = f"{self.origin.label}: {_on_real_request(verdict)}"
         self.switch.error = VerificationError(said, verdict)
         self.switch.status = f"the CPU reference serves: {self.text} was rejected on real inputs"
-        warnings.warn(f"{said}; the CPU reference keeps serving", VerificationWarning, stacklevel=1)
+        warnings.warn(
+            f"{said}; the CPU reference keeps serving",
+            VerificationWarning,
+            stacklevel=user_stacklevel(),
+        )
 
     def _every_output(
         self, request: Request, outcome: Mapping[str, Any] | Exception
@@ -399,9 +414,9 @@ class _SpotCheck:
             then = f"no other choice could be built now: {was} keeps serving, unchecked"
         self.switch.status = self.served
         warnings.warn(
-            f"{self.origin.label}: spot check: {verdict.describe()}; {then}",
+            f"{self.origin.label}: spot check: {_on_real_request(verdict)}; {then}",
             VerificationWarning,
-            stacklevel=1,
+            stacklevel=user_stacklevel(),
         )
         if on_reference or not moved:  # nothing left to check, or to move to
             backend.serve(ServeChange(set_watch=True, watch=None))

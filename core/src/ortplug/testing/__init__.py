@@ -7,8 +7,8 @@ Its fixtures are there in every pytest run without an import (ortplug's pytest p
   the CPU plugin, no entry points: register your plugin object on it;
 * ``cpu_host`` — hand-made :class:`~ortplug.HostCapabilities` of a CPU-only Linux host;
 * ``ortplug_cache`` — ``ORTPLUG_CACHE_DIR`` in a temporary folder and a fresh
-  process-wide plugin host, for tests that write caches or use the defaults; the
-  test's ``monkeypatch.setenv``/``delenv`` then refresh the settings (:func:`follow_environment`).
+  process-wide plugin host, for tests that write caches or use the defaults (the settings
+  follow the test's ``monkeypatch.setenv``/``delenv`` by themselves).
 
 And the functions behind them, which need no pytest: :func:`make_plugin_host`,
 :func:`make_host`, :func:`demo_model` (the small model shipped in the core).
@@ -42,28 +42,10 @@ _CPU_FACTS = {"logical_cpus": 8, "usable_cpus": 8, "isa_flags": ["avx2"]}
 
 
 def follow_environment(monkeypatch: Any) -> None:
-    """Make a pytest ``monkeypatch``'s ``setenv``, ``delenv`` and ``undo`` (the environment put
-    back at the test's end) refresh ortplug's settings, which are read from the environment once
-    per process (:func:`ortplug.settings.settings`)."""
-    if getattr(monkeypatch, "_ortplug_follows", False):
-        refresh_settings()
-        return
-    setenv, delenv, undo = monkeypatch.setenv, monkeypatch.delenv, monkeypatch.undo
-
-    def _setenv(name: str, value: str, prepend: str | None = None) -> None:
-        setenv(name, value, prepend)
-        refresh_settings()
-
-    def _delenv(name: str, raising: bool = True) -> None:
-        delenv(name, raising)
-        refresh_settings()
-
-    def _undo() -> None:
-        undo()
-        refresh_settings()
-
-    monkeypatch.setenv, monkeypatch.delenv, monkeypatch.undo = _setenv, _delenv, _undo
-    monkeypatch._ortplug_follows = True
+    """Read ortplug's settings again now, for suites written when they were read once per process:
+    they follow the environment by themselves (:func:`ortplug.settings.settings`), a
+    ``monkeypatch``'s changes and its ``undo`` included."""
+    del monkeypatch  # kept in the signature: the suites that call it pass theirs
     refresh_settings()
 
 

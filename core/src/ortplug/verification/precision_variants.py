@@ -29,7 +29,14 @@ from ..errors import CheckpointError, OptionError, RuntimeNotInstalledError
 from ..host.runtime import require_onnxruntime
 from .sample_inputs import carried_samples, session_inputs
 
-__all__ = ["BUILDERS", "calibration_feeds", "make_fp16", "make_int8", "write_variants"]
+__all__ = [
+    "BUILDERS",
+    "calibration_feeds",
+    "make_fp16",
+    "make_int8",
+    "write_buildable_variants",
+    "write_variants",
+]
 
 #: Calibration batches drawn when the checkpoint carries no samples of its own.
 CALIBRATION_BATCHES = 8
@@ -189,9 +196,29 @@ def _unchanged(path: Path, precision: str) -> str | None:
 def write_variants(checkpoint: ResolvedCheckpoint, precisions: Sequence[str]) -> CheckpointMetadata:
     """Build each precision's variant beside the weights and list it in ``<stem>.metadata.json``.
 
-    A variant of the same name is replaced; the others the manifest lists are kept.
-    Returns the metadata as written.
+    A variant of the same name is replaced; the others the manifest lists are kept. One that
+    would compute nothing in its precision raises :class:`~ortplug.errors.OptionError`, and
+    then nothing is written. Returns the metadata as written.
     """
+    return _write(checkpoint, precisions, partial=False)[0]
+
+
+def write_buildable_variants(
+    checkpoint: ResolvedCheckpoint, precisions: Sequence[str]
+) -> tuple[CheckpointMetadata, dict[str, str]]:
+    """As :func:`write_variants`, but a precision whose variant would compute nothing in it is
+    left out and the others written (``ortplug variants --int8 --fp16`` of a model the
+    quantizer changes nothing of still gets its fp16 variant): the metadata as written, and
+    each precision left out with the one line saying why. Raises as :func:`write_variants`
+    when every one is left out."""
+    return _write(checkpoint, precisions, partial=True)
+
+
+def _write(
+    checkpoint: ResolvedCheckpoint, precisions: Sequence[str], *, partial: bool
+) -> tuple[CheckpointMetadata, dict[str, str]]:
+    """Every variant built and checked before any file or the manifest changes; ``partial``:
+    the ones that compute nothing in their precision are left out (else the first raises)."""
     weights = _weights(checkpoint)
     if checkpoint.variant is not None:
         raise OptionError(
@@ -208,17 +235,24 @@ def write_variants(checkpoint: ResolvedCheckpoint, precisions: Sequence[str]) ->
             f"{checkpoint.metadata.precision}"
         )
     drafts = {p: weights.with_name(f".{weights.stem}.{p}.{os.getpid()}.onnx") for p in precisions}
-    try:  # every variant built and checked before any file or the manifest changes
+    refused: dict[str, str] = {}
+    try:
         for precision, draft in drafts.items():
             BUILDERS[precision](checkpoint, draft)
             why = _unchanged(draft, precision)
             if why is not None:
-                raise OptionError(
+                refused[precision] = (
                     f"{precision} variant of {weights}: not written: nothing in it runs in "
                     f"{precision} ({why})"
                 )
+                if not partial:
+                    raise OptionError(refused[precision])
+        if len(refused) == len(drafts):
+            raise OptionError(next(iter(refused.values())))
         built = []
         for precision, draft in drafts.items():
+            if precision in refused:
+                continue
             target = weights.with_name(f"{weights.stem}.{precision}.onnx")
             os.replace(draft, target)
             built.append(Variant(name=precision, file=target.name, precision=precision))
@@ -232,4 +266,4 @@ def write_variants(checkpoint: ResolvedCheckpoint, precisions: Sequence[str]) ->
     temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     temp.write_text(metadata.to_json())
     os.replace(temp, path)
-    return metadata
+    return metadata, refused
