@@ -42,6 +42,13 @@ def with_int8(tmp_path_factory: pytest.TempPathFactory) -> str:
     return str(folder / "mlp.onnx")
 
 
+@pytest.fixture
+def at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An opted-in variant serves once verified: by default a lossy one first shadows the CPU
+    reference on real requests (tests/test_lossy_real_traffic.py), which is not what these test."""
+    monkeypatch.setenv("ORTPLUG_REAL_TRAFFIC_CHECKS", "0")
+
+
 def _served_variant(session: InferenceSession) -> str | None:
     return next(c.variant for c in session.report.candidates if c.chosen)
 
@@ -60,7 +67,9 @@ def test_an_apps_session_serves_the_file_it_gave(with_int8, capfd) -> None:
     assert capfd.readouterr().err == ""
 
 
-def test_the_variable_opts_in_and_one_line_on_stderr_says_so(with_int8, monkeypatch, capfd):
+def test_the_variable_opts_in_and_one_line_on_stderr_says_so(
+    with_int8, at_once, monkeypatch, capfd
+):
     monkeypatch.setenv(VARIANTS_VARIABLE, "1")
     session = InferenceSession(with_int8)
     assert _served_variant(session) == "int8"
@@ -70,7 +79,7 @@ def test_the_variable_opts_in_and_one_line_on_stderr_says_so(with_int8, monkeypa
     )
 
 
-def test_a_session_config_entry_opts_in_one_session(with_int8, monkeypatch, capfd) -> None:
+def test_a_session_config_entry_opts_in_one_session(with_int8, at_once, monkeypatch, capfd) -> None:
     monkeypatch.setenv(VARIANTS_VARIABLE, "1")
     off = ort.SessionOptions()
     off.add_session_config_entry(VARIANTS_ENTRY, "0")  # the session's entry wins
@@ -105,7 +114,7 @@ def _exec(*arguments: str, env: dict[str, str] | None = None) -> subprocess.Comp
     )
 
 
-def test_exec_allow_variants_opts_the_program_in(with_int8) -> None:
+def test_exec_allow_variants_opts_the_program_in(with_int8, at_once) -> None:
     code = (
         "import onnxruntime as ort; "
         f"s = ort.InferenceSession({with_int8!r}); "

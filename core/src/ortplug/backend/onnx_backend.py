@@ -19,7 +19,7 @@ from ..errors import (
     RunTerminatedError,
 )
 from ..host.runtime import require_onnxruntime
-from ..pipeline.switch_state import StartupStatus, StartupSwitch
+from ..pipeline.startup_status import StartupStatus
 from ..session.async_runs import awaited, run_async
 from ..session.feeds import bfloat16_as_ort_values
 from ..session.inflight import RunOptionsInFlight
@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 
     from ..pipeline.build_pipeline import BuildResult, ServeChange, Served
     from ..pipeline.report import ProviderReport, ServingSummary
+    from ..pipeline.switch_state import StartupSwitch
     from ..plugin_host.manager import PluginHost
     from ..providers.run_options import RunOptionsConfig
     from ..providers.session_options import SessionOptionsConfig
