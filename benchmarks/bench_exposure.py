@@ -6,7 +6,7 @@ against the statement in ``ortplug.pipeline.real_traffic``'s docstring.
 
 Each trial builds a startup fallback on the ``mlp`` of ``bench_proven_choice.py`` whose candidate
 is this script's test provider (ONNX Runtime's CPU kernels under the Azure provider's name, like
-``ortplug.testing.misbehaving``): right through verification, the shadow and the takeover
+``ortplug_misbehaving``): right through verification, the shadow and the takeover
 (``real_traffic_checks=1``), then, from its ``m``-th call after the takeover, wrong (outputs
 shifted) on a share ``q`` of its calls. Callers keep calling (``run``, or ``arun``) until the spot
 check hands over to the CPU reference; every result is compared bit for bit with a plain ONNX

@@ -10,7 +10,7 @@
 3. what the spot check adds to a call by itself: a run that returns at once, bare and tapped
    at the default rate (no ONNX Runtime run in the way of the measurement).
 
-The candidate is ortplug's test provider (``ortplug.testing.misbehaving``, ``"magnitude"`` fed
+The candidate is ortplug's test provider (``ortplug_misbehaving``, ``"magnitude"`` fed
 values below its threshold: ONNX Runtime's CPU kernels under another provider's name, right, so
 it verifies on every host; its own cost, a look at the inputs, is in every row after the
 switch, and its runs compete with the CPU reference's for the same cores while it shadows), on
@@ -38,7 +38,7 @@ from ortplug.pipeline.real_traffic import DECAY
 from ortplug.pipeline.traffic_check import TrafficCheck
 from ortplug.settings import Settings
 from ortplug.testing import make_plugin_host
-from ortplug.testing.misbehaving import MisbehavingPlugin
+from ortplug_misbehaving import MisbehavingPlugin
 
 
 def _backend(model: Path, **traffic: float) -> OnnxBackend:

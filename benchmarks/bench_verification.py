@@ -18,7 +18,7 @@ before the builds are timed: what a fresh process pays besides is ``bench_proven
   ``git archive`` and imported from there in its child processes: the same interpreter and
   ONNX Runtime).
 
-The candidate is ortplug's test provider (``ortplug.testing.misbehaving``, ``"slow"`` with no
+The candidate is ortplug's test provider (``ortplug_misbehaving``, ``"slow"`` with no
 delay: ONNX Runtime's CPU kernels under another provider's name, so it must be verified on a
 CPU-only host) in an explicit chain ``[misbehaving, cpu]``; its runs cost what the CPU
 provider's cost, where an accelerator's may cost less (or, on a software GPU, far more).
@@ -57,7 +57,7 @@ def build(verify: bool, model: Path, scratch: Path) -> tuple[float, float | None
     from ortplug import LocalCheckpoint, OnnxBackend
     from ortplug.settings import refresh_settings
     from ortplug.testing import make_plugin_host
-    from ortplug.testing.misbehaving import MisbehavingPlugin, MisbehavingProvider
+    from ortplug_misbehaving import MisbehavingPlugin, MisbehavingProvider
 
     os.environ["ORTPLUG_CACHE_DIR"] = tempfile.mkdtemp(dir=scratch)
     refresh_settings()

@@ -2,7 +2,7 @@
 from several threads at once safely (``concurrent_runs``); ortplug serialises the runs of every
 other kind's sessions, on every path that runs one, and verifies the claim of those that make it.
 
-The provider is the misbehaving test provider (``ortplug.testing.misbehaving``, real ONNX Runtime
+The provider is the misbehaving test provider (``ortplug_misbehaving``, real ONNX Runtime
 sessions) in its ``"concurrent"`` mode: its outputs are wrong for a run that overlapped another,
 and ``most_in_flight`` counts the most runs ever in flight at once.
 """
@@ -28,8 +28,8 @@ from ortplug.plugin_host._manifest_types import provider_types
 from ortplug.plugin_host.manager import get_plugin_host
 from ortplug.plugins.declaration import DeclarationError, parse_declarations
 from ortplug.testing import demo_model, make_plugin_host
-from ortplug.testing.misbehaving import MisbehavingPlugin, MisbehavingProvider
 from ortplug_dropin import InferenceSession
+from ortplug_misbehaving import MisbehavingPlugin, MisbehavingProvider
 
 _MANIFESTTEST = Path(__file__).resolve().parent / "plugin_dists/ortplug-manifesttest/src"
 

@@ -18,7 +18,7 @@ import pytest
 from ortplug import LocalCheckpoint, OnnxBackend, OptionError, VerificationError
 from ortplug.errors import GivenInputsError
 from ortplug.testing import demo_model, make_plugin_host
-from ortplug.testing.misbehaving import MisbehavingPlugin, MisbehavingProvider
+from ortplug_misbehaving import MisbehavingPlugin, MisbehavingProvider
 from variant_models import INT8_ACCEPTED, mlp_with_variants, set_tolerance
 
 ORTPLUG = shutil.which("ortplug", path=os.path.dirname(sys.executable)) or "ortplug"

@@ -60,7 +60,10 @@ def test_plugin_installs_alone_is_discovered_and_leaves_with_uninstall(core_venv
 
 #: What the serving add-on's tests need besides it: the core, the CPU plugin and a runtime (what
 #: ``pip install 'ortplug[cpu,serve]'`` brings), the models' builder and pytest.
-_SERVE_TESTS_NEED = ("onnxruntime", "onnx==1.23.2", "pytest>=8", "pytest-timeout>=2.3")
+_SERVE_TESTS_NEED = (
+    "onnxruntime", "onnx==1.23.2", "pytest>=8", "pytest-timeout>=2.3",
+    str(ROOT / "tests" / "plugin_dists" / "ortplug-misbehaving"),  # the tests' own providers
+)  # fmt: skip
 _SERVING_CONFIG = (
     "from ortplug.errors import AddonNotInstalledError\n"
     "try:\n    from ortplug import ServingConfig\n"

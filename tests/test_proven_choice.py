@@ -1,5 +1,5 @@
 """The proven choice: candidates verified, measured and served, on test providers that misbehave as real
-ones do (``ortplug.testing.misbehaving``: real ONNX Runtime sessions, registered as plugin objects)."""
+ones do (``ortplug_misbehaving``: real ONNX Runtime sessions, registered as plugin objects)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from ortplug import (
 )
 from ortplug.plugin_host.manager import get_plugin_host
 from ortplug.testing import demo_model, demo_static_model, make_plugin_host
-from ortplug.testing.misbehaving import MisbehavingPlugin, MisbehavingProvider
+from ortplug_misbehaving import MisbehavingPlugin, MisbehavingProvider
 
 CPU = ("CPUExecutionProvider",)
 BAD = ("AzureExecutionProvider", "CPUExecutionProvider")

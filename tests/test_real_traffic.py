@@ -2,7 +2,7 @@
 it serves and takes over only after agreeing on ``real_traffic_checks`` of them; once it serves, a
 spot check runs a share of its calls again on the CPU reference.
 
-The candidates are ``ortplug.testing.misbehaving`` providers (real ONNX Runtime sessions): ``"magnitude"``
+The candidates are ``ortplug_misbehaving`` providers (real ONNX Runtime sessions): ``"magnitude"``
 is right on the small generated inputs verification runs and wrong on real requests with large
 values; ``"slow"`` is right on every input.
 """
@@ -30,7 +30,7 @@ from ortplug import (
 )
 from ortplug.errors import OrtplugConfigWarning
 from ortplug.testing import demo_model, make_plugin_host
-from ortplug.testing.misbehaving import MisbehavingPlugin
+from ortplug_misbehaving import MisbehavingPlugin
 
 CPU = ("CPUExecutionProvider",)
 BAD = ("AzureExecutionProvider", "CPUExecutionProvider")
@@ -269,7 +269,7 @@ def test_exiting_while_a_candidate_shadows_is_prompt_and_clean() -> None:
         "import time, numpy as np\n"
         "from ortplug import LocalCheckpoint, OnnxBackend\n"
         "from ortplug.testing import demo_model, make_plugin_host\n"
-        "from ortplug.testing.misbehaving import MisbehavingPlugin\n"
+        "from ortplug_misbehaving import MisbehavingPlugin\n"
         "host = make_plugin_host(('bad', MisbehavingPlugin('slow', delay_s=0.5)))\n"
         "b = OnnxBackend.from_checkpoint(LocalCheckpoint(demo_model()).resolve(), plugins=host,"
         " startup_fallback=True, measure=False)\n"

@@ -19,7 +19,7 @@ import pytest
 from ortplug import HostCapabilities, LocalCheckpoint, OnnxBackend, PluginHost, ProviderType
 from ortplug.plugins import hookimpl
 from ortplug.testing import demo_model, make_plugin_host
-from ortplug.testing.misbehaving import MisbehavingPlugin
+from ortplug_misbehaving import MisbehavingPlugin
 
 _AZURE = "AzureExecutionProvider"
 

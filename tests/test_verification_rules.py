@@ -1,6 +1,6 @@
 """Verification judged as the consumer reads outputs, on several inputs: each way a candidate can be
 wrong where one generated input at batch 1 does not look, as a misbehaving test provider
-(``ortplug.testing.misbehaving``, real ONNX Runtime sessions) or a variant file."""
+(``ortplug_misbehaving``, real ONNX Runtime sessions) or a variant file."""
 
 from __future__ import annotations
 
@@ -24,9 +24,9 @@ from ortplug import (
 )
 from ortplug.checkpoint import select_variant
 from ortplug.testing import demo_model, make_plugin_host
-from ortplug.testing.misbehaving import MisbehavingPlugin, MisbehavingProvider
 from ortplug.verification.comparison import OutputRule, compare_outputs, parse_output_rules
 from ortplug.verification.precision_variants import write_variants
+from ortplug_misbehaving import MisbehavingPlugin, MisbehavingProvider
 from variant_models import mlp_model, with_variant
 
 

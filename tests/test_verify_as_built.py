@@ -25,7 +25,7 @@ from ortplug import (
 )
 from ortplug.checkpoint import select_variant
 from ortplug.testing import make_plugin_host
-from ortplug.testing.misbehaving import MisbehavingPlugin, MisbehavingProvider
+from ortplug_misbehaving import MisbehavingPlugin, MisbehavingProvider
 from variant_models import with_variant
 
 

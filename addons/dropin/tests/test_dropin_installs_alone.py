@@ -36,7 +36,7 @@ def core_and_cpu(tmp_path_factory: pytest.TempPathFactory) -> Path:
     venv.EnvBuilder(with_pip=True).create(root)
     _pip(root, "install", "--quiet", str(ROOT / "core"), str(ROOT / "plugins" / "cpu"),
          f"onnxruntime=={ort.__version__}", f"onnx=={onnx.__version__}", "pytest>=8",
-         "pytest-timeout>=2.3")  # fmt: skip
+         "pytest-timeout>=2.3", str(ROOT / "tests" / "plugin_dists" / "ortplug-misbehaving"))  # fmt: skip
     return root
 
 

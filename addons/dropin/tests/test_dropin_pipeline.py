@@ -16,8 +16,8 @@ import pytest
 from ortplug import ProviderType, VerificationWarning, hookimpl
 from ortplug.plugin_host.manager import get_plugin_host
 from ortplug.testing import demo_model
-from ortplug.testing.misbehaving import MisbehavingPlugin
 from ortplug_dropin import InferenceSession
+from ortplug_misbehaving import MisbehavingPlugin
 
 
 @pytest.fixture(autouse=True)

@@ -2,7 +2,7 @@
 that batches their requests, on one device or several (``cumulative_throughput``).
 
 Every model is real (``onnx.helper``) and every session is ONNX Runtime's; the second "device"
-of the cumulative tests is a misbehaving test provider (``ortplug.testing.misbehaving``), a real
+of the cumulative tests is a misbehaving test provider (``ortplug_misbehaving``), a real
 session on ONNX Runtime's Azure provider. Nothing here asserts a time.
 """
 
@@ -37,7 +37,7 @@ from ortplug import (
 )
 from ortplug.backend import HINT_ENTRY, recorded_serving
 from ortplug.testing import demo_model, make_plugin_host
-from ortplug.testing.misbehaving import MisbehavingPlugin
+from ortplug_misbehaving import MisbehavingPlugin
 from ortplug_serve import ServingWarning
 from ortplug_serve.measure import WIN_MARGIN, candidate_layouts
 from ortplug_serve.server import Server, _Request

@@ -55,7 +55,7 @@ class ProviderType:
 
     ``session_wrapper(session, config)`` serves the sessions this kind is realized in through
     the plugin's own object (a provider whose sessions need a layer over ONNX Runtime's; the
-    misbehaving test providers of :mod:`ortplug.testing.misbehaving`): called once per build,
+    misbehaving test providers of ``tests/plugin_dists/ortplug-misbehaving``): called once per build,
     with ONNX Runtime's session and the chain's config of this kind, it returns what serves.
     ``None`` (the default): ONNX Runtime's session serves as it is.
     """

@@ -73,8 +73,7 @@ from typing import Any, ClassVar
 
 import attrs
 import numpy as np
-
-from ..plugins import ProviderOffer, ProviderType, hookimpl
+from ortplug.plugins import ProviderOffer, ProviderType, hookimpl
 
 __all__ = ["MISBEHAVIOURS", "MisbehavingPlugin", "MisbehavingProvider"]
 
