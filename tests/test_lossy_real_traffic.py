@@ -163,3 +163,21 @@ def test_wait_ready_without_traffic_says_why_it_waits(tmp_path):
         warnings.simplefilter("error")  # said once
         assert not backend.wait_ready(1.2)
     backend.close()
+
+
+def test_under_a_throughput_hint_an_unproven_lossy_choice_is_not_what_serves(tmp_path):
+    """A dispatcher cannot let the candidate shadow the CPU first: the CPU reference serves the
+    many callers (said once), so the wrong-on-real-inputs int8 variant answers none of them."""
+    from ortplug import Verification
+
+    checkpoint = _checkpoint(tmp_path, saturate=4.0)
+    reference = OnnxBackend.from_checkpoint(checkpoint, providers=["cpu"])
+    with pytest.warns(VerificationWarning, match="serves the CPU reference, not int8"):
+        backend = OnnxBackend.from_checkpoint(
+            checkpoint, verify=Verification(measure=False), performance_hint="throughput"
+        )
+    with backend:
+        assert backend.performance_hint == "throughput" and backend.providers == CPU
+        for feed in _real(20, scale=3.0):
+            np.testing.assert_array_equal(backend.run(feed)["y"], reference.run(feed)["y"])
+    reference.close()

@@ -100,6 +100,8 @@ class BuildRequest:
             backend = made(reference)
             backend._attach_startup(self.prove_behind(backend, result, reference))
             return backend
+        if self.hint != "latency" and self._lossy_untried(result):
+            result = self._served_on_the_reference(result)
         backend = made(result)
         self.check_share(backend.report, result)
         if self.hint != "latency":
@@ -141,6 +143,30 @@ class BuildRequest:
         from ..pipeline.startup import prove_on_traffic
 
         return prove_on_traffic(backend, self.pipeline, result, reference, self._traffic())
+
+    def _lossy_untried(self, result: BuildResult) -> bool:
+        """Whether a throughput build's choice is lossy and proven on generated inputs only:
+        its dispatcher cannot let it shadow the CPU on real requests first."""
+        return result.lossy and self._traffic().checks > 0
+
+    def _served_on_the_reference(self, result: BuildResult) -> BuildResult:
+        """The CPU reference in place of a lossy choice no real request has proven, said once."""
+        import warnings
+
+        from ..errors import VerificationWarning
+        from ..log import user_stacklevel
+
+        chosen = next((c for c in result.candidates if c.chosen), None)
+        what = f"{chosen.precision} on {list(chosen.chain)}" if chosen else "a lossy candidate"
+        warnings.warn(
+            f"{self.pipeline.checkpoint.label}: performance_hint={self.hint!r} serves the CPU "
+            f"reference, not {what}: a lossy candidate serves many callers only once proven on "
+            "real data (pass it with verify=Verification(inputs=...), or set "
+            "ORTPLUG_REAL_TRAFFIC_CHECKS=0 to serve it once verified)",
+            VerificationWarning,
+            stacklevel=user_stacklevel(),
+        )
+        return self.pipeline.reference(result)
 
     def check_share(self, report: ProviderReport, result: BuildResult) -> None:
         """Hold the served session to ``min_accelerator_share``, when one was asked for."""
