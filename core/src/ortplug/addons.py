@@ -115,9 +115,11 @@ def addon_name(module: str, name: str) -> Any:
 
 @functools.cache
 def _entry_points(group: str) -> dict[str, Any]:
-    from importlib.metadata import entry_points
+    """The group's entry points, read as the plugin host reads its own: remembered between
+    processes, keyed by what installing a distribution changes (one scan per install)."""
+    from .plugin_host.entry_points import discover
 
-    return {point.name: point for point in entry_points(group=group)}
+    return {point.name: point for point in discover(group)}
 
 
 def entry_point_names(group: str) -> tuple[str, ...]:
