@@ -1,4 +1,5 @@
-"""The README's plugin example, copied as written, works on a host without the vendor SDK."""
+"""The plugin guide's example (docs/plugins.md), copied as written, works on a host without the
+vendor SDK."""
 
 from __future__ import annotations
 
@@ -10,13 +11,13 @@ from pathlib import Path
 
 import tomllib
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+#: The plugin guide, whose first section is the example.
+GUIDE = Path(__file__).resolve().parents[1] / "docs" / "plugins.md"
 
 
 def _blocks() -> dict[str, str]:
     """The example's files, by the first line of their block (the JSON block by its language)."""
-    section = README.read_text().split("## Write your own provider plugin", 1)[1]
-    section = section.split("\n## ", 1)[0]
+    section = GUIDE.read_text().split("## A complete plugin", 1)[1]
     found = {}
     for language, body in re.findall(r"```(\w+)\n(.*?)```", section, re.S):
         key = "ortplug.json" if language == "json" else body.splitlines()[0]

@@ -1,5 +1,6 @@
 """The one settings value (issue 29, item 5): every core ``ORTPLUG_*`` variable typed and checked
-in one place, read once per process, and the README's table kept in step with it."""
+in one place, read once per process, and the manual's table (docs/environment.md) kept in step
+with it."""
 
 from __future__ import annotations
 
@@ -22,10 +23,8 @@ ORTPLUG = shutil.which("ortplug", path=os.path.dirname(sys.executable)) or "ortp
 
 
 def _tables() -> tuple[dict[str, str], dict[str, str]]:
-    """The README's core table (variable -> default) and plugin table (variable -> plugin)."""
-    text = (ROOT / "README.md").read_text()
-    section = text[text.index("## Environment variables\n") :]
-    section = section[: section.index("\n## ", 1)]
+    """The manual's core table (variable -> default) and plugin table (variable -> plugin)."""
+    section = (ROOT / "docs" / "environment.md").read_text()
     core, plugins = section.split("The plugins' own variables", 1)
     row = re.compile(r"^\| `(ORTPLUG_[A-Z_<>]+)[=`][^|]*\| ([^|]+) \|", re.MULTILINE)
     return (
@@ -34,7 +33,7 @@ def _tables() -> tuple[dict[str, str], dict[str, str]]:
     )
 
 
-def test_the_readme_lists_every_core_variable_with_its_default() -> None:
+def test_the_manual_lists_every_core_variable_with_its_default() -> None:
     core, _ = _tables()
     table = {v.name: v.default for v in (*VARIABLES, *OVERRIDES)}
     assert sorted(core) == sorted(table)

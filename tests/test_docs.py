@@ -1,7 +1,10 @@
-"""The README's code blocks run, so that what it shows cannot drift from what ortplug does.
+"""The code blocks of the README and of every page of the manual run, so that what they show
+cannot drift from what ortplug does.
 
-Every fenced block of README.md is checked, in order, in one scratch folder, on the CPU install
-the README sets up (``ORTPLUG_PLUGINS=cpu``: the core and the CPU plugin of this environment):
+The pages are README.md, CONTRIBUTING.md, every ``docs/**/*.md`` and each distribution's
+README.md. Every fenced block of a page is checked, in order, in one scratch folder of that page,
+on the CPU install the README sets up (``ORTPLUG_PLUGINS=cpu``: the core and the CPU plugin of
+this environment):
 
 * ``python`` blocks run (each in a fresh interpreter); ``bash`` blocks run with ``bash -e``;
   a block whose first line is ``# PATH.py`` is written to PATH in a project folder (``test_*.py``
@@ -20,7 +23,8 @@ the source), one per line, each ``<!-- readme-test: ... -->``:
 * ``raises NAME: TEXT`` — the Python block must end in an exception of class NAME whose message
   starts with TEXT;
 * ``output of `COMMAND`; numbers vary on: WORD ...`` — the block is what COMMAND prints, line for
-  line; numbers may differ only on lines that start with one of the WORDs; ``...; host lines:
+  line (this checkout's folder, which install commands name, written ``/path/to/ortplug``);
+  numbers may differ only on lines that start with one of the WORDs; ``...; host lines:
   WORD ...`` — lines that start with one of these WORDs say what this host has: not compared;
 * ``captured on another host, checked by FILE::TEST`` — output captured on hardware this
   machine lacks; FILE's TEST checks the same output from the captured files;
@@ -33,12 +37,17 @@ The files the examples name are made first: ``model.onnx`` (the shipped demo mod
 metadata as ``model.meta.json``), ``x.npy`` (4 rows of its input, the user's own data the
 verification examples hand in) and ``features/`` (Parquet with the columns the Ray example
 reads).
+
+Beside the blocks: the names the prose gives resolve, relative links and their anchors resolve,
+the package READMEs link to their page of the site, and the command-line page has a section for
+every command of the parser.
 """
 
 from __future__ import annotations
 
 import builtins
 import importlib
+import importlib.util
 import json
 import os
 import re
@@ -57,6 +66,17 @@ from ortplug import errors
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
+DOCS = ROOT / "docs"
+#: The distributions' own pages (what a registry shows).
+PACKAGE_PAGES = sorted(
+    [
+        ROOT / "core" / "README.md",
+        *ROOT.glob("plugins/*/README.md"),
+        *ROOT.glob("addons/*/README.md"),
+    ]
+)
+#: Every page whose blocks run: the README, the contributors' guide, the manual, the packages'.
+PAGES = [README, ROOT / "CONTRIBUTING.md", *sorted(DOCS.rglob("*.md")), *PACKAGE_PAGES]
 BIN = os.path.dirname(sys.executable)
 _FENCE = re.compile(r"^```(\w*)\s*$")
 _DIRECTIVE = re.compile(r"^<!-- readme-test: (.+?) -->$")
@@ -65,15 +85,26 @@ _NUMBER = re.compile(r"-?\d[\d,.]*(?:e[-+]?\d+)?")
 
 @attrs.frozen
 class Block:
-    """A fenced block of the README: its language, text, first line number and directives."""
+    """A fenced block of a page: its language, text, first line number, directives and page."""
 
     language: str
     text: str
     line: int
     directives: tuple[str, ...]
+    page: str = "README.md"
 
     def __str__(self) -> str:
-        return f"README.md:{self.line} ({self.language or 'no language'})"
+        return f"{self.page}:{self.line} ({self.language or 'no language'})"
+
+
+def _name(page: Path) -> str:
+    """A page by its path in the repository (a page elsewhere, a test's, by its whole path)."""
+    return page.relative_to(ROOT).as_posix() if page.is_relative_to(ROOT) else str(page)
+
+
+def page_blocks(page: Path) -> list[Block]:
+    """The fenced blocks of ``page``, named by its path in the repository."""
+    return [attrs.evolve(b, page=_name(page)) for b in readme_blocks(page.read_text("utf-8"))]
 
 
 def readme_blocks(text: str) -> list[Block]:
@@ -96,7 +127,7 @@ def readme_blocks(text: str) -> list[Block]:
     return blocks
 
 
-BLOCKS = readme_blocks(README.read_text(encoding="utf-8"))
+BLOCKS = {_name(page): page_blocks(page) for page in PAGES}
 
 
 # -- directives -----------------------------------------------------------------------------------
@@ -135,12 +166,13 @@ def _directive(block: Block, kind: str) -> str | None:
 
 
 @pytest.fixture(scope="module")
-def scratch(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The folder the blocks run in, with the files they name."""
+def scratch_files(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The files the blocks name, made once."""
     import numpy as np
 
     folder = tmp_path_factory.mktemp("readme")
     (folder / ".ci").symlink_to(ROOT / ".ci")  # what the CI block names
+    (folder / "benchmarks").symlink_to(ROOT / "benchmarks")  # what the contributors' guide runs
     demo = Path(str(files("ortplug.data") / "demo.onnx"))
     shutil.copy(demo, folder / "model.onnx")
     metadata = ortplug.CheckpointMetadata.from_model(demo)
@@ -148,6 +180,14 @@ def scratch(tmp_path_factory: pytest.TempPathFactory) -> Path:
     rows = np.random.default_rng(1).standard_normal((4, 8)).astype(np.float32)
     np.save(folder / "x.npy", rows)  # the demo model's input x [batch, 8]
     _features(folder / "features")
+    return folder
+
+
+@pytest.fixture
+def scratch(scratch_files: Path, tmp_path: Path) -> Path:
+    """A page's own folder to run its blocks in, with a copy of the files they name."""
+    folder = tmp_path / "page"
+    shutil.copytree(scratch_files, folder, symlinks=True)
     return folder
 
 
@@ -275,7 +315,8 @@ def _output_of(block: Block, directive: str, folder: Path) -> None:
     def compared(lines: list[str]) -> list[str]:
         return [line for line in lines if not (line.split()[:1] and line.split()[0] in hosts)]
 
-    shown, printed = compared(block.text.splitlines()), compared(done.stdout.splitlines())
+    stdout = done.stdout.replace(str(ROOT), "/path/to/ortplug")
+    shown, printed = compared(block.text.splitlines()), compared(stdout.splitlines())
     _expect(len(shown) == len(printed), f"{block}: shows {shown}, {command} prints {printed}")
     for line, out in zip(shown, printed):
         numbers_vary = line.split()[:1] and line.split()[0] in varies
@@ -360,10 +401,11 @@ def _check(block: Block, folder: Path) -> None:
         raise AssertionError(f"{block}: no rule for {block.language!r} blocks")
 
 
-def test_every_block_of_the_readme_holds(scratch: Path) -> None:
-    """In README order, in one folder: a block may use the files an earlier one wrote."""
+@pytest.mark.parametrize("page", list(BLOCKS))
+def test_every_block_of_the_page_holds(page: str, scratch: Path) -> None:
+    """In the page's order, in one folder: a block may use the files an earlier one wrote."""
     failures = []
-    for block in BLOCKS:
+    for block in BLOCKS[page]:
         try:
             _check(block, scratch)
         except AssertionError as exc:
@@ -416,8 +458,9 @@ def _wrong_names(text: str) -> list[str]:
     return wrong
 
 
-def test_the_names_the_readme_gives_exist() -> None:
-    wrong = _wrong_names(README.read_text(encoding="utf-8"))
+@pytest.mark.parametrize("page", list(BLOCKS))
+def test_the_names_the_page_gives_exist(page: str) -> None:
+    wrong = _wrong_names((ROOT / page).read_text(encoding="utf-8"))
     assert not wrong, "\n".join(wrong)
 
 
@@ -461,6 +504,108 @@ def test_directives_are_understood() -> None:
     """A misspelt directive would silently check nothing."""
     kinds = ("replace ", "instead ", "raises ", "output of ", "error classes", "paths",
              "captured on another host", "written to ")  # fmt: skip
-    for block in BLOCKS:
+    for block in (b for blocks in BLOCKS.values() for b in blocks):
         for directive in block.directives:
             assert directive.startswith(kinds), f"{block}: unknown directive {directive!r}"
+
+
+# -- links, the site, the command line -----------------------------------------------------------
+
+#: ``[text](target)`` links of a page (images too), outside its fenced blocks.
+_LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def _site_url() -> str:
+    """``site_url`` of mkdocs.yml: where the manual is published, the package READMEs' links."""
+    found = re.search(r"^site_url: (\S+)$", (ROOT / "mkdocs.yml").read_text(), re.MULTILINE)
+    assert found, "mkdocs.yml has no site_url"
+    return found.group(1)
+
+
+def _anchors(page: Path) -> set[str]:
+    """The heading ids of a Markdown page, as GitHub and MkDocs' toc write them."""
+    anchors = set()
+    for heading in re.findall(r"^#+ (.+)$", _prose(page.read_text("utf-8")), re.MULTILINE):
+        text = re.sub(r"[^\w\- ]", "", heading.replace("`", "")).strip().lower()
+        anchors.add(re.sub(r"[ ]+", "-", text))
+    return anchors
+
+
+def _broken_links(page: Path) -> list[str]:
+    """Relative links of ``page`` whose file, or heading, is not there; site links whose page
+    is not in docs/."""
+    broken, site = [], _site_url()
+    for target in _LINK.findall(_prose(page.read_text("utf-8"))) + re.findall(
+        r"<(https?://[^>]+)>", _prose(page.read_text("utf-8"))
+    ):
+        if target.startswith(site):
+            path, _, anchor = target.removeprefix(site).partition("#")
+            path = path.strip("/")
+            found = [DOCS / f"{path}.md", DOCS / path / "index.md"] if path else [DOCS / "index.md"]
+            file = next((f for f in found if f.is_file()), None)
+        elif re.match(r"^[a-z]+:", target):
+            continue  # another site: not checked here
+        else:
+            path, _, anchor = target.partition("#")
+            file = (page.parent / path).resolve() if path else page
+            file = file if file.exists() else None
+        if file is None:
+            broken.append(f"{_name(page)}: {target}: no such page")
+        elif anchor and file.suffix == ".md" and anchor not in _anchors(file):
+            broken.append(f"{_name(page)}: {target}: no heading #{anchor} in {_name(file)}")
+    return broken
+
+
+def test_every_link_of_every_page_resolves() -> None:
+    """The site's own links are checked by ``mkdocs build --strict``; the README's, the guide's
+    and the packages' (which point into docs/ or at the site) here."""
+    broken = [line for page in PAGES for line in _broken_links(page)]
+    assert not broken, "\n".join(broken)
+
+
+def test_a_broken_link_is_found(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    page.write_text(f"# Here\n[a](nowhere.md) [b](#here) [c](#gone) <{_site_url()}nope/>\n")
+    assert _broken_links(page) == [
+        f"{page}: nowhere.md: no such page",
+        f"{page}: #gone: no heading #gone in {page}",
+        f"{page}: {_site_url()}nope/: no such page",
+    ]
+
+
+def test_each_package_page_links_to_the_site() -> None:
+    """What a registry shows for a distribution says where its manual is."""
+    site = _site_url()
+    assert PACKAGE_PAGES
+    for page in PACKAGE_PAGES:
+        text = page.read_text("utf-8")
+        assert site in text and "install" in text.lower(), f"{_name(page)}: no link to {site}"
+
+
+def _cli_hook():  # the MkDocs hook that renders the command-line page, loaded as MkDocs loads it
+    spec = importlib.util.spec_from_file_location(
+        "cli_reference", DOCS / "_hooks" / "cli_reference.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_command_line_page_has_every_command() -> None:
+    """A section and a rendered ``--help`` per command of the parser; none for a command that
+    is not there."""
+    hook = _cli_hook()
+    text = (DOCS / "cli.md").read_text("utf-8")
+    commands = set(hook.commands())
+    assert set(hook.MARKER.findall(text)) == commands
+    assert set(re.findall(r"^## ortplug (\S+)$", text, re.MULTILINE)) == commands - {""}
+    rendered = hook.render(text)
+    assert "<!-- cli:" not in rendered
+    for name, parser in hook.commands().items():
+        assert f"usage: {parser.prog}" in rendered, name
+    assert "usage: ortplug run [-h]" in rendered and hook.DEMO in rendered
+
+
+def test_a_marker_for_no_command_fails() -> None:
+    with pytest.raises(ValueError, match="no ortplug command 'nothing'"):
+        _cli_hook().render("<!-- cli: nothing -->\n")
