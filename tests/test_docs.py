@@ -609,3 +609,27 @@ def test_the_command_line_page_has_every_command() -> None:
 def test_a_marker_for_no_command_fails() -> None:
     with pytest.raises(ValueError, match="no ortplug command 'nothing'"):
         _cli_hook().render("<!-- cli: nothing -->\n")
+
+
+def test_docstring_roles_become_references_and_a_missing_target_stays_required(
+    tmp_path: Path,
+) -> None:
+    """The API pages' Griffe extension: a role that resolves is an optional reference (a link
+    where the object has a page), one that resolves nowhere a required one (--strict fails)."""
+    import griffe
+
+    spec = importlib.util.spec_from_file_location("roles", DOCS / "_hooks" / "griffe_roles.py")
+    roles = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(roles)
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text(
+        'class Thing:\n    """See :meth:`run`, :class:`~pkg.Thing` and :func:`gone`."""\n\n'
+        '    def run(self):\n        """Runs."""\n'
+    )
+    extensions = griffe.load_extensions(roles.SphinxRoles)
+    package = griffe.load("pkg", search_paths=[str(tmp_path)], extensions=extensions)
+    assert package["Thing"].docstring.value == (
+        'See <autoref identifier="pkg.Thing.run" optional><code>run</code></autoref>, '
+        '<autoref identifier="pkg.Thing" optional><code>Thing</code></autoref> and '
+        '<autoref identifier="gone"><code>gone</code></autoref>.'
+    )

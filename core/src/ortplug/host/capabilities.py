@@ -201,7 +201,8 @@ def _normalize_platform(value: str) -> str:
 class HostCapabilities:
     """What this host offers: platform, ONNX Runtime build and every plugin's probe facts.
 
-    Build one by hand in tests; :meth:`detect` is the only impure way to get one.
+    Build one by hand in tests; :meth:`ortplug.PluginHost.host_capabilities` is the only impure way
+    to get one.
     """
 
     platform: str = attrs.field(converter=_normalize_platform)
