@@ -633,3 +633,13 @@ def test_docstring_roles_become_references_and_a_missing_target_stays_required(
         '<autoref identifier="pkg.Thing" optional><code>Thing</code></autoref> and '
         '<autoref identifier="gone"><code>gone</code></autoref>.'
     )
+
+
+def test_the_readme_is_a_landing_page() -> None:
+    """At most 250 lines (issue 39), and its first screen links how to install for a host, how
+    to run a model and how to bring existing ONNX Runtime code, each in one link."""
+    lines = README.read_text("utf-8").splitlines()
+    assert len(lines) <= 250, f"README.md has {len(lines)} lines"
+    first_screen = "\n".join(lines[:30])
+    for page in ("docs/install.md", "docs/getting-started.md", "docs/existing-code.md"):
+        assert f"]({page})" in first_screen, f"the README's first screen has no link to {page}"
