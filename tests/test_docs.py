@@ -6,7 +6,8 @@ README.md. Every fenced block of a page is checked, in order, in one scratch fol
 on the CPU install the README sets up (``ORTPLUG_PLUGINS=cpu``: the core and the CPU plugin of
 this environment):
 
-* ``python`` blocks run (each in a fresh interpreter); ``bash`` blocks run with ``bash -e``;
+* ``python`` blocks run (each in a fresh interpreter, a deprecation the block causes an error);
+  ``bash`` blocks run with ``bash -e``;
   a block whose first line is ``# PATH.py`` is written to PATH in a project folder (``test_*.py``
   files then run under pytest, importing the others), ``# PATH (abridged)``: each of its code
   lines must be in the repository's file PATH; ``toml`` blocks must parse; ``json`` blocks are
@@ -252,7 +253,9 @@ def _python_block(block: Block, folder: Path) -> None:
     script = folder / f"block_{block.line}.py"
     script.write_text(text)
     raises = _directive(block, "raises ")
-    done = _run([sys.executable, "-c", _RAISES.format(path=script)], folder)
+    # a deprecated spelling in a block is an error: the pages show what to write now
+    command = [sys.executable, "-W", "error::DeprecationWarning:__main__", "-c"]
+    done = _run([*command, _RAISES.format(path=script)], folder)
     if raises is None:
         _expect(done.returncode == 0, f"{block} failed:\n{done.stderr[-3000:]}")
         return
@@ -491,6 +494,8 @@ _DRIFTED = [
     (Block("", "nowhere/   a folder\n", 9, ("paths",)), "nowhere/ is not in this repository"),
     (Block("", "some output\n", 10, ()), "say how to check it"),
     (Block("python", "# core/src/ortplug/__init__.py (abridged)\nx = 1\n", 11, ()), "not in"),
+    (Block("python", "import warnings\nwarnings.warn('old', DeprecationWarning)\n", 12, ()),
+     "DeprecationWarning: old"),
 ]  # fmt: skip
 
 
