@@ -2,7 +2,7 @@
 cross-references of the site.
 
 A role whose target resolves in the code (from the docstring's own scope outwards, as Sphinx
-looks it up) becomes an optional reference: a link where that object has a page here, its name
+looks it up; failing that, by importing it) becomes an optional reference: a link where that object has a page here, its name
 in code otherwise. A role whose target resolves nowhere stays a required reference, which
 ``mkdocs build --strict`` reports, so a docstring naming something that is not there fails CI.
 """
@@ -25,6 +25,25 @@ def _module_exists(name: str) -> bool:
         return importlib.util.find_spec(name) is not None
     except (ImportError, ValueError):
         return False
+
+
+def _at_run_time(name: str) -> str | None:
+    """The path of what ``name`` is once imported (a name a module gives on first use, PEP 562,
+    which Griffe reads no definition of: ``ortplug.patch`` is the drop-in add-on's)."""
+    parts = name.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            found: object = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        try:
+            for attribute in parts[cut:]:
+                found = getattr(found, attribute)
+        except AttributeError:
+            return None
+        module, qualname = getattr(found, "__module__", None), getattr(found, "__qualname__", None)
+        return f"{module}.{qualname}" if module and qualname else name
+    return None
 
 
 def _target(obj: griffe.Object, loader: griffe.GriffeLoader, name: str, role: str) -> str | None:
@@ -51,7 +70,7 @@ def _target(obj: griffe.Object, loader: griffe.GriffeLoader, name: str, role: st
         return candidate
     if role == "mod":
         return next((c for c in candidates if _module_exists(c)), None)
-    return None
+    return next(filter(None, map(_at_run_time, candidates)), None)
 
 
 def _rewrite(obj: griffe.Object, loader: griffe.GriffeLoader) -> None:
