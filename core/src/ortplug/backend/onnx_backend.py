@@ -83,10 +83,8 @@ class OnnxBackend(SessionSurface, StartupStatus):
         self._dispatcher: Dispatcher | None = None
         self._serving: ServingSummary | None = None  # what it served, kept after close()
         self._infos: dict[str, tuple[ValueInfo, ...]] = {}
-        self._served = ServedSession(self._checked(session), self._inflight, self._into_runner)
-
-    def _into_runner(self, session: Any) -> IntoRunner:
-        return IntoRunner(session, lambda: self.inputs, lambda: self.outputs, self._ort.OrtValue)
+        into = functools.partial(IntoRunner, ort_value=self._ort.OrtValue)  # no cycle back here
+        self._served = ServedSession(self._checked(session), self._inflight, into)
 
     @classmethod
     @legacy_keywords
@@ -442,7 +440,7 @@ class OnnxBackend(SessionSurface, StartupStatus):
         self._release_bindings()
         self._inflight.close()
         self._served.close(_closed_run)  # a start-up fallback's checks on real traffic end here
-        self._served.into = self._into_runner(None)  # every thread's run_into binding dropped
+        self._served.into = IntoRunner(None, None)  # every thread's run_into binding dropped
 
     def __enter__(self) -> Self:
         return self

@@ -8,13 +8,13 @@ call after call allocates nothing.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any, NoReturn
 
 import numpy as np
 
 from .feeds import check_into_outputs
-from .introspection import ValueInfo
+from .introspection import ValueInfo, value_infos
 
 __all__ = ["IntoRunner"]
 
@@ -33,18 +33,19 @@ class _Bound(threading.local):
 class IntoRunner:
     """``run_into`` on one session (a new runner for a new session: bindings belong to one)."""
 
-    def __init__(
-        self,
-        session: Any,
-        inputs: Callable[[], Sequence[ValueInfo]],
-        outputs: Callable[[], Sequence[ValueInfo]],
-        ort_value: Any,
-    ) -> None:
+    def __init__(self, session: Any, ort_value: Any) -> None:
         self._session = session
-        self._inputs = inputs
-        self._outputs = outputs
         self._ort_value = ort_value
         self._bound = _Bound()
+        self._infos: tuple[tuple[ValueInfo, ...], tuple[ValueInfo, ...]] | None = None
+
+    def _described(self) -> tuple[tuple[ValueInfo, ...], tuple[ValueInfo, ...]]:
+        """The session's inputs and outputs, read once (it holds no reference to its owner, so an
+        unclosed backend is freed when its last reference goes, not by the cycle collector)."""
+        if self._infos is None:
+            session = self._session
+            self._infos = (value_infos(session.get_inputs()), value_infos(session.get_outputs()))
+        return self._infos
 
     def run(
         self,
@@ -76,7 +77,8 @@ class IntoRunner:
 
     def _bind(self, bound: _Bound, feed: Mapping[str, Any], outputs: object) -> None:
         """Check the caller's output arrays for these inputs and bind them (on a new signature)."""
-        targets = check_into_outputs(outputs, self._outputs(), self._inputs(), feed)
+        inputs, described = self._described()
+        targets = check_into_outputs(outputs, described, inputs, feed)
         if bound.binding is None:
             bound.binding = self._session.io_binding()
         binding = bound.binding
