@@ -174,5 +174,9 @@ def test_exec_raises_onnxruntimes_error_without_ortplugs(tmp_path: Path) -> None
     assert "NO_SUCHFILE" in plain_lines[-1]
     assert "During handling" not in patched.stderr and "MissingFileError" not in patched.stderr
     # one frame more than ONNX Runtime's: the drop-in's __init__, which raises it
-    assert len(_frames_in(_ORTPLUG, patched_lines)) == 1, patched.stderr
+    import ortplug_dropin
+
+    dropin = Path(ortplug_dropin.__file__).resolve().parent
+    assert len(_frames_in(dropin, patched_lines)) == 1, patched.stderr
+    assert not _frames_in(_ORTPLUG, patched_lines), patched.stderr
     assert len(patched_lines) == len(plain_lines) + 2, patched.stderr

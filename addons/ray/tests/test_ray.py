@@ -557,7 +557,7 @@ def test_batch_command_without_ray_names_the_install_command(tmp_path) -> None:
     assert done.returncode == 1
     assert done.stderr.strip().splitlines() == [
         "ortplug batch: error: Ray Data is not installed (import failed: import of ray halted; "
-        f"None in sys.modules); install it with: pip install '{REPOSITORY}/core[ray]'"
+        f"None in sys.modules); install it with: pip install '{REPOSITORY}/core[ray]' {REPOSITORY}/addons/ray"
     ]
 
 
@@ -569,7 +569,7 @@ def test_parquet_input_needs_ray(tmp_path) -> None:
     assert done.returncode != 0
     assert done.stderr.strip().splitlines() == [
         f"ortplug batch: error: --input-dir {source}: Parquet input needs --ray "
-        f"(pip install '{REPOSITORY}/core[ray]')"
+        f"(pip install '{REPOSITORY}/core[ray]' {REPOSITORY}/addons/ray)"
     ]
 
 

@@ -123,6 +123,7 @@ def test_info_shows_the_serving_layout_a_throughput_build_recorded() -> None:
 
 @pytest.mark.parametrize("model", [DEMO, STATIC])
 def test_batch_with_the_throughput_hint_writes_the_same_rows(tmp_path: Path, model: str) -> None:
+    pytest.importorskip("ortplug_ray", reason="ortplug batch is the Ray add-on's command")
     inputs = tmp_path / "in"
     inputs.mkdir()
     rows = np.random.default_rng(0).standard_normal((203, 8)).astype(np.float32)
