@@ -47,7 +47,7 @@ import attrs
 import numpy as np
 import onnxruntime as ort
 from bench_proven_choice import mlp
-from ortplug import LocalCheckpoint, OnnxBackend
+from ortplug import LocalCheckpoint, OnnxBackend, StartupFallback, Verification
 from ortplug.pipeline.real_traffic import DECAY
 from ortplug.plugins import ProviderOffer, ProviderType, hookimpl
 from ortplug.settings import refresh_settings
@@ -187,7 +187,7 @@ def _trial(
     refresh_settings()
     backend = OnnxBackend.from_checkpoint(
         LocalCheckpoint(model).resolve(), plugins=make_plugin_host(("drift", DriftingPlugin(drift))),
-        startup_fallback=True, measure=False, real_traffic_checks=1, spot_check=p,
+        startup_fallback=StartupFallback(real_traffic_checks=1, spot_check=p), verify=Verification(measure=False),
     )  # fmt: skip
     rng = np.random.default_rng(0)
     feed = {"x": rng.standard_normal((1, 64)).astype(np.float32)}

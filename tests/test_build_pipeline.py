@@ -9,7 +9,7 @@ from typing import ClassVar
 
 import attrs
 import models
-from ortplug import LocalCheckpoint, OnnxBackend, ProviderType, hookimpl
+from ortplug import LocalCheckpoint, OnnxBackend, ProviderType, Verification, hookimpl
 from ortplug.pipeline.build_pipeline import BuildPipeline, CandidateOutcome
 from ortplug.selection import ProviderSelection
 from ortplug.testing import make_plugin_host
@@ -61,7 +61,10 @@ def test_a_candidate_never_built_is_never_prepared(tmp_path: Path) -> None:
     counting = CountingPlugin()
     plugins = make_plugin_host(("counting", counting))
     backend = OnnxBackend.from_checkpoint(
-        _checkpoint(tmp_path), policy=_CpuFirst(), plugins=plugins, measure=False
+        _checkpoint(tmp_path),
+        policy=_CpuFirst(),
+        plugins=plugins,
+        verify=Verification(measure=False),
     )
     assert backend.providers == ("CPUExecutionProvider",)
     assert [c.chain for c in backend.report.candidates] == [("cpu",), ("counted", "cpu")]
@@ -103,8 +106,7 @@ def test_a_rejected_candidates_warning_points_at_the_callers_line(tmp_path: Path
             _checkpoint(tmp_path),
             policy=_CountedFirst(),
             plugins=plugins,
-            measure=False,
-            min_accelerator_share=0.5,
+            verify=Verification(measure=False, min_accelerator_share=0.5),
         )
     assert backend.providers == ("CPUExecutionProvider",)
     assert caught, "a rejected candidate warns"

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from ortplug import HostProbe, LocalCheckpoint, OnnxBackend, PluginHost, hookimpl
+from ortplug import HostProbe, LocalCheckpoint, OnnxBackend, PluginHost, Verification, hookimpl
 from ortplug.cache import index as cache_index
 from ortplug.cache.root import cache_dir, read_marker, trusted_folder
 from ortplug.errors import CacheError, OrtplugCacheWarning, VerificationWarning
@@ -178,7 +178,7 @@ def test_an_unusable_verdict_folder_is_one_warning_and_the_build_goes_on(
         warnings.simplefilter("always")
         for _ in range(2):
             backend = OnnxBackend.from_checkpoint(
-                LocalCheckpoint(variants), plugins=plugins, measure=False
+                LocalCheckpoint(variants), plugins=plugins, verify=Verification(measure=False)
             )
             assert backend.report.verification is not None
             assert backend.report.verification.passed and not backend.report.verification.cached
@@ -207,7 +207,9 @@ def test_a_read_only_cache_without_a_verdict_still_verifies(
         unwritable = "goes on without it: .*verify cannot be created"
         with pytest.warns(OrtplugCacheWarning, match=unwritable):
             backend = OnnxBackend.from_checkpoint(
-                LocalCheckpoint(variants), plugins=make_plugin_host(environ=VNNI), measure=False
+                LocalCheckpoint(variants),
+                plugins=make_plugin_host(environ=VNNI),
+                verify=Verification(measure=False),
             )
         assert backend.report.verification is not None and backend.report.verification.passed
     finally:

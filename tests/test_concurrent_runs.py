@@ -22,6 +22,8 @@ from ortplug import (
     OptionError,
     PluginHost,
     ProviderType,
+    StartupFallback,
+    Verification,
     VerificationError,
 )
 from ortplug.plugin_host._manifest_types import provider_types
@@ -156,9 +158,8 @@ def test_the_lock_follows_the_session_a_startup_fallback_switches_to(expected) -
     backend = OnnxBackend.from_checkpoint(
         InMemoryCheckpoint(DEMO),
         plugins=make_plugin_host(("bad", plugin)),
-        startup_fallback=True,
-        measure=False,
-        real_traffic_checks=0,
+        startup_fallback=StartupFallback(real_traffic_checks=0),
+        verify=Verification(measure=False),
     )
     with backend:
         assert backend.wait_ready(60) and backend.providers == BAD, backend.startup_status

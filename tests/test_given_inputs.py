@@ -15,7 +15,7 @@ from pathlib import Path
 import models
 import numpy as np
 import pytest
-from ortplug import LocalCheckpoint, OnnxBackend, OptionError, VerificationError
+from ortplug import LocalCheckpoint, OnnxBackend, OptionError, Verification, VerificationError
 from ortplug.errors import GivenInputsError
 from ortplug.testing import demo_model, make_plugin_host
 from ortplug_misbehaving import MisbehavingPlugin, MisbehavingProvider
@@ -133,7 +133,14 @@ def test_bad_given_inputs_are_one_line_naming_the_input(demo, given, message: st
 
 
 def test_given_inputs_need_verification_on(demo) -> None:
-    with pytest.raises(OptionError, match="verify_inputs: used only with verification on, got "):
+    with pytest.raises(OptionError, match="Verification.inputs: used only with enabled=True"):
+        OnnxBackend.from_checkpoint(
+            demo, verify=Verification(enabled=False, inputs={"x": _rows(1)})
+        )
+    with (  # the keyword of earlier releases says it in its own words
+        pytest.warns(DeprecationWarning),
+        pytest.raises(OptionError, match="verify_inputs: used only with verification on, got "),
+    ):
         OnnxBackend.from_checkpoint(demo, verify=False, verify_inputs={"x": _rows(1)})
 
 
@@ -144,7 +151,7 @@ def test_a_startup_fallback_verifies_on_the_given_inputs(demo) -> None:
             demo,
             plugins=make_plugin_host(("bad", plugin)),
             startup_fallback=True,
-            verify_inputs={"x": _rows(64)},
+            verify=Verification(inputs={"x": _rows(64)}),
         )
         assert backend.wait_ready(60)
     rejected = backend.report.candidates[0]

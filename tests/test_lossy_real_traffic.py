@@ -20,7 +20,7 @@ import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
-from ortplug import LocalCheckpoint, OnnxBackend, VerificationWarning
+from ortplug import LocalCheckpoint, OnnxBackend, Verification, VerificationWarning
 from variant_models import with_variant
 
 CPU = ("CPUExecutionProvider",)
@@ -70,7 +70,7 @@ def test_an_int8_variant_wrong_on_the_callers_inputs_never_serves_them_by_defaul
     checkpoint = _checkpoint(tmp_path, saturate=4.0)
     reference = OnnxBackend.from_checkpoint(checkpoint, providers=["cpu"])
     with pytest.warns(VerificationWarning) as caught:
-        backend = OnnxBackend.from_checkpoint(checkpoint, measure=False)
+        backend = OnnxBackend.from_checkpoint(checkpoint, verify=Verification(measure=False))
         verdict = next(c for c in backend.report.candidates if c.variant == "int8").verdict
         assert verdict is not None and verdict.passed  # right on the generated inputs
         assert backend.shadowing and backend.providers == CPU
@@ -96,7 +96,7 @@ def test_an_identical_int8_variant_takes_over_after_the_stated_number_of_request
 ):
     checkpoint = _checkpoint(tmp_path, saturate=None)
     monkeypatch.setenv("ORTPLUG_REAL_TRAFFIC_CHECKS", "3")  # the stated number
-    backend = OnnxBackend.from_checkpoint(checkpoint, measure=False)
+    backend = OnnxBackend.from_checkpoint(checkpoint, verify=Verification(measure=False))
     assert backend.shadowing and backend.report.verification is None
     status = backend.startup_status or ""
     assert (
@@ -126,11 +126,11 @@ def test_the_default_is_eight_requests_and_zero_serves_a_lossy_candidate_once_ve
     tmp_path, monkeypatch
 ):
     checkpoint = _checkpoint(tmp_path, saturate=None)
-    backend = OnnxBackend.from_checkpoint(checkpoint, measure=False)
+    backend = OnnxBackend.from_checkpoint(checkpoint, verify=Verification(measure=False))
     assert "0 of 8 agreed (it serves after 8)" in (backend.startup_status or "")
     backend.close()
     monkeypatch.setenv("ORTPLUG_REAL_TRAFFIC_CHECKS", "0")  # no real-traffic checks
-    at_once = OnnxBackend.from_checkpoint(checkpoint, measure=False)
+    at_once = OnnxBackend.from_checkpoint(checkpoint, verify=Verification(measure=False))
     assert at_once.startup_status is None and not at_once.shadowing
     verdict = at_once.report.verification
     assert verdict is not None and verdict.variant == "int8"
@@ -140,7 +140,10 @@ def test_the_default_is_eight_requests_and_zero_serves_a_lossy_candidate_once_ve
 def test_a_lossy_candidate_verified_on_the_users_data_serves_at_once(tmp_path):
     checkpoint = _checkpoint(tmp_path, saturate=None)
     given = _real(1, scale=3.0)[0]
-    backend = OnnxBackend.from_checkpoint(checkpoint, measure=False, verify_inputs=given)
+    backend = OnnxBackend.from_checkpoint(
+        checkpoint,
+        verify=Verification(inputs=given, measure=False),
+    )
     verdict = backend.report.verification
     assert verdict is not None and verdict.variant == "int8" and verdict.inputs == "given"
     assert not backend.shadowing
@@ -150,7 +153,7 @@ def test_a_lossy_candidate_verified_on_the_users_data_serves_at_once(tmp_path):
 def test_wait_ready_without_traffic_says_why_it_waits(tmp_path):
     """T15: it waited its whole time-out without a word."""
     checkpoint = _checkpoint(tmp_path, saturate=None)
-    backend = OnnxBackend.from_checkpoint(checkpoint, measure=False)
+    backend = OnnxBackend.from_checkpoint(checkpoint, verify=Verification(measure=False))
     with pytest.warns(VerificationWarning) as caught:
         assert not backend.wait_ready(1.5)
     (line,) = [str(w.message) for w in caught]

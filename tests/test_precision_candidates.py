@@ -17,6 +17,7 @@ from ortplug import (
     OnnxBackend,
     ProviderOffer,
     Tolerance,
+    Verification,
     hookimpl,
 )
 from ortplug.checkpoint.variants import COMPUTE_PRECISIONS, default_tolerance
@@ -77,7 +78,9 @@ def test_the_reduced_candidate_is_verified_at_its_precisions_tolerance(monkeypat
     monkeypatch.setenv(
         "ORTPLUG_REAL_TRAFFIC_CHECKS", "0"
     )  # served once verified (by default it shadows the CPU first)
-    with OnnxBackend.from_checkpoint(_checkpoint(), plugins=_plugins(), measure=False) as backend:
+    with OnnxBackend.from_checkpoint(
+        _checkpoint(), plugins=_plugins(), verify=Verification(measure=False)
+    ) as backend:
         verdict = backend.report.verification  # verify=None: a reduced precision is checked
         assert verdict is not None and verdict.passed
         assert verdict.precision == "bf16" and verdict.tolerance == default_tolerance("bf16")

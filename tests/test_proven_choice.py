@@ -15,6 +15,8 @@ from ortplug import (
     LocalCheckpoint,
     OnnxBackend,
     ProviderFallbackWarning,
+    StartupFallback,
+    Verification,
     VerificationError,
     VerificationWarning,
 )
@@ -122,7 +124,9 @@ def test_a_later_build_still_says_why_a_candidate_was_passed_over(demo):
 
 
 def test_measure_false_serves_the_first_verified_choice_and_records_nothing(demo, monkeypatch):
-    backend = OnnxBackend.from_checkpoint(demo, plugins=_host("slow"), measure=False)
+    backend = OnnxBackend.from_checkpoint(
+        demo, plugins=_host("slow"), verify=Verification(measure=False)
+    )
     assert backend.providers == BAD and backend.report.verification is not None
     monkeypatch.setenv("ORTPLUG_MEASURE", "0")
     assert OnnxBackend.from_checkpoint(demo, plugins=_host("slow")).providers == BAD
@@ -130,7 +134,9 @@ def test_measure_false_serves_the_first_verified_choice_and_records_nothing(demo
 
 
 def test_a_provider_error_at_run_time_falls_back_to_the_next_verified_choice(demo):
-    backend = OnnxBackend.from_checkpoint(demo, plugins=_host("big_batch"), measure=False)
+    backend = OnnxBackend.from_checkpoint(
+        demo, plugins=_host("big_batch"), verify=Verification(measure=False)
+    )
     assert backend.providers == BAD  # verified on the generated inputs
     big = {"x": np.random.default_rng(0).random((64, 8), np.float32)}
     with pytest.warns(
@@ -152,7 +158,9 @@ def test_the_run_time_fallback_warning_points_past_ortplugs_own_frames(demo):
     inside = str(Path(ortplug.__file__).parent / "integrations" / "_a_caller_of_run.py")
     scope: dict[str, object] = {}
     exec(compile("def call(backend, feed):\n    return backend.run(feed)\n", inside, "exec"), scope)
-    backend = OnnxBackend.from_checkpoint(demo, plugins=_host("big_batch"), measure=False)
+    backend = OnnxBackend.from_checkpoint(
+        demo, plugins=_host("big_batch"), verify=Verification(measure=False)
+    )
     big = {"x": np.random.default_rng(0).random((64, 8), np.float32)}
     with pytest.warns(ProviderFallbackWarning, match="failed at run time") as caught:
         scope["call"](backend, big)  # type: ignore[operator]
@@ -164,7 +172,9 @@ def test_the_run_time_fallback_keeps_the_custom_op_libraries_registered_since_th
     with it (it used to be refused, and the provider's error reached the caller)."""
     import onnxruntime_extensions
 
-    backend = OnnxBackend.from_checkpoint(demo, plugins=_host("big_batch"), measure=False)
+    backend = OnnxBackend.from_checkpoint(
+        demo, plugins=_host("big_batch"), verify=Verification(measure=False)
+    )
     library = onnxruntime_extensions.get_library_path()
     backend.register_custom_op_library(library)
     big = {"x": np.random.default_rng(0).random((64, 8), np.float32)}
@@ -183,7 +193,9 @@ def test_an_explicit_chain_raises_at_run_time_and_bad_input_never_falls_back(dem
     with pytest.raises(RuntimeError, match="Can't set the input tensor"):
         explicit.run({"x": np.ones((64, 8), np.float32)})
     assert explicit.providers == BAD
-    chosen = OnnxBackend.from_checkpoint(demo, plugins=_host("big_batch"), measure=False)
+    chosen = OnnxBackend.from_checkpoint(
+        demo, plugins=_host("big_batch"), verify=Verification(measure=False)
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         with pytest.raises(InputValidationError):
@@ -195,7 +207,7 @@ def test_startup_fallback_serves_the_cpu_then_only_a_verified_choice(demo):
     # raised in the background thread, which may warn before from_checkpoint returns
     with pytest.warns(VerificationWarning):
         off = OnnxBackend.from_checkpoint(
-            demo, plugins=_host("off"), startup_fallback=True, measure=False
+            demo, plugins=_host("off"), startup_fallback=True, verify=Verification(measure=False)
         )
         assert off.providers == CPU  # the reference serves at once
         assert off.wait_ready(60)
@@ -204,10 +216,8 @@ def test_startup_fallback_serves_the_cpu_then_only_a_verified_choice(demo):
     slow = OnnxBackend.from_checkpoint(
         demo,
         plugins=_host("slow"),
-        startup_fallback=True,
-        verify=True,
-        measure=False,
-        real_traffic_checks=0,
+        startup_fallback=StartupFallback(real_traffic_checks=0),
+        verify=Verification(measure=False),
     )
     assert slow.wait_ready(60) and slow.providers == BAD  # verified, and not measured
     assert slow.report.verification is not None and slow.report.verification.passed

@@ -25,6 +25,8 @@ from ortplug import (
     OnnxBackend,
     OptionError,
     RunOptionsConfig,
+    StartupFallback,
+    Verification,
     VerificationError,
     VerificationWarning,
 )
@@ -76,7 +78,7 @@ def test_a_candidate_wrong_on_real_requests_never_answers_them_and_is_rejected_o
     with pytest.warns(VerificationWarning) as caught:
         backend = OnnxBackend.from_checkpoint(
             demo, plugins=_host("magnitude", magnitude=LARGE / 10), startup_fallback=True,
-            measure=False,
+            verify=Verification(measure=False),
         )  # fmt: skip
         _until(lambda: backend.shadowing, "the verified candidate to shadow the CPU")
         shadowed = backend.report.candidates[0]
@@ -104,7 +106,7 @@ def test_a_candidate_wrong_on_real_requests_never_answers_them_and_is_rejected_o
     with pytest.warns(VerificationWarning, match="failed verification: output 'logits'"):
         again = OnnxBackend.from_checkpoint(
             demo, plugins=_host("magnitude", magnitude=LARGE / 10), startup_fallback=True,
-            measure=False,
+            verify=Verification(measure=False),
         )  # fmt: skip
         assert again.wait_ready(60)
     assert again.providers == CPU and not again.shadowing
@@ -116,8 +118,8 @@ def test_a_candidate_wrong_on_real_requests_never_answers_them_and_is_rejected_o
 
 def test_a_right_candidate_takes_over_after_exactly_the_stated_number_of_real_requests(demo):
     backend = OnnxBackend.from_checkpoint(
-        demo, plugins=_host("slow", delay_s=0.001), startup_fallback=True, measure=False,
-        real_traffic_checks=3,
+        demo, plugins=_host("slow", delay_s=0.001), startup_fallback=StartupFallback(real_traffic_checks=3), verify=Verification(measure=False),
+
     )  # fmt: skip
     _until(lambda: backend.shadowing, "the verified candidate to shadow the CPU")
     backend.run(_feed(1))
@@ -153,7 +155,10 @@ def test_the_default_is_eight_real_requests_and_the_environment_sets_another(dem
         assert traffic_settings(None, None, made({"ORTPLUG_SPOT_CHECK": "2"})).spot_check == 0.01
     monkeypatch.setenv("ORTPLUG_REAL_TRAFFIC_CHECKS", "1")
     backend = OnnxBackend.from_checkpoint(
-        demo, plugins=_host("slow", delay_s=0.001), startup_fallback=True, measure=False
+        demo,
+        plugins=_host("slow", delay_s=0.001),
+        startup_fallback=True,
+        verify=Verification(measure=False),
     )
     _until(lambda: backend.shadowing, "the verified candidate to shadow the CPU")
     backend.run(_feed(1))
@@ -179,15 +184,18 @@ def test_the_settings_need_a_startup_fallback_that_verifies(demo):
         OnnxBackend.from_checkpoint(demo, plugins=_host("slow"), real_traffic_checks=2)
     with pytest.raises(OptionError, match="verify=False"):
         OnnxBackend.from_checkpoint(
-            demo, plugins=_host("slow"), startup_fallback=True, verify=False, spot_check=0.1
+            demo,
+            plugins=_host("slow"),
+            startup_fallback=StartupFallback(spot_check=0.1),
+            verify=False,
         )
 
 
 def test_a_spot_check_disagreement_moves_to_the_next_verified_choice_failing_no_call(demo):
     reference = OnnxBackend.from_checkpoint(demo, providers=["cpu"])
     backend = OnnxBackend.from_checkpoint(
-        demo, plugins=_host("magnitude", magnitude=LARGE / 10), startup_fallback=True,
-        measure=False, real_traffic_checks=1, spot_check=1.0,
+        demo, plugins=_host("magnitude", magnitude=LARGE / 10), startup_fallback=StartupFallback(real_traffic_checks=1, spot_check=1.0),
+        verify=Verification(measure=False),
     )  # fmt: skip
     _until(lambda: backend.shadowing, "the verified candidate to shadow the CPU")
     backend.run(_feed(1))
@@ -212,8 +220,8 @@ def test_a_spot_check_disagreement_moves_to_the_next_verified_choice_failing_no_
 
 def test_a_spot_check_that_agrees_keeps_the_candidate_serving(demo):
     backend = OnnxBackend.from_checkpoint(
-        demo, plugins=_host("slow", delay_s=0.001), startup_fallback=True, measure=False,
-        real_traffic_checks=0, spot_check=1.0,
+        demo, plugins=_host("slow", delay_s=0.001), startup_fallback=StartupFallback(real_traffic_checks=0, spot_check=1.0), verify=Verification(measure=False),
+
     )  # fmt: skip
     assert backend.wait_ready(60) and backend.providers == BAD
     with warnings.catch_warnings():
@@ -228,7 +236,10 @@ def test_a_spot_check_that_agrees_keeps_the_candidate_serving(demo):
 
 def test_closing_or_dropping_a_shadowing_backend_ends_its_thread(demo):
     backend = OnnxBackend.from_checkpoint(
-        demo, plugins=_host("slow", delay_s=0.001), startup_fallback=True, measure=False
+        demo,
+        plugins=_host("slow", delay_s=0.001),
+        startup_fallback=True,
+        verify=Verification(measure=False),
     )
     _until(lambda: backend.shadowing, "the verified candidate to shadow the CPU")
     assert len(_threads("ortplug-shadow")) == 1
@@ -237,7 +248,10 @@ def test_closing_or_dropping_a_shadowing_backend_ends_its_thread(demo):
     assert backend.wait_ready(0) and backend.closed
     dropped = [
         OnnxBackend.from_checkpoint(
-            demo, plugins=_host("slow", delay_s=0.001), startup_fallback=True, measure=False
+            demo,
+            plugins=_host("slow", delay_s=0.001),
+            startup_fallback=True,
+            verify=Verification(measure=False),
         )
     ]
     _until(lambda: dropped[0].shadowing, "the verified candidate to shadow the CPU")
@@ -248,7 +262,10 @@ def test_closing_or_dropping_a_shadowing_backend_ends_its_thread(demo):
 
 def test_a_shadow_that_falls_behind_drops_requests_and_never_makes_the_caller_wait(demo):
     backend = OnnxBackend.from_checkpoint(
-        demo, plugins=_host("slow", delay_s=0.2), startup_fallback=True, measure=False
+        demo,
+        plugins=_host("slow", delay_s=0.2),
+        startup_fallback=True,
+        verify=Verification(measure=False),
     )
     _until(lambda: backend.shadowing, "the verified candidate to shadow the CPU")
     started = time.perf_counter()
@@ -292,8 +309,8 @@ def _serving(demo, misbehaviour: str = "slow", **kwargs: object) -> OnnxBackend:
     on every call it serves."""
     kwargs.setdefault("delay_s", 0.001)
     backend = OnnxBackend.from_checkpoint(
-        demo, plugins=_host(misbehaviour, **kwargs), startup_fallback=True, measure=False,  # type: ignore[arg-type]
-        real_traffic_checks=1, spot_check=1.0,
+        demo, plugins=_host(misbehaviour, **kwargs), startup_fallback=StartupFallback(real_traffic_checks=1, spot_check=1.0), verify=Verification(measure=False),  # type: ignore[arg-type]
+
     )  # fmt: skip
     _until(lambda: backend.shadowing, "the verified candidate to shadow the CPU")
     backend.run(_feed(1))

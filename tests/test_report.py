@@ -11,6 +11,7 @@ from ortplug import (
     InMemoryCheckpoint,
     OnnxBackend,
     ProviderNotRealizedError,
+    Verification,
     VerificationWarning,
 )
 
@@ -56,12 +57,15 @@ def test_an_accelerator_that_takes_no_nodes_fails_the_share_check(azure_host) ->
         match=r"took 0% of the graph's nodes \(CPUExecutionProvider 1\), below min_accelerator_share=0.5",
     ):
         OnnxBackend.from_checkpoint(
-            checkpoint, providers=["azure", "cpu"], plugins=azure_host, min_accelerator_share=0.5
+            checkpoint,
+            providers=["azure", "cpu"],
+            plugins=azure_host,
+            verify=Verification(min_accelerator_share=0.5),
         )
     # A policy's choice below the share is a rejected candidate: the CPU reference serves.
     with pytest.warns(VerificationWarning, match="its accelerators took no node of the graph"):
         backend = OnnxBackend.from_checkpoint(
-            checkpoint, plugins=azure_host, min_accelerator_share=0.5
+            checkpoint, plugins=azure_host, verify=Verification(min_accelerator_share=0.5)
         )
     assert backend.providers == ("CPUExecutionProvider",)
     one = np.ones((1, 4), np.float32)
@@ -71,9 +75,11 @@ def test_an_accelerator_that_takes_no_nodes_fails_the_share_check(azure_host) ->
 def test_the_share_check_validates_its_argument(all_plugins) -> None:
     checkpoint = InMemoryCheckpoint(models.add_model()).resolve()
     OnnxBackend.from_checkpoint(
-        checkpoint, plugins=all_plugins, min_accelerator_share=0.9
+        checkpoint, plugins=all_plugins, verify=Verification(min_accelerator_share=0.9)
     )  # CPU only: nothing to check
     with pytest.raises(
         ValueError, match="min_accelerator_share: expected a number from 0 to 1, got 2"
     ):
-        OnnxBackend.from_checkpoint(checkpoint, plugins=all_plugins, min_accelerator_share=2)
+        OnnxBackend.from_checkpoint(
+            checkpoint, plugins=all_plugins, verify=Verification(min_accelerator_share=2)
+        )

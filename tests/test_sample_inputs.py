@@ -19,7 +19,7 @@ import onnx
 import onnxruntime
 import pytest
 from onnx import TensorProto, helper, numpy_helper
-from ortplug import LocalCheckpoint, OnnxBackend
+from ortplug import LocalCheckpoint, OnnxBackend, StartupFallback
 from ortplug.checkpoint import select_variant
 from ortplug.errors import InputsNotAcceptedError
 from ortplug.verification.precision_variants import calibration_feeds, write_variants
@@ -291,8 +291,7 @@ def test_startup_fallback_warms_the_accelerator_up_on_an_image_the_cnn_takes() -
         InMemoryCheckpoint(_cnn()).resolve(),
         providers=["azure", "cpu"],
         plugins=plugins,
-        startup_fallback=True,
-        real_traffic_checks=0,
+        startup_fallback=StartupFallback(real_traffic_checks=0),
     )
     with backend:
         assert backend.wait_ready(timeout=60) and backend.startup_error is None

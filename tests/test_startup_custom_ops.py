@@ -7,7 +7,7 @@ import models
 import numpy as np
 import onnxruntime_extensions
 import ortplug_azuretest
-from ortplug import InMemoryCheckpoint, OnnxBackend, PluginHost
+from ortplug import InMemoryCheckpoint, OnnxBackend, PluginHost, StartupFallback
 
 AZURE = ("AzureExecutionProvider", "CPUExecutionProvider")
 ONE = np.ones((1, 4), np.float32)
@@ -21,8 +21,7 @@ def test_a_library_registered_during_bring_up_reaches_the_accelerator(
         InMemoryCheckpoint(models.add_model(nodes=3000)).resolve(),  # a build that takes a while
         providers=["azure", "cpu"],
         plugins=plugin_host,
-        startup_fallback=True,
-        real_traffic_checks=0,
+        startup_fallback=StartupFallback(real_traffic_checks=0),
     )
     assert backend.providers == ("CPUExecutionProvider",)
     library = onnxruntime_extensions.get_library_path()

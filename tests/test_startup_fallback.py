@@ -13,7 +13,13 @@ import models
 import numpy as np
 import ortplug_azuretest
 import pytest
-from ortplug import InMemoryCheckpoint, OnnxBackend, PluginHost, ProviderFallbackWarning
+from ortplug import (
+    InMemoryCheckpoint,
+    OnnxBackend,
+    PluginHost,
+    ProviderFallbackWarning,
+    StartupFallback,
+)
 from plugin_objects import FakeCudaPlugin
 
 CPU_EP = "CPUExecutionProvider"
@@ -36,8 +42,8 @@ def test_the_cpu_serves_first_then_the_accelerator(azure_host: PluginHost) -> No
         _checkpoint(nodes=3000),
         providers=["azure", "cpu"],
         plugins=azure_host,
-        startup_fallback=True,
-        real_traffic_checks=0,  # switches once verified (tests/test_real_traffic.py: after agreeing)
+        startup_fallback=StartupFallback(real_traffic_checks=0),
+        # switches once verified (tests/test_real_traffic.py: after agreeing)
     )
     assert backend.providers == (CPU_EP,)
     assert "startup fallback" in dict(backend.chain_reasons)["cpu"]
@@ -105,8 +111,7 @@ def test_run_into_bind_and_async_work_across_the_switch(azure_host: PluginHost) 
         _checkpoint(),
         providers=["azure", "cpu"],
         plugins=azure_host,
-        startup_fallback=True,
-        real_traffic_checks=0,
+        startup_fallback=StartupFallback(real_traffic_checks=0),
     )
     binding = backend.bind()  # made on the CPU session: it stays there
     binding.bind_input("a", ONE)
@@ -165,9 +170,8 @@ def test_the_cpu_session_is_released_after_the_switch(azure_host: PluginHost) ->
         _checkpoint(nodes=500),
         providers=["azure", "cpu"],
         plugins=azure_host,
-        startup_fallback=True,
-        real_traffic_checks=0,
-        spot_check=0,  # a spot check keeps the CPU reference to run calls again on
+        startup_fallback=StartupFallback(real_traffic_checks=0, spot_check=0),
+        # a spot check keeps the CPU reference to run calls again on
     )
     cpu_session = weakref.ref(backend._served.session)
     backend.run_into({"a": ONE, "b": ONE}, {"c": np.empty((1, 4), np.float32)})  # a CPU IO binding

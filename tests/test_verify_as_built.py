@@ -21,6 +21,7 @@ from ortplug import (
     LocalCheckpoint,
     OnnxBackend,
     SessionOptionsConfig,
+    Verification,
     VerificationError,
 )
 from ortplug.checkpoint import select_variant
@@ -186,7 +187,7 @@ def test_a_custom_op_model_verifies_its_accelerator_without_timing() -> None:
     checkpoint = InMemoryCheckpoint(_neg_pos().SerializeToString()).resolve()
     plugins = make_plugin_host(("good", MisbehavingPlugin("slow", delay_s=0)))  # type: ignore[arg-type]
     backend = OnnxBackend.from_checkpoint(
-        checkpoint, plugins=plugins, session_options=CUSTOM_OPS, measure=False
+        checkpoint, plugins=plugins, session_options=CUSTOM_OPS, verify=Verification(measure=False)
     )
     assert backend.providers == ("AzureExecutionProvider", "CPUExecutionProvider")
     verdict = backend.report.verification

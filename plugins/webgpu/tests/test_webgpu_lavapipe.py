@@ -25,6 +25,7 @@ from ortplug import (
     OnnxBackend,
     PluginHost,
     ResolvedCheckpoint,
+    Verification,
 )
 from ortplug.testing import demo_static_model, make_plugin_host
 from ortplug_webgpu import plugin as webgpu_plugin
@@ -128,7 +129,9 @@ def test_the_policy_chain_runs_on_webgpu_and_matches_cpu(
 ) -> None:
     checkpoint = _checkpoint(model())
     with (  # the first verified choice (timed, lavapipe's WebGPU loses to the CPU: below)
-        OnnxBackend.from_checkpoint(checkpoint, plugins=webgpu_host, measure=False) as chosen,
+        OnnxBackend.from_checkpoint(
+            checkpoint, plugins=webgpu_host, verify=Verification(measure=False)
+        ) as chosen,
         OnnxBackend.from_checkpoint(checkpoint, providers=["cpu"], plugins=webgpu_host) as cpu,
     ):
         assert [kind for kind, _ in chosen.chain_reasons] == ["webgpu", "cpu"]

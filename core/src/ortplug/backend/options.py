@@ -147,7 +147,6 @@ def legacy_keywords(build: _F) -> _F:
             if value is None:
                 continue
             target, field = _MOVED[keyword]
-            kwargs[target] = _moved_into(keyword, value, kwargs)
             spelled = "Verification" if target == "verify" else "StartupFallback"
             warnings.warn(
                 f"from_checkpoint({keyword}=...) is deprecated: pass "
@@ -155,6 +154,7 @@ def legacy_keywords(build: _F) -> _F:
                 DeprecationWarning,
                 stacklevel=user_stacklevel(),
             )
+            kwargs[target] = _moved_into(keyword, value, kwargs)
         return build(*args, **kwargs)
 
     return accepting  # type: ignore[return-value]
