@@ -95,13 +95,14 @@ class BuildRequest:
             backend._attach_startup(self.start_behind(backend, reference))
             return backend
         result = self.pipeline.run(self.listed)
-        if self.proves_on_traffic(result):  # lossy: the CPU serves until real requests agree
-            reference = self.pipeline.reference(result)
-            backend = made(reference)
-            backend._attach_startup(self.prove_behind(backend, result, reference))
-            return backend
-        if self.hint != "latency" and self._lossy_untried(result):
-            result = self._served_on_the_reference(result)
+        traffic = self._traffic() if result.lossy else None
+        if traffic is not None and traffic.checks > 0:  # lossy, proven on generated inputs only
+            if self.hint == "latency":  # the CPU serves until real requests agree
+                reference = self.pipeline.reference(result)
+                backend = made(reference)
+                backend._attach_startup(self.prove_behind(backend, result, reference, traffic))
+                return backend
+            result = self._served_on_the_reference(result)  # a dispatcher cannot shadow it
         backend = made(result)
         self.check_share(backend.report, result)
         if self.hint != "latency":
@@ -116,38 +117,31 @@ class BuildRequest:
 
     def start_behind(self, backend: ServingBackend, reference: BuildResult) -> StartupSwitch:
         """Bring the first candidate up behind ``backend``, which serves ``reference`` now."""
-        from ..pipeline.real_traffic import traffic_settings
         from ..pipeline.startup import start_on_cpu
 
-        assert self.startup is not None
-        traffic = traffic_settings(self.startup.real_traffic_checks, self.startup.spot_check)
-        return start_on_cpu(backend, self.pipeline, self.listed, reference, traffic)
+        return start_on_cpu(backend, self.pipeline, self.listed, reference, self._traffic())
 
     def _traffic(self) -> TrafficSettings:
+        """The real-traffic settings: ``startup_fallback``'s, else the process's (read once a
+        build: a bad variable is said once)."""
         from ..pipeline.real_traffic import traffic_settings
 
         startup = self.startup or StartupFallback()
         return traffic_settings(startup.real_traffic_checks, startup.spot_check)
 
-    def proves_on_traffic(self, result: BuildResult) -> bool:
-        """Whether ``result`` (a latency build's) is lossy, verified on generated inputs only: it
-        serves after agreeing with the CPU reference on real requests (``real_traffic_checks``,
-        default 8 or ``ORTPLUG_REAL_TRAFFIC_CHECKS``; 0: at once)."""
-        return self.hint == "latency" and result.lossy and self._traffic().checks > 0
-
     def prove_behind(
-        self, backend: ServingBackend, result: BuildResult, reference: BuildResult
+        self,
+        backend: ServingBackend,
+        result: BuildResult,
+        reference: BuildResult,
+        traffic: TrafficSettings,
     ) -> StartupSwitch:
         """Let lossy ``result`` take over from ``backend``, which serves ``reference`` now, once
-        it agreed with it on real requests."""
+        it agreed with it on ``traffic.checks`` real requests (default 8, or
+        ``ORTPLUG_REAL_TRAFFIC_CHECKS``; 0: at once)."""
         from ..pipeline.startup import prove_on_traffic
 
-        return prove_on_traffic(backend, self.pipeline, result, reference, self._traffic())
-
-    def _lossy_untried(self, result: BuildResult) -> bool:
-        """Whether a throughput build's choice is lossy and proven on generated inputs only:
-        its dispatcher cannot let it shadow the CPU on real requests first."""
-        return result.lossy and self._traffic().checks > 0
+        return prove_on_traffic(backend, self.pipeline, result, reference, traffic)
 
     def _served_on_the_reference(self, result: BuildResult) -> BuildResult:
         """The CPU reference in place of a lossy choice no real request has proven, said once."""
