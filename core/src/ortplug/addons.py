@@ -22,6 +22,7 @@ __all__ = [
     "ADDONS",
     "COMMANDS_GROUP",
     "HINTS_GROUP",
+    "RAY_NAMES",
     "Addon",
     "addon_name",
     "entry_point_names",
@@ -64,6 +65,22 @@ RAY = Addon("ortplug-ray", "ortplug_ray", "ray", "the Ray add-on")
 DROPIN = Addon("ortplug-dropin", "ortplug_dropin", "dropin", "the drop-in add-on")
 ADDONS = (SERVE, RAY, DROPIN)
 
+#: The Ray add-on's names (``ortplug_ray.__all__``), spelled ``ortplug.integrations.ray.NAME``
+#: before the add-on, for one more release.
+RAY_NAMES = (
+    "BackendConfig",
+    "BatchError",
+    "CheckpointLike",
+    "OnnxPredictor",
+    "PortableCheckpoint",
+    "RayNotInstalledError",
+    "actor_resources",
+    "default_batch_size",
+    "predict",
+    "require_ray",
+    "worker_error",
+)
+
 #: The core's public spellings of add-on names: ``(module, name)`` -> the add-on that has it.
 _NAMES = {
     ("ortplug", "InferenceSession"): DROPIN,
@@ -77,22 +94,7 @@ _NAMES = {
     ("ortplug.backend", "Layout"): SERVE,
     ("ortplug.backend", "Trial"): SERVE,
     ("ortplug.backend", "recorded_serving"): SERVE,
-    **{
-        ("ortplug.integrations.ray", name): RAY
-        for name in (
-            "BackendConfig",
-            "BatchError",
-            "CheckpointLike",
-            "OnnxPredictor",
-            "PortableCheckpoint",
-            "RayNotInstalledError",
-            "actor_resources",
-            "default_batch_size",
-            "predict",
-            "require_ray",
-            "worker_error",
-        )
-    },
+    **{("ortplug.integrations.ray", name): RAY for name in RAY_NAMES},
 }
 #: Hints and commands the shipped add-ons provide (named in the error when none registers them).
 _PROVIDES = {

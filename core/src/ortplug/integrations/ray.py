@@ -10,27 +10,13 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
-from ..addons import addon_name
+from ..addons import RAY_NAMES, addon_name
 
-#: The names the Ray add-on has (``ortplug_ray.__all__``), spelled here for one more release.
-_MOVED = (
-    "BackendConfig",
-    "BatchError",
-    "CheckpointLike",
-    "OnnxPredictor",
-    "PortableCheckpoint",
-    "RayNotInstalledError",
-    "actor_resources",
-    "default_batch_size",
-    "predict",
-    "require_ray",
-    "worker_error",
-)
-__all__ = list(_MOVED)
+__all__ = list(RAY_NAMES)
 
 
 def __getattr__(name: str) -> Any:
-    if name not in _MOVED:
+    if name not in RAY_NAMES:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     value = addon_name(__name__, name)
     warnings.warn(
