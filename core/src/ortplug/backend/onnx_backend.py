@@ -440,7 +440,6 @@ class OnnxBackend(SessionSurface, StartupStatus):
         self._release_bindings()
         self._inflight.close()
         self._served.close(_closed_run)  # a start-up fallback's checks on real traffic end here
-        self._served.into = IntoRunner(None, None)  # every thread's run_into binding dropped
 
     def __enter__(self) -> Self:
         return self

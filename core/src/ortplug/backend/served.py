@@ -244,10 +244,12 @@ class ServedSession:
         return True
 
     def close(self, closed_run: Callable[..., Any]) -> None:
-        """Serve nothing: every later run calls ``closed_run``; the watch stops."""
+        """Serve nothing: every later run calls ``closed_run``; the watch stops, and every
+        thread's ``run_into`` binding is dropped."""
         with self._lock:
             self.session = None
         self._watch_with(None)
         self.run = closed_run
+        self.into = self._into_for(None)
         self.checkpoint = None
         self.fallbacks = ()
