@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import shutil
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,21 +17,6 @@ from ortplug.testing import make_plugin_host
 def all_plugins() -> PluginHost:
     """Built-ins plus the four provider plugins of this repository, no entry points."""
     return make_plugin_host("cuda", "tensorrt", "coreml")
-
-
-@pytest.fixture(scope="session", autouse=True)
-def _private_ray_temp_dir() -> Iterator[None]:
-    """Ray records clusters in its temp folder: a short one of this run's own (sockets live there),
-    so no cluster recorded on the machine is joined and none this run leaves behind lingers."""
-    folder = tempfile.mkdtemp(prefix="ray-", dir="/tmp")
-    saved = os.environ.get("RAY_TMPDIR")
-    os.environ["RAY_TMPDIR"] = folder
-    yield
-    if saved is None:
-        del os.environ["RAY_TMPDIR"]
-    else:
-        os.environ["RAY_TMPDIR"] = saved
-    shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture(autouse=True)

@@ -8,13 +8,11 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
-import venv
 from pathlib import Path
 
 import pytest
+from venvs import ROOT, fresh_venv, pip_in, python_in
 
-ROOT = Path(__file__).resolve().parents[1]
 KINDS = (
     "import json, sys; from ortplug import PluginHost; "
     "kinds = PluginHost().provider_registry().kinds(); "
@@ -25,25 +23,12 @@ KINDS = (
 @pytest.fixture(scope="module")
 def core_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A fresh venv with only the core (no runtime, no plugin)."""
-    root = tmp_path_factory.mktemp("isolated") / "venv"
-    venv.EnvBuilder(with_pip=True).create(root)
-    _pip(root, "install", "--quiet", str(ROOT / "core"))
-    return root
-
-
-def _python(root: Path) -> str:
-    return str(root / ("Scripts" if sys.platform == "win32" else "bin") / "python")
-
-
-def _pip(root: Path, *args: str) -> None:
-    subprocess.run(
-        [_python(root), "-m", "pip", *args], check=True, capture_output=True, timeout=600
-    )
+    return fresh_venv(tmp_path_factory.mktemp("isolated") / "venv", str(ROOT / "core"))
 
 
 def _kinds(root: Path) -> list[str]:
     """The kinds the installed plugins provide; listing them imports no plugin (declared ones)."""
-    out = subprocess.run([_python(root), "-c", KINDS], check=True, capture_output=True, text=True)
+    out = subprocess.run([python_in(root), "-c", KINDS], check=True, capture_output=True, text=True)
     kinds, imported = json.loads(out.stdout)
     assert imported == [], "the installed wheel carries no declaration (ortplug.json)"
     return list(kinds)
@@ -52,9 +37,9 @@ def _kinds(root: Path) -> list[str]:
 @pytest.mark.parametrize("plugin", ["cuda", "tensorrt", "coreml", "webgpu"])
 def test_plugin_installs_alone_is_discovered_and_leaves_with_uninstall(core_venv, plugin) -> None:
     assert _kinds(core_venv) == []
-    _pip(core_venv, "install", "--quiet", "--no-deps", str(ROOT / "plugins" / plugin))
+    pip_in(core_venv, "install", "--quiet", "--no-deps", str(ROOT / "plugins" / plugin))
     assert _kinds(core_venv) == [plugin]
-    _pip(core_venv, "uninstall", "--yes", "--quiet", f"ortplug-{plugin}")
+    pip_in(core_venv, "uninstall", "--yes", "--quiet", f"ortplug-{plugin}")
     assert _kinds(core_venv) == []
 
 
@@ -80,19 +65,18 @@ def test_the_serving_addon_installs_alone_on_the_core_and_cpu_plugin_and_its_tes
     """A fresh venv with the core and the CPU plugin: ``ortplug.ServingConfig`` names the package
     to install; with ``addons/serve`` installed (nothing else) it is the add-on's, and the
     add-on's own tests pass there."""
-    root = tmp_path / "venv"
-    venv.EnvBuilder(with_pip=True).create(root)
-    _pip(root, "install", "--quiet", str(ROOT / "core"), str(ROOT / "plugins" / "cpu"),
-         *_SERVE_TESTS_NEED)  # fmt: skip
-    before = subprocess.run([_python(root), "-c", _SERVING_CONFIG], capture_output=True,
+    root = fresh_venv(
+        tmp_path / "venv", str(ROOT / "core"), str(ROOT / "plugins" / "cpu"), *_SERVE_TESTS_NEED
+    )
+    before = subprocess.run([python_in(root), "-c", _SERVING_CONFIG], capture_output=True,
                             text=True, check=True)  # fmt: skip
     assert "needs the serving add-on (ortplug-serve), which is not installed" in before.stdout
-    _pip(root, "install", "--quiet", str(ROOT / "addons" / "serve"))
-    after = subprocess.run([_python(root), "-c", _SERVING_CONFIG], capture_output=True,
+    pip_in(root, "install", "--quiet", str(ROOT / "addons" / "serve"))
+    after = subprocess.run([python_in(root), "-c", _SERVING_CONFIG], capture_output=True,
                            text=True, check=True)  # fmt: skip
     assert after.stdout.strip() == "ortplug_serve.config"
     tests = subprocess.run(
-        [_python(root), "-m", "pytest", "-q", "-p", "no:cacheprovider", "addons/serve/tests"],
+        [python_in(root), "-m", "pytest", "-q", "-p", "no:cacheprovider", "addons/serve/tests"],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import json
 import subprocess
-import venv
 from pathlib import Path
 
 import onnx
 import onnxruntime as ort
 import pytest
-from test_isolated_install import ROOT, _pip, _python
+from venvs import ROOT, fresh_venv, pip_in, python_in
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 
@@ -32,16 +31,20 @@ _NAMES = (
 @pytest.fixture(scope="module")
 def core_and_cpu(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A fresh venv with the core, the CPU plugin, this ONNX Runtime and the test tools."""
-    root = tmp_path_factory.mktemp("dropin-alone") / "venv"
-    venv.EnvBuilder(with_pip=True).create(root)
-    _pip(root, "install", "--quiet", str(ROOT / "core"), str(ROOT / "plugins" / "cpu"),
-         f"onnxruntime=={ort.__version__}", f"onnx=={onnx.__version__}", "pytest>=8",
-         "pytest-timeout>=2.3", str(ROOT / "tests" / "plugin_dists" / "ortplug-misbehaving"))  # fmt: skip
-    return root
+    return fresh_venv(
+        tmp_path_factory.mktemp("dropin-alone") / "venv",
+        str(ROOT / "core"),
+        str(ROOT / "plugins" / "cpu"),
+        f"onnxruntime=={ort.__version__}",
+        f"onnx=={onnx.__version__}",
+        "pytest>=8",
+        "pytest-timeout>=2.3",
+        str(ROOT / "tests" / "plugin_dists" / "ortplug-misbehaving"),
+    )
 
 
 def test_the_drop_in_installs_alone_and_its_tests_pass_there(core_and_cpu: Path) -> None:
-    python = _python(core_and_cpu)
+    python = python_in(core_and_cpu)
     install = subprocess.run(
         [python, "-c", "from ortplug.addons import DROPIN; print(DROPIN.install_line())"],
         capture_output=True, text=True, check=True,
@@ -56,7 +59,7 @@ def test_the_drop_in_installs_alone_and_its_tests_pass_there(core_and_cpu: Path)
     assert (done.returncode, done.stdout) == (2, "")
     assert done.stderr == f"ortplug exec: error: ortplug exec {hint}\n"
 
-    _pip(core_and_cpu, "install", "--quiet", "--no-deps", str(ROOT / "addons" / "dropin"))
+    pip_in(core_and_cpu, "install", "--quiet", "--no-deps", str(ROOT / "addons" / "dropin"))
     tests = ROOT / "addons" / "dropin" / "tests"
     run = subprocess.run(
         [python, "-m", "pytest", str(tests), "-q", "-m", "not slow", "-p", "no:cacheprovider",

@@ -1,4 +1,4 @@
-"""Fixtures of the ortplug-ray tests: a private cache, a fresh plugin host and Ray temp folder."""
+"""Fixtures of the ortplug-ray tests: ortplug.testing's private cache, and a Ray temp folder."""
 
 from __future__ import annotations
 
@@ -9,8 +9,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from ortplug.plugin_host.manager import reset_plugin_host
-from ortplug.testing import follow_environment
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -29,14 +27,8 @@ def _private_ray_temp_dir() -> Iterator[None]:
 
 
 @pytest.fixture(autouse=True)
-def _isolated_environment(
-    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[Path]:
-    """Every test writes caches to its own folder, starts without opt-ins, on a fresh host."""
-    cache = tmp_path_factory.mktemp("ortplug-cache")
-    follow_environment(monkeypatch)
-    monkeypatch.setenv("ORTPLUG_CACHE_DIR", str(cache))
+def _private_cache(ortplug_cache: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Caches go to a temporary folder, on a fresh plugin host; no opt-in from the caller's
+    environment leaks in."""
     monkeypatch.delenv("ORTPLUG_TENSORRT", raising=False)
-    reset_plugin_host()
-    yield cache
-    reset_plugin_host()
+    return ortplug_cache

@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import json
 import subprocess
-import venv
 from pathlib import Path
 
 import onnxruntime as ort
 import ortplug_ray
 import pytest
-from test_isolated_install import ROOT, _pip, _python
+from venvs import ROOT, fresh_venv, pip_in, python_in
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 
@@ -48,15 +47,16 @@ _SMOKE = (
 @pytest.fixture(scope="module")
 def core_and_cpu(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A fresh venv with the core, the CPU plugin and this ONNX Runtime."""
-    root = tmp_path_factory.mktemp("ray-alone") / "venv"
-    venv.EnvBuilder(with_pip=True).create(root)
-    _pip(root, "install", "--quiet", str(ROOT / "core"), str(ROOT / "plugins" / "cpu"),
-         f"onnxruntime=={ort.__version__}")  # fmt: skip
-    return root
+    return fresh_venv(
+        tmp_path_factory.mktemp("ray-alone") / "venv",
+        str(ROOT / "core"),
+        str(ROOT / "plugins" / "cpu"),
+        f"onnxruntime=={ort.__version__}",
+    )
 
 
 def test_the_ray_add_on_installs_alone_and_predicts_there(core_and_cpu: Path, tmp_path) -> None:
-    python = _python(core_and_cpu)
+    python = python_in(core_and_cpu)
     install = subprocess.run(
         [python, "-c", "from ortplug.addons import RAY; print(RAY.install_line())"],
         capture_output=True, text=True, check=True,
@@ -73,6 +73,6 @@ def test_the_ray_add_on_installs_alone_and_predicts_there(core_and_cpu: Path, tm
     assert (done.returncode, done.stdout) == (2, "")
     assert done.stderr == f"ortplug batch: error: ortplug batch {hint}\n"
 
-    _pip(core_and_cpu, "install", "--quiet", str(ROOT / "addons" / "ray"))  # with ray[data]
+    pip_in(core_and_cpu, "install", "--quiet", str(ROOT / "addons" / "ray"))  # with ray[data]
     smoke = subprocess.run([python, "-c", _SMOKE], capture_output=True, text=True, timeout=600)
     assert (smoke.returncode, smoke.stdout) == (0, "12\n"), smoke.stderr[-3000:]
