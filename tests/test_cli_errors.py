@@ -440,3 +440,13 @@ def test_a_saved_winner_drives_run_and_info(tmp_path, monkeypatch, capsys) -> No
     run = json.loads(_cli("run", str(model), "--json", "--repeat", "1").stdout)
     assert run["chain"][0]["reason"].startswith(expected)
     assert run["session_options"]["intra_op_num_threads"] == 1
+
+
+def test_the_core_command_list_is_the_parser_s() -> None:
+    """``main`` names the core's commands before building a parser (an add-on's command runs its
+    quick path first): the list must be the parser's own, or a core word would go looking for
+    an add-on."""
+    from ortplug.cli._parser import build_parser
+
+    commands = next(a for a in build_parser([])._actions if a.dest == "command").choices
+    assert sorted(main_module.CORE_COMMANDS) == sorted(commands)
