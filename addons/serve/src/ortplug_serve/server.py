@@ -40,7 +40,7 @@ import time
 import warnings
 import weakref
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, InvalidStateError
 from typing import Any
 
@@ -195,6 +195,16 @@ class Server:
             self._start_workers(device, device.streams)
             self._cond.notify_all()
         return True
+
+    def behind(self, name: str, work: Callable[[], None]) -> None:
+        """Run ``work`` on a thread of its own (building a layout's sessions) that ``close()``
+        waits for, as for the workers: no session is left building as the interpreter exits."""
+        thread = threading.Thread(target=work, name=name, daemon=True)
+        with self._cond:
+            if self._closed is not None:
+                return
+            self._threads.append(thread)
+            thread.start()  # under the lock: close() joins only started threads
 
     def _every_stream(self) -> list[Stream]:
         return [stream for device in self.devices for stream in device.streams] + self._retired

@@ -17,7 +17,6 @@ latency).
 
 from __future__ import annotations
 
-import threading
 import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -34,12 +33,10 @@ from ortplug.errors import (
     OrtplugError,
 )
 from ortplug.log import user_stacklevel
-from ortplug.plugin_host.manager import resolve_plugin_host
 from ortplug.providers.session_options import SessionOptionsConfig
 from ortplug.session.build import create_planned
 from ortplug.session.plan import SessionPlan
 from ortplug.verification.sample_inputs import carried_samples
-from ortplug.verification.verifier import Verifier
 
 from . import inputs, record
 from .config import DeviceServing, Layout, ServingConfig, ServingReport, Trial
@@ -100,6 +97,9 @@ def _checked(
     device: DevicePlan, origin: ResolvedCheckpoint, verify: bool | Tolerance | None
 ) -> tuple[StreamBuilder | None, str]:
     """Build and verify a device the build did not serve on: its builder, or why not used."""
+    from ortplug.plugin_host.manager import resolve_plugin_host  # cumulative builds alone
+    from ortplug.verification.verifier import Verifier
+
     try:
         build = create_planned(device.weights, device.plan, device.plan.options)
     except OrtplugError as exc:
@@ -392,7 +392,7 @@ def _restream_behind(server: Server, later: _Later) -> None:
             builder.release()
         server.restream(device, streams)
 
-    threading.Thread(target=build, name="ortplug-serving-build", daemon=True).start()
+    server.behind("ortplug-layout-build", build)
 
 
 def _from_record(weighed: list[_Weighed], report: ServingReport) -> list[_Weighed]:
