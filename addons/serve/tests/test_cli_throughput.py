@@ -103,6 +103,20 @@ def test_bench_with_the_throughput_hint_runs_many_callers_and_shows_the_layout()
     assert any(line.startswith("generated x: float32 (1, 8)") for line in lines)
 
 
+def test_bench_callers_measures_the_layout_on_the_given_arrays(tmp_path: Path) -> None:
+    rows = tmp_path / "rows.npy"
+    np.save(rows, np.random.default_rng(0).standard_normal((3, 8)).astype(np.float32))
+    args = ["--hint", "throughput", "--callers", "2", "--rounds", "1", "--seconds", "0.1"]
+    done = _cli("bench", DEMO, *args, "--input", f"x={rows}", "--json")
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["generated_inputs"] == {}
+    assert result["serving"]["source"].startswith("measured")
+    assert result["serving"]["inputs"] == "given: x float32 (3, 8)"
+    printed = _cli("bench", DEMO, *args, "--input", f"x={rows}").stdout.splitlines()
+    assert "serving  inputs     given: x float32 (3, 8)" in printed
+
+
 def test_info_shows_the_serving_layout_a_throughput_build_recorded() -> None:
     before = _cli("info", "--model", DEMO)
     assert before.returncode == 0, before.stderr

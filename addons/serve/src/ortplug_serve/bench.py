@@ -6,7 +6,9 @@ of concurrent callers (:mod:`.callers`), ortplug's backend built with ``--hint``
 and a plain ``onnxruntime.InferenceSession`` of the same model file, on the providers ortplug
 realized and ONNX Runtime's default options, serve the same request for ``--seconds`` each, in
 ``--rounds`` interleaved rounds: requests per second, p50 and p99 latency, and the ratio.
-Under a throughput hint the serving layout the build measured (or found recorded) is shown.
+Under a throughput hint the serving layout the build measured (or found recorded) is shown;
+arrays given with ``--input`` are what both sides serve and what the build verifies and
+measures its layout on (``Verification(inputs=...)``).
 """
 
 from __future__ import annotations
@@ -15,10 +17,16 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-from ortplug.backend import OnnxBackend
+from ortplug.backend import OnnxBackend, Verification
 from ortplug.checkpoint import LocalCheckpoint
 from ortplug.cli.arguments import UsageError, print_json, resolve_chain
-from ortplug.cli.inputs import first_run, load_inputs, quiet_run_options, reference_feed
+from ortplug.cli.inputs import (
+    first_run,
+    given_usage,
+    load_inputs,
+    quiet_run_options,
+    reference_feed,
+)
 from ortplug.errors import InputValidationError
 from ortplug.host.runtime import require_onnxruntime
 
@@ -46,11 +54,13 @@ def bench_callers(args: argparse.Namespace) -> int:
     counts = list(args.callers or DEFAULT_CALLERS)
     checkpoint = LocalCheckpoint(args.model).resolve()
     providers = resolve_chain(args.providers[0]) if args.providers else None
-    backend = OnnxBackend.from_checkpoint(
-        checkpoint, providers, verify=True if args.verify else None, performance_hint=args.hint
-    )
+    given = load_inputs(args.input, checkpoint.metadata.input_names)
+    verify = Verification(inputs=given) if given else (True if args.verify else None)
+    with given_usage():  # arrays the model does not take: one usage error line
+        backend = OnnxBackend.from_checkpoint(
+            checkpoint, providers, verify=verify, performance_hint=args.hint
+        )
     with backend:
-        given = load_inputs(args.input, backend.input_names)
         chosen = reference_feed(checkpoint, backend, given)
         feed, generated = dict(chosen.feed), dict(chosen.generated)
         ort = require_onnxruntime()

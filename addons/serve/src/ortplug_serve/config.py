@@ -181,7 +181,8 @@ class ServingReport:
     ``hint``: the performance hint; ``devices``: each device served on or weighed;
     ``batching``: whether and how concurrent requests share runs; ``source``: where the
     layouts come from (measured now, recorded by an earlier build, given, or defaults);
-    ``callers``: the concurrent callers the measurement ran.
+    ``callers``: the concurrent callers the measurement ran; ``inputs``: the inputs it ran
+    on (``samples: x float32 (1, 3, 48, 320)``; ``None``: nothing was measured).
     """
 
     hint: str
@@ -189,6 +190,7 @@ class ServingReport:
     batching: str
     source: str
     callers: int | None = None
+    inputs: str | None = None
 
     @property
     def streams(self) -> int:
@@ -197,7 +199,10 @@ class ServingReport:
 
     def lines(self) -> list[str]:
         """The report as people read it, one fact per line."""
-        out = [f"hint       {self.hint}: {self.source}", f"batching   {self.batching}"]
+        out = [f"hint       {self.hint}: {self.source}"]
+        if self.inputs is not None:
+            out.append(f"inputs     {self.inputs}")
+        out.append(f"batching   {self.batching}")
         out += [f"device     {device.describe()}" for device in self.devices]
         for device in self.devices:
             out += [
@@ -215,4 +220,5 @@ class ServingReport:
             "batching": self.batching,
             "source": self.source,
             "callers": self.callers,
+            "inputs": self.inputs,
         }

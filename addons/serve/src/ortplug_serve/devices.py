@@ -158,6 +158,13 @@ class StreamBuilder:
             for i in range(layout.streams)
         ]
 
+    def built(self) -> list[Stream] | None:
+        """The session built already as one stream (the latency path's), while nothing else is
+        built: what serves while a layout's sessions are built (``None``: none)."""
+        if self._built is None:
+            return None
+        return [Stream(self._built, RunOptionsConfig().to_ort(self._ort))]
+
     def release(self) -> None:
         """Forget every session built (the ones streams hold stay alive with them)."""
         self._sessions.clear()

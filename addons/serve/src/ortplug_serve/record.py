@@ -5,8 +5,13 @@ One JSON file per (model fingerprint, ONNX Runtime version, host signature, hint
 (:mod:`ortplug.selection.autotune`, whose host signature it shares): a changed model, runtime
 or host finds none and measures again. A record names the configuration it was measured with
 (:class:`~.config.ServingConfig`) and the devices; a build asking for another one, or
-serving on other devices, does not use it. A corrupt or foreign file is ignored with an
-:class:`~ortplug.errors.OrtplugCacheWarning` naming it.
+serving on other devices, does not use it. It also holds what a later build needs so as to
+serve at the cost of a latency build (:class:`Recorded`): the inputs measured on (their digest
+and shapes: generated ones are made again at those shapes, not searched for by running the model;
+a build given other inputs measures again) and the start's row check's verdict (whether rows may
+share runs; the server still re-checks each row count on its first real requests, so a record
+that lies about it cannot mix callers' rows). A corrupt or foreign file is ignored with an
+:class:`~ortplug.errors.OrtplugCacheWarning` naming it, and measured again.
 """
 
 from __future__ import annotations
@@ -35,9 +40,17 @@ from .config import (
     Trial,
 )
 
-__all__ = ["RECORD_FOLDER", "RECORD_SCHEMA", "lookup", "recorded_serving", "save"]
+__all__ = [
+    "RECORD_FOLDER",
+    "RECORD_SCHEMA",
+    "Recorded",
+    "lookup",
+    "recorded_serving",
+    "save",
+]
 
-RECORD_SCHEMA = 1
+#: 2: the inputs measured on and the row check's verdict are recorded with the layout.
+RECORD_SCHEMA = 2
 #: The folder under the cache root that holds the records.
 RECORD_FOLDER = "serving"
 _MAX_RECORD_BYTES = 64 * 1024
@@ -45,6 +58,9 @@ _MAX_DEVICES = 16
 _MAX_TRIALS = 32
 _MAX_TEXT = 400
 _MAX_RATE = 1e9
+_MAX_INPUTS = 64
+_MAX_RANK = 8
+_MAX_DIM = 1 << 31
 _STORE = RecordStore(
     RECORD_FOLDER,
     RECORD_SCHEMA,
@@ -63,19 +79,35 @@ def _key(
     return cache_key("serving", fingerprint, host.ort_version, signature, hint, given.to_dict())
 
 
+@attrs.frozen
+class Recorded:
+    """What a record gives a later build: the report, the digest and shapes of the inputs it
+    measured on, and why rows may not share runs (``None``: the start's check passed)."""
+
+    report: ServingReport
+    digest: str
+    shapes: dict[str, tuple[int, ...]]
+    rows_problem: str | None
+
+
 def save(
     checkpoint: ResolvedCheckpoint,
     host: HostCapabilities,
     given: ServingConfig,
-    report: ServingReport,
+    recorded: Recorded,
 ) -> Path:
-    """Write the record of ``report`` (measured with ``given`` fixed) atomically; its path."""
+    """Write ``recorded`` (measured with ``given`` fixed) atomically; its path."""
     record = {
         **measured_here(checkpoint, host),
         "given": given.to_dict(),
-        "report": report.to_dict(),
+        "report": recorded.report.to_dict(),
+        "inputs": {
+            "digest": recorded.digest,
+            "shapes": {name: list(shape) for name, shape in recorded.shapes.items()},
+        },
+        "rows_problem": recorded.rows_problem,
     }
-    return _STORE.save(_key(checkpoint, host, report.hint, given), record)
+    return _STORE.save(_key(checkpoint, host, recorded.report.hint, given), record)
 
 
 def _text(value: object, name: str) -> str:
@@ -145,9 +177,32 @@ def _device(value: object) -> DeviceServing:
     )
 
 
+def _shapes(value: object) -> dict[str, tuple[int, ...]]:
+    if not isinstance(value, dict) or not 1 <= len(value) <= _MAX_INPUTS:
+        raise OptionError(f"inputs.shapes is not a map of 1 to {_MAX_INPUTS} input shapes")
+    shapes = {}
+    for name, shape in value.items():
+        if not isinstance(shape, list) or len(shape) > _MAX_RANK:
+            raise OptionError(f"the shape of {_text(name, 'an input name')!r} is not a list")
+        if not all(isinstance(d, int) and not isinstance(d, bool) and 0 <= d <= _MAX_DIM
+                   for d in shape):  # fmt: skip
+            raise OptionError(f"the shape of {name!r} is not a list of dimensions")
+        shapes[name] = tuple(shape)
+    return shapes
+
+
+def _inputs(value: object) -> tuple[str, dict[str, tuple[int, ...]]]:
+    if not isinstance(value, dict):
+        raise OptionError("inputs is not an object")
+    digest = value.get("digest")
+    if not isinstance(digest, str) or len(digest) != 64:
+        raise OptionError("inputs.digest is not a digest")
+    return digest, _shapes(value.get("shapes"))
+
+
 def _parse(
     record: dict[str, Any], checkpoint: ResolvedCheckpoint, host: HostCapabilities
-) -> tuple[Any, ServingReport]:
+) -> tuple[Any, Recorded]:
     """The record's given configuration (as stored) and its report; any defect raises."""
     if (
         record.get("model") != checkpoint.fingerprint()
@@ -164,13 +219,19 @@ def _parse(
     callers = report.get("callers")
     if callers is not None:
         callers = _whole(callers, "callers", 4096)
-    return record.get("given"), ServingReport(
+    inputs = report.get("inputs")
+    problem = record.get("rows_problem")
+    parsed = ServingReport(
         str(report["hint"]),
         tuple(_device(device) for device in devices),
         _text(report.get("batching"), "batching"),
         _text(report.get("source"), "source"),
         callers,
+        None if inputs is None else _text(inputs, "inputs"),
     )
+    digest, shapes = _inputs(record.get("inputs"))
+    rows = None if problem is None else _text(problem, "rows_problem")
+    return record.get("given"), Recorded(parsed, digest, shapes, rows)
 
 
 def recorded_serving(
@@ -185,12 +246,22 @@ def recorded_serving(
 
     For ``ortplug info --model`` and ``bench``: what a throughput build here serves with.
     """
-    key = _key(checkpoint, host, hint, given or ServingConfig())
+    found = _load(checkpoint, host, hint, given or ServingConfig())
+    if found is None:
+        return None
+    stored, recorded = found
+    return stored, recorded.report
+
+
+def _load(
+    checkpoint: ResolvedCheckpoint, host: HostCapabilities, hint: str, given: ServingConfig
+) -> tuple[dict[str, Any], Recorded] | None:
+    key = _key(checkpoint, host, hint, given)
     found = _STORE.load(key, lambda record: _parse(record, checkpoint, host))
     if found is None:
         return None
-    stored, report = found
-    return dict(stored) if isinstance(stored, dict) else {}, report
+    stored, recorded = found
+    return dict(stored) if isinstance(stored, dict) else {}, recorded
 
 
 def lookup(
@@ -199,19 +270,21 @@ def lookup(
     hint: str,
     given: ServingConfig,
     labels: tuple[tuple[str, tuple[str, ...]], ...],
-) -> ServingReport | None:
-    """The recorded report when it was measured with ``given`` on these devices (label, chain)."""
-    found = recorded_serving(checkpoint, host, hint, given)
+) -> Recorded | None:
+    """The record when it was measured with ``given`` on these devices (label, chain); its
+    report's source says it is recorded."""
+    found = _load(checkpoint, host, hint, given)
     if found is None:
         return None
-    stored, report = found
+    stored, recorded = found
+    report = recorded.report
     if stored != given.to_dict():
         return None
     if tuple((d.label, d.chain) for d in report.devices) != labels:
         return None
     if any(d.serving and d.layout is None for d in report.devices):
         return None
-    return attrs.evolve(report, source=_recorded(report.source))
+    return attrs.evolve(recorded, report=attrs.evolve(report, source=_recorded(report.source)))
 
 
 def _recorded(source: str) -> str:

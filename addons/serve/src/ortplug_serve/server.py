@@ -23,6 +23,9 @@ one device is queued again for the others; when it then runs elsewhere, the devi
 is dropped (its streams stop) with a :class:`~ortplug.errors.ProviderFallbackWarning`, and the
 requests that had no device left get the error they failed with.
 
+``restream()`` replaces a device's streams while serving (a layout whose sessions were built
+behind the first requests): the old streams finish their runs and stop, the queue stays.
+
 ``close()`` fails the queued requests with :class:`~ortplug.errors.BackendClosedError`, stops
 the runs in progress (ONNX Runtime's terminate flag) and joins every worker thread;
 ``terminate(True)`` fails the queued requests with :class:`~ortplug.errors.RunTerminatedError`
@@ -37,7 +40,7 @@ import time
 import warnings
 import weakref
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, InvalidStateError
 from typing import Any
 
@@ -73,6 +76,8 @@ class Stream:
     options: Any
     #: Whether a run is on it now (its worker's, or a caller's that found it idle).
     busy: bool = False
+    #: Whether it was replaced (:meth:`Server.restream`): its worker stops after its run.
+    retired: bool = False
 
 
 @attrs.define(eq=False)
@@ -148,23 +153,61 @@ class Server:
         self.unbatched: str | None = None
         #: How it serves (a :class:`~.config.ServingReport`, set by :func:`~.start.serve`).
         self.report: Any = None
+        #: Why the sessions of a layout built behind the first requests failed to build (the
+        #: streams serving then serve on).
+        self.restream_failed: str | None = None
         self._queue: deque[_Request] = deque()
         self._cond = threading.Condition()
         self._closed: str | None = None
         self._terminated = False
         self._threads: list[threading.Thread] = []
+        self._retired: list[Stream] = []  # replaced streams: terminate() and close() reach them
         for device in self.devices:
-            for index, stream in enumerate(device.streams):
-                thread = threading.Thread(
-                    target=self._work,
-                    args=(device, stream),
-                    name=f"ortplug-serving-{device.label}-{index}",
-                    daemon=True,
-                )
-                self._threads.append(thread)
-        for thread in self._threads:
-            thread.start()
+            self._start_workers(device, device.streams)
         _LIVE.add(self)
+
+    def _start_workers(self, device: Device, streams: Sequence[Stream]) -> None:
+        threads = [
+            threading.Thread(
+                target=self._work,
+                args=(device, stream),
+                name=f"ortplug-serving-{device.label}-{len(self._threads) + index}",
+                daemon=True,
+            )
+            for index, stream in enumerate(streams)
+        ]
+        self._threads += threads
+        for thread in threads:
+            thread.start()
+
+    def restream(self, device: Device, streams: Sequence[Stream]) -> bool:
+        """Serve ``device`` on ``streams`` from now on: its streams now finish the run they are
+        in and stop (no request is dropped: the queue is shared); ``False`` once closed."""
+        with self._cond:
+            if self._closed is not None or device.dropped is not None:
+                return False
+            for stream in device.streams:
+                stream.retired = True
+            self._retired += device.streams
+            device.streams = list(streams)
+            for stream in device.streams:
+                stream.options.terminate = self._terminated
+            self._start_workers(device, device.streams)
+            self._cond.notify_all()
+        return True
+
+    def behind(self, name: str, work: Callable[[], None]) -> None:
+        """Run ``work`` on a thread of its own (building a layout's sessions) that ``close()``
+        waits for, as for the workers: no session is left building as the interpreter exits."""
+        thread = threading.Thread(target=work, name=name, daemon=True)
+        with self._cond:
+            if self._closed is not None:
+                return
+            self._threads.append(thread)
+            thread.start()  # under the lock: close() joins only started threads
+
+    def _every_stream(self) -> list[Stream]:
+        return [stream for device in self.devices for stream in device.streams] + self._retired
 
     # -- callers -------------------------------------------------------------------------------
 
@@ -238,9 +281,9 @@ class Server:
             pending = list(self._queue) if terminate else []
             if terminate:
                 self._queue.clear()
-        for device in self.devices:
-            for stream in device.streams:
-                stream.options.terminate = terminate
+            streams = self._every_stream()
+        for stream in streams:
+            stream.options.terminate = terminate
         for request in pending:
             _settle(request, None, RunTerminatedError(_TERMINATED))
 
@@ -253,10 +296,10 @@ class Server:
             pending = list(self._queue)
             self._queue.clear()
             self._cond.notify_all()
+            streams = self._every_stream()
         if first:
-            for device in self.devices:
-                for stream in device.streams:
-                    stream.options.terminate = True
+            for stream in streams:
+                stream.options.terminate = True
         for request in pending:
             _settle(request, None, BackendClosedError(why))
         current = threading.current_thread()
@@ -266,6 +309,7 @@ class Server:
                 thread.join(max(0.0, deadline - time.monotonic()))
         for device in self.devices:  # the sessions go now, even while the backend is referenced
             device.streams = []
+        self._retired = []
         _LIVE.discard(self)
 
     @property
@@ -318,7 +362,7 @@ class Server:
         """The next batch for ``stream`` of ``device`` (taken: busy); ``None`` when it is to stop."""
         with self._cond:
             while True:
-                if self._closed is not None or device.dropped is not None:
+                if self._closed is not None or device.dropped is not None or stream.retired:
                     return None
                 first = None if stream.busy else self._first(device)
                 if first is not None:

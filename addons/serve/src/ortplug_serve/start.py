@@ -33,20 +33,19 @@ from ortplug.errors import (
     OrtplugError,
 )
 from ortplug.log import user_stacklevel
-from ortplug.plugin_host.manager import resolve_plugin_host
 from ortplug.providers.session_options import SessionOptionsConfig
 from ortplug.session.build import create_planned
 from ortplug.session.plan import SessionPlan
-from ortplug.verification.sample_inputs import carried_samples, session_inputs
-from ortplug.verification.verifier import Verifier
+from ortplug.verification.sample_inputs import carried_samples
 
-from . import record
+from . import inputs, record
 from .config import DeviceServing, Layout, ServingConfig, ServingReport, Trial
 from .devices import DevicePlan, StreamBuilder, device_plans, usable_cpus
 from .independence import RowChecks, ServingWarning, rows_checked
+from .inputs import TrafficInputs
 from .measure import CALLERS, batch_limit, best_of, candidate_layouts, default_layout, measure
 from .rows import Batching, batching_of
-from .server import Device, Server
+from .server import Device, Server, Stream
 
 __all__ = ["MIN_SHARE", "serve", "start_serving"]
 
@@ -98,6 +97,9 @@ def _checked(
     device: DevicePlan, origin: ResolvedCheckpoint, verify: bool | Tolerance | None
 ) -> tuple[StreamBuilder | None, str]:
     """Build and verify a device the build did not serve on: its builder, or why not used."""
+    from ortplug.plugin_host.manager import resolve_plugin_host  # cumulative builds alone
+    from ortplug.verification.verifier import Verifier
+
     try:
         build = create_planned(device.weights, device.plan, device.plan.options)
     except OrtplugError as exc:
@@ -120,6 +122,8 @@ class _Batched:
     batching: Batching | None
     line: str
     checks: RowChecks = attrs.field(factory=RowChecks)
+    #: Why the start's check refused sharing runs (recorded: a later build needs no check).
+    problem: str | None = None
 
 
 def _batching(
@@ -149,21 +153,43 @@ def _batching(
             ServingWarning,
             stacklevel=user_stacklevel(__file__),
         )
-        return _Batched(None, f"requests run one by one: {problem}")
+        return _Batched(None, f"requests run one by one: {problem}", problem=problem)
     trusted = [(label, checked.group, count) for count in sorted(checked.counts)]
     checks = RowChecks(trusted, {(label, checked.group): checked.shapes})
+    return _Batched(found, _batching_line(found, rows), checks)
+
+
+def _batching_line(found: Batching, rows: int) -> str:
     if found.static is not None:
-        line = (
+        return (
             f"requests fill the model's static batch of {found.static} rows (the last row pads "
             f"it; its rows checked independent on {found.static} varied rows)"
         )
-        return _Batched(found, line, checks)
-    line = (
+    return (
         "concurrent requests of the same shapes share runs along the first dimension (rows "
         f"checked independent on {rows} varied rows; each row count re-checked on its first "
         "requests)"
     )
-    return _Batched(found, line, checks)
+
+
+def _recorded_batching(
+    infos: tuple[Sequence[Any], Sequence[Any]],
+    problem: str | None,
+    largest: Callable[[Batching], int],
+) -> _Batched:
+    """The batching of a recorded build: the start's check is the record's verdict on the same
+    inputs; the server trusts no row count until it re-checked it on real requests."""
+    found = batching_of(*infos)
+    if isinstance(found, str):
+        return _Batched(None, f"requests run one by one: {found}")
+    if problem is not None:
+        warnings.warn(
+            f"the throughput hint runs requests one by one: {problem}",
+            ServingWarning,
+            stacklevel=user_stacklevel(__file__),
+        )
+        return _Batched(None, f"requests run one by one: {problem}", problem=problem)
+    return _Batched(found, _batching_line(found, largest(found) + 1))
 
 
 def start_serving(
@@ -178,14 +204,17 @@ def start_serving(
     session_options: SessionOptionsConfig | None,
     verify: bool | Tolerance | None,
     measure_wanted: bool,
+    given_inputs: Mapping[str, Any] | None = None,
 ) -> tuple[Server, ServingReport]:
     """The server of a throughput build and its report (see the module docstring).
 
     ``session`` is the served plan's session (its stream sessions are built beside it);
     ``others`` the policy's choices, prepared (asked for only by the cumulative hint;
     ``None``: only the served device is used);
-    ``infos`` the model's inputs and outputs (:class:`~ortplug.session.introspection.ValueInfo`).
+    ``infos`` the model's inputs and outputs (:class:`~ortplug.session.introspection.ValueInfo`);
+    ``given_inputs`` the caller's real arrays (:mod:`.inputs`).
     """
+    given_inputs = dict(given_inputs or {})
     budget, said = _cpu_budget(given, served)
     _check_fits(given, budget, said)
     cumulative = hint == "cumulative_throughput"
@@ -199,35 +228,50 @@ def start_serving(
         builder, state = _checked(device, origin, verify)
         weighed.append(_Weighed(device, builder, state=state))
     names = [info.name for info in infos[1]]
-    try:
-        samples = carried_samples(origin)
-        feed: Mapping[str, Any] | None = session_inputs(
-            session, origin.metadata.extra, samples
-        ).feed
-    except OrtplugError:
-        feed = None
     usable = [w for w in weighed if w.builder is not None]
 
     def largest(found: Batching) -> int:
         limit = max(batch_limit(found, cpu=w.device.on_cpu) for w in usable)
         return limit if given.max_batch is None else min(limit, given.max_batch)
 
-    batched = _batching(session, infos, feed, names, largest, weighed[0].device.label)
+    labels = tuple((w.device.label, w.device.chain) for w in usable)
+    measuring = measure_wanted and not given.complete
+    recorded = record.lookup(origin, served.host, hint, given, labels) if measuring else None
+    samples = _samples(origin)
+    extra = origin.metadata.extra
+    traffic = _recorded_inputs(recorded, session, extra, given_inputs, samples, infos)
+    if traffic is None:
+        recorded = None
+        traffic = _probed(session, extra, given_inputs, samples)
+    if recorded is not None:
+        batched = _recorded_batching(infos, recorded.rows_problem, largest)
+    else:
+        feed = None if traffic is None else traffic.feed
+        label = weighed[0].device.label
+        batched = _batching(session, infos, feed, names, largest, label)
     batching = batched.batching
     accelerators = sum(1 for w in usable if not w.device.on_cpu)
     cpus = max(1, budget - accelerators)
-    labels = tuple((w.device.label, w.device.chain) for w in usable)
-    recorded = None
-    if measure_wanted and not given.complete:
-        recorded = record.lookup(origin, served.host, hint, given, labels)
+    degenerate = traffic is not None and traffic.degenerate
+    if degenerate and measuring and recorded is None:
+        assert traffic is not None
+        warnings.warn(
+            f"the throughput hint does not measure its layout on generated inputs of degenerate "
+            f"sizes ({traffic.describe()}), which stand for no real request: it serves the "
+            "defaults; give real inputs (samples/<input>.npy beside the model, "
+            "verify=Verification(inputs=...), ortplug bench --callers --input)",
+            ServingWarning,
+            stacklevel=user_stacklevel(__file__),
+        )
     if recorded is not None:
-        weighed = _from_record(weighed, recorded)
-        source = recorded.source
-    elif measure_wanted and feed is not None and not given.complete:
+        weighed = _from_record(weighed, recorded.report)
+        source = recorded.report.source
+    elif measuring and traffic is not None and not degenerate:
         started = time.perf_counter()
         bounded = budget < usable_cpus(served)
         weighed = [
-            _measured(w, given, batching, feed, names, cpus=cpus, bounded=bounded) for w in weighed
+            _measured(w, given, batching, traffic.feed, names, cpus=cpus, bounded=bounded)
+            for w in weighed
         ]
         seconds = time.perf_counter() - started
         source = (
@@ -236,30 +280,119 @@ def start_serving(
         )
     else:
         weighed = [_defaulted(w, given, batching, cpus) for w in weighed]
-        source = _unmeasured(given, measure_wanted, feed is not None)
+        source = _unmeasured(given, measure_wanted, traffic)
     weighed = _shared_out(weighed)
-    callers = CALLERS if source.startswith(("measured", "recorded")) else None
-    report = ServingReport(hint, tuple(w.shown() for w in weighed), batched.line, source, callers)
-    if recorded is None and source.startswith("measured"):
-        _save(origin, served, given, report)
+    measured = source.startswith(("measured", "recorded"))
+    shown = None if traffic is None else traffic.describe()
+    if shown is not None and degenerate and not measured:
+        shown += " (degenerate sizes: not measured on)"
+    report = ServingReport(hint, tuple(w.shown() for w in weighed), batched.line, source,
+                           CALLERS if measured else None, shown)  # fmt: skip
+    if recorded is None and source.startswith("measured") and traffic is not None:
+        kept = record.Recorded(report, traffic.digest, dict(traffic.shapes), batched.problem)
+        _save(origin, served, given, kept)
+    serving = [w for w in weighed if w.state == "serving" and w.builder is not None and w.layout]
+    later = _built_later(serving) if recorded is not None else None
     server = Server(
         [
             Device(
                 w.device.label,
-                w.builder.streams(w.layout),
+                later.now if later is not None else w.builder.streams(w.layout),
                 w.layout.max_batch,
                 w.layout.max_delay_ms / 1e3,
             )
-            for w in weighed
-            if w.state == "serving" and w.builder is not None and w.layout is not None
+            for w in serving
+            if w.builder is not None and w.layout is not None
         ],
         batching,
         batched.checks,
     )
-    for w in weighed:
-        if w.builder is not None:
-            w.builder.release()
+    if later is not None:
+        _restream_behind(server, later)
+    else:
+        for w in weighed:
+            if w.builder is not None:
+                w.builder.release()
     return server, report
+
+
+def _samples(origin: ResolvedCheckpoint) -> dict[str, Any]:
+    """The checkpoint's samples (none when its folder is unreadable: the build said so)."""
+    try:
+        return carried_samples(origin)
+    except OrtplugError:
+        return {}
+
+
+def _probed(
+    session: Any,
+    extra: Mapping[str, object],
+    given_inputs: Mapping[str, Any],
+    samples: Mapping[str, Any],
+) -> TrafficInputs | None:
+    try:
+        return inputs.probed(session, extra, given_inputs, samples)
+    except OrtplugError:
+        return None
+
+
+def _recorded_inputs(
+    recorded: record.Recorded | None,
+    session: Any,
+    extra: Mapping[str, object],
+    given_inputs: Mapping[str, Any],
+    samples: Mapping[str, Any],
+    infos: tuple[Sequence[Any], Sequence[Any]],
+) -> TrafficInputs | None:
+    """The inputs ``recorded`` was measured on, made without running the model: the given
+    arrays and samples, the rest generated at the recorded shapes (``None``: no record, or
+    it was measured on other inputs)."""
+    if recorded is None:
+        return None
+    input_names = [info.name for info in infos[0]]
+    found = inputs.known(input_names, given_inputs, samples) or inputs.regenerated(
+        session, extra, given_inputs, samples, recorded.shapes
+    )
+    return found if found is not None and found.digest == recorded.digest else None
+
+
+@attrs.frozen
+class _Later:
+    """A recorded layout whose sessions are built behind the first requests: its device's
+    builder and layout, and the session built already, as the one stream serving meanwhile."""
+
+    builder: StreamBuilder
+    layout: Layout
+    now: list[Stream]
+
+
+def _built_later(serving: list[_Weighed]) -> _Later | None:
+    """A :class:`_Later` for one device whose recorded layout needs sessions not built yet."""
+    if len(serving) != 1:
+        return None
+    builder, layout = serving[0].builder, serving[0].layout
+    if builder is None or layout is None or (layout.streams == 1 and layout.threads is None):
+        return None  # the session built already is the layout's
+    now = builder.built()
+    return None if now is None else _Later(builder, layout, now)
+
+
+def _restream_behind(server: Server, later: _Later) -> None:
+    """Build the recorded layout's sessions on a thread of their own, then serve on them: the
+    build returns at a latency build's cost, its first requests served by the session built."""
+    device, builder, layout = server.devices[0], later.builder, later.layout
+
+    def build() -> None:
+        try:
+            streams = builder.streams(layout)
+        except Exception as exc:  # the session built serves on (the report says why)
+            server.restream_failed = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
+            return
+        finally:
+            builder.release()
+        server.restream(device, streams)
+
+    server.behind("ortplug-layout-build", build)
 
 
 def _from_record(weighed: list[_Weighed], report: ServingReport) -> list[_Weighed]:
@@ -310,11 +443,13 @@ def _defaulted(w: _Weighed, given: ServingConfig, batching: Batching | None, cpu
     return attrs.evolve(w, layout=default_layout(given, cpu=cpu, cpus=cpus, batch_limit=limit))
 
 
-def _unmeasured(given: ServingConfig, wanted: bool, have_inputs: bool) -> str:
+def _unmeasured(given: ServingConfig, wanted: bool, traffic: TrafficInputs | None) -> str:
     if given.complete:
         return "as given (ServingConfig)"
     if not wanted:
         return "defaults, not measured (measure=False or ORTPLUG_MEASURE=0)"
+    if traffic is not None:
+        return "defaults, not measured (only generated inputs of degenerate sizes ran)"
     return "defaults, not measured (no inputs could be generated for the model)"
 
 
@@ -337,10 +472,10 @@ def _shared_out(weighed: list[_Weighed]) -> list[_Weighed]:
 
 
 def _save(
-    origin: ResolvedCheckpoint, served: SessionPlan, given: ServingConfig, report: ServingReport
+    origin: ResolvedCheckpoint, served: SessionPlan, given: ServingConfig, kept: record.Recorded
 ) -> None:
     try:
-        record.save(origin, served.host, given, report)
+        record.save(origin, served.host, given, kept)
     except CacheError as exc:
         warnings.warn(
             f"the measured serving layout is not recorded: {exc}",
@@ -367,6 +502,7 @@ def serve(start: ServingStart) -> Server:
         session_options=start.session_options,
         verify=start.verify,
         measure_wanted=start.measure,
+        given_inputs=start.given_inputs,
     )
     server.report = report
     return server

@@ -195,6 +195,7 @@ class BuildRequest:
                 session_options=self.session_options,
                 verify=self.verification.verify,
                 measure=measuring_wanted(self.verification.measure),
+                given_inputs=dict(self.pipeline.given or {}),
             )
         )
 

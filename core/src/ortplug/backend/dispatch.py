@@ -78,6 +78,9 @@ class ServingStart:
     verify: bool | Tolerance | None
     #: Whether measuring is wanted (``measure=`` and ``ORTPLUG_MEASURE``).
     measure: bool
+    #: The real arrays the caller gave by input name (``Verification(inputs=...)``): the
+    #: traffic's shapes, which a serving layout is measured on before any generated input.
+    given_inputs: Mapping[str, Any] = attrs.field(factory=dict)
 
 
 #: Starts serving a hint: the :class:`Dispatcher` the backend hands its calls to from now on.
