@@ -48,3 +48,37 @@ def test_detect_uses_the_plugin_host_and_caches(plugin_host: PluginHost) -> None
         "available_providers",
         "facts",
     }
+
+
+_PROCESS_FACTS = """
+import json
+from ortplug.plugin_host.manager import get_plugin_host
+from ortplug.selection.autotune import host_signature
+host = get_plugin_host().host_capabilities()
+print(json.dumps(host_signature(host)))
+"""
+
+
+def test_a_plugin_ep_registration_leaves_the_host_facts_as_they_were(tmp_path) -> None:
+    """The OpenVINO example's probe registers its library in a cold process only: the providers
+    it adds must not enter the host's facts, or every record keyed by them misses next time."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "ORTPLUG_CACHE_DIR": str(tmp_path / "cache")}
+    signatures = [
+        json.loads(
+            subprocess.run(
+                [sys.executable, "-c", _PROCESS_FACTS],
+                env=env,
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout
+        )
+        for _ in range(2)
+    ]
+    assert signatures[0] == signatures[1]
+    assert not any(p.startswith("OpenVINO") for p in signatures[0]["providers"])

@@ -16,7 +16,7 @@ import attrs
 from ..errors import OptionError, OrtplugConfigWarning
 from ..log import user_stacklevel
 from ..settings import OVERRIDE_PREFIX, settings
-from .runtime import onnxruntime_or_none
+from .runtime import builtin_providers, onnxruntime_or_none
 
 __all__ = [
     "DEFAULT_PROBE_TIMEOUT_S",
@@ -294,7 +294,7 @@ def _base_facts() -> dict[str, Any]:
         "platform": sys.platform,
         "machine": platform.machine(),
         "ort_version": getattr(ort, "__version__", None),
-        "available_providers": tuple(ort.get_available_providers()) if ort else (),
+        "available_providers": builtin_providers(ort) if ort else (),
     }
 
 

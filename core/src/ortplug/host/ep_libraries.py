@@ -29,7 +29,7 @@ from .. import log as _log
 from ..errors import OptionError
 from .ort_log import captured
 from .probing import file_identity, run_probe_script
-from .runtime import require_onnxruntime
+from .runtime import builtin_providers, require_onnxruntime
 
 __all__ = [
     "EpDevice",
@@ -206,6 +206,7 @@ def unregister_libraries() -> tuple[str, ...]:
 
 def _register(library: EpLibrary) -> EpLibraryStatus:
     ort = require_onnxruntime()
+    builtin_providers(ort)  # taken before the first registration adds to the list
     try:
         path = library.library_path()
     except OptionError as exc:

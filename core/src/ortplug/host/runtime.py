@@ -15,6 +15,7 @@ from ..errors import RuntimeNotInstalledError
 
 __all__ = [
     "RuntimeDistribution",
+    "builtin_providers",
     "duplicate_runtime_problem",
     "duplicate_runtimes",
     "install_hint",
@@ -26,6 +27,7 @@ __all__ = [
 
 _preloaded: set[str | None] = set()
 _preload_lock = threading.Lock()
+_builtin: tuple[str, ...] | None = None
 
 
 def _pip_install(requirement: str) -> str:
@@ -58,6 +60,17 @@ def onnxruntime_or_none() -> ModuleType | None:
         return require_onnxruntime()
     except RuntimeNotInstalledError:
         return None
+
+
+def builtin_providers(ort: ModuleType) -> tuple[str, ...]:
+    """The providers built into the installed wheel, as ``get_available_providers()`` lists them
+    before any plugin-EP library is registered: a registration adds its providers to that list for
+    the rest of the process, so the host's facts (and the records keyed by them) would depend on
+    whether a probe registered one first. :mod:`.ep_libraries` asks before it registers."""
+    global _builtin
+    if _builtin is None:
+        _builtin = tuple(ort.get_available_providers())
+    return _builtin
 
 
 @attrs.frozen
