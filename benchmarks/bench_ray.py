@@ -1,4 +1,4 @@
-"""Throughput of ``ortplug_ray.predict`` against one backend in a plain loop.
+"""Throughput of ``ortplug_ray.predict`` against one backend in a plain loop and a hand-written class.
 
 Prints rows per second (higher is better) and ratios, measured in one run on a
 local Ray cluster of 2 CPUs (``--nodes 2`` starts two nodes of 1 CPU each on
