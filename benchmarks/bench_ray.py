@@ -1,4 +1,4 @@
-"""Throughput of ``ortplug_ray.predict`` against one backend in a plain loop.
+"""Throughput of ``ortplug_ray.predict`` against one backend in a plain loop and a hand-written class.
 
 Prints rows per second (higher is better) and ratios, measured in one run on a
 local Ray cluster of 2 CPUs (``--nodes 2`` starts two nodes of 1 CPU each on
@@ -10,6 +10,16 @@ is printed apart); inputs sit in the object store first, except for the "with
 read tasks" line, whose inputs Ray read tasks generate while the actor runs.
 Each figure is rows over time summed over ``--rounds`` interleaved rounds.
 
+Against a hand-written predictor (``--raw-only`` runs just this part): ``predict`` beside what a
+Ray user writes instead, a ``map_batches`` callable class that builds one raw
+``onnxruntime.InferenceSession`` in ``__init__`` (CPU provider, one intra-op thread per CPU Ray
+gives the actor, as ortplug sizes it) and runs each numpy batch through it (a static batch-1
+model: one run per row, the outputs concatenated), on the same stored dataset, with the same
+actors (``compute=ActorPoolStrategy(size=N)``, Ray 2.51+'s spelling of ``concurrency=N``, 1 CPU
+each) and batch size. Both are timed end to end, from the
+``map_batches`` call to the last row at the driver (actor start-up included); rounds alternate
+which side goes first, and the outputs' sums must agree (both sides did the same work).
+
 The performance hint (one node of 2 CPUs): one actor given both CPUs with the latency hint (one
 run per batch, 2 intra-op threads) and with ``performance_hint="throughput"`` (each batch cut
 into one part per measured stream, run side by side), against a plain loop over the same rows
@@ -18,13 +28,16 @@ through one backend with 2 threads.
     python benchmarks/bench_ray.py                 # demo MLP, light_squeezenet, light_resnet50
     python benchmarks/bench_ray.py --nodes 2       # the same on two nodes of 1 CPU each
     python benchmarks/bench_ray.py --hints-only    # one actor of 2 CPUs, each performance hint
+    python benchmarks/bench_ray.py --raw-only      # predict against a hand-written map_batches class
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import time
+from collections.abc import Callable
 from importlib.resources import files
 from pathlib import Path
 from typing import Any
@@ -82,7 +95,7 @@ def _ray_steady(
 def _blocks(rows: np.ndarray, model: Path) -> Any:
     """``rows`` in the object store, in blocks of four default batches (enough for two actors)."""
     size = 4 * default_batch_size(BackendConfig(model=model))
-    name = OnnxBackend.from_checkpoint(LocalCheckpoint(model).resolve()).input_names[0]
+    name = LocalCheckpoint(model).resolve().metadata.input_names[0]
     parts = [rows[i : i + size] for i in range(0, len(rows), size)]
     return ray.data.from_numpy(parts).rename_columns({"data": name}).materialize()
 
@@ -124,6 +137,94 @@ def _report(title: str, model: Path, rows: np.ndarray, batch: int, rounds: int) 
     )
 
 
+class _RawPredictor:
+    """What a Ray user writes instead of ``predict``: a raw session built once per actor."""
+
+    def __init__(self, model: str, threads: int) -> None:
+        import onnxruntime as ort
+
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads
+        self.session = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+        first = self.session.get_inputs()[0]
+        self.name = first.name
+        self.per_row = first.shape[0] == 1  # a static batch of 1: one run per row
+        self.outputs = [output.name for output in self.session.get_outputs()]
+
+    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        rows = batch[self.name]
+        if not self.per_row:
+            return dict(zip(self.outputs, self.session.run(None, {self.name: rows})))
+        runs = [self.session.run(None, {self.name: rows[i : i + 1]}) for i in range(len(rows))]
+        return {name: np.concatenate(parts) for name, parts in zip(self.outputs, zip(*runs))}
+
+
+def _end_to_end(scored: Callable[[], Any]) -> tuple[float, float, dict[str, float]]:
+    """Seconds from calling ``scored`` (which makes the lazy dataset) to the last row at the
+    driver and to the first, and each output column's sum (rows counted as ``"rows"``)."""
+    started = time.perf_counter()
+    first = 0.0
+    sums: dict[str, float] = {"rows": 0.0}
+    for batch in scored().iter_batches(batch_size=None, batch_format="numpy"):
+        first = first or time.perf_counter() - started
+        for name, values in batch.items():
+            sums[name] = sums.get(name, 0.0) + float(values.sum(dtype=np.float64))
+        sums["rows"] += len(values)
+    return time.perf_counter() - started, first, sums
+
+
+def _report_raw(title: str, model: Path, rows: np.ndarray, actors: int, rounds: int) -> None:
+    """``predict`` against the hand-written class, end to end, rounds alternating who goes first."""
+    batch = default_batch_size(BackendConfig(model=model))
+    stored = _blocks(rows, model)
+
+    def raw() -> Any:
+        return stored.map_batches(
+            _RawPredictor,
+            fn_constructor_kwargs={"model": str(model), "threads": 1},
+            batch_size=batch,
+            batch_format="numpy",
+            compute=ray.data.ActorPoolStrategy(size=actors),  # Ray 2.51+: concurrency=N's spelling
+            num_cpus=1,
+        )
+
+    def ortplug() -> Any:
+        return predict(
+            stored, model, providers=["cpu"], keep_columns=[], batch_size=batch,
+            concurrency=actors, num_cpus_per_actor=1,
+        )  # fmt: skip
+
+    sides = {"raw": raw, "ortplug": ortplug}
+    spent = {"raw": 0.0, "ortplug": 0.0}
+    first = {"raw": 0.0, "ortplug": 0.0}
+    sums: dict[str, dict[str, float]] = {}
+    for index in range(rounds):
+        for side in ("raw", "ortplug") if index % 2 == 0 else ("ortplug", "raw"):
+            seconds, wait, totals = _end_to_end(sides[side])
+            spent[side] += seconds
+            first[side] += wait
+            sums.setdefault(side, totals)
+    if (
+        sums["raw"]["rows"] != len(rows)
+        or sums["raw"].keys() != sums["ortplug"].keys()
+        or not all(
+            np.isclose(sums["raw"][n], sums["ortplug"][n], rtol=1e-5, atol=1e-3)
+            for n in sums["raw"]
+        )
+    ):
+        raise SystemExit(f"{title}: the two sides' outputs differ: {sums}")
+    raw_rate, ours = (len(rows) * rounds / spent[side] for side in ("raw", "ortplug"))
+    print(f"  {title}: {len(rows)} rows, batch {batch}, {actors} actor(s) of 1 CPU, end to end")
+    print(
+        f"    hand-written map_batches      {raw_rate:>12,.1f}   "
+        f"(first batch after {first['raw'] / rounds:.2f} s)"
+    )
+    print(
+        f"    ortplug predict               {ours:>12,.1f}   x{ours / raw_rate:.3f} of "
+        f"hand-written (first batch after {first['ortplug'] / rounds:.2f} s)"
+    )
+
+
 def _report_hints(title: str, model: Path, rows: np.ndarray, batch: int, rounds: int) -> None:
     """One actor of 2 CPUs with each hint against a plain 2-thread loop; rows over total time."""
     sides: dict[str, list[float]] = {"loop": [0, 0.0], "latency": [0, 0.0], "throughput": [0, 0.0]}
@@ -156,6 +257,12 @@ def main() -> None:
     parser.add_argument(
         "--hints-only", action="store_true", help="only the performance hint comparison"
     )
+    parser.add_argument(
+        "--raw-only", action="store_true", help="only predict against a hand-written class"
+    )
+    parser.add_argument(
+        "--actors", type=int, nargs="+", default=[1, 2], help="actors against hand-written"
+    )
     args = parser.parse_args()
     cluster = None
     if args.nodes == 2:
@@ -170,6 +277,7 @@ def main() -> None:
             configure_logging=False,
         )  # fmt: skip
     ray.data.DataContext.get_current().enable_progress_bars = False
+    logging.getLogger("ray.data").setLevel(logging.WARNING)  # no lines per dataset run
     print(
         f"ray {ray.__version__}, {len(ray.nodes())} node(s), 2 CPUs for Ray, "
         f"{os.cpu_count()} on this machine; rows per second (higher is better)"
@@ -178,6 +286,17 @@ def main() -> None:
     demo = Path(str(files("ortplug.data") / "demo.onnx"))
     mlp_batch = default_batch_size(BackendConfig(model=demo))
     squeezenet = LIGHT / "light_squeezenet.onnx"
+    print("ortplug predict against a hand-written map_batches class (raw ONNX Runtime):")
+    for actors in args.actors:
+        mlp_rows = rng.standard_normal((args.rows, 8), np.float32)
+        _report_raw("demo MLP (dynamic batch)", demo, mlp_rows, actors, args.rounds)
+        del mlp_rows
+        images = rng.random((args.squeezenet, 3, 224, 224), np.float32)
+        _report_raw("light_squeezenet (static batch 1)", squeezenet, images, actors, args.rounds)
+        del images
+    if args.raw_only:
+        ray.shutdown()
+        return
     if args.nodes == 1:  # an actor of 2 CPUs fits one node of 2
         mlp_rows = rng.standard_normal((args.rows // 4, 8), np.float32)
         _report_hints("demo MLP", demo, mlp_rows, mlp_batch, args.rounds)

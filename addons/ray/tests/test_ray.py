@@ -265,6 +265,24 @@ def test_the_predictor_runs_static_batches_through_one_binding() -> None:
     assert OnnxPredictor(BackendConfig(model=DEMO)).static_batch is None
 
 
+def test_static_runs_read_their_rows_in_place_and_leave_the_batch_alone() -> None:
+    """The runs after the first bind each run's rows where they lie in the column: a strided or
+    Fortran-order column scores as its rows do, and the batch's arrays are not written."""
+    predictor = OnnxPredictor(BackendConfig(model=STATIC, providers=("cpu",)))
+    strided, rows = ROWS[:22:2], ROWS[:11]
+    for column, scored in ((strided, strided), (np.asfortranarray(rows), rows), (rows, rows)):
+        kept = column.copy()
+        out = predictor({"x": column})  # 11 rows: runs of 4, 4 and 3 padded
+        np.testing.assert_allclose(out["probs"], _expected(scored), atol=1e-6)
+        np.testing.assert_array_equal(column, kept)
+
+
+def test_a_static_batch_of_the_wrong_dtype_is_named_before_any_run() -> None:
+    predictor = OnnxPredictor(BackendConfig(model=STATIC, providers=("cpu",)))
+    with pytest.raises(BatchError, match=r"^rows 0\.\.3: InputValidationError: input 'x': "):
+        predictor.rows_from({"x": ROWS[:9].astype(np.float64)}, 0)
+
+
 def test_the_default_batch_size_comes_from_the_model_and_the_device() -> None:
     # 8 float32 per row: the byte budget allows more than the row cap
     assert default_batch_size(BackendConfig(model=DEMO)) == 1 << 16

@@ -16,7 +16,6 @@ __all__ = [
     "column_clash",
     "dims",
     "empty",
-    "filled",
     "fits",
     "padded",
     "reason",
@@ -99,14 +98,9 @@ def empty(info: ValueInfo) -> np.ndarray:
 def padded(rows: np.ndarray, static: int) -> np.ndarray:
     """``rows`` with its last row repeated up to the static batch."""
     buffer = np.empty((static, *rows.shape[1:]), rows.dtype)
-    filled(buffer, rows)
-    return buffer
-
-
-def filled(buffer: np.ndarray, rows: np.ndarray) -> None:
-    """Copy ``rows`` into a static-batch buffer, repeating the last row into what is left."""
     buffer[: len(rows)] = rows
     buffer[len(rows) :] = rows[-1]
+    return buffer
 
 
 def column_clash(

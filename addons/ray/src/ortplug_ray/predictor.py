@@ -15,7 +15,7 @@ from ortplug.session.introspection import ValueInfo
 
 from ._parallel import Parallel
 from ._placement import assigned_cpus, placement
-from ._rows import Rows, column_clash, dims, empty, filled, fits, padded, reason, row_array
+from ._rows import Rows, column_clash, dims, empty, fits, padded, reason, row_array
 from .config import BackendConfig
 from .errors import BatchError
 from .resources import static_batch
@@ -27,6 +27,19 @@ def _streams(backend: OnnxBackend) -> int:
     """The streams a backend serves with: 1 under the latency hint."""
     serving = backend.serving
     return 1 if serving is None else serving.streams
+
+
+def _expected(spec: ValueInfo) -> str:
+    """What a column's rows must be for ``spec`` (error text, made only when one is raised)."""
+    shape = spec.shape or ()
+    return f"expected shape {dims(shape[1:])} per row (input {spec.name!r} is {dims(shape)})"
+
+
+def _static_rows(array: np.ndarray, start: int, stop: int, static: int) -> np.ndarray:
+    """Rows ``start`` to ``stop`` as one run of the static batch: a view when they fill it, else
+    padded with the last row."""
+    rows = array[start:stop]
+    return rows if stop - start == static else padded(rows, static)
 
 
 class OnnxPredictor:
@@ -123,23 +136,20 @@ class OnnxPredictor:
         spec = self.specs.get(name)
         if spec is None or spec.shape is None:
             return np.ascontiguousarray(values)
-        expected = spec.shape[1:]
-        shape_text = (
-            f"expected shape {dims(expected)} per row (input {name!r} is {dims(spec.shape)})"
-        )
         if values.dtype == object and spec.dtype is not None and spec.dtype != object:
-            return self._stacked(column, values, spec, rows, shape_text)
-        if not fits(values.shape[1:], expected):
+            return self._stacked(column, values, spec, rows)
+        if not fits(values.shape[1:], spec.shape[1:]):
             raise rows.error(
-                0, len(values), f"column {column!r}: {shape_text}, got {dims(values.shape[1:])}"
+                0,
+                len(values),
+                f"column {column!r}: {_expected(spec)}, got {dims(values.shape[1:])}",
             )
         return np.ascontiguousarray(values)
 
-    def _stacked(
-        self, column: str, values: np.ndarray, spec: ValueInfo, rows: Rows, shape_text: str
-    ) -> np.ndarray:
+    def _stacked(self, column: str, values: np.ndarray, spec: ValueInfo, rows: Rows) -> np.ndarray:
         """An object column (an array or list per row) stacked into one array of the input's dtype."""
         assert spec.shape is not None and spec.dtype is not None
+        shape_text = _expected(spec)
         arrays: list[np.ndarray] = []
         for position, value in enumerate(values):
             try:
@@ -179,11 +189,10 @@ class OnnxPredictor:
         if count == 0:  # nothing to pad a static run with: empty columns of the declared shapes
             infos = {info.name: info for info in self.backend.outputs}
             return {name: empty(infos[name]) for name in self.outputs}
-        head: dict[str, np.ndarray] = {}
-        for name, array in feed.items():
-            head[name] = np.empty((static, *array.shape[1:]), array.dtype)
-            filled(head[name], array[:static])
-        first = self._run_once(head, 0, min(static, count), rows)
+        first_rows = min(static, count)
+        head = {name: _static_rows(array, 0, first_rows, static) for name, array in feed.items()}
+        # the backend checks this run's inputs (dtype, per-row shape): the later runs' rows share them
+        first = self._run_once(head, 0, first_rows, rows)
         cut = [name for name, value in first.items() if np.shape(value)[:1] != (static,)]
         if cut:
             raise rows.error(
@@ -196,33 +205,41 @@ class OnnxPredictor:
             n: np.empty((count, *np.shape(v)[1:]), np.asarray(v).dtype) for n, v in first.items()
         }
         for name, value in first.items():
-            out[name][: min(static, count)] = value[:count]
+            out[name][:first_rows] = value[:first_rows]
         if count <= static:
             return out
-        bindable = all(v.dtype != object for v in (*head.values(), *out.values()))
-        binding = self.backend.bind(self.run_options) if bindable else None
-        results = {n: np.empty_like(v) for n, v in first.items()} if binding else {}
-        if binding is not None:
-            for name, buffer in head.items():
-                binding.bind_input(name, buffer)
-            for name, buffer in results.items():
-                binding.bind_output(name, buffer)
+        if all(v.dtype != object for v in (*feed.values(), *out.values())):
+            self._bound_runs(feed, out, static, rows)
+            return out
         for start in range(static, count, static):
             stop = min(start + static, count)
-            for name, array in feed.items():
-                filled(head[name], array[start:stop])
-                if binding is not None:  # bound again: plugin EPs (WebGPU, OpenVINO) copy
-                    binding.bind_input(name, head[name])  # a CPU input when it is bound
-            if binding is None:
-                results = dict(self._run_once(head, start, stop, rows))
-            else:
-                try:
-                    binding.run()
-                except Exception as exc:
-                    raise rows.error(start, stop, reason(exc)) from exc
-            for name, value in results.items():
+            part = {name: _static_rows(array, start, stop, static) for name, array in feed.items()}
+            for name, value in self._run_once(part, start, stop, rows).items():
                 out[name][start:stop] = value[: stop - start]
         return out
+
+    def _bound_runs(
+        self, feed: Mapping[str, np.ndarray], out: Mapping[str, np.ndarray], static: int, rows: Rows
+    ) -> None:
+        """The runs after the first through one IO binding: each reads its rows where they are in
+        ``feed`` (only a last, short run is padded) and writes into one bound output buffer,
+        copied into ``out`` (cheaper per run than binding each run's slice of ``out``)."""
+        count = len(next(iter(out.values())))
+        binding = self.backend.bind(self.run_options)
+        results = {name: np.empty((static, *v.shape[1:]), v.dtype) for name, v in out.items()}
+        for name, buffer in results.items():
+            binding.bind_output(name, buffer)
+        for start in range(static, count, static):
+            stop = min(start + static, count)
+            # inputs bound again each run: plugin EPs (WebGPU, OpenVINO) copy a bound CPU input
+            for name, array in feed.items():
+                binding.bind_input(name, _static_rows(array, start, stop, static))
+            try:
+                binding.run()
+            except Exception as exc:
+                raise rows.error(start, stop, reason(exc)) from exc
+            for name, buffer in results.items():
+                out[name][start:stop] = buffer[: stop - start]
 
     def _side_by_side(
         self, feed: dict[str, np.ndarray], count: int, rows: Rows
