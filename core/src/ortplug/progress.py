@@ -144,9 +144,9 @@ class Progress:
                 yield
         finally:
             _shown.reset(token)
-            del above  # its unfinished line (no newline yet) is written now, before the close
             self._bar.close()
             self._bar = None
+            del above  # a line it holds unfinished (no newline yet) is written now, bar gone
             if owned:
                 stream.close()
 
