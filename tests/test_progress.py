@@ -82,7 +82,9 @@ def test_bench_draws_its_candidates_and_rounds_on_a_terminal_only(tmp_path) -> N
     assert [r["label"] for r in ran["rows"]] == [r["label"] for r in timed["rows"]]
 
 
-def test_run_shows_the_build_verifying_its_choices_and_its_warnings_above(int8: Path, tmp_path) -> None:
+def test_run_shows_the_build_verifying_its_choices_and_its_warnings_above(
+    int8: Path, tmp_path
+) -> None:
     argv = [ORTPLUG, "run", str(int8), "--repeat", "1"]
     shown = run_on_terminal(argv, _env(tmp_path / "a", **VNNI))
     assert shown.returncode == 0, shown.stderr
