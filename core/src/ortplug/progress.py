@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import io
 import os
 import sys
 from collections.abc import Callable, Iterable, Iterator
@@ -88,6 +89,57 @@ def _sized(stream: TextIO) -> bool:
         return False
 
 
+class _Above(io.TextIOBase):
+    """``sys.stderr`` while a bar shows: each line written above the bar while descriptor 2 is
+    still the bar's terminal; else (descriptor 2 sent to a log meanwhile), and once detached,
+    to stderr as it was."""
+
+    def __init__(self, stderr: TextIO, bar_stream: TextIO) -> None:
+        self._stderr, self._stream = stderr, bar_stream
+        self._terminal: tuple[int, int] | None = _identity(bar_stream)
+        self._pending = ""
+
+    def write(self, text: str) -> int:
+        if self._terminal is None or _identity(self._stderr) != self._terminal:
+            return self._stderr.write(text)
+        from tqdm import tqdm
+
+        done, newline, rest = (self._pending + text).rpartition("\n")
+        self._pending = rest
+        if newline:
+            tqdm.write(done + newline, file=self._stream, end="")
+        return len(text)
+
+    def flush(self) -> None:
+        (self._stream if self._terminal is not None else self._stderr).flush()
+
+    def detach(self) -> None:  # type: ignore[override]
+        """Write to stderr as it was from now on (what was held unfinished first)."""
+        self._terminal = None
+        if self._pending:
+            self._stderr.write(self._pending)
+            self._pending = ""
+
+    def fileno(self) -> int:
+        return self._stderr.fileno()
+
+    def isatty(self) -> bool:
+        return self._stderr.isatty()
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return getattr(self._stderr, "encoding", None) or "utf-8"
+
+
+def _identity(stream: TextIO) -> tuple[int, int] | None:
+    """The device and inode behind ``stream``'s descriptor (``None`` without one)."""
+    try:
+        found = os.fstat(stream.fileno())
+    except (AttributeError, OSError, ValueError):
+        return None
+    return found.st_dev, found.st_ino
+
+
 class Progress:
     """One piece of long work's steps (:func:`progress`): a bar while it runs where one shows
     (see the module docstring), the outer bar's line inside other work, else nothing."""
@@ -131,22 +183,22 @@ class Progress:
     def _drawn(self) -> Iterator[None]:
         """This work's bar, shown until the block ends, with ``sys.stderr`` written above it."""
         from tqdm import tqdm
-        from tqdm.contrib import DummyTqdmFile
 
-        sys.stderr.flush()
+        stderr = sys.stderr
+        stderr.flush()
         stream, owned = _terminal()
         self._bar = tqdm(total=self.total, desc=self.title, unit=self.unit, file=stream,
                          leave=False, dynamic_ncols=_sized(stream))  # fmt: skip
         token = _shown.set(self)
-        above = DummyTqdmFile(stream)
+        above = _Above(stderr, stream)
         try:
-            with contextlib.redirect_stderr(above):  # type: ignore[type-var]
+            with contextlib.redirect_stderr(above):
                 yield
         finally:
             _shown.reset(token)
+            above.detach()  # what holds it still (a log handler made meanwhile) writes to stderr
             self._bar.close()
             self._bar = None
-            del above  # a line it holds unfinished (no newline yet) is written now, bar gone
             if owned:
                 stream.close()
 
