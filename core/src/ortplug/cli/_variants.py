@@ -234,11 +234,17 @@ def variants(args: argparse.Namespace) -> int:
     if not settings().debug:  # the tools' calibration sessions log advice
         configure(log_severity_level=3)  # at WARNING: errors only, one line each
     checkpoint = LocalCheckpoint(args.model).resolve()
-    metadata, refused = write_buildable_variants(checkpoint, precisions)
-    precisions = [name for name in precisions if name not in refused]  # the others are written
-    written = LocalCheckpoint(args.model).resolve()
-    verifier = BuildPipeline(written).verifier(get_plugin_host())
-    checks = {name: _check_written(verifier, written, name) for name in precisions}
+    with show_progress(), progress("variants", 1 + len(precisions)) as shown:  # on a terminal
+        shown.note(f"building {' and '.join(precisions)}")
+        metadata, refused = write_buildable_variants(checkpoint, precisions)
+        shown.advance(1 + len(refused))
+        precisions = [name for name in precisions if name not in refused]  # the others written
+        written = LocalCheckpoint(args.model).resolve()
+        verifier = BuildPipeline(written).verifier(get_plugin_host())
+        checks = {
+            name: _check_written(verifier, written, name)
+            for name in shown.each(precisions, lambda name: f"verifying {name} on the CPU")
+        }
     # calibration takes the checkpoint's samples and generates the rest, as verification does
     calibration = verifier.inputs_origin if "int8" in precisions else None
     weights = args.model
