@@ -122,6 +122,7 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("ORTPLUG_MEASURE", "measure", "flag", "1", "`0` skips the measured choice on a first build (the first verified choice serves)", _flag, _FLAG),
     Variable("ORTPLUG_REAL_TRAFFIC_CHECKS", "real_traffic_checks", "count", "8", "real requests a startup fallback's candidate must agree on with the CPU reference before it serves (`0`: once verified)", _count, "a whole number of requests >= 0"),
     Variable("ORTPLUG_SPOT_CHECK", "spot_check", "share", "0.01", "the share of a startup fallback's candidate's calls run again on the CPU reference once it serves (`0`: none)", _share, "a share of calls from 0 to 1"),
+    Variable("ORTPLUG_PROGRESS", "progress", "flag", "1", "`0` hides the progress bars the CLI's long commands draw on a terminal's stderr (never drawn on a pipe or in a file)", _flag, _FLAG),
     Variable("ORTPLUG_DEBUG", "debug", "flag", "0", "full tracebacks from the CLI, and ONNX Runtime's own log on stderr", _flag, _FLAG),
     Variable("ORTPLUG_CATALOG", "catalog", "path", "none", "more or replaced catalog kinds for `info`, `doctor`, `doctor --fix` (declaration format)", _path, "a file"),
     Variable("ORTPLUG_OVERRIDE_HARDWARE_ROOT", "hardware_root", "path", "/", "read the hardware files (`sys/`, `proc/`, macOS's version file) under this folder instead of `/`", _path, "a folder"),
@@ -159,6 +160,7 @@ class Settings:
     measure: bool = True
     real_traffic_checks: int = 8
     spot_check: float = 0.01
+    progress: bool = True
     debug: bool = False
     catalog: Path | None = None
     hardware_root: Path | None = None

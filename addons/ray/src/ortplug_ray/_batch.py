@@ -22,6 +22,7 @@ from ortplug.checkpoint import LocalCheckpoint
 from ortplug.cli.arguments import UsageError, print_json, resolve_chain
 from ortplug.cli.inputs import quiet_run_options
 from ortplug.host.install_command import pip_install
+from ortplug.progress import progress, show_progress
 
 from ._ray_session import ray_session
 from .config import BackendConfig
@@ -87,11 +88,13 @@ def _run_local(
     try:
         rows = len(next(iter(arrays.values())))
         parts: dict[str, list[np.ndarray]] = {name: [] for name in predictor.outputs}
-        for start in range(0, max(rows, 1), batch_size):  # no rows: one empty run, typed outputs
-            stop = start + batch_size
-            outputs = predictor.rows_from({n: a[start:stop] for n, a in arrays.items()}, start)
-            for name, values in parts.items():
-                values.append(outputs[name])
+        with progress("batch", rows, unit="row") as shown:  # a bar where the command asked
+            for start in range(0, max(rows, 1), batch_size):  # no rows: one empty run
+                stop = start + batch_size
+                outputs = predictor.rows_from({n: a[start:stop] for n, a in arrays.items()}, start)
+                for name, values in parts.items():
+                    values.append(outputs[name])
+                shown.advance(min(stop, rows) - start)
     finally:
         predictor.backend.close()
     return {name: np.concatenate(values) for name, values in parts.items()}
@@ -118,7 +121,9 @@ def _run_ray_npy(
     names = _output_names(model)
     parts: dict[str, list[np.ndarray]] = {name: [] for name in names}
     reports: Counter[str] = Counter()
-    with ray_session() as ray:
+    total = len(next(iter(arrays.values())))
+    # the bar before Ray's session: it keeps the terminal while Ray's output goes to a log
+    with progress("batch on Ray", total, unit="row") as shown, ray_session() as ray:
         refs = {name: ray.put(array) for name, array in arrays.items()}  # once, not per task
 
         def rows(batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -141,6 +146,7 @@ def _run_ray_npy(
             for name in names:
                 parts[name].append(chunk[name])
             reports.update(chunk[_CHAIN].tolist())
+            shown.advance(len(chunk[_CHAIN]))
     return {name: np.concatenate(values) for name, values in parts.items()}, _actors(reports)
 
 
@@ -148,6 +154,7 @@ def _output_names(model: Path) -> list[str]:
     return list(LocalCheckpoint(model).resolve().metadata.output_names)
 
 
+@show_progress()  # the rows on a terminal's stderr (Parquet on Ray: Ray writes them, unseen)
 def batch(args: argparse.Namespace) -> int:
     """Run every row of ``--input-dir`` through the model; write the outputs to ``--output-dir``."""
     model, source, target = Path(args.model), Path(args.input_dir), Path(args.output_dir)

@@ -29,6 +29,7 @@ from ortplug.cli.inputs import (
 )
 from ortplug.errors import InputValidationError
 from ortplug.host.runtime import require_onnxruntime
+from ortplug.progress import Progress, progress, show_progress
 
 from .callers import Served, drive
 
@@ -48,6 +49,7 @@ def _check_flags(args: argparse.Namespace) -> None:
         )
 
 
+@show_progress()  # the build's measuring and the rounds, on a terminal's stderr
 def bench_callers(args: argparse.Namespace) -> int:
     """Serve ``--callers`` concurrent callers with ortplug and ONNX Runtime; print the table."""
     _check_flags(args)
@@ -75,7 +77,8 @@ def bench_callers(args: argparse.Namespace) -> int:
         with first_run(given, generated, (InputValidationError, RuntimeError)):  # before timing
             backend.run(feed, run_options=quiet)
             runs["onnxruntime"]()
-        rows = [_row(runs, callers, args.rounds, args.seconds) for callers in counts]
+        with progress("serving callers", len(counts) * args.rounds * 2, unit="slice") as shown:
+            rows = [_row(runs, callers, args.rounds, args.seconds, shown) for callers in counts]
         serving = backend.serving
     result: dict[str, Any] = {
         "model": str(args.model),
@@ -95,12 +98,17 @@ def bench_callers(args: argparse.Namespace) -> int:
 
 
 def _row(
-    runs: dict[str, Callable[[], object]], callers: int, rounds: int, seconds: float
+    runs: dict[str, Callable[[], object]],
+    callers: int,
+    rounds: int,
+    seconds: float,
+    shown: Progress,
 ) -> dict[str, Any]:
     """Both sides at ``callers``, interleaved (the first side turns each round)."""
     slices: dict[str, list[Served]] = {side: [] for side in _SIDES}
     for index in range(rounds):
-        for side in _SIDES[index % 2 :] + _SIDES[: index % 2]:
+        turn = _SIDES[index % 2 :] + _SIDES[: index % 2]
+        for side in shown.each(turn, lambda side: f"{side} at {callers} callers"):
             slices[side].append(drive(runs[side], callers, seconds))
     pooled = {side: Served.pooled(parts) for side, parts in slices.items()}
     row: dict[str, Any] = {"callers": callers}

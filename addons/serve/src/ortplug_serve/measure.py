@@ -31,6 +31,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
+from ortplug.progress import Progress, progress
 from ortplug.verification.probes import BATCH_SIZES
 
 from .config import Layout, ServingConfig, Trial
@@ -188,8 +189,9 @@ class _Pooled:
         batching: Batching | None,
         feed: Mapping[str, Any],
         names: Sequence[str],
+        shown: Progress,
     ) -> None:
-        self._streams_for = streams_for
+        self._streams_for, self._shown = streams_for, shown
         self._batching, self._feed, self._names = batching, feed, names
         self._served: dict[Layout, list[float]] = {}
         self._warm: set[int] = set()  # the sessions run once already (StreamBuilder reuses them)
@@ -201,9 +203,11 @@ class _Pooled:
 
     def slice(self, layout: Layout) -> None:
         """Serve one slice on ``layout``; its requests and seconds are pooled."""
+        self._shown.note(layout.describe())
         streams = self._streams_for(layout)
         _warm(streams, self._feed, self._names, self._warm)
         requests, seconds = _serve_for(streams, layout, self._batching, self._feed, self._names)
+        self._shown.advance()
         pooled = self._served.setdefault(layout, [0.0, 0.0])
         pooled[0] += requests
         pooled[1] += seconds
@@ -239,7 +243,15 @@ def measure(
     """Run round 1 on ``candidates``, then round 2 on the best (the fields ``free`` leaves
     ``None`` are the ones round 2 may change); every layout's trial, in the order first served
     (:func:`best_of` picks the one that serves)."""
-    pooled = _Pooled(streams_for, batching, feed, names)
+    with progress("measuring serving layouts", unit="slice") as shown:  # a bar where asked
+        return _measured(_Pooled(streams_for, batching, feed, names, shown), candidates,
+                         batch_limit=batch_limit, free=free)  # fmt: skip
+
+
+def _measured(
+    pooled: _Pooled, candidates: Sequence[Layout], *, batch_limit: int, free: ServingConfig
+) -> list[Trial]:
+    """:func:`measure`'s rounds on ``pooled``."""
     for layout in candidates:
         pooled.slice(layout)
     for layout in reversed(candidates if len(candidates) > 1 else ()):

@@ -7,7 +7,6 @@ from __future__ import annotations
 import argparse
 import functools
 import statistics
-import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -20,6 +19,7 @@ from ..checkpoint import LocalCheckpoint, ResolvedCheckpoint
 from ..errors import InputValidationError
 from ..host.capabilities import fact_label
 from ..plugin_host.manager import get_plugin_host
+from ..progress import progress, show_progress
 from ..providers.configs import ProviderConfig
 from ..providers.options import check_threads
 from ..providers.session_options import SessionOptionsConfig
@@ -75,25 +75,6 @@ def _threads(given: list[int] | None) -> list[int | None]:
     usable = get_plugin_host().host_capabilities().fact("cpu", "usable_cpus", 1)
     usable = check_threads(f"{fact_label('cpu', 'usable_cpus')} (the default --threads)", usable)
     return [None, *sorted({1, max(1, usable // 2), usable})]
-
-
-class _Progress:
-    """A one-line progress bar on a terminal's stderr; silent otherwise."""
-
-    def __init__(self, total: int) -> None:
-        self.total, self.done = total, 0
-        self.enabled = sys.stderr.isatty()
-
-    def step(self, label: str) -> None:
-        self.done += 1
-        if self.enabled:
-            filled = int(30 * self.done / self.total)
-            sys.stderr.write(
-                f"\r[{'#' * filled}{' ' * (30 - filled)}] {self.done}/{self.total} {label[:40]:<40}"
-            )
-            sys.stderr.flush()
-            if self.done == self.total:
-                sys.stderr.write("\n")
 
 
 #: A candidate must beat the baseline by this much (median of per-round ratios) to replace it.
@@ -156,28 +137,29 @@ def _ready(
     given: dict[str, Any] = {}
     feed: dict[str, Any] | None = None
     generated: dict[str, str] = {}
-    for candidate in candidates:
-        try:
-            backend = _build(checkpoint, candidate)
-        except Exception as exc:  # a candidate that cannot be built here is reported, not fatal
-            skipped[candidate.label] = _short(exc)
-            continue
-        if feed is None:
-            given = load_inputs(args.input, backend.input_names)
-            chosen = reference_feed(checkpoint, backend, given)
-            feed, generated = dict(chosen.feed), dict(chosen.generated)
-        try:
-            backend.run(feed, run_options=quiet_run_options())
-        except InputValidationError as exc:
-            error = first_run_error(exc, given, generated)
-            if error is None:
-                raise
-            raise error from exc
-        except Exception as exc:  # nor is one that builds but cannot run
-            backend.close()
-            skipped[candidate.label] = _short(exc)
-            continue
-        backends[candidate] = backend
+    with progress("building candidates", len(candidates), unit="candidate") as shown:
+        for candidate in shown.each(candidates, lambda c: c.label):
+            try:
+                backend = _build(checkpoint, candidate)
+            except Exception as exc:  # a candidate that cannot be built here is reported, not fatal
+                skipped[candidate.label] = _short(exc)
+                continue
+            if feed is None:
+                given = load_inputs(args.input, backend.input_names)
+                chosen = reference_feed(checkpoint, backend, given)
+                feed, generated = dict(chosen.feed), dict(chosen.generated)
+            try:
+                backend.run(feed, run_options=quiet_run_options())
+            except InputValidationError as exc:
+                error = first_run_error(exc, given, generated)
+                if error is None:
+                    raise
+                raise error from exc
+            except Exception as exc:  # nor is one that builds but cannot run
+                backend.close()
+                skipped[candidate.label] = _short(exc)
+                continue
+            backends[candidate] = backend
     if feed is None or not backends:
         error = RuntimeError(f"no candidate could be built and run: {skipped}")
         raise first_run_error(error, given, generated) or error
@@ -217,6 +199,7 @@ def _many_callers(args: argparse.Namespace) -> int:
     return code
 
 
+@show_progress()  # bars on a terminal's stderr (ortplug.progress)
 def bench(args: argparse.Namespace) -> int:
     """Build every candidate, run them interleaved for ``--rounds``, print medians and ratios;
     with ``--callers`` or a throughput ``--hint``, many callers instead (:func:`_many_callers`)."""
@@ -240,14 +223,14 @@ def bench(args: argparse.Namespace) -> int:
         candidates.insert(0, default)  # --save claims a speedup over the default: measure it
     backends, feed, skipped = _ready(checkpoint, candidates, args)
     samples: dict[_Candidate, list[float]] = {c: [] for c in backends}
-    progress = _Progress(args.rounds * len(backends))
     order = list(backends)
-    for round_index in range(args.rounds):
-        for candidate in order[round_index % len(order) :] + order[: round_index % len(order)]:
-            run = functools.partial(backends[candidate].run, feed)
-            run()  # warm this candidate after the others ran
-            samples[candidate].append(median_ms(run, args.calls))
-            progress.step(candidate.label)
+    with progress("timing candidates", args.rounds * len(order), unit="run") as shown:
+        for round_index in range(args.rounds):
+            turn = order[round_index % len(order) :] + order[: round_index % len(order)]
+            for candidate in shown.each(turn, lambda c: c.label):
+                run = functools.partial(backends[candidate].run, feed)
+                run()  # warm this candidate after the others ran
+                samples[candidate].append(median_ms(run, args.calls))
     for backend in backends.values():
         backend.close()
     baseline = order[0]  # the policy's default (--save or no --providers), else the first chain

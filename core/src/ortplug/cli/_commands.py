@@ -28,6 +28,7 @@ from ..pipeline.report import Candidate
 from ..plugin_host.first_party import runtime_install
 from ..plugin_host.manager import get_plugin_host
 from ..printable import printable
+from ..progress import show_progress
 from ..selection import DefaultProviderPolicy
 from ._json import print_json
 from ._providers import resolve_chain
@@ -151,6 +152,7 @@ def _until_settled(backend: OnnxBackend, feed: Mapping[str, Any]) -> None:
             backend.run(feed)
 
 
+@show_progress()  # the build's verification and a throughput build's measuring, on a terminal
 def run(args: argparse.Namespace) -> int:
     """Build a backend, run it once and ``--repeat`` times, print chain, outputs and latency."""
     providers = resolve_chain(args.providers) if args.providers else None

@@ -17,6 +17,7 @@ from ..host.environment import configure
 from ..pipeline.build_pipeline import BuildPipeline
 from ..pipeline.report import Candidate
 from ..plugin_host.manager import get_plugin_host
+from ..progress import progress, show_progress
 from ..providers.configs import CPU_EP
 from ..selection import DefaultProviderPolicy
 from ..selection.autotune import candidate_labels, choice_label
@@ -121,6 +122,13 @@ def _row(
     }
 
 
+def _choice_text(choice: tuple[ResolvedCheckpoint, SessionPlan]) -> str:
+    """A choice as the progress line names it: its weights and chain."""
+    candidate, plan = choice
+    weights = f"variant {candidate.variant}" if candidate.variant else "reference"
+    return f"{weights} on [{', '.join(config.kind for config in plan.chain)}]"
+
+
 def _detail(row: dict[str, Any]) -> str:
     if row["status"] == "error":
         return str(row["error"])
@@ -129,6 +137,7 @@ def _detail(row: dict[str, Any]) -> str:
     return str(row["line"])
 
 
+@show_progress()  # a bar on a terminal's stderr while the choices are built and checked
 def verify(args: argparse.Namespace) -> int:
     """Check the policy's choices (or a chain on every variant); exit 1 when what is used fails."""
     checkpoint = LocalCheckpoint(args.model).resolve()
@@ -141,8 +150,8 @@ def verify(args: argparse.Namespace) -> int:
         choices = _explicit_choices(checkpoint, resolve_chain(args.providers), args.variant)
     else:
         choices = _policy_choices(checkpoint)
-    with given_usage():
-        rows = [_row(verifier, candidate, plan, given) for candidate, plan in choices]
+    with given_usage(), progress("verifying choices", unit="choice") as shown:
+        rows = [_row(verifier, c, plan, given) for c, plan in shown.each(choices, _choice_text)]
     usable = [i for i, row in enumerate(rows) if row["status"] in ("pass", "reference")]
     first = usable[0] if usable and not args.providers else None
     # what ortplug run serves: a first build times the verified choices, so verification's
@@ -225,11 +234,17 @@ def variants(args: argparse.Namespace) -> int:
     if not settings().debug:  # the tools' calibration sessions log advice
         configure(log_severity_level=3)  # at WARNING: errors only, one line each
     checkpoint = LocalCheckpoint(args.model).resolve()
-    metadata, refused = write_buildable_variants(checkpoint, precisions)
-    precisions = [name for name in precisions if name not in refused]  # the others are written
-    written = LocalCheckpoint(args.model).resolve()
-    verifier = BuildPipeline(written).verifier(get_plugin_host())
-    checks = {name: _check_written(verifier, written, name) for name in precisions}
+    with show_progress(), progress("variants", 1 + len(precisions)) as shown:  # on a terminal
+        shown.note(f"building {' and '.join(precisions)}")
+        metadata, refused = write_buildable_variants(checkpoint, precisions)
+        shown.advance(1 + len(refused))
+        precisions = [name for name in precisions if name not in refused]  # the others written
+        written = LocalCheckpoint(args.model).resolve()
+        verifier = BuildPipeline(written).verifier(get_plugin_host())
+        checks = {
+            name: _check_written(verifier, written, name)
+            for name in shown.each(precisions, lambda name: f"verifying {name} on the CPU")
+        }
     # calibration takes the checkpoint's samples and generates the rest, as verification does
     calibration = verifier.inputs_origin if "int8" in precisions else None
     weights = args.model

@@ -34,6 +34,7 @@ import attrs
 from ..checkpoint import ResolvedCheckpoint, Tolerance
 from ..errors import OptionError, OrtplugError, VerificationError, VerificationWarning
 from ..log import user_stacklevel
+from ..progress import progress
 from ..providers.configs import CPU_EP
 from ..session.build import SessionBuild, create_planned
 from ..session.plan import Choice, SessionPlan, choices, metadata_warnings, prepare
@@ -341,22 +342,25 @@ class BuildPipeline:
                 return self._serve_reference(entries, ref, f"nothing could be verified: {exc}")
         served: int | None = None
         verified: list[int] = []
-        for index, entry in enumerate(entries):
-            if index == ref and entry.build is not None:  # built first, as the reference
-                entry.settle(CandidateOutcome.REFERENCE, "the CPU reference")
-                served = None if timed else index
-                break
-            if len(verified) >= MAX_MEASURED:
-                entry.reason = f"not tried: {MAX_MEASURED} verified choices are timed at most"
-                continue
-            if not self._verified(entries, index, verifier):
-                continue
-            if not timed or _on_cpu_only(entry):  # a graceful chain that fell back: it serves
-                served, timed = index, False
-                break
-            verified.append(index)
-        if timed and ref is not None and entries[ref].build is not None:
-            served = self.measured(entries, verified, ref, verifier)
+        title = f"verifying {self.checkpoint.label}"
+        with progress(title, len(entries), unit="choice") as shown:  # a bar where one was asked
+            for index, entry in enumerate(shown.each(entries, _choice_text)):
+                if index == ref and entry.build is not None:  # built first, as the reference
+                    entry.settle(CandidateOutcome.REFERENCE, "the CPU reference")
+                    served = None if timed else index
+                    break
+                if len(verified) >= MAX_MEASURED:
+                    entry.reason = f"not tried: {MAX_MEASURED} verified choices are timed at most"
+                    continue
+                if not self._verified(entries, index, verifier):
+                    continue
+                if not timed or _on_cpu_only(entry):  # a graceful chain that fell back: it serves
+                    served, timed = index, False
+                    break
+                verified.append(index)
+            if timed and ref is not None and entries[ref].build is not None:
+                shown.note("timing the verified choices against the CPU reference")
+                served = self.measured(entries, verified, ref, verifier)
         if served is None:
             rejected = "; ".join(
                 e.reason
@@ -519,6 +523,11 @@ class BuildPipeline:
             choices=tuple(e.choice for e in entries),
             reference=_reference_of(entries, ref),
         )
+
+
+def _choice_text(entry: _Entry) -> str:
+    """The choice ``entry`` tries, for the progress line."""
+    return entry.choice.text
 
 
 def _reference_of(
