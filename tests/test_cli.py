@@ -132,7 +132,8 @@ def test_a_first_result_imports_only_what_its_path_needs() -> None:
     assert done.stdout.strip() == "[]"
 
 
-def test_info_lists_wheels_and_why_providers_declined() -> None:
+def test_info_lists_wheels_and_why_providers_declined(monkeypatch) -> None:
+    monkeypatch.delenv("ORTPLUG_DISABLE_PLUGINS")  # about every installed plugin, the example too
     info = json.loads(_cli("info", "--json").stdout)
     assert info["runtime_distributions"] == [f"onnxruntime {info['onnxruntime']}"]
     assert info["problems"] == []

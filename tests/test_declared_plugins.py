@@ -399,12 +399,13 @@ def _imported(code: str, *args: str, cache: Path) -> set[str]:
     return set(done.stdout.splitlines()[-1].split())
 
 
-def test_a_cpu_only_build_imports_no_accelerator_plugin(tmp_path: Path) -> None:
+def test_a_cpu_only_build_imports_no_accelerator_plugin(tmp_path: Path, monkeypatch) -> None:
     """Once the probes' facts are cached, a build and ``ortplug run`` import only what can run.
 
     Checked in fresh processes: the policy's build and ``ortplug run`` import no
     accelerator plugin that offers nothing here; an explicit ``cpu`` chain none at all.
     """
+    monkeypatch.delenv("ORTPLUG_DISABLE_PLUGINS")  # about every installed plugin, the example too
     first = _imported(_BUILD, "policy", cache=tmp_path)  # probes run, their facts are cached
     assert set(ACCELERATOR_MODULES) - {"ortplug_coreml"} <= first
     offering = _imported(_OFFERING, cache=tmp_path)
