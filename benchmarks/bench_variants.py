@@ -4,7 +4,7 @@
 
 1. An MLP (512 -> 3x1024 -> 10, batch 32) and light_resnet50 (the onnx package's test
    model, its ConstantOfShape weights replaced by seeded random ones) with int8 and fp16
-   variants built by ``ortplug.verification.precision_variants``: which variant the default policy
+   variants built by ``ortplug_variants`` (the variants add-on): which variant the default policy
    picks on this host (its own CPU probe: VNNI/AMX or not), its verdict, and its median
    latency against the CPU provider on the fp32 reference, interleaved in rounds.
 2. A deliberately broken int8 variant (calibrated on inputs 1000x too small): the
@@ -141,7 +141,7 @@ def section_int8(
     label: str, path: Path, feed: dict[str, np.ndarray], rounds: int, calls: int
 ) -> None:
     from ortplug import LocalCheckpoint, OnnxBackend
-    from ortplug.verification.precision_variants import write_variants
+    from ortplug_variants import write_variants
 
     seconds, _ = build_ms(lambda: write_variants(LocalCheckpoint(path).resolve(), ["int8", "fp16"]))
     checkpoint = LocalCheckpoint(path).resolve()
@@ -171,7 +171,7 @@ def section_int8(
 
 def section_broken(path: Path) -> None:
     from ortplug import LocalCheckpoint, OnnxBackend, VerificationWarning
-    from ortplug.verification.precision_variants import calibration_feeds, make_int8
+    from ortplug_variants import calibration_feeds, make_int8
 
     checkpoint = LocalCheckpoint(path).resolve()
     tiny = [{k: v * 1e-3 for k, v in feed.items()} for feed in calibration_feeds(checkpoint)]
@@ -189,7 +189,7 @@ def section_broken(path: Path) -> None:
 def section_webgpu(folder: Path) -> None:
     from ortplug import LocalCheckpoint, OnnxBackend, Tolerance, VerificationWarning
     from ortplug.plugin_host.manager import reset_plugin_host
-    from ortplug.verification.precision_variants import write_variants
+    from ortplug_variants import write_variants
 
     os.environ["ORTPLUG_WEBGPU_ALLOW_SOFTWARE"] = "1"  # lavapipe; a real GPU needs no opt-in
     reset_plugin_host()  # the WebGPU plugin reads the opt-in when it registers
@@ -220,7 +220,7 @@ def section_webgpu(folder: Path) -> None:
 def section_cost(path: Path) -> None:
     from ortplug import LocalCheckpoint, OnnxBackend
     from ortplug.checkpoint import select_variant
-    from ortplug.verification.precision_variants import write_variants
+    from ortplug_variants import write_variants
 
     os.environ["ORTPLUG_CACHE_DIR"] = str(path.parent / "cost-cache")  # nothing verified yet
     write_variants(LocalCheckpoint(path).resolve(), ["fp16"])

@@ -32,7 +32,12 @@ def _core_imports(path: Path) -> list[tuple[str, tuple[str, ...], int]]:
 
 
 def test_there_are_add_ons_to_check() -> None:
-    assert [path.name for path in _ADDONS] == ["ortplug_dropin", "ortplug_ray", "ortplug_serve"]
+    assert [path.name for path in _ADDONS] == [
+        "ortplug_dropin",
+        "ortplug_ray",
+        "ortplug_serve",
+        "ortplug_variants",
+    ]
 
 
 def test_an_add_on_imports_only_the_cores_public_modules_and_names() -> None:

@@ -323,38 +323,3 @@ def test_a_local_batch_that_fails_in_onnx_runtime_is_one_line(tmp_path) -> None:
                 "--output-dir", str(tmp_path / "out"))  # fmt: skip
     line = _one_error(done, 1, "ortplug batch: error: rows 0..1: RunFailedError: ")
     assert "ONNX Runtime failed to run model" in line and "Reshape" in line  # every row fails
-
-
-# -- 18: an int8 variant that quantizes nothing --------------------------------------------------
-
-
-def test_a_variant_identical_to_the_reference_is_refused(tmp_path) -> None:
-    model = models.write(tmp_path, "cls.onnx", models.string_label_classifier())
-    done = _cli("variants", str(model), "--int8", "--fp16")
-    line = _one_error(done, 1, "ortplug variants: error: ")
-    assert line == (
-        f"ortplug variants: error: int8 variant of {model}: not written: nothing in it runs in "
-        "int8 (no QuantizeLinear/DequantizeLinear node: ONNX Runtime's quantizer changes none "
-        "of the model's operators LinearClassifier, ZipMap)"
-    )
-    done = _cli("variants", str(model), "--fp16")
-    assert _one_error(done, 1, "ortplug variants: error: ").endswith(
-        f"fp16 variant of {model}: not written: nothing in it runs in fp16 (no operator takes a "
-        "float16 input: ONNX Runtime's converter keeps LinearClassifier, ZipMap in float32)"
-    )
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["cls.onnx"]
-    # a model with something to quantize still gets its variant
-    mm = models.write(tmp_path, "mm.onnx", models.matmul_model())
-    done = _cli("variants", str(mm), "--int8", "--fp16", "--json")
-    assert done.returncode == 0, done.stderr
-    int8 = onnx.load(str(tmp_path / "mm.int8.onnx"))
-    assert any(node.op_type == "DequantizeLinear" for node in int8.graph.node)
-    fp16 = onnx.load(str(tmp_path / "mm.fp16.onnx"))
-    assert [t.data_type for t in fp16.graph.initializer] == [onnx.TensorProto.FLOAT16]
-    assert sorted(p.name for p in tmp_path.iterdir()) == [
-        "cls.onnx",
-        "mm.fp16.onnx",
-        "mm.int8.onnx",
-        "mm.metadata.json",
-        "mm.onnx",
-    ]

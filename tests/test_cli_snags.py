@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 from dists import dist_info
-from onnx import TensorProto, helper
 from variant_models import broken_int8, mlp_with_variants
 
 ORTPLUG = shutil.which("ortplug", path=os.path.dirname(sys.executable)) or "ortplug"
@@ -120,43 +119,6 @@ def test_version_json_is_the_version_lines_as_json(order: tuple[str, str]) -> No
     ]
     assert lines == text.stdout.splitlines()
     assert {p["entry_point"] for p in found["plugins"]} >= {"cpu"} and found["runtimes"]
-
-
-# -- variants --int8 --fp16 of a model the quantizer changes nothing of --------------------------------
-
-
-def _tanh_model(path: Path) -> Path:
-    """``y = tanh(x)``: ONNX Runtime's quantizer leaves it as it is; its converter halves it."""
-    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 4])
-    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 4])
-    graph = helper.make_graph([helper.make_node("Tanh", ["x"], ["y"])], "tanh", [x], [y])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    path.write_bytes(model.SerializeToString())
-    return path
-
-
-def test_variants_writes_the_fp16_one_and_says_why_not_int8(tmp_path: Path) -> None:
-    """Regression: ``variants --int8 --fp16`` wrote nothing at all (exit 1) when the int8 one
-    would compute nothing in int8; the fp16 one is written and the int8 refusal said."""
-    model = _tanh_model(tmp_path / "tanh.onnx")
-    why = (
-        "not written: nothing in it runs in int8 (no QuantizeLinear/DequantizeLinear node: "
-        "ONNX Runtime's quantizer changes none of the model's operators Tanh)"
-    )
-    done = _cli("variants", str(model), "--int8", "--fp16")
-    assert done.returncode == 0, done.stderr
-    assert f"skipped   int8   {why}" in done.stdout.splitlines()
-    assert "calibrate int8" not in done.stdout
-    assert sorted(p.name for p in tmp_path.iterdir()) == [
-        "tanh.fp16.onnx", "tanh.metadata.json", "tanh.onnx"
-    ]  # fmt: skip
-    manifest = json.loads((tmp_path / "tanh.metadata.json").read_text())
-    assert [v["name"] for v in manifest["variants"]] == ["fp16"]
-    report = json.loads(_cli("variants", str(model), "--int8", "--fp16", "--json").stdout)
-    assert report["not_written"] == {"int8": f"int8 variant of {model}: {why}"}
-    assert [row["name"] for row in report["variants"]] == ["fp16"]
-    assert report["variants"][0]["verification"]["status"] == "pass"
 
 
 # -- exec of a program that is not there -----------------------------------------------------------

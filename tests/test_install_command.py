@@ -51,7 +51,7 @@ def test_from_a_checkout_it_is_its_folders() -> None:
     assert core_extras()["cuda"] >= {"onnxruntime-gpu", "ortplug-cpu", "ortplug-cuda"}
 
 
-@pytest.mark.parametrize("extra", ["serve", "ray", "dropin"])
+@pytest.mark.parametrize("extra", ["serve", "ray", "dropin", "variants"])
 def test_an_add_on_s_install_line_from_a_checkout_names_its_folder(extra) -> None:
     """``pip install '.../core[dropin]'`` alone fails: ortplug-dropin is not on the registry."""
     line = pip_install(f"ortplug[{extra}]")

@@ -107,13 +107,13 @@ def test_the_tolerance_is_the_reduced_precisions_unless_one_is_given() -> None:
 
 
 def test_ortplug_verify_checks_a_reduced_candidate_instead_of_calling_it_the_reference() -> None:
-    from ortplug.cli._variants import _row
+    from ortplug.cli.choice_rows import check_row
     from ortplug.session.plan import plan_session
     from ortplug.verification.verifier import Verifier
 
     checkpoint, plugins = _checkpoint(), _plugins()
     plan = plan_session(checkpoint, None, None, None, plugins)
     assert plan.precision == "bf16" and not plan.on_reference
-    row = _row(Verifier(checkpoint, plugins, None), checkpoint, plan)
+    row = check_row(Verifier(checkpoint, plugins, None), checkpoint, plan)
     assert (row["status"], row["precision"]) == ("pass", "bf16")
     assert row["verdict"]["tolerance"] == default_tolerance("bf16").to_dict()

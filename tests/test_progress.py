@@ -16,11 +16,10 @@ import sys
 import textwrap
 from pathlib import Path
 
-import models
 import pytest
 from ortplug.testing import demo_model
 from ortplug.testing.terminal import run_on_terminal, screen
-from variant_models import mlp_model, mlp_with_variants
+from variant_models import mlp_with_variants
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "openpty"), reason="needs a pseudo-terminal")
 
@@ -148,20 +147,3 @@ def test_the_seam_draws_one_line_writes_warnings_above_it_and_keeps_its_terminal
     assert b"2/2" in asked.split(b"UserWarning", 1)[1]
     assert log.read_bytes() == b"to the log\n"
     assert lines[-1] == "-- done" and all("outer work" not in line for line in lines)
-
-
-def test_variants_draws_the_builds_and_checks_on_a_terminal_only(tmp_path) -> None:
-    outputs = []
-    for name, run in (("a", run_on_terminal), ("b", None)):
-        folder = tmp_path / name
-        folder.mkdir()
-        model = models.write(folder, "mlp.onnx", mlp_model())
-        argv = [ORTPLUG, "variants", str(model), "--fp16"]
-        env = _env(tmp_path / f"cache-{name}", ORTPLUG_PLUGINS="cpu")
-        ran = run(argv, env) if run is not None else _on_pipe(argv, env)
-        assert ran.returncode == 0, ran.stderr
-        outputs.append(ran)
-    shown, piped = outputs
-    assert b"building fp16" in shown.stderr and b"verifying fp16 on the CPU" in shown.stderr
-    assert screen(shown.stderr) == [] and piped.stderr == b""
-    assert _untimed(shown.stdout.replace(b"/a/", b"/b/")) == _untimed(piped.stdout)

@@ -22,8 +22,8 @@ from onnx import TensorProto, helper, numpy_helper
 from ortplug import LocalCheckpoint, OnnxBackend, StartupFallback
 from ortplug.checkpoint import select_variant
 from ortplug.errors import InputsNotAcceptedError
-from ortplug.verification.precision_variants import calibration_feeds, write_variants
 from ortplug.verification.sample_inputs import accepted_inputs, candidate_feeds, session_inputs
+from ortplug_variants import calibration_feeds, write_variants
 
 ORTPLUG = shutil.which("ortplug", path=os.path.dirname(sys.executable)) or "ortplug"
 

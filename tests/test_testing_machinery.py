@@ -152,7 +152,7 @@ def test_the_fixtures_import_the_helpers_when_used(
     assert ortplug_cache.name == "ortplug-cache"
 
 
-_ADD_ONS = ("ortplug_serve", "ortplug_ray", "ortplug_dropin", "ray")
+_ADD_ONS = ("ortplug_serve", "ortplug_ray", "ortplug_dropin", "ortplug_variants", "ray", "onnx")
 
 
 @pytest.mark.parametrize("providers", [None, ["cpu"]])

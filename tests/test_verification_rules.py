@@ -25,8 +25,8 @@ from ortplug import (
 from ortplug.checkpoint import select_variant
 from ortplug.testing import demo_model, make_plugin_host
 from ortplug.verification.comparison import OutputRule, compare_outputs, parse_output_rules
-from ortplug.verification.precision_variants import write_variants
 from ortplug_misbehaving import MisbehavingPlugin, MisbehavingProvider
+from ortplug_variants import write_variants
 from variant_models import mlp_model, with_variant
 
 

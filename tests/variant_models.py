@@ -16,7 +16,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 from ortplug import CheckpointMetadata, LocalCheckpoint, ResolvedCheckpoint
 from ortplug.checkpoint import Variant
-from ortplug.verification.precision_variants import calibration_feeds, make_int8, write_variants
+from ortplug_variants import calibration_feeds, make_int8, write_variants
 
 __all__ = [
     "INT8_ACCEPTED",

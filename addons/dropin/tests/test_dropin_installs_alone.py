@@ -40,6 +40,7 @@ def core_and_cpu(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "pytest>=8",
         "pytest-timeout>=2.3",
         str(ROOT / "tests" / "plugin_dists" / "ortplug-misbehaving"),
+        str(ROOT / "addons" / "variants"),  # the tests' int8 variants are written with it
     )
 
 

@@ -1,6 +1,6 @@
 """Add-on distributions: where their modes and commands are found, and what to install for them.
 
-An add-on (serving, Ray, the drop-in) plugs into the core as a provider plugin does, through
+An add-on (serving, Ray, the drop-in, precision variants) plugs into the core as a provider plugin does, through
 entry points read without importing it: ``ortplug.hints`` maps a performance hint to the function
 that starts serving it (:data:`ortplug.backend.dispatch.Starter`), ``ortplug.commands`` maps a
 command-line command to a :class:`ortplug.cli.command.Command`. The core's public spellings of
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import warnings
 from typing import Any
 
 import attrs
@@ -23,11 +24,13 @@ __all__ = [
     "COMMANDS_GROUP",
     "HINTS_GROUP",
     "RAY_NAMES",
+    "VARIANTS_NAMES",
     "Addon",
     "addon_name",
     "entry_point_names",
     "entry_point_target",
     "forget_entry_points",
+    "old_spelling",
     "provider_of",
 ]
 
@@ -63,7 +66,8 @@ class Addon:
 SERVE = Addon("ortplug-serve", "ortplug_serve", "serve", "the serving add-on")
 RAY = Addon("ortplug-ray", "ortplug_ray", "ray", "the Ray add-on")
 DROPIN = Addon("ortplug-dropin", "ortplug_dropin", "dropin", "the drop-in add-on")
-ADDONS = (SERVE, RAY, DROPIN)
+VARIANTS = Addon("ortplug-variants", "ortplug_variants", "variants", "the variants add-on")
+ADDONS = (SERVE, RAY, DROPIN, VARIANTS)
 
 #: The Ray add-on's names (``ortplug_ray.__all__``), spelled ``ortplug.integrations.ray.NAME``
 #: before the add-on, for one more release.
@@ -81,6 +85,18 @@ RAY_NAMES = (
     "worker_error",
 )
 
+#: The variants add-on's names (``ortplug_variants.__all__``), spelled
+#: ``ortplug.verification.precision_variants.NAME`` before the add-on, for one more release.
+VARIANTS_NAMES = (
+    "BUILDERS",
+    "CALIBRATION_BATCHES",
+    "calibration_feeds",
+    "make_fp16",
+    "make_int8",
+    "write_buildable_variants",
+    "write_variants",
+)
+
 #: The core's public spellings of add-on names: ``(module, name)`` -> the add-on that has it.
 _NAMES = {
     ("ortplug", "InferenceSession"): DROPIN,
@@ -95,11 +111,12 @@ _NAMES = {
     ("ortplug.backend", "Trial"): SERVE,
     ("ortplug.backend", "recorded_serving"): SERVE,
     **{("ortplug.integrations.ray", name): RAY for name in RAY_NAMES},
+    **{("ortplug.verification.precision_variants", name): VARIANTS for name in VARIANTS_NAMES},
 }
 #: Hints and commands the shipped add-ons provide (named in the error when none registers them).
 _PROVIDES = {
     HINTS_GROUP: {"throughput": SERVE, "cumulative_throughput": SERVE},
-    COMMANDS_GROUP: {"batch": RAY, "exec": DROPIN, "bench-callers": SERVE},
+    COMMANDS_GROUP: {"batch": RAY, "exec": DROPIN, "bench-callers": SERVE, "variants": VARIANTS},
 }
 
 
@@ -113,6 +130,22 @@ def addon_name(module: str, name: str) -> Any:
             raise
         raise addon.missing(f"{module}.{name}") from None
     return getattr(package, name)
+
+
+def old_spelling(module: str, name: str, names: tuple[str, ...]) -> Any:
+    """``module.name``, an add-on's name in its spelling before the add-on (a one-release shim's
+    ``__getattr__``): the add-on's, with a ``DeprecationWarning`` naming the new spelling."""
+    if name not in names:
+        raise AttributeError(f"module {module!r} has no attribute {name!r}")
+    value = addon_name(module, name)
+    addon = _NAMES[(module, name)]
+    warnings.warn(
+        f"{module}.{name} moved to {addon.what}: write `from {addon.package} import {name}` "
+        f"(the old spelling goes in the next release)",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    return value
 
 
 @functools.cache

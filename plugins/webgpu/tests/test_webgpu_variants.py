@@ -1,7 +1,7 @@
 """An fp16 variant on the real WebGPU provider (Mesa's lavapipe in CI), verified against the CPU reference.
 
 Nothing is injected: the adapter is the one Dawn finds here, the fp16 variant is made by
-``ortplug.verification.precision_variants`` (ONNX Runtime's float16 converter), and both verdicts come
+``ortplug_variants`` (ONNX Runtime's float16 converter), and both verdicts come
 from real outputs. Like the other lavapipe tests these fail, saying why, without a driver.
 """
 

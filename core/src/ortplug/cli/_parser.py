@@ -19,7 +19,6 @@ from ._providers import GRAMMAR_HELP, provider_chain
 from ._usage import (
     caller_counts,
     input_arg,
-    model_file,
     model_source,
     positive_int,
     seconds,
@@ -145,7 +144,7 @@ def _with_grammar(
 
 
 def _add_verification_commands(sub: argparse._SubParsersAction[_CommandParser]) -> None:
-    """``verify`` (outputs against the CPU reference) and ``variants`` (build int8/fp16 variants)."""
+    """``verify``: outputs against the CPU reference (``variants`` is the variants add-on's)."""
     verify = _with_grammar(
         sub, "verify", "check a model's providers and precision variants against the CPU reference"
     )
@@ -173,14 +172,6 @@ def _add_verification_commands(sub: argparse._SubParsersAction[_CommandParser]) 
         "checkpoint's samples/; inputs not given are generated",
     )
     add_json(verify)
-
-    variants = sub.add_parser(
-        "variants", help="build int8/fp16 variants of a model and list them in its manifest"
-    )
-    variants.add_argument("model", type=model_file, help="path to an fp32 .onnx file")
-    variants.add_argument("--int8", action="store_true", help="static int8 quantization (QDQ)")
-    variants.add_argument("--fp16", action="store_true", help="fp16 with fp32 inputs and outputs")
-    add_json(variants)
 
 
 def _parser_and_commands() -> tuple[

@@ -132,23 +132,15 @@ def reference_feed(
     quiet = quiet_run_options()
     told = _tell_tries if sys.stderr is not None and sys.stderr.isatty() else None
     try:
-        if list(backend.providers) == [CPU_EP]:
+        on_cpu = list(backend.providers) == [CPU_EP]  # else a CPU backend of its own, closed after
+        with (
+            contextlib.nullcontext(backend)
+            if on_cpu
+            else OnnxBackend.from_checkpoint(checkpoint, providers=["cpu"])
+        ) as cpu:
             accepted = accepted_inputs(
-                lambda feed: backend.run(feed, run_options=quiet),
-                backend.input_specs,
-                extra,
-                given,
-                told,
+                lambda feed: cpu.run(feed, run_options=quiet), cpu.input_specs, extra, given, told
             )
-        else:
-            with OnnxBackend.from_checkpoint(checkpoint, providers=["cpu"]) as cpu:
-                accepted = accepted_inputs(
-                    lambda feed: cpu.run(feed, run_options=quiet),
-                    cpu.input_specs,
-                    extra,
-                    given,
-                    told,
-                )
     except InputsNotAcceptedError:
         return first
     if accepted.degenerate:

@@ -23,8 +23,7 @@ __all__ = ["main"]
 
 
 #: The core's commands (any other word is an add-on's command).
-CORE_COMMANDS = ("run", "info", "plugins", "doctor", "inspect", "bench", "cache", "verify",
-                 "variants")  # fmt: skip
+CORE_COMMANDS = ("run", "info", "plugins", "doctor", "inspect", "bench", "cache", "verify")
 
 
 def _command(args: argparse.Namespace) -> Callable[[argparse.Namespace], int]:
@@ -45,10 +44,10 @@ def _command(args: argparse.Namespace) -> Callable[[argparse.Namespace], int]:
         from ._cache import cache
 
         return cache
-    if name in ("verify", "variants"):
-        from . import _variants
+    if name == "verify":
+        from ._verify import verify
 
-        return _variants.verify if name == "verify" else _variants.variants
+        return verify
     from . import _commands
 
     return {"run": _commands.run, "info": _commands.info, "plugins": _commands.plugins}[name]

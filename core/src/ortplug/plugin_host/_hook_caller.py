@@ -167,10 +167,6 @@ class HookCaller:
         callers = self._pm.get_hookcallers(self._pm.get_plugin(name)) or ()
         return tuple(sorted(caller.name for caller in callers))
 
-    def implementers(self, hook_name: str) -> set[str]:
-        """The plugins implementing ``hook_name``."""
-        return {impl.plugin_name for impl in getattr(self._pm.hook, hook_name).get_hookimpls()}
-
     # -- calls --------------------------------------------------------------------------------
 
     def collect(
