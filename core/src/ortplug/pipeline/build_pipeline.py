@@ -25,8 +25,9 @@ fallback) as a :class:`ServeChange` through its one seam, ``OnnxBackend.serve``.
 from __future__ import annotations
 
 import enum
+import functools
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 import attrs
@@ -317,7 +318,7 @@ class BuildPipeline:
         """
         from ..errors import InputsNotAcceptedError
 
-        verifier = self.verifier(listed[0].plugins)
+        verifier = functools.cache(lambda: self.verifier(listed[0].plugins))  # built if needed
         entries = [_Entry(choice) for choice in listed]
         for entry in entries:
             if entry.choice.selection.recorded:
@@ -337,7 +338,7 @@ class BuildPipeline:
             entry.plan = self.prepare(entry.choice) if reference is None else reference.plan
             entry.build = self.build(entry.plan) if reference is None else reference.build
             try:
-                verifier.use_reference(entry.build.session)
+                verifier().use_reference(entry.build.session)
             except InputsNotAcceptedError as exc:  # nothing can be checked: the reference serves
                 return self._serve_reference(entries, ref, f"nothing could be verified: {exc}")
         served: int | None = None
@@ -360,7 +361,7 @@ class BuildPipeline:
                 verified.append(index)
             if timed and ref is not None and entries[ref].build is not None:
                 shown.note("timing the verified choices against the CPU reference")
-                served = self.measured(entries, verified, ref, verifier)
+                served = self.measured(entries, verified, ref, verifier())
         if served is None:
             rejected = "; ".join(
                 e.reason
@@ -374,9 +375,11 @@ class BuildPipeline:
 
     # -- 3. verify ---------------------------------------------------------------------------
 
-    def _verified(self, entries: list[_Entry], index: int, verifier: Verifier) -> bool:
+    def _verified(
+        self, entries: list[_Entry], index: int, verifier: Callable[[], Verifier]
+    ) -> bool:
         """Prepare, build and check ``entries[index]``: True when it may serve."""
-        from ..verification.verifier import needs_check
+        from ..verification.scope import needs_check
 
         entry = entries[index]
         choice = entry.choice
@@ -407,7 +410,7 @@ class BuildPipeline:
                 entry.settle(CandidateOutcome.UNVERIFIED, "not verified (verify=False)")
             return True
         share = None if choice.strict else (self.min_share or 0.0)
-        entry.verdict = verifier.verdict(weights, entry.plan, session, share)
+        entry.verdict = verifier().verdict(weights, entry.plan, session, share)
         if not entry.verdict.passed:
             self._reject(entries, index, entry.verdict.describe())
             return False

@@ -28,7 +28,6 @@ import attrs
 
 from ..cache.root import cache_key, read_cache_file
 from ..cache.store import RecordStore
-from ..plugins.declaration import DeclarationError, declaration_path, read_declaration
 
 __all__ = ["FOLDER", "PluginEntryPoint", "clear", "discover"]
 
@@ -123,6 +122,8 @@ def _plugin_declaration(
     name: str, value: str, path: Path | None
 ) -> tuple[dict[str, object] | None, str | None]:
     """The entry point's declaration as JSON, or why it does not check (read, never imported)."""
+    from ..plugins.declaration import DeclarationError, read_declaration  # a scan only (~4 ms)
+
     try:
         declared = read_declaration(name, value, path)
     except DeclarationError as exc:
@@ -134,6 +135,8 @@ def _scan(group: str) -> list[tuple[PluginEntryPoint, str | None, list[object] |
     """Every entry point of the group, with the file that declares it (``None``: none on disk)
     and its package's declaration file (or where it would be) with that file's state."""
     from importlib.metadata import entry_points  # only on a cache miss: ~15 ms (see the module)
+
+    from ..plugins.declaration import declaration_path
 
     found = []
     for entry_point in entry_points(group=group):

@@ -17,7 +17,7 @@ with ONNX Runtime's own log lines in the reason. What fails is a
 exception. Output differences are cached, pass or fail; the CPU provider on the reference
 weights at their precision is the reference itself and is never checked.
 
-Which checks run is one decision (:func:`needs_check`): every candidate but the
+Which checks run is one decision (:func:`~ortplug.verification.scope.needs_check`): every candidate but the
 reference (a variant, a reduced-precision mode, an accelerator), unless ``verify=False``.
 Each is checked at its precision's tolerance (a variant's manifest tolerance, a
 reduced-precision mode's when looser, or the :class:`~ortplug.checkpoint.Tolerance` given).
@@ -78,7 +78,7 @@ from .verdicts import (
     save_checks,
 )
 
-__all__ = ["THREADS", "Verifier", "needs_check"]
+__all__ = ["THREADS", "Verifier"]
 
 #: Threads that run the first feed at once (each :data:`_RUNS_EACH` times) on a candidate whose
 #: providers all declare concurrent runs.
@@ -835,14 +835,3 @@ def _at_once(
     if errors:
         raise errors[0]
     return results
-
-
-def needs_check(
-    plan: SessionPlan, candidate: ResolvedCheckpoint, session: Any, verify: bool | Tolerance | None
-) -> bool:
-    """Whether ``session`` is checked: anything but the CPU provider on the reference weights at
-    their precision, unless ``verify=False``."""
-    if verify is False:
-        return False
-    reference = plan.on_reference and candidate.variant is None
-    return not reference or list(session.get_providers()) != [CPU_EP]
