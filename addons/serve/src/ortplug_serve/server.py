@@ -332,8 +332,11 @@ class Server:
                 if not stream.busy:
                     stream.busy = True
                     request.future.set_running_or_notify_cancel()
-                    shared = request.group is not None and self._sharing()
-                    self._began(device, stream, [request], shared)
+                    full = 0
+                    if request.group is not None and self._sharing():
+                        assert self._batching is not None  # sharing: the model batches
+                        full = self._batching.rows_limit(device.max_batch)
+                    self._began(device, stream, [request], request.rows or 1, full)
                     return device, stream
         return None
 
@@ -446,9 +449,9 @@ class Server:
             stream.busy = True
             batch = [first]
             batching = self._batching
-            shared = first.group is not None and batching is not None and self._sharing()
-            if shared and batching is not None:
-                limit = batching.rows_limit(device.max_batch)
+            rows, full = first.rows or 1, 0
+            if first.group is not None and batching is not None and self._sharing():
+                limit = full = batching.rows_limit(device.max_batch)
                 if batching.static is None:
                     limit = self._share(device, first, limit)
                 deadline = first.queued + device.max_delay_s
@@ -459,26 +462,29 @@ class Server:
                         break
                     self._cond.wait(left)
                     rows += self._gather(batch, device, limit - rows)
-            self._began(device, stream, batch, shared)
+            self._began(device, stream, batch, rows, full)
             return batch
 
-    def _began(self, device: Device, stream: Stream, batch: list[_Request], shared: bool) -> None:
-        """Count a run ``stream`` begins now (under the lock): its requests, rows, their
-        queueing delay, and, for requests that may share runs, how full it is."""
+    def _began(
+        self, device: Device, stream: Stream, batch: list[_Request], rows: int, full: int
+    ) -> None:
+        """Count a run of ``rows`` that ``stream`` begins now (under the lock): its requests,
+        rows, their queueing delay (at most: its first request's, the oldest), and how full it
+        is against ``full`` rows (0: its requests share no run)."""
         now = time.monotonic()
         stream.began = now
-        rows = 0
+        waited = 0.0
         for request in batch:
-            wait = now - request.queued
-            stream.waited_s += wait
-            stream.max_wait_s = max(stream.max_wait_s, wait)
-            rows += request.rows or 1
+            waited += now - request.queued
+        stream.waited_s += waited
+        oldest = now - batch[0].queued
+        stream.max_wait_s = max(stream.max_wait_s, oldest)
         stream.requests += len(batch)
         stream.rows += rows
         stream.runs += 1
-        if shared and self._batching is not None:
+        if full:
             stream.shared_runs += 1
-            stream.filled_rows += min(rows, self._batching.rows_limit(device.max_batch))
+            stream.filled_rows += rows if rows < full else full
         device.requests += len(batch)
         device.runs += 1
 
