@@ -100,6 +100,7 @@ def test_bench_with_the_throughput_hint_runs_many_callers_and_shows_the_layout()
     assert [line.split()[0] for line in lines[1:4]] == ["1", "4", "16"]  # the default counts
     assert any(line.startswith("serving  hint       throughput: measured") for line in lines)
     assert any(line.startswith("serving  trial      cpu: ") for line in lines)
+    assert any(line.startswith("serving  served     cpu: ") for line in lines)
     assert any(line.startswith("generated x: float32 (1, 8)") for line in lines)
 
 
@@ -113,6 +114,9 @@ def test_bench_callers_measures_the_layout_on_the_given_arrays(tmp_path: Path) -
     assert result["generated_inputs"] == {}
     assert result["serving"]["source"].startswith("measured")
     assert result["serving"]["inputs"] == "given: x float32 (3, 8)"
+    (device,) = result["served"]["devices"]  # every request of the rounds, and the first one
+    assert device["requests"] == result["rows"][0]["ortplug"]["requests"] + 1
+    assert device["rows"] == 3 * device["requests"] and device["max_wait_ms"] >= 0
     printed = _cli("bench", DEMO, *args, "--input", f"x={rows}").stdout.splitlines()
     assert "serving  inputs     given: x float32 (3, 8)" in printed
 

@@ -5,7 +5,8 @@
 and hands it the proven build (:class:`ortplug.backend.dispatch.ServingStart`); it serves every
 call from then on through a request queue, execution streams and batching
 (:func:`~.start.serve`). ``ortplug bench M --callers 1,4,16`` runs its ``bench-callers``
-command. The core's spellings (``ortplug.ServingConfig``, ``ortplug.backend.ServingReport``,
+command. ``served(backend)`` says what a throughput build served so far (:mod:`.stats`). The
+core's spellings (``ortplug.ServingConfig``, ``ortplug.backend.ServingReport``,
 ...) resolve to the names here.
 """
 
@@ -18,17 +19,23 @@ if TYPE_CHECKING:
     from .config import DeviceServing, Layout, ServingConfig, ServingReport, Trial
     from .independence import ServingWarning
     from .record import recorded_serving
+    from .server import served
     from .start import serve
+    from .stats import DeviceStats, ServedStats, StreamStats
 
 __all__ = [
     "DeviceServing",
+    "DeviceStats",
     "Layout",
+    "ServedStats",
     "ServingConfig",
     "ServingReport",
     "ServingWarning",
+    "StreamStats",
     "Trial",
     "recorded_serving",
     "serve",
+    "served",
 ]
 
 #: Where each public name lives, imported on first use: ``ortplug --help`` imports the
@@ -42,6 +49,10 @@ _LAZY = {
     "ServingWarning": ".independence",
     "recorded_serving": ".record",
     "serve": ".start",
+    "served": ".server",
+    "DeviceStats": ".stats",
+    "ServedStats": ".stats",
+    "StreamStats": ".stats",
 }
 
 

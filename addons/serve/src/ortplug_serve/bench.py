@@ -6,7 +6,9 @@ of concurrent callers (:mod:`.callers`), ortplug's backend built with ``--hint``
 and a plain ``onnxruntime.InferenceSession`` of the same model file, on the providers ortplug
 realized and ONNX Runtime's default options, serve the same request for ``--seconds`` each, in
 ``--rounds`` interleaved rounds: requests per second, p50 and p99 latency, and the ratio.
-Under a throughput hint the serving layout the build measured (or found recorded) is shown;
+Under a throughput hint the serving layout the build measured (or found recorded) is shown,
+and what it served over every round (:func:`~.server.served`: rows per second per stream,
+queueing delay, batch fill);
 arrays given with ``--input`` are what both sides serve and what the build verifies and
 measures its layout on (``Verification(inputs=...)``).
 """
@@ -32,6 +34,7 @@ from ortplug.host.runtime import require_onnxruntime
 from ortplug.progress import Progress, progress, show_progress
 
 from .callers import Served, drive
+from .server import served
 
 __all__ = ["DEFAULT_CALLERS", "bench_callers"]
 
@@ -80,6 +83,7 @@ def bench_callers(args: argparse.Namespace) -> int:
         with progress("serving callers", len(counts) * args.rounds * 2, unit="slice") as shown:
             rows = [_row(runs, callers, args.rounds, args.seconds, shown) for callers in counts]
         serving = backend.serving
+        traffic = served(backend)
     result: dict[str, Any] = {
         "model": str(args.model),
         "hint": args.hint,
@@ -89,11 +93,13 @@ def bench_callers(args: argparse.Namespace) -> int:
         "generated_inputs": generated,
         "rows": rows,
         "serving": None if serving is None else serving.to_dict(),
+        "served": None if traffic is None else traffic.to_dict(),
     }
     if args.json:
         print_json(result)
         return 0
-    _print(result, [] if serving is None else serving.lines())
+    lines = [] if serving is None else serving.lines()
+    _print(result, lines + ([] if traffic is None else traffic.lines()))
     return 0
 
 
@@ -112,12 +118,12 @@ def _row(
             slices[side].append(drive(runs[side], callers, seconds))
     pooled = {side: Served.pooled(parts) for side, parts in slices.items()}
     row: dict[str, Any] = {"callers": callers}
-    for side, served in pooled.items():
+    for side, pool in pooled.items():
         row[side] = {
-            "requests": served.requests,
-            "requests_per_s": round(served.requests_per_s, 1),
-            "p50_ms": round(served.p50_ms, 3),
-            "p99_ms": round(served.p99_ms, 3),
+            "requests": pool.requests,
+            "requests_per_s": round(pool.requests_per_s, 1),
+            "p50_ms": round(pool.p50_ms, 3),
+            "p99_ms": round(pool.p99_ms, 3),
         }
     plain = pooled["onnxruntime"].requests_per_s
     row["ratio"] = round(pooled["ortplug"].requests_per_s / plain, 3) if plain else None

@@ -26,6 +26,10 @@ requests that had no device left get the error they failed with.
 ``restream()`` replaces a device's streams while serving (a layout whose sessions were built
 behind the first requests): the old streams finish their runs and stop, the queue stays.
 
+``served()`` is what it served so far (:class:`~.stats.ServedStats`): each stream's requests,
+rows and runs, the queueing delay of its requests, and how full its shared runs were, counted
+under the lock that hands a stream its requests (no allocation per request).
+
 ``close()`` fails the queued requests with :class:`~ortplug.errors.BackendClosedError`, stops
 the runs in progress (ONNX Runtime's terminate flag) and joins every worker thread;
 ``terminate(True)`` fails the queued requests with :class:`~ortplug.errors.RunTerminatedError`
@@ -49,8 +53,9 @@ from ortplug.errors import BackendClosedError, ProviderFallbackWarning, RunTermi
 
 from .independence import RowChecks, ServingWarning, run_alone, shares_problem
 from .rows import Batching, NotRowwise, group_of, split_rows, stack_rows
+from .stats import DeviceStats, ServedStats, StreamStats
 
-__all__ = ["EXIT_WAIT_S", "Device", "Server", "Stream"]
+__all__ = ["EXIT_WAIT_S", "Device", "Server", "Stream", "served"]
 
 #: How long ``close()`` (and the interpreter's exit) waits for a worker still in a run.
 EXIT_WAIT_S = 30.0
@@ -67,6 +72,14 @@ def _close_live() -> None:
 atexit.register(_close_live)
 
 
+def served(backend: Any) -> ServedStats | None:
+    """What ``backend`` (an ``OnnxBackend``) served so far under a throughput hint
+    (:meth:`Server.served`); ``None`` when no server of this add-on serves it (the latency
+    hint, or a closed backend)."""
+    dispatcher = backend.dispatcher
+    return dispatcher.served() if isinstance(dispatcher, Server) else None
+
+
 @attrs.define(eq=False)
 class Stream:
     """One execution stream: the session its worker runs, and the run options its runs take
@@ -78,6 +91,21 @@ class Stream:
     busy: bool = False
     #: Whether it was replaced (:meth:`Server.restream`): its worker stops after its run.
     retired: bool = False
+    #: What it served (:meth:`Server.served`), counted under the server's lock: requests, rows
+    #: and runs; queueing delay in all and at most; time in runs; the runs of requests that may
+    #: share runs and their rows (up to the batch limit); when it started and stopped serving,
+    #: and when its current run began.
+    requests: int = 0
+    rows: int = 0
+    runs: int = 0
+    waited_s: float = 0.0
+    max_wait_s: float = 0.0
+    busy_s: float = 0.0
+    shared_runs: int = 0
+    filled_rows: int = 0
+    since: float = 0.0
+    until: float | None = None
+    began: float = 0.0
 
 
 @attrs.define(eq=False)
@@ -89,10 +117,21 @@ class Device:
     max_batch: int
     max_delay_s: float
     dropped: str | None = None
+    #: Its streams replaced by :meth:`Server.restream` (``terminate()`` and ``close()`` reach
+    #: them; :meth:`Server.served` counts what they served).
+    retired: list[Stream] = attrs.field(factory=list)
     #: Requests it served, and runs it made (for the report; a batch run again request by
     #: request counts once).
     requests: int = 0
     runs: int = 0
+
+
+def _stream_stats(stream: Stream, now: float) -> StreamStats:
+    """``stream``'s counters as they stand at ``now`` (under the server's lock)."""
+    seconds = (now if stream.until is None else stream.until) - stream.since
+    return StreamStats(
+        stream.requests, stream.rows, stream.runs, stream.busy_s, seconds, stream.retired
+    )
 
 
 class _Request:
@@ -116,8 +155,9 @@ class _Request:
         self.feed = feed
         self.names = names
         self.options = options  # the caller's own run options: it runs alone, with them
-        found = group_of(batching, feed, names) if options is None else None
-        self.group, self.rows = found if found is not None else (None, 0)
+        found = group_of(batching, feed, names)
+        group, self.rows = found if found is not None else (None, 0)
+        self.group = group if options is None else None
         self.future: Future[list[Any]] = Future()
         self.queued = time.monotonic()
         self.avoid: set[Device] = set()  # devices it failed on alone
@@ -161,12 +201,16 @@ class Server:
         self._closed: str | None = None
         self._terminated = False
         self._threads: list[threading.Thread] = []
-        self._retired: list[Stream] = []  # replaced streams: terminate() and close() reach them
+        self._since = time.monotonic()
+        self._final: ServedStats | None = None  # what it served, kept once closed
         for device in self.devices:
             self._start_workers(device, device.streams)
         _LIVE.add(self)
 
     def _start_workers(self, device: Device, streams: Sequence[Stream]) -> None:
+        now = time.monotonic()
+        for stream in streams:
+            stream.since = now
         threads = [
             threading.Thread(
                 target=self._work,
@@ -186,9 +230,10 @@ class Server:
         with self._cond:
             if self._closed is not None or device.dropped is not None:
                 return False
+            now = time.monotonic()
             for stream in device.streams:
-                stream.retired = True
-            self._retired += device.streams
+                stream.retired, stream.until = True, now
+            device.retired += device.streams
             device.streams = list(streams)
             for stream in device.streams:
                 stream.options.terminate = self._terminated
@@ -207,7 +252,33 @@ class Server:
             thread.start()  # under the lock: close() joins only started threads
 
     def _every_stream(self) -> list[Stream]:
-        return [stream for device in self.devices for stream in device.streams] + self._retired
+        return [stream for device in self.devices for stream in (*device.streams, *device.retired)]
+
+    def served(self) -> ServedStats:
+        """What it served so far, each device's streams (replaced ones too): rows per second,
+        queueing delay, batch fill (:mod:`.stats`); once closed, what it served in all."""
+        with self._cond:
+            return self._final or self._stats()
+
+    def _stats(self) -> ServedStats:
+        """The counters as they stand (under the lock)."""
+        now = time.monotonic()
+        batching = self._batching
+        devices = []
+        for device in self.devices:
+            streams = (*device.streams, *device.retired)
+            devices.append(
+                DeviceStats(
+                    label=device.label,
+                    streams=tuple(_stream_stats(stream, now) for stream in streams),
+                    waited_s=sum(s.waited_s for s in streams),
+                    max_wait_s=max((s.max_wait_s for s in streams), default=0.0),
+                    batch_limit=1 if batching is None else batching.rows_limit(device.max_batch),
+                    shared_runs=sum(s.shared_runs for s in streams),
+                    filled_rows=sum(s.filled_rows for s in streams),
+                )
+            )
+        return ServedStats(now - self._since, tuple(devices))
 
     # -- callers -------------------------------------------------------------------------------
 
@@ -261,8 +332,11 @@ class Server:
                 if not stream.busy:
                     stream.busy = True
                     request.future.set_running_or_notify_cancel()
-                    device.requests += 1
-                    device.runs += 1
+                    full = 0
+                    if request.group is not None and self._sharing():
+                        assert self._batching is not None  # sharing: the model batches
+                        full = self._batching.rows_limit(device.max_batch)
+                    self._began(device, stream, [request], request.rows or 1, full)
                     return device, stream
         return None
 
@@ -270,6 +344,7 @@ class Server:
         """``stream`` is free again: its worker may take what was queued meanwhile."""
         with self._cond:
             stream.busy = False
+            stream.busy_s += time.monotonic() - stream.began
             if self._queue:
                 self._cond.notify_all()
 
@@ -307,9 +382,12 @@ class Server:
         for thread in self._threads:
             if thread is not current:
                 thread.join(max(0.0, deadline - time.monotonic()))
+        with self._cond:
+            if self._final is None:
+                self._final = self._stats()
         for device in self.devices:  # the sessions go now, even while the backend is referenced
             device.streams = []
-        self._retired = []
+            device.retired = []
         _LIVE.discard(self)
 
     @property
@@ -371,8 +449,9 @@ class Server:
             stream.busy = True
             batch = [first]
             batching = self._batching
+            rows, full = first.rows or 1, 0
             if first.group is not None and batching is not None and self._sharing():
-                limit = batching.rows_limit(device.max_batch)
+                limit = full = batching.rows_limit(device.max_batch)
                 if batching.static is None:
                     limit = self._share(device, first, limit)
                 deadline = first.queued + device.max_delay_s
@@ -383,9 +462,31 @@ class Server:
                         break
                     self._cond.wait(left)
                     rows += self._gather(batch, device, limit - rows)
-            device.requests += len(batch)
-            device.runs += 1
+            self._began(device, stream, batch, rows, full)
             return batch
+
+    def _began(
+        self, device: Device, stream: Stream, batch: list[_Request], rows: int, full: int
+    ) -> None:
+        """Count a run of ``rows`` that ``stream`` begins now (under the lock): its requests,
+        rows, their queueing delay (at most: its first request's, the oldest), and how full it
+        is against ``full`` rows (0: its requests share no run)."""
+        now = time.monotonic()
+        stream.began = now
+        waited = 0.0
+        for request in batch:
+            waited += now - request.queued
+        stream.waited_s += waited
+        oldest = now - batch[0].queued
+        stream.max_wait_s = max(stream.max_wait_s, oldest)
+        stream.requests += len(batch)
+        stream.rows += rows
+        stream.runs += 1
+        if full:
+            stream.shared_runs += 1
+            stream.filled_rows += rows if rows < full else full
+        device.requests += len(batch)
+        device.runs += 1
 
     def _share(self, device: Device, first: _Request, limit: int) -> int:
         """The rows a stream takes of what is queued now: its share beside the device's other
