@@ -290,6 +290,19 @@ def test_exec_arguments_read_without_the_parser(arguments, expected):
     assert (None if quick is None else (quick.takeover, quick.report, quick.program)) == expected
 
 
+def test_exec_starts_its_program_before_the_parser_attrs_or_the_metadata():
+    # the program waits on exec's start: its runner (entry-point group ortplug.quick) is found in
+    # the entry_points.txt files themselves and execs before the cache, argparse or attrs load
+    code = (
+        "import os, sys; from ortplug.cli.main import main\n"
+        "heavy = {'argparse', 'attr', 'importlib.metadata', 'ortplug.cache.root', 'typing'}\n"
+        "os.execvpe = lambda *a: (print(sorted(heavy & set(sys.modules))), os._exit(0))\n"
+        "main(['exec', '--', 'python', '-V'])"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout) == (0, "[]\n"), done.stderr
+
+
 def test_exec_bad_takeover_is_the_parsers_usage_error():
     done = _exec("--takeover", "gpu", "--", sys.executable, "-V")
     assert done.returncode == 2

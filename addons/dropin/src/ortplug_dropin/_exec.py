@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     import argparse
     from collections.abc import Sequence
 
-__all__ = ["exec_program", "quick_arguments"]
+__all__ = ["exec_program", "quick", "quick_arguments"]
 
 #: The folder whose ``sitecustomize`` patches ONNX Runtime at the program's start-up.
 HOOK_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_startup")
@@ -49,6 +49,13 @@ def quick_arguments(arguments: Sequence[str]) -> SimpleNamespace | None:
     if not rest or rest == ["--"]:
         return None
     return SimpleNamespace(takeover=takeover, report=report, allow_variants=variants, program=rest)
+
+
+def quick(arguments: Sequence[str]) -> int | None:
+    """``ortplug exec`` from its raw arguments when they are the usual ones (``None``: the core
+    parses them); the core runs it before anything else (entry-point group ``ortplug.quick``)."""
+    parsed = quick_arguments(arguments)
+    return None if parsed is None else exec_program(parsed)
 
 
 def exec_program(args: argparse.Namespace | SimpleNamespace) -> int:

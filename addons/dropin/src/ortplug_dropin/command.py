@@ -1,22 +1,18 @@
 """``ortplug exec``: the drop-in add-on's command (entry-point group ``ortplug.commands``).
 
-Its ``quick`` path reads the usual arguments without building a parser: the program's start-up
-waits on it.
+Its usual arguments are read without building a parser, by ``_exec.quick`` (entry-point group
+``ortplug.quick``): the program's start-up waits on it.
 """
 
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING
 
 from ortplug.cli.command import Command
 
-from ._exec import exec_program, quick_arguments
+from ._exec import exec_program
 from ._variants import VARIANTS_ENTRY, VARIANTS_VARIABLE
 from .patching import TAKEOVER_RULES
-
-if TYPE_CHECKING:
-    from collections.abc import Sequence
 
 __all__ = ["COMMAND"]
 
@@ -54,18 +50,11 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _quick(arguments: Sequence[str]) -> int | None:
-    """``exec`` from its raw arguments when they are the usual ones (``None``: parse them)."""
-    quick = quick_arguments(arguments)
-    return None if quick is None else exec_program(quick)
-
-
 #: The ``exec`` command.
 COMMAND = Command(
     name="exec",
     help="run a Python program with onnxruntime.InferenceSession chosen by ortplug",
     add_arguments=_add_arguments,
     run=exec_program,
-    quick=_quick,
     description=_DESCRIPTION,
 )

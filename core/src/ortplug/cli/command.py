@@ -2,13 +2,15 @@
 
 An add-on's distribution declares ``[project.entry-points."ortplug.commands"] NAME =
 "package.module:COMMAND"``; the core reads the names without importing the add-on and imports
-the module only to parse or run that command (or to print ``ortplug --help``).
+the module only to parse or run that command (or to print ``ortplug --help``). A command whose
+start a program waits on also declares a runner of its raw arguments in ``ortplug.quick``
+(:data:`ortplug.plugin_host.entry_points_txt.QUICK_GROUP`), run before any parsing.
 """
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 import attrs
 
@@ -27,9 +29,6 @@ class Command:
     add_arguments: Callable[[argparse.ArgumentParser], None]
     #: Runs the parsed command; returns the exit code (0 ok, 1 failed, 2 usage error).
     run: Callable[[argparse.Namespace], int]
-    #: Runs the command from its raw arguments before any parsing, where start-up matters
-    #: (``ortplug exec``); ``None`` from it, or no ``quick`` at all: parse as usual.
-    quick: Callable[[Sequence[str]], int | None] | None = None
     #: The longer text of ``ortplug NAME --help`` (default: the one line).
     description: str | None = None
     #: Left out of ``ortplug --help``'s list: a command another command's flags run (``ortplug

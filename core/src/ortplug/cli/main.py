@@ -3,7 +3,8 @@
 Exit codes: 0 ok, 1 the command failed (or had output and no stdout: ``>&-``), 2 a usage
 error (a flag's value, a path), 141 stdout closed early (``ortplug inspect M | head``),
 130 interrupted. Parsing imports neither numpy nor ONNX Runtime: each command imports what
-it needs. An add-on's commands (``ortplug.commands``) are imported only to parse or run them.
+it needs. An add-on's commands (``ortplug.commands``) are imported only to parse or run them; one that
+declares a runner in ``ortplug.quick`` (``exec``) runs before any of that.
 """
 
 from __future__ import annotations
@@ -54,18 +55,23 @@ def _command(args: argparse.Namespace) -> Callable[[argparse.Namespace], int]:
 
 
 def _quick(name: str, arguments: Sequence[str]) -> int | None:
-    """An add-on command run from its raw arguments before parsing (``None``: parse as usual);
-    a shipped add-on's command that is not installed is one line saying what to install."""
-    from ..addons import COMMANDS_GROUP, entry_point_names, entry_point_target, provider_of
+    """An add-on command run from its raw arguments before parsing, by the runner its
+    distribution declares in ``ortplug.quick`` (``None``: parse as usual); a shipped add-on's
+    command that is not installed is one line saying what to install."""
+    from ..plugin_host.entry_points_txt import QUICK_GROUP, declared, load
 
-    if name not in entry_point_names(COMMANDS_GROUP):
-        addon = provider_of(COMMANDS_GROUP, name)
-        if addon is None:
-            return None  # the parser says what is wrong
-        print(f"ortplug {name}: error: {addon.missing(f'ortplug {name}')}", file=sys.stderr)
-        return 2
-    command = entry_point_target(COMMANDS_GROUP, name, needed_for=f"ortplug {name}")
-    return None if command.quick is None else command.quick(arguments)
+    runners = declared(QUICK_GROUP, name)
+    runner = load(runners[0]) if len(runners) == 1 else None  # two: the parser's path decides
+    code = runner(arguments) if callable(runner) else None
+    if isinstance(code, int):
+        return code
+    from ..addons import COMMANDS_GROUP, entry_point_names, provider_of
+
+    addon = provider_of(COMMANDS_GROUP, name)
+    if addon is None or name in entry_point_names(COMMANDS_GROUP):
+        return None  # the parser says what is wrong, or parses the add-on's command
+    print(f"ortplug {name}: error: {addon.missing(f'ortplug {name}')}", file=sys.stderr)
+    return 2
 
 
 def _one_line(text: str) -> str:

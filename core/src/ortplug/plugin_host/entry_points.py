@@ -17,7 +17,6 @@ otherwise the distributions are scanned again.
 from __future__ import annotations
 
 import contextlib
-import importlib
 import os
 import sys
 from collections.abc import Sequence
@@ -28,6 +27,7 @@ import attrs
 
 from ..cache.root import cache_key, read_cache_file
 from ..cache.store import RecordStore
+from .entry_points_txt import DISTRIBUTION_SUFFIXES, load, section
 
 __all__ = ["FOLDER", "PluginEntryPoint", "clear", "discover"]
 
@@ -59,14 +59,7 @@ class PluginEntryPoint:
 
     def load(self) -> object:
         """Import the module and resolve the attribute path, like ``EntryPoint.load``."""
-        module_name, _, attributes = self.value.partition(":")
-        target: object = importlib.import_module(module_name.strip())
-        for attribute in filter(None, attributes.strip().split(".")):
-            target = getattr(target, attribute)
-        return target
-
-
-_DISTRIBUTION_SUFFIXES = (".dist-info", ".egg-info")
+        return load(self.value)
 
 
 def _launch_folders() -> set[str]:
@@ -86,7 +79,7 @@ def _state(folder: str, launch: set[str]) -> object:
     try:
         if os.path.realpath(folder) in launch:
             names = os.listdir(folder)
-            return sorted(name for name in names if name.endswith(_DISTRIBUTION_SUFFIXES))
+            return sorted(name for name in names if name.endswith(DISTRIBUTION_SUFFIXES))
         return os.stat(folder).st_mtime_ns
     except OSError:
         return None
@@ -163,7 +156,7 @@ def _declared(path: str, group: str, installed: set[str]) -> dict[str, str] | No
     folder = os.path.dirname(path)
     if (
         os.path.basename(path) != "entry_points.txt"
-        or not folder.endswith(_DISTRIBUTION_SUFFIXES)
+        or not folder.endswith(DISTRIBUTION_SUFFIXES)
         or os.path.dirname(folder) not in installed
     ):
         return None
@@ -171,15 +164,7 @@ def _declared(path: str, group: str, installed: set[str]) -> dict[str, str] | No
         text = read_cache_file(path, max_bytes=1 << 20).decode("utf-8", errors="replace")
     except OSError:
         return None
-    section, points = None, {}
-    for raw in text.splitlines():
-        line = raw.strip()
-        if line.startswith("[") and line.endswith("]"):
-            section = line[1:-1].strip()
-        elif section == group and "=" in line and not line.startswith(("#", ";")):
-            name, _, value = line.partition("=")
-            points[name.strip()] = value.strip()
-    return points
+    return section(text, group)
 
 
 def _text(value: object) -> bool:
