@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from typing import ClassVar
 
 import attrs
@@ -67,6 +70,25 @@ def test_registration_is_lazy_once_and_accepts_already_registered() -> None:
         )
     if not status.devices:
         assert "offers no device on this host" in status.problem()
+
+
+def test_a_provider_found_runnable_is_not_loaded_again_to_be_offered(tmp_path) -> None:
+    # a later process answers from the probe cache; the library loads when a session needs it
+    code = (
+        "import onnxruntime as ort\n"
+        "from ortplug.host.ep_libraries import EpLibrary, ensure_library, offer_problem\n"
+        "library = EpLibrary('ortplug.test-offer', 'OpenVINOExecutionProvider',"
+        " package='onnxruntime_ep_openvino')\n"
+        "loaded = lambda: any(d.ep_name == 'OpenVINOExecutionProvider' for d in ort.get_ep_devices())\n"
+        "print(offer_problem(library, 'OpenVINOExecutionProvider'), loaded(),"
+        " ensure_library(library).usable, loaded())"
+    )
+    env = {**os.environ, "ORTPLUG_CACHE_DIR": str(tmp_path)}
+    runs = [
+        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+        for _ in range(2)
+    ]
+    assert [run.stdout for run in runs] == ["None True True True\n", "None False True True\n"]
 
 
 def test_mutually_exclusive_library_locations() -> None:

@@ -22,7 +22,6 @@ from .hints import performance_hint
 from .options import StartupFallback, Verification, startup_of, verification_of
 
 if TYPE_CHECKING:
-    from ..pipeline.report import ProviderReport
     from ..pipeline.switch_state import StartupSwitch, TrafficSettings
     from ..plugin_host.manager import PluginHost
     from ..providers.session_options import SessionOptionsConfig
@@ -104,7 +103,7 @@ class BuildRequest:
                 return backend
             result = self._served_on_the_reference(result)  # a dispatcher cannot shadow it
         backend = made(result)
-        self.check_share(backend.report, result)
+        self.check_share(backend, result)
         if self.hint != "latency":
             infos = (backend.inputs, backend.outputs)
             backend.dispatch_through(self.dispatcher(result, backend._live(), infos))
@@ -162,13 +161,14 @@ class BuildRequest:
         )
         return self.pipeline.reference(result)
 
-    def check_share(self, report: ProviderReport, result: BuildResult) -> None:
-        """Hold the served session to ``min_accelerator_share``, when one was asked for."""
+    def check_share(self, backend: ServingBackend, result: BuildResult) -> None:
+        """Hold the served session to ``min_accelerator_share``, when one was asked for (the
+        report is made only then: a first result needs none)."""
         share = self.verification.min_accelerator_share
         if share is not None:
             from ..pipeline.share import enforce_share
 
-            enforce_share(report, share, strict=result.plan.strict)
+            enforce_share(backend.report, share, strict=result.plan.strict)
 
     def dispatcher(
         self, result: BuildResult, session: Any, infos: tuple[tuple[ValueInfo, ...], ...]

@@ -38,6 +38,7 @@ __all__ = [
     "describe_device",
     "devices_for",
     "ensure_library",
+    "offer_problem",
     "unregister_libraries",
 ]
 
@@ -248,6 +249,34 @@ def _register(library: EpLibrary) -> EpLibraryStatus:
             )
     devices = tuple(_device(d) for name in library.ep_names for d in devices_for(name))
     return EpLibraryStatus(library, path, None, devices)
+
+
+def offer_problem(library: EpLibrary, ep_name: str) -> str | None:
+    """Why ``ep_name`` of ``library`` cannot run here (``None``: it can), checked by registering it.
+
+    A provider found runnable is remembered in the probe cache as a library trial is (per file
+    version, ONNX Runtime installation and boot): a later process answers without loading the
+    library, which the session that uses it registers; a first result served by another
+    provider never loads it (OpenVINO's: ~10 ms). A problem is found again in each process.
+    """
+    from . import probe_cache  # deferred, as for a trial
+    from .capabilities import HostProbe
+
+    runnable = HostProbe(name="epoffer", facts=("runnable",), types={"runnable": bool}, detect=dict)
+    try:
+        key = probe_cache.trial_key("ep-offer", [file_identity([library.library_path()]), ep_name])
+    except Exception:  # no path to key it by: the registration below says why
+        key = None
+    if key is not None and library.name not in _status:
+        known = probe_cache.load(key, runnable)
+        if known is not None and known.get("runnable") is True:
+            return None
+    problem = ensure_library(library).problem()
+    if problem is None and not devices_for(ep_name):
+        problem = f"{ep_name} offers no device on this host"
+    if problem is None and key is not None:
+        probe_cache.store(key, runnable, {"runnable": True})
+    return problem
 
 
 _TRIAL_SCRIPT = Path(__file__).with_name("_ep_trial.py")

@@ -7,7 +7,7 @@ plugin-EP provider whose library cannot run here (a decline, checked by ortplug)
 
 from __future__ import annotations
 
-from ..host.ep_libraries import devices_for, ensure_library
+from ..host.ep_libraries import offer_problem
 from ..plugins.types import ProviderDecline, ProviderOffer
 from ._failures import FailureLog
 from .registry import ProviderRegistry
@@ -63,10 +63,7 @@ def library_checked(
     library = registry.library_of(item.config.kind)
     if library is None:
         return item
-    ort_name = item.config.to_ort()[0]
-    problem = ensure_library(library).problem()
-    if problem is None and not devices_for(ort_name):
-        problem = f"{ort_name} offers no device on this host"
+    problem = offer_problem(library, item.config.to_ort()[0])
     if problem is None:
         return item
     return ProviderDecline(item.config.kind, f"{problem} (checked by ortplug)", item.plugin)
