@@ -272,6 +272,39 @@ def test_help_is_the_same_on_any_terminal(command) -> None:
     assert kept.stdout.startswith(f"usage: {' '.join(['ortplug', *command])} ")
 
 
+def test_help_is_remembered_until_a_command_is_installed(tmp_path) -> None:
+    """The second ``ortplug --help`` prints the page kept by the first, importing neither argparse
+    nor attrs; a distribution that adds a command changes a sys.path folder: rendered again."""
+    probe = (
+        "import sys\nfrom ortplug.cli.main import main\ncode = main(['--help'])\n"
+        "print(sorted({'argparse', 'attr'} & set(sys.modules)), file=sys.stderr)\n"
+    )
+    added = tmp_path / "dists"
+    env = {**os.environ, "ORTPLUG_CACHE_DIR": str(tmp_path / "cache"), "PYTHONPATH": str(added)}
+    added.mkdir()
+
+    def help_page() -> tuple[str, str]:
+        done = subprocess.run(
+            [sys.executable, "-c", probe], capture_output=True, text=True, env=env, timeout=60
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout, done.stderr.strip()
+
+    first, second = help_page(), help_page()
+    assert first[0] == second[0] == _cli("-h", "-h").stdout
+    assert (first[1], second[1]) == ("['argparse', 'attr']", "[]")
+    (added / "helpcmd.py").write_text(
+        "from ortplug.cli.command import Command\n"
+        "COMMAND = Command(name='helpcmd', help='a command installed later', "
+        "add_arguments=lambda parser: None, run=lambda args: 0)\n"
+    )
+    (added / "helpcmd-1.0.dist-info").mkdir()
+    (added / "helpcmd-1.0.dist-info" / "entry_points.txt").write_text(
+        "[ortplug.commands]\nhelpcmd = helpcmd:COMMAND\n"
+    )
+    assert "helpcmd   a command installed later" in help_page()[0]
+
+
 def test_help_imports_neither_numpy_nor_onnxruntime() -> None:
     probe = "import sys; sys.argv = ['ortplug', 'run', '--help']\n" + _LOADED
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)

@@ -233,3 +233,12 @@ def test_a_bad_override_is_said_at_the_users_line() -> None:
     said = [w for w in caught if w.category is OrtplugConfigWarning]
     assert said and "ORTPLUG_OVERRIDE_CPU_USABLE_CPUS" in str(said[0].message)
     assert {Path(w.filename).name for w in said} == {Path(__file__).name}
+
+
+@pytest.mark.parametrize("given", ["~/c", " /tmp/x ", "", "  "])
+def test_the_cache_root_reads_its_variable_as_the_settings_do(given) -> None:
+    from ortplug.cache.root import cache_root
+
+    environ = {"ORTPLUG_CACHE_DIR": given, "HOME": "/home/x"}
+    found = Settings.from_environ(environ).cache_dir
+    assert cache_root(environ) == (found if found is not None else cache_root({}))

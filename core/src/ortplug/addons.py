@@ -19,11 +19,13 @@ from typing import Any
 import attrs
 
 from .errors import AddonNotInstalledError
+from .plugin_host.entry_points_txt import COMMANDS_GROUP, HINTS_GROUP, QUICK_GROUP
 
 __all__ = [
     "ADDONS",
     "COMMANDS_GROUP",
     "HINTS_GROUP",
+    "QUICK_GROUP",
     "RAY_NAMES",
     "VARIANTS_NAMES",
     "Addon",
@@ -34,11 +36,6 @@ __all__ = [
     "old_spelling",
     "provider_of",
 ]
-
-#: Performance hint -> ``module:function`` starting it on a built backend.
-HINTS_GROUP = "ortplug.hints"
-#: Command name -> ``module:COMMAND`` (an :class:`ortplug.cli.command.Command`).
-COMMANDS_GROUP = "ortplug.commands"
 
 
 @attrs.frozen

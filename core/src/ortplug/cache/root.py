@@ -25,7 +25,6 @@ import platformdirs
 
 from ..errors import CacheError, OrtplugCacheWarning
 from ..log import user_stacklevel
-from ..settings import Settings, settings
 from ._trust import kind_of, resolved_root, trust_problem
 
 __all__ = [
@@ -39,6 +38,7 @@ __all__ = [
     "check_writable",
     "read_cache_file",
     "read_marker",
+    "read_trusted",
     "remove_entries",
     "root_problem",
     "touch",
@@ -54,10 +54,14 @@ _MAX_READ_BYTES = 1 << 20
 
 
 def cache_root(environ: Mapping[str, str] | None = None) -> Path:
-    """The cache root: ``$ORTPLUG_CACHE_DIR`` or the platform's user cache dir for ortplug."""
-    found = settings() if environ is None else Settings.from_environ(environ, strict=False)
-    if found.cache_dir is not None:
-        return found.cache_dir
+    """The cache root: ``$ORTPLUG_CACHE_DIR`` or the platform's user cache dir for ortplug.
+
+    The variable is read as :class:`~ortplug.settings.Settings` reads it (blank: unset), here
+    without the settings: ``ortplug --help`` reads its page under the root (a test keeps both equal).
+    """
+    given = (os.environ if environ is None else environ).get(CACHE_ENV)
+    if given is not None and given.strip():
+        return Path(given).expanduser()
     return Path(platformdirs.user_cache_dir("ortplug", appauthor=False))
 
 
@@ -373,6 +377,15 @@ def _check_regular(path: Path, info: os.stat_result, max_bytes: int) -> None:
         raise CacheError(f"{path} is {kind_of(info.st_mode)}, expected a regular file")
     if info.st_size > max_bytes:
         raise CacheError(f"{path} has {info.st_size} bytes, expected at most {max_bytes}")
+
+
+def read_trusted(path: Path, *, max_bytes: int = _MAX_READ_BYTES) -> bytes:
+    """The bytes of a record file ortplug may read back (:func:`trust_problem`: this user's, not
+    a link, writable by no other user), at most ``max_bytes``: else :class:`CacheError`."""
+    problem = trust_problem(path, folder=False)
+    if problem is not None:
+        raise CacheError(problem)
+    return read_cache_file(path, max_bytes=max_bytes)
 
 
 def read_cache_file(path: str | os.PathLike[str], *, max_bytes: int = _MAX_READ_BYTES) -> bytes:

@@ -26,12 +26,11 @@ import attrs
 
 from .. import log as _log
 from ..errors import CacheError, OrtplugCacheWarning
-from ._trust import trust_problem
 from .root import (
     atomic_write,
     cache_dir,
     check_writable,
-    read_cache_file,
+    read_trusted,
     remove_entries,
     touch,
     trusted_folder,
@@ -49,6 +48,7 @@ RECORD_FOLDERS = {
     "entry-points": "plugin scan",
     "verify": "verification verdict",
     "fingerprints": "model fingerprint",
+    "help": "help page",
 }
 
 #: A record's permissions: this user's alone whatever the umask or a folder's default ACL (one
@@ -69,10 +69,7 @@ def read_json(path: Path, *, max_bytes: int = 1 << 20, constants: bool = True) -
     Raises ``OSError`` (:class:`~ortplug.errors.CacheError` naming the problem) or ``ValueError``
     (not JSON, ``NaN``/``Infinity`` unless ``constants``, nested too deeply).
     """
-    problem = trust_problem(path, folder=False)
-    if problem is not None:
-        raise CacheError(problem)
-    data = read_cache_file(path, max_bytes=max_bytes)
+    data = read_trusted(path, max_bytes=max_bytes)
     try:
         if constants:
             return json.loads(data)

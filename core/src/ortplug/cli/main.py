@@ -60,7 +60,7 @@ def _quick(name: str, arguments: Sequence[str]) -> int | None:
     command that is not installed is one line saying what to install."""
     from ..plugin_host.entry_points_txt import QUICK_GROUP, declared, load
 
-    runners = declared(QUICK_GROUP, name)
+    runners = [value for point, value in declared(QUICK_GROUP) if point == name]
     runner = load(runners[0]) if len(runners) == 1 else None  # two: the parser's path decides
     code = runner(arguments) if callable(runner) else None
     if isinstance(code, int):
@@ -112,7 +112,7 @@ def _discarded_stdout() -> io.StringIO:
 
 
 def _print_help(page: str) -> int:
-    """Print the versions as argparse prints help: to stderr when there is no stdout, and a page
+    """Print a page (help, the versions) as argparse prints help: to stderr when there is no stdout, and a page
     that cannot be written is no error (a closed pipe exits 141, as for every command)."""
     stream = sys.stdout or sys.stderr
     try:
@@ -132,6 +132,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from ._version import version_json, version_text  # without building the parser
 
         return _print_help(version_json() if "--json" in arguments else version_text())
+    if arguments in (["--help"], ["-h"]):
+        from ._help_page import help_page  # the page rendered last, while nothing changed
+
+        return _print_help(help_page())
     word = next((a for a in arguments if not a.startswith("-")), None)
     if word is not None and word not in CORE_COMMANDS and arguments[0] == word:
         code = _quick(word, arguments[1:])  # before the parser: exec's program waits on it
@@ -142,7 +146,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # a core command's parser needs no add-on imported; any other word may be an add-on's command
     args = build_parser([] if word in CORE_COMMANDS else None).parse_args(arguments)
     prog = f"ortplug {args.command}"
-    from ..settings import settings  # deferred: `ortplug --help` imports nothing of the core
+    from ..settings import settings  # deferred: a parse error imports nothing of the core
 
     debug = settings().debug
     shown = warnings.showwarning

@@ -16,7 +16,6 @@ otherwise the distributions are scanned again.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
 from collections.abc import Sequence
@@ -27,7 +26,7 @@ import attrs
 
 from ..cache.root import cache_key, read_cache_file
 from ..cache.store import RecordStore
-from .entry_points_txt import DISTRIBUTION_SUFFIXES, load, section
+from .entry_points_txt import DISTRIBUTION_SUFFIXES, installation_state, load, section
 
 __all__ = ["FOLDER", "PluginEntryPoint", "clear", "discover"]
 
@@ -60,37 +59,6 @@ class PluginEntryPoint:
     def load(self) -> object:
         """Import the module and resolve the attribute path, like ``EntryPoint.load``."""
         return load(self.value)
-
-
-def _launch_folders() -> set[str]:
-    """The folders this launch put on ``sys.path``: the script's (``python app.py``) and the
-    working directory (``python -m``)."""
-    folders = set()
-    with contextlib.suppress(OSError):
-        folders.add(os.path.realpath(os.getcwd()))
-    script = sys.argv[0] if sys.argv else ""
-    if script not in ("", "-c") and os.path.isfile(script):
-        folders.add(os.path.dirname(os.path.realpath(script)))  # as Python puts it on sys.path
-    return folders
-
-
-def _state(folder: str, launch: set[str]) -> object:
-    """What changes when a distribution is installed into ``folder`` (``None``: it is missing)."""
-    try:
-        if os.path.realpath(folder) in launch:
-            names = os.listdir(folder)
-            return sorted(name for name in names if name.endswith(DISTRIBUTION_SUFFIXES))
-        return os.stat(folder).st_mtime_ns
-    except OSError:
-        return None
-
-
-def _key(group: str) -> str:
-    """``sys.path``'s absolute folders, each with its state (relative entries, such as the
-    working directory of ``python -c``, do not count: plugins are installed, not dropped there)."""
-    launch = _launch_folders()
-    folders = [[entry, _state(entry, launch)] for entry in sys.path if os.path.isabs(entry)]
-    return cache_key(_SCHEMA, group, sys.version, folders)
 
 
 def _declaration(dist: object) -> str | None:
@@ -218,7 +186,7 @@ def discover(group: str, *, remember: bool = True) -> Sequence[PluginEntryPoint]
     """
     if not remember:
         return [point for point, _, _ in _scan(group)]
-    key = _key(group)
+    key = cache_key(_SCHEMA, group, sys.version, installation_state())
     remembered = _STORE.load(key, lambda record: _read(record, group))
     if remembered is not None:
         return remembered
