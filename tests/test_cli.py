@@ -132,6 +132,32 @@ def test_a_first_result_imports_only_what_its_path_needs() -> None:
     assert done.stdout.strip() == "[]"
 
 
+def test_an_explicit_cpu_build_imports_no_add_on_verification_nor_report() -> None:
+    # start-up cost: the report is made when asked for, the add-ons only for their hints
+    code = (
+        "import sys, numpy as np\nfrom ortplug import LocalCheckpoint, OnnxBackend\n"
+        f"checkpoint = LocalCheckpoint({str(files('ortplug.data') / 'demo.onnx')!r}).resolve()\n"
+        "b = OnnxBackend.from_checkpoint(checkpoint, providers=['cpu'])\n"
+        "b.run({'x': np.zeros((1, 8), np.float32)})\n"
+        "print(sorted(set(sys.argv[1:]) & set(sys.modules)))"
+    )
+    deferred = [
+        "importlib.metadata",
+        "ortplug.pipeline.report",
+        "ortplug.verification.verifier",
+        "ortplug_dropin",
+        "ortplug_ray",
+        "ortplug_serve",
+        "ortplug_variants",
+    ]
+    for _ in range(2):  # the first start may scan and probe; the second must not
+        done = subprocess.run(
+            [sys.executable, "-c", code, *deferred], capture_output=True, text=True, timeout=120
+        )
+        assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+
+
 def test_info_lists_wheels_and_why_providers_declined(monkeypatch) -> None:
     monkeypatch.delenv("ORTPLUG_DISABLE_PLUGINS")  # about every installed plugin, the example too
     info = json.loads(_cli("info", "--json").stdout)
