@@ -252,13 +252,9 @@ def _register(library: EpLibrary) -> EpLibraryStatus:
 
 
 def offer_problem(library: EpLibrary, ep_name: str) -> str | None:
-    """Why ``ep_name`` of ``library`` cannot run here (``None``: it can), checked by registering it.
-
-    A provider found runnable is remembered in the probe cache as a library trial is (per file
-    version, ONNX Runtime installation and boot): a later process answers without loading the
-    library, which the session that uses it registers; a first result served by another
-    provider never loads it (OpenVINO's: ~10 ms). A problem is found again in each process.
-    """
+    """Why ``ep_name`` of ``library`` cannot run here (``None``: it can). A success is kept as a
+    library trial's outcome is (per file version, installations and boot): later processes leave
+    the library unloaded until a session uses it (OpenVINO's costs ~10 ms)."""
     from . import probe_cache  # deferred, as for a trial
     from .capabilities import HostProbe
 
