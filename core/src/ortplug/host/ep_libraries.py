@@ -141,6 +141,8 @@ class EpLibraryStatus:
 
 _lock = threading.Lock()
 _status: dict[str, EpLibraryStatus] = {}
+#: ``(library, provider)`` pairs :func:`offer_problem` found runnable in this process.
+_runnable: set[tuple[str, str]] = set()
 
 
 def _device(ep_device: Any) -> EpDevice:
@@ -202,6 +204,7 @@ def unregister_libraries() -> tuple[str, ...]:
                 ort.unregister_execution_provider_library(name)
                 del _status[name]  # an error on a later one leaves it known as registered
         _status.clear()
+        _runnable.clear()
         return registered
 
 
@@ -255,6 +258,8 @@ def offer_problem(library: EpLibrary, ep_name: str) -> str | None:
     """Why ``ep_name`` of ``library`` cannot run here (``None``: it can). A success is kept as a
     library trial's outcome is (per file version, installations and boot): later processes leave
     the library unloaded until a session uses it (OpenVINO's costs ~10 ms)."""
+    if (library.name, ep_name) in _runnable:
+        return None
     from . import probe_cache  # deferred, as for a trial
     from .capabilities import HostProbe
 
@@ -266,6 +271,7 @@ def offer_problem(library: EpLibrary, ep_name: str) -> str | None:
     if key is not None and library.name not in _status:
         known = probe_cache.load(key, runnable)
         if known is not None and known.get("runnable") is True:
+            _runnable.add((library.name, ep_name))
             return None
     problem = ensure_library(library).problem()
     if problem is None and not devices_for(ep_name):
