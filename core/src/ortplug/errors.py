@@ -1,33 +1,7 @@
 """Exceptions and warnings ortplug raises; each message names the thing, the expected and the given.
 
-Every exception ortplug raises on purpose derives from :class:`OrtplugError`
-and keeps the builtin base code catches today, so ``except ValueError`` and
-``except OrtplugError`` both work::
-
-    OrtplugError
-    ├── OptionError (ValueError)             an argument, option or metadata value is invalid
-    │   ├── InputValidationError             the inputs given to run() do not fit the model
-    │   ├── GivenInputsError                 the inputs given to verification do not fit it
-    │   ├── CheckpointError                  a model or metadata file cannot be read
-    │   ├── ModelLoadError                   ONNX Runtime refused to load the model
-    │   ├── PluginConflictError              two plugins claim one provider kind, alias or probe
-    │   └── InputsNotAcceptedError           the model ran none of the generated input sizes
-    ├── OptionTypeError (TypeError)          an argument of the wrong type
-    ├── MissingFileError (FileNotFoundError) a file the user named does not exist
-    ├── CacheError (OSError)                 ortplug's cache directory cannot be used
-    ├── RuntimeNotInstalledError (ImportError) no ONNX Runtime wheel is installed
-    ├── BuildTimeoutError (TimeoutError)     building a session took longer than load_timeout_s
-    ├── NoProviderError (RuntimeError)       no plugin offered a provider for the checkpoint
-    ├── ProviderNotRealizedError (RuntimeError) an explicitly requested accelerator did not run
-    ├── BackendClosedError (RuntimeError)    the backend (or binding) was closed
-    ├── RunTerminatedError (RuntimeError)    a run stopped because terminate() was called
-    ├── VerificationError (RuntimeError)     a provider or variant gave outputs outside the tolerance
-    └── PluginError (RuntimeError)           a plugin failed (raised only with ORTPLUG_STRICT_PLUGINS=1)
-
-Warnings: :class:`ProviderFallbackWarning`, :class:`OrtplugPluginWarning`,
-:class:`OrtplugCacheWarning`, :class:`OrtplugConfigWarning`, :class:`VerificationWarning`,
-all ``RuntimeWarning``.
-"""
+Every exception ortplug raises on purpose derives from :class:`OrtplugError` and keeps the
+builtin base code catches today, so ``except ValueError`` and ``except OrtplugError`` both work."""
 
 from __future__ import annotations
 

@@ -1,12 +1,4 @@
-"""What a backend serves now, and the one seam through which that changes.
-
-A backend serves one session at a time. Three things change it, all through
-:meth:`ServedSession.serve` with a :class:`~ortplug.pipeline.build_pipeline.ServeChange`: the
-start-up switch (a proven accelerator takes over from the CPU reference), the checks on real
-traffic (a watch on every run, a rejection, a move to the next choice) and the run-time
-fallback (a provider that fails at run time gives way to the next verified choice). A switch is
-one assignment of the run function: runs in flight finish on the session they started on.
-"""
+"""What a backend serves now, and the one seam through which that changes (:meth:`ServedSession.serve`)."""
 
 from __future__ import annotations
 

@@ -1,15 +1,4 @@
-"""What is in ortplug's cache, what each entry belongs to, and which can go (``ortplug cache``).
-
-An entry is a keyed folder a plugin created (a TensorRT engine, a CoreML
-model, a shader cache), described by the ``ortplug-entry.json`` it wrote with
-:func:`describe`, or one of the core's record files (autotune, probes, the
-plugin scan). An entry is stale when it can never be used again: its model
-file is gone, or it was written for another ONNX Runtime, boot or installation.
-``prune`` removes stale entries, then the least recently used ones while the
-cache is larger than ``ORTPLUG_CACHE_MAX_MB``, never one used in the last minutes;
-with the variable set, :func:`describe` keeps the cache under it each time a
-plugin uses an entry (least recently used first).
-"""
+"""What is in ortplug's cache, what each entry belongs to, and which can go (``ortplug cache``)."""
 
 from __future__ import annotations
 

@@ -1,14 +1,5 @@
-"""Where ortplug keeps what it writes (engine caches, compiled models) and how entries are keyed.
-
-Everything lives under ``platformdirs.user_cache_dir("ortplug")``, or under
-``ORTPLUG_CACHE_DIR`` when set. Entries are keyed by a hash of everything that
-makes them valid (model fingerprint, ONNX Runtime version, provider options...),
-so a changed input gets a new directory instead of a stale entry.
-
-Every file ortplug writes there goes through :func:`atomic_write` (readers see
-the old file or the new one, never a part of one), and every file it reads
-back goes through :func:`read_cache_file` (regular files only, bounded size).
-"""
+"""Where ortplug keeps what it writes and how entries are keyed; every write atomic, every read
+bounded."""
 
 from __future__ import annotations
 

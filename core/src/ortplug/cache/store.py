@@ -1,17 +1,5 @@
-"""The one persistent record store: every record ortplug keeps across processes goes through it.
-
-A :class:`RecordStore` is a folder under the cache root, a schema number, a kind (named in
-messages) and a bound on a record's size. A record is one JSON object per key (``<key>.json``),
-written atomically (temporary file, then ``os.replace``) with its schema in ``"schema"``, and
-read back only through the one trust check (:func:`trust_problem`: every folder on the way, and
-the file itself, this user's alone; the file a regular one, not a link), bounded, and given to
-its kind's parser. A record that is absent, unreadable, of another schema or refused by the
-parser is ignored on one path (:meth:`RecordStore.ignore`; one removed while it is read, by an
-``ortplug cache clear`` at the same moment, is only absent): one
-:class:`~ortplug.errors.OrtplugCacheWarning` naming the file and the defect (a debug line for the
-stores that are only a speed-up), never an exception, never a rewrite of it. A record used
-is touched (its mtime), so least-recently-used pruning keeps it.
-"""
+"""The one persistent record store: every record ortplug keeps across processes is written
+atomically and read back through one trust check; a bad record is ignored with one warning."""
 
 from __future__ import annotations
 

@@ -1,19 +1,5 @@
-"""A minimal reader of the ONNX ``ModelProto`` wire format.
-
-It reads only what checkpoint metadata needs (graph inputs and outputs, their
-types and shapes, initializer element types and sizes, node op types) so that
-inferring metadata never imports the ``onnx`` package.
-
-It parses as protobuf (and so ONNX Runtime) does: a non-repeated embedded
-message that occurs more than once is merged, the last scalar or string wins,
-fields of an unexpected wire type and groups are skipped as unknown fields,
-strings need not be UTF-8. What it rejects, ONNX Runtime rejects too.
-
-Files are read with ordinary positioned reads, a window at a time, never
-mapped: a file truncated or rewritten under the reader is a
-:class:`~ortplug.errors.CheckpointError`, not a SIGBUS. Tensor payloads are
-skipped by length, never read, and the time taken is linear in the file size.
-"""
+"""A minimal reader of the ONNX ``ModelProto`` wire format: what checkpoint metadata needs, without
+importing ``onnx``, rejecting what ONNX Runtime rejects (docs/internals.md)."""
 
 from __future__ import annotations
 

@@ -1,12 +1,4 @@
-"""Precision variants of one model (fp32 reference, fp16, int8, per-EP compiled) and their tolerances.
-
-A checkpoint lists its variants in the ``variants`` field of its metadata
-(``<stem>.metadata.json``, written by ``ortplug variants``), or in an ONNX
-Runtime model package (:mod:`ortplug.checkpoint.model_package`). Each variant
-names its file (relative to the reference weights' folder), its precision, the
-tolerance its outputs must meet against the CPU provider on the reference
-weights, and optionally the ONNX Runtime execution provider it was made for.
-"""
+"""Precision variants of one model (fp32 reference, fp16, int8, per-EP compiled) and their tolerances."""
 
 from __future__ import annotations
 

@@ -1,12 +1,5 @@
 """Inputs for ``run``, ``bench`` and ``verify``: ``--input NAME=FILE.npy`` arrays, and generated
-ones for the rest.
-
-Runs that may fail use :func:`quiet_run_options`: ONNX Runtime's own log of the failure
-stays off stderr, where the CLI prints the error as one line (``ORTPLUG_DEBUG=1`` keeps it).
-Generated ones come from :mod:`ortplug.verification.sample_inputs`: the checkpoint's samples, then sizes
-the CPU reference runs (:func:`reference_feed`), each size tried said on a terminal, and a
-warning when only a degenerate size runs (what is timed on it says little).
-"""
+ones for the rest."""
 
 from __future__ import annotations
 

@@ -1,18 +1,5 @@
-"""The catalog of known providers: for each, the hardware it is for, how to see that hardware with
-plain file reads (:mod:`ortplug.fit.hardware`), and what to pip-install for it.
-
-It is written in the plugin declaration format (:mod:`ortplug.plugins.declaration`, whose
-catalog fields say what each means): the first-party plugins' own ``ortplug.json`` files, as
-the core's wheel carries them (:mod:`ortplug.plugin_host.first_party`), most specific first
-(``_rank``: the first kind that applies to a host and names a runtime decides the runtime),
-then the declaration of every installed plugin the plugin host lets claim its kinds (a third
-party joins by shipping ``detect`` and ``install`` in its ``ortplug.json``; one blocked, failed
-or skipped proposes nothing, and none replaces a kind of this project's), then the file
-``$ORTPLUG_CATALOG`` names (an internal index, a pinned version set); a later kind of the same
-name replaces an earlier one. Every entry but the built-in ones says who declared it, and
-doctor names them beside what they would install. Only ``info`` and ``doctor`` import this
-module, never a build.
-"""
+"""The catalog of known providers: the hardware each is for, how to see it with plain file reads,
+and what to pip-install for it (read only by ``info`` and ``doctor``)."""
 
 from __future__ import annotations
 

@@ -1,18 +1,5 @@
-"""ONNX Runtime plugin-EP libraries: registered lazily and once per process, with their devices.
-
-ONNX Runtime (1.22+) loads execution providers from shared libraries, shipped
-as ``onnxruntime-ep-*`` wheels that expose ``get_library_path()`` and
-``get_ep_names()``. A plugin names such a library in its ``ProviderType``
-(``library=EpLibrary(...)``); ortplug registers it the first time a probe or a
-session needs it, lists the devices it offers (``get_ep_devices``), and builds
-sessions for it with ``SessionOptions.add_provider_for_devices``. A library
-that fails to load, or offers no device here, is reported with the reason.
-
-A library is loaded into this process only once a child interpreter loaded it
-(:mod:`ortplug.host._ep_trial`): one that crashes on load is reported instead of taking
-the process down, and the crash is remembered in the probe cache (per file version,
-ONNX Runtime installation and boot), so later processes do not try again.
-"""
+"""ONNX Runtime plugin-EP libraries: tried in a child first, registered lazily and once per
+process, with their devices."""
 
 from __future__ import annotations
 

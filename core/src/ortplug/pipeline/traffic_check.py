@@ -1,12 +1,5 @@
-"""Real requests run again on a second session in a background thread, and judged there.
-
-A startup fallback uses it twice (:mod:`._real_traffic`): a verified candidate is
-*shadowed* while the CPU reference serves (each request it keeps up with runs on the
-candidate too), and once the candidate serves, a sampled share of its requests is
-*spot-checked* on the CPU reference. The caller never waits for either: a request and
-the outputs it got are copied into a bounded queue (not at all when the queue is full,
-or while a CPU budget rests the thread) and judged in a daemon thread.
-"""
+"""Real requests run again on a second session in a background thread, and judged there (the
+shadow and the spot check of :mod:`.real_traffic`)."""
 
 from __future__ import annotations
 

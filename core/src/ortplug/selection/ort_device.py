@@ -1,18 +1,5 @@
-"""Bridges to ONNX Runtime's own provider selection, in both directions.
-
-* :class:`OrtDevicePolicy` hands the choice to ONNX Runtime's device policy
-  (``prefer_gpu``, ``max_efficiency``...): ortplug registers the plugin-EP
-  libraries its plugins know, then lets ``SessionOptions.set_provider_selection_policy``
-  pick among the devices ONNX Runtime discovered. Right when every provider
-  you need is a plugin-EP library whose devices ONNX Runtime discovers
-  reliably (Windows ML, NPUs).
-* :func:`ort_delegate` is the reverse: any ortplug policy as ONNX Runtime's
-  selection delegate (``set_provider_selection_policy_delegate``), for code
-  that builds ``onnxruntime.InferenceSession`` itself.
-
-ONNX Runtime's device discovery misses devices on some Linux hosts (a
-``simple-framebuffer`` card, Jetson, WSL), so ortplug's probes stay the default.
-"""
+"""Bridges to ONNX Runtime's own provider selection: :class:`OrtDevicePolicy` hands it the choice,
+:func:`ort_delegate` makes any ortplug policy its delegate."""
 
 from __future__ import annotations
 

@@ -1,18 +1,5 @@
-"""Provider and precision chosen together: the plugins' offers ranked as candidates.
-
-Each candidate is a chain, the weights it runs (the reference, or a variant of
-``metadata.variants``) and the precision its lead computes at (the weights' own, or
-a reduced-precision mode an offer names: ``ProviderOffer.precision``): one
-precision dimension, whether a file or a provider's switch makes it. A candidate's
-chain other than the reference's is ordered by the chain hook from the offers
-naming that (variant, precision), with the reference's CPU offer as the fallback at
-its end; it counts only when its lead provider offered it. Candidates are ranked by
-their lead kind's declared place, then its offer's preference (the reference first at a
-tie), and each chain also
-yields the chains left when its lead accelerator is dropped, so that a provider,
-variant or precision that fails verification gives way to the next, down to the CPU
-provider on the reference weights.
-"""
+"""Provider and precision chosen together: the plugins' offers ranked as candidates, each with the
+chains left when its lead accelerator is dropped."""
 
 from __future__ import annotations
 

@@ -1,24 +1,5 @@
-"""Creating an ONNX Runtime session for a provider chain: capture ORT's messages, enforce the chain.
-
-Sessions are created with ORT's print-and-retry fallback disabled. What ORT
-says while building (Python warnings and its C++ log) is captured so an error
-or warning can name the cause. An explicit chain is strict: a requested
-accelerator that is not realized raises. A policy chain is graceful: an
-accelerator that fails to initialize is dropped and the next one tried, and a
-warning is raised only when no accelerator at all was realized.
-
-Capturing takes only what ORT says on the building thread, so builds of different
-models run side by side; builds of one model (same fingerprint) run one at a time,
-so they never race for its caches, and ``load_timeout_s`` counts from the moment a
-build holds its model's lock, not while it waits for it.
-
-What ORT logs is captured by :mod:`ortplug.host.ort_log` (which says how the program's
-own logger settings are kept). A session ortplug builds for itself logs at fatal unless its
-options name a severity or ``ORTPLUG_DEBUG=1``: its build's and its runs' warnings and
-errors never reach stderr as ONNX Runtime's raw log (an error carries ONNX Runtime's
-message). Under the drop-in (:func:`ortplug.host.ort_log.left_to_ort`) the program's
-session logs as ONNX Runtime's own class would.
-"""
+"""Creating an ONNX Runtime session for a provider chain: capture ORT's messages, enforce the
+chain, one build per model at a time."""
 
 from __future__ import annotations
 

@@ -1,33 +1,5 @@
-"""Representative inputs for a model given none: for verification, ``ortplug run``, ``bench``.
-
-Generated inputs are seeded (the same every time) and sized like a real model of that shape
-takes them. :func:`candidate_feeds` yields feeds to try, in order; :func:`accepted_inputs`
-runs them on the CPU reference (a session the caller has built anyway) until one runs:
-
-* the checkpoint's own samples (:func:`carried_samples`) and arrays the caller gives are used
-  as they are; only the other inputs are generated;
-* a dynamic dimension named in metadata ``extra.dim_ranges`` (``{dim_name: [min, opt, max]}``,
-  the format the TensorRT plugin reads) takes its ``opt`` size; one named like a batch is 1;
-* the others are tried at representative sizes, rung by rung (:data:`SPATIAL_SIZES`,
-  :data:`AUDIO_SECONDS`, :data:`SEQUENCE_LENGTHS`): an image's height and width (dimensions
-  named so, and the other dynamic non-batch dimensions of a numeric input of rank 4 or 5)
-  224, then 320, then 640; audio (the
-  last dynamic dimension of a float input of rank 1 or 2, in a model that takes a sample rate
-  or whose metadata ``extra.sample_rate`` names one) 1, 2, then 4 seconds at the sample rate;
-  a sequence (a dimension named like seq, length, time, tokens, frames, steps; any dynamic
-  dimension past the first of an integer input of rank 1 to 3, or in a model that takes
-  lengths) 16, 64, then 256; the rest of the dynamic dimensions are 1;
-* the last rung is the smallest that runs ordinary models: images 1x1, audio :data:`AUDIO_MS`
-  (512 samples at 16 kHz, the chunk VAD models such as Silero take), sequences 16.
-
-Values: inputs named like a sample rate (sr, sample_rate) hold the sample rate
-(:data:`SAMPLE_RATE` unless metadata says), like lengths (length, seq_len, x_lens) the sequence
-length, like a mask (attention_mask) ones; other floats are standard normal, integers 0..9,
-booleans random.
-
-A checkpoint may carry its own samples (:func:`carried_samples`): ``<input>.npy`` files in
-a ``samples/`` folder beside the weights, or in the folder metadata ``extra.samples`` names.
-"""
+"""Representative inputs for a model given none (verification, ``ortplug run``, ``bench``):
+seeded, sized like a real model of that shape takes them (the rungs: docs/internals.md)."""
 
 from __future__ import annotations
 

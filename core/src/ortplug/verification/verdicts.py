@@ -1,14 +1,5 @@
 """Verdicts: whether a provider's (or a variant's) outputs match the CPU provider on the reference
-weights, and the cache of what was measured.
-
-Outputs are judged by :mod:`ortplug.verification.comparison` (element-wise, non-finite values and
-dtypes exactly, rows of scores by their top-1, embeddings by cosine) on several inputs
-(:mod:`ortplug.verification.probes`). What was measured is cached under ``<cache>/verify/`` per
-model fingerprint, variant, chain with its options, realized providers, inputs, tolerance and
-output rules, ONNX Runtime version and host, so a verification costs once. A record is untrusted
-input: one that is corrupt, or impossible for the model (an output it lacks, a negative
-difference), is ignored with an :class:`~ortplug.errors.OrtplugCacheWarning`.
-"""
+weights, and the cache of what was measured."""
 
 from __future__ import annotations
 

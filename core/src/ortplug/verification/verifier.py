@@ -1,27 +1,5 @@
-"""Verification, the pipeline's second stage: one candidate session against the CPU reference.
-
-A candidate is checked on the paths ortplug itself runs, on inputs the CPU reference accepts
-(the caller's ``verify_inputs`` first, :mod:`ortplug.verification.given_inputs`; then the
-checkpoint's samples; the inputs neither has are generated): a plain run of the first feed,
-then the probe feeds (:mod:`ortplug.verification.probes`: batches, another size, other magnitudes, ids over their range), the first feed again after
-:data:`~ortplug.verification.probes.REPEATED_RUNS` runs, a subset of the outputs, a
-``run_async`` run, the first feed from :data:`THREADS` threads at once where every provider
-declares concurrent runs (``ProviderType.concurrent_runs``; others' runs are serialised), and one
-IO binding run twice with its inputs updated in place and bound again between the runs (a
-provider that hands back the first run's outputs fails as stale).
-Every output of every run is judged as its consumer reads it
-(:mod:`ortplug.verification.comparison`). A candidate that raises on those inputs, or whose
-accelerators took no node of the graph (or fewer than ``min_accelerator_share``), fails too,
-with ONNX Runtime's own log lines in the reason. What fails is a
-:class:`~ortplug.verification.verdicts.Verdict` with a ``failure``, never an ONNX Runtime
-exception. Output differences are cached, pass or fail; the CPU provider on the reference
-weights at their precision is the reference itself and is never checked.
-
-Which checks run is one decision (:func:`~ortplug.verification.scope.needs_check`): every candidate but the
-reference (a variant, a reduced-precision mode, an accelerator), unless ``verify=False``.
-Each is checked at its precision's tolerance (a variant's manifest tolerance, a
-reduced-precision mode's when looser, or the :class:`~ortplug.checkpoint.Tolerance` given).
-"""
+"""Verification, the pipeline's second stage: one candidate session against the CPU reference,
+on the paths ortplug itself runs (which checks: docs/internals.md)."""
 
 from __future__ import annotations
 
