@@ -108,12 +108,8 @@ class DeclarationError(ValueError):
 
 
 def _find_unimported(name: str) -> Any:
-    """The module spec of ``name``, dotted names too, found without importing anything.
-
-    ``importlib.util.find_spec("a.b")`` imports ``a`` (its ``__init__`` runs: T11); here the
-    top-level name is found by the import system's finders and each part after it on the
-    search locations of the one before, so nothing executes.
-    """
+    """The module spec of ``name``, dotted names too, found part by part without importing
+    anything (``importlib.util.find_spec("a.b")`` runs ``a/__init__``)."""
     import importlib.machinery  # deferred: only a probe identity naming packages
 
     top, *rest = name.split(".")
@@ -140,15 +136,9 @@ def _package_files(name: str) -> list[list[object]]:
 
 @attrs.frozen
 class Identity:
-    """What a probe's facts depend on, as data: the core computes it without the plugin's code.
-
-    ``files``: paths (``~`` and glob patterns allowed), each stat'ed; ``site_dirs``:
-    folders relative to each site-packages folder (wheels' libraries); ``packages``:
-    importable names (dotted ones too), found and stat'ed, none imported; ``env``:
-    environment variables, by value; ``env_paths``: variables holding path lists,
-    each path stat'ed; ``libraries``: shared-library file names looked up in the
-    ``LD_LIBRARY_PATH`` folders; ``system``: the loader's cache and search path.
-    """
+    """What a probe's facts depend on, as data the core computes without the plugin's code: paths
+    stat'ed (``files``, ``site_dirs``, ``packages``, ``env_paths``, ``libraries``), variables by
+    value (``env``), and ``system``: the loader's cache and search path."""
 
     files: tuple[str, ...] = ()
     site_dirs: tuple[str, ...] = ()
@@ -771,11 +761,8 @@ def _nesting_error(source: str) -> DeclarationError:
 def parse_declarations(
     data: object, source: str, *, catalog: bool = False
 ) -> dict[str, PluginDeclaration]:
-    """Every plugin's declaration in a file's parsed JSON, by entry-point name; checked.
-
-    ``catalog``: the file is a catalog (``ORTPLUG_CATALOG``): it describes kinds to install,
-    so its kinds and probes need not name their code.
-    """
+    """Every plugin's declaration in a file's parsed JSON, by entry-point name; checked
+    (``catalog``: kinds to install, whose kinds and probes need not name their code)."""
     if _too_deep(data):
         raise _nesting_error(source)
     if not isinstance(data, dict):
@@ -847,12 +834,8 @@ def declaration_path(entry_point_value: str) -> Path | None:
 def read_declaration(
     name: str, entry_point_value: str, path: Path | None = None
 ) -> PluginDeclaration | None:
-    """The checked declaration of entry point ``name``, or ``None`` when its package has none.
-
-    ``path``: where :func:`declaration_path` put it, when the caller looked already. Raises
-    :class:`DeclarationError` (one line naming the plugin) when the file does not check, or
-    does not declare this entry point.
-    """
+    """The checked declaration of entry point ``name`` (at ``path`` when already found), or
+    ``None`` when its package has none; :class:`DeclarationError` when it does not check."""
     path = path or declaration_path(entry_point_value)
     if path is None or not path.is_file():
         return None

@@ -90,11 +90,8 @@ elif "onnxruntime" not in sys.modules:  # hooked right after its import, before 
 
 
 def model_key(checkpoint: ResolvedCheckpoint) -> str:
-    """Which model a build is of, for its lock: the file's real path, or the bytes object.
-
-    Cheap on purpose: keying the lock by the weights' digest read the whole model at every
-    build (and at every call while the file was just written).
-    """
+    """Which model a build is of, for its lock: the file's real path, or the bytes object (cheap,
+    unlike the weights' digest)."""
     if checkpoint.weights_path is not None:
         return os.path.realpath(checkpoint.weights_path)
     return f"<model bytes at {id(checkpoint.model_bytes):#x}>"
@@ -109,11 +106,8 @@ def capture_messages(ort: ModuleType, model: str) -> Iterator[list[str]]:
 
 
 def _in_memory_weights(ort: ModuleType, ort_options: Any, checkpoint: ResolvedCheckpoint) -> None:
-    """Hand ONNX Runtime the initializers and external-data files the checkpoint holds in memory.
-
-    ONNX Runtime reads these buffers in place: the backend keeps the checkpoint
-    (which owns them, contiguous) alive as long as the session.
-    """
+    """Hand ONNX Runtime the in-memory initializers and external-data files, read in place (the
+    backend keeps the checkpoint alive as long as the session)."""
     if checkpoint.initializers:
         names = list(checkpoint.initializers)
         values = [ort.OrtValue.ortvalue_from_numpy(checkpoint.initializers[n]) for n in names]
@@ -208,11 +202,8 @@ def _try_create(
 
 
 def cancel_builds() -> None:
-    """Ask every session build under way to stop (ONNX Runtime's load cancellation flag).
-
-    For an exiting interpreter: a build still running in a background thread
-    when the process ends aborts it from native code.
-    """
+    """Ask every session build under way to stop (ONNX Runtime's load cancellation flag): one still
+    running in a thread at exit aborts the process from native code."""
     for ort_options in list(_UNDER_WAY):
         ort_options.set_load_cancellation_flag(True)
 
@@ -264,13 +255,9 @@ def create_session(
     device_policy: str | None = None,
     explain_declines: Callable[[Sequence[str]], Mapping[str, str]] = lambda kinds: {},
 ) -> SessionBuild:
-    """Create the session for ``chain`` (strict or graceful, see the module docstring).
-
-    When a provider of the chain lives in a plugin-EP library, the whole chain
-    is appended by device (``add_provider_for_devices``) in chain order.
-    ``explain_declines(kinds)`` gives the plugins' reasons for providers that
-    did not run, for the error or warning.
-    """
+    """Create the session for ``chain``: strict for an explicit chain, graceful for a policy's
+    (by device where a provider is a plugin-EP library's); ``explain_declines(kinds)`` gives
+    the plugins' reasons for providers that did not run."""
     ort = require_onnxruntime()
     label = checkpoint.label
     remaining = [config.to_ort() for config in chain]

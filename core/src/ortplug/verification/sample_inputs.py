@@ -189,11 +189,8 @@ def _generate(
 
 @attrs.frozen
 class GeneratedFeed:
-    """One feed to try: every input's array, and how each generated one was made.
-
-    ``degenerate``: the last rung shrank an image dimension to 1 (a size that runs ordinary
-    models but stands for no real input: a latency measured on it says little).
-    """
+    """One feed to try: every input's array, and how each generated one was made; ``degenerate``:
+    an image dimension shrank to 1 (a latency measured on it says little)."""
 
     feed: Mapping[str, np.ndarray]
     generated: Mapping[str, str]
@@ -209,11 +206,8 @@ def candidate_feeds(
     extra: Mapping[str, object],
     given: Mapping[str, np.ndarray] | None = None,
 ) -> Iterator[GeneratedFeed]:
-    """The feeds to try, in order: ``given`` arrays as they are, the rest generated rung by rung.
-
-    ``extra`` is the checkpoint metadata's ``extra`` (``dim_ranges``, ``sample_rate``). Rungs
-    that would generate the same shapes are yielded once.
-    """
+    """The feeds to try, in order: ``given`` arrays as they are, the rest generated rung by rung
+    (``extra``: the metadata's, for ``dim_ranges`` and ``sample_rate``), each shape once."""
     sizer = _Sizer(specs, extra)
     missing = [spec for spec in specs if spec.name not in (given or {})]
     seen: set[tuple[tuple[int, ...], ...]] = set()
@@ -276,13 +270,9 @@ def accepted_inputs(
     given: Mapping[str, np.ndarray] | None = None,
     on_try: Callable[[GeneratedFeed], None] | None = None,
 ) -> AcceptedInputs:
-    """The first of :func:`candidate_feeds` that ``run`` (the CPU reference) runs, with its outputs.
-
-    ``on_try`` is told of each feed before it runs (a command's progress on a terminal: big
-    sizes the model refuses can take seconds). Raises
-    :class:`~ortplug.errors.InputsNotAcceptedError` naming every feed tried and why it
-    failed when none runs.
-    """
+    """The first of :func:`candidate_feeds` that ``run`` (the CPU reference) runs, with its outputs;
+    ``on_try`` hears of each feed first. :class:`~ortplug.errors.InputsNotAcceptedError` names
+    every feed tried when none runs."""
     tried: list[tuple[GeneratedFeed, BaseException]] = []
     for candidate in candidate_feeds(specs, extra, given):
         if on_try is not None:
@@ -312,12 +302,8 @@ def session_inputs(
     given: Mapping[str, np.ndarray] | None = None,
     run_options: Any = None,
 ) -> AcceptedInputs:
-    """:func:`accepted_inputs` on an ONNX Runtime session already built (the CPU reference).
-
-    The session's own input specs are used; its outputs come back by name. ``run_options``
-    (ONNX Runtime's ``RunOptions``) default to ones that keep ONNX Runtime's log of a size
-    it refuses off stderr (the error says it).
-    """
+    """:func:`accepted_inputs` on an ONNX Runtime session already built (the CPU reference), its
+    outputs by name; the default ``run_options`` keep ORT's log of a refused size off stderr."""
     names = [output.name for output in session.get_outputs()]
     if run_options is None:
         run_options = require_onnxruntime().RunOptions()
