@@ -103,11 +103,8 @@ def _declines_text(declines: Mapping[str, str]) -> str:
 
 
 class ProviderNotRealizedError(OrtplugError, RuntimeError):
-    """An explicitly requested accelerator is missing from the session ONNX Runtime built.
-
-    ``cause`` is what ONNX Runtime said; ``declines`` maps each missing
-    provider kind to the reason its plugin gave for not offering it here.
-    """
+    """An explicitly requested accelerator is missing from the session ONNX Runtime built;
+    ``cause``: what ORT said, ``declines``: each missing kind's plugin's reason."""
 
     def __init__(
         self,
@@ -143,11 +140,8 @@ class RunTerminatedError(OrtplugError, RuntimeError):
 
 
 class VerificationError(OrtplugError, RuntimeError):
-    """A provider or precision variant gave outputs outside the tolerance of the CPU reference.
-
-    ``verdict`` (an :class:`ortplug.verification.verdicts.Verdict`, or ``None`` when nothing could be
-    checked) names each output, its difference and the tolerance.
-    """
+    """A provider or precision variant gave outputs outside the tolerance of the CPU reference;
+    ``verdict`` (``None``: nothing could be checked) names each output and its difference."""
 
     def __init__(self, message: str, verdict: object = None) -> None:
         self.verdict = verdict
@@ -159,11 +153,8 @@ class PluginConflictError(OptionError):
 
 
 class PluginError(OrtplugError, RuntimeError):
-    """A plugin failed to import, register or run a hook (raised with ``ORTPLUG_STRICT_PLUGINS=1``).
-
-    ``plugin``, ``phase`` (the hook or step) and ``error`` (exception type and
-    message) say what failed; the original exception is the ``__cause__``.
-    """
+    """A plugin failed to import, register or run a hook (raised with ``ORTPLUG_STRICT_PLUGINS=1``);
+    ``plugin``, ``phase`` and ``error`` say what failed, the original is the ``__cause__``."""
 
     def __init__(self, plugin: str, phase: str, error: str) -> None:
         self.plugin = plugin
@@ -173,11 +164,8 @@ class PluginError(OrtplugError, RuntimeError):
 
 
 class InputsNotAcceptedError(OptionError):
-    """The CPU reference ran none of the input sizes ortplug generated; real inputs are needed.
-
-    ``first`` is the first feed tried (a :class:`ortplug.verification.sample_inputs.GeneratedFeed`) and
-    ``cause`` what running it raised.
-    """
+    """The CPU reference ran none of the input sizes ortplug generated; real inputs are needed
+    (``first``: the first feed tried, ``cause``: what running it raised)."""
 
     def __init__(self, message: str, *, first: object, cause: BaseException) -> None:
         self.first = first

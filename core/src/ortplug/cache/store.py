@@ -52,11 +52,8 @@ def _no_constant(name: str) -> object:
 
 
 def read_json(path: Path, *, max_bytes: int = 1 << 20, constants: bool = True) -> object:
-    """The JSON a trusted record file holds (:func:`trust_problem`), at most ``max_bytes`` of it.
-
-    Raises ``OSError`` (:class:`~ortplug.errors.CacheError` naming the problem) or ``ValueError``
-    (not JSON, ``NaN``/``Infinity`` unless ``constants``, nested too deeply).
-    """
+    """The JSON a trusted record file holds, at most ``max_bytes``; ``OSError`` (a
+    :class:`~ortplug.errors.CacheError`) or ``ValueError`` (not JSON, constants, too deep)."""
     problem = trust_problem(path, folder=False)
     if problem is not None:
         raise CacheError(problem)
@@ -71,11 +68,8 @@ def read_json(path: Path, *, max_bytes: int = 1 << 20, constants: bool = True) -
 
 @attrs.frozen
 class RecordStore:
-    """One kind of record: its folder under the cache root, schema, name in messages and bounds.
-
-    ``warn``: a bad record is an :class:`~ortplug.errors.OrtplugCacheWarning` (with ``remedy``
-    after it) rather than a debug line; ``constants``: whether ``Infinity``/``NaN`` may be read.
-    """
+    """One kind of record: its folder under the cache root, schema, name in messages and bounds
+    (``warn``: a bad one is a warning, not a debug line; ``constants``: ``NaN`` may be read)."""
 
     folder: str = attrs.field()
     schema: int
@@ -118,11 +112,8 @@ class RecordStore:
         return record
 
     def load(self, key: str, parse: Callable[[dict[str, Any]], T]) -> T | None:
-        """The record ``key`` as ``parse`` makes it, or ``None``: absent, or bad (ignored, said by :meth:`ignore`).
-
-        ``parse`` gets the record's object (schema checked) and raises ``ValueError`` (or
-        ``KeyError``, ``TypeError``) naming what is wrong; the record is then ignored, not removed.
-        """
+        """The record ``key`` as ``parse`` makes it (raising ``ValueError``, ``KeyError`` or
+        ``TypeError`` naming a defect), or ``None``: absent, or bad (ignored, said by :meth:`ignore`)."""
         path = self.path(key)
         if path is None or not os.path.lexists(path):
             return None
@@ -162,11 +153,8 @@ class RecordStore:
     def keep(
         self, key: str, record: Mapping[str, Any] | object, *, indent: int | None = None
     ) -> None:
-        """Write ``record`` when the cache can hold it; best effort (a cache is a speed-up).
-
-        An unusable folder was said once by :func:`~ortplug.cache.root.trusted_folder`; a
-        failed write, or a record that is not JSON, is warned about (or logged) as a bad record.
-        """
+        """Write ``record`` when the cache can hold it; best effort (a failed write is said as a
+        bad record is)."""
         folder = trusted_folder(self.folder, create=True)
         if folder is None:
             return

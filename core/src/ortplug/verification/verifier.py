@@ -515,11 +515,8 @@ class Verifier:
         session: Any,
         min_share: float | None = None,
     ) -> Verdict:
-        """The verdict on ``session``, built from ``plan`` for ``candidate`` (the reference or a variant).
-
-        Measured, or read from the cache (output differences are cached, pass or fail; a
-        candidate that raised, took no node or failed the bound run is checked again).
-        """
+        """The verdict on ``session``, built from ``plan`` for ``candidate``: measured, or its output
+        differences read from the cache (a failure besides the outputs is checked again)."""
         started = time.perf_counter()
         providers = list(session.get_providers())
         failure = _placement_failure(session, min_share)
@@ -562,15 +559,9 @@ class Verifier:
         return lambda: session.run(names, feed)
 
     def _measure(self, session: Any, findings: _Findings) -> str | None:
-        """Run ``session`` as its callers will and judge every output (``findings``); the
-        failure that stopped a run, if one did. Stops at the first output that fails.
-
-        The budget is projected from the second run (the first warms up: a shader or engine
-        compile): runs whose estimated cost would take the candidate past
-        :data:`VERIFY_BUDGET_S` are skipped (and said in the verdict's coverage); a candidate
-        whose every probe was skipped is unverified (``findings.unverified``). Each call's
-        outputs must be unchanged by the next call (no provider buffer reused under them).
-        """
+        """Run ``session`` as its callers will and judge every output (``findings``) until one fails;
+        the failure that stopped a run, if one did. Runs projected (from the second) past
+        :data:`VERIFY_BUDGET_S` are skipped, and said; each call's outputs must survive the next."""
         expected = self._reference_run()
         first = _fed_as(session, expected.feed)
         names = [output.name for output in session.get_outputs()]
