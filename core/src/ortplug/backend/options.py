@@ -43,8 +43,8 @@ class Verification:
 @attrs.frozen
 class StartupFallback:
     """Serve on the CPU reference at once and prove the accelerator behind it (``True``: these
-    defaults): ``real_traffic_checks`` real requests to agree on first (``ORTPLUG_REAL_TRAFFIC_CHECKS``,
-    8), ``spot_check`` the share re-run on the CPU once it serves (``ORTPLUG_SPOT_CHECK``, 0.01)."""
+    defaults): ``real_traffic_checks`` real requests to agree on first (default 8), ``spot_check``
+    the share re-run on the CPU once it serves (0.01); ``ORTPLUG_*`` variables set the defaults."""
 
     real_traffic_checks: int | None = None
     spot_check: float | None = None

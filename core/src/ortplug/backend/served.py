@@ -1,4 +1,5 @@
-"""What a backend serves now, and the one seam through which that changes (:meth:`ServedSession.serve`)."""
+"""What a backend serves now, and the one seam through which that changes
+(:meth:`ServedSession.serve`)."""
 
 from __future__ import annotations
 

@@ -316,7 +316,7 @@ def _over_cap(current: list[CacheEntry], limit_mb: float, now: float) -> list[Ca
 
 def _claimed(root: Path) -> list[str]:
     """ortplug's folders of the existing cache root ``root``, before anything is removed; a
-    :class:`~ortplug.errors.CacheError` when the root has no marker or another user could write it."""
+    :class:`~ortplug.errors.CacheError` when it has no marker or another user could write it."""
     problem = root_problem(root)
     if problem is not None:
         raise CacheError(f"nothing was removed from {root}: {problem}")

@@ -113,7 +113,7 @@ class RecordStore:
 
     def load(self, key: str, parse: Callable[[dict[str, Any]], T]) -> T | None:
         """The record ``key`` as ``parse`` makes it (raising ``ValueError``, ``KeyError`` or
-        ``TypeError`` naming a defect), or ``None``: absent, or bad (ignored, said by :meth:`ignore`)."""
+        ``TypeError`` naming a defect), or ``None``: absent, or bad (said by :meth:`ignore`)."""
         path = self.path(key)
         if path is None or not os.path.lexists(path):
             return None

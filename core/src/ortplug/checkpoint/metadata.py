@@ -124,8 +124,8 @@ class CheckpointMetadata:
         return tuple(v for v in self.variants if v.precision in precisions and v.runs_on(ort_name))
 
     def dim_ranges(self) -> dict[str, tuple[int, int, int]]:
-        """``extra.dim_ranges`` validated: ``{dim_name: (min, opt, max)}`` ({} when absent), the key's
-        one reader; a malformed value raises naming the dimension."""
+        """``extra.dim_ranges`` validated: ``{dim_name: (min, opt, max)}`` ({} when absent), the
+        key's one reader; a malformed value raises naming the dimension."""
         return parse_dim_ranges(self.extra.get("dim_ranges"))
 
     def to_dict(self) -> dict[str, Any]:

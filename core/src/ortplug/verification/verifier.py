@@ -515,8 +515,8 @@ class Verifier:
         session: Any,
         min_share: float | None = None,
     ) -> Verdict:
-        """The verdict on ``session``, built from ``plan`` for ``candidate``: measured, or its output
-        differences read from the cache (a failure besides the outputs is checked again)."""
+        """The verdict on ``session``, built from ``plan`` for ``candidate``: measured, or its
+        output differences read from the cache (a failure besides the outputs is checked again)."""
         started = time.perf_counter()
         providers = list(session.get_providers())
         failure = _placement_failure(session, min_share)
@@ -559,8 +559,8 @@ class Verifier:
         return lambda: session.run(names, feed)
 
     def _measure(self, session: Any, findings: _Findings) -> str | None:
-        """Run ``session`` as its callers will and judge every output (``findings``) until one fails;
-        the failure that stopped a run, if one did. Runs projected (from the second) past
+        """Run ``session`` as its callers will and judge every output (``findings``) until one
+        fails; the failure that stopped a run, if one did. Runs projected (from the second) past
         :data:`VERIFY_BUDGET_S` are skipped, and said; each call's outputs must survive the next."""
         expected = self._reference_run()
         first = _fed_as(session, expected.feed)
