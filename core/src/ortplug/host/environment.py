@@ -1,10 +1,5 @@
-"""``configure``: ONNX Runtime's process-wide settings (default logger, global thread pools).
-
-ONNX Runtime creates its global thread pools once per process, so their sizes
-can be set once: a second call with other sizes is an error naming the first
-ones, the same call again is a no-op. Sessions use the global pools only with
-``SessionOptionsConfig(use_per_session_threads=False)``.
-"""
+"""``configure``: ONNX Runtime's process-wide settings (default logger, global thread pools, whose
+sizes are set once per process)."""
 
 from __future__ import annotations
 

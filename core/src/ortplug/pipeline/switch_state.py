@@ -1,10 +1,5 @@
-"""What a startup fallback's bring-up shares with the checks on real traffic: its state
-(:class:`StartupSwitch`, stopped and waited for at exit), what it works with (:class:`Proving`),
-and how a candidate that did not come up is said.
-
-:mod:`._startup` starts the bring-up and hands a verified candidate to :mod:`._real_traffic`;
-both read and write these values, neither imports the other's back.
-"""
+"""What a startup fallback's bring-up shares with the checks on real traffic: its state, what it works
+with, and how a candidate that did not come up is said (neither imports the other)."""
 
 from __future__ import annotations
 

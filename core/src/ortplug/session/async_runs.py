@@ -1,11 +1,5 @@
-"""``run_async`` and ``arun`` on a session, and the callbacks ONNX Runtime's threads are still
-in, waited for at exit.
-
-A callback runs Python on an ONNX Runtime thread. When the interpreter exits while one is
-still running (a fire-and-forget ``run_async``, or the tail of the callback that settled an
-``await backend.arun(...)``), that thread is unwound inside ONNX Runtime, which aborts the
-process ("FATAL: exception not rethrown", exit 134). So the interpreter waits for them at exit.
-"""
+"""``run_async`` and ``arun`` on a session, and the callbacks ONNX Runtime's threads are still in,
+waited for at exit (one unwound inside ORT aborts the process, exit 134)."""
 
 from __future__ import annotations
 
