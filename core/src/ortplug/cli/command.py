@@ -1,9 +1,5 @@
-"""A command an add-on adds to the ``ortplug`` command line (entry-point group ``ortplug.commands``).
-
-An add-on's distribution declares ``[project.entry-points."ortplug.commands"] NAME =
-"package.module:COMMAND"``; the core reads the names without importing the add-on and imports
-the module only to parse or run that command (or to print ``ortplug --help``).
-"""
+"""A command an add-on adds to the ``ortplug`` command line (entry-point group ``ortplug.commands``),
+imported only to parse or run it."""
 
 from __future__ import annotations
 
