@@ -112,11 +112,8 @@ class ServedSession:
         self.checkpoint = resolved
 
     def serve(self, change: ServeChange) -> Served:
-        """Apply ``change`` (see :class:`~ortplug.pipeline.build_pipeline.ServeChange`).
-
-        Raises :class:`~ortplug.session.plan.StalePlanError` when a switch's plan lacks
-        custom-op libraries registered on this backend since it was made.
-        """
+        """Apply ``change``; :class:`~ortplug.session.plan.StalePlanError` when a switch's plan
+        lacks custom-op libraries registered on this backend since it was made."""
         moved = True
         if change.failed is not None:
             moved = self.next_choice(change.failed, change.instead)

@@ -136,11 +136,8 @@ class ModelSummary:
 
 
 class _Source:
-    """The bytes of one model: all of them in memory, or a window of a buffer or file.
-
-    Positions are absolute offsets into the model; ``data`` holds bytes
-    ``[base, base + len(data))``, refilled through ``read`` on demand.
-    """
+    """The bytes of one model, at absolute offsets: all in memory, or a window ``data`` of bytes
+    ``[base, base + len(data))`` of a buffer or file, refilled through ``read``."""
 
     __slots__ = ("base", "data", "label", "read", "size")
 

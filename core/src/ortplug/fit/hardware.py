@@ -250,11 +250,7 @@ def detect_hardware(
     reads: Iterable[FactSource] | None = None,
 ) -> Hardware:
     """Read the host's hardware from files under ``root`` (default: the override variable's
-    folder, else ``/``); files that are missing or unreadable are simply not seen.
-
-    ``reads``: the facts to read as the manifests say (default: those of this project's
-    plugins and examples; the catalog passes its own, installed plugins' included).
-    """
+    folder, else ``/``), and the facts ``reads`` names as the manifests say; unreadable: unseen."""
     current = settings() if environ is None else Settings.from_environ(environ, strict=False)
     base = Path(root) if root is not None else current.hardware_root or Path("/")
     env = current.overrides

@@ -181,11 +181,8 @@ def _normalize_platform(value: str) -> str:
 
 @attrs.frozen(kw_only=True)
 class HostCapabilities:
-    """What this host offers: platform, ONNX Runtime build and every plugin's probe facts.
-
-    Build one by hand in tests; :meth:`ortplug.PluginHost.host_capabilities` is the only impure way
-    to get one.
-    """
+    """What this host offers: platform, ONNX Runtime build and every plugin's probe facts (by hand
+    in tests; :meth:`ortplug.PluginHost.host_capabilities` detects them)."""
 
     platform: str = attrs.field(converter=_normalize_platform)
     machine: str

@@ -164,12 +164,8 @@ def _debug() -> bool:
 
 @contextlib.contextmanager
 def captured(ort: ModuleType) -> Iterator[list[str]]:
-    """Collect ORT's warnings and log lines (severity >= warning) this thread emits in the block.
-
-    While a :func:`left_to_ort` block runs (on any thread: the plugins' probes run on their
-    own) only ORT's Python warnings: its logger is not touched, since the program may have set
-    it before ortplug could see (then it could not be put back).
-    """
+    """Collect ORT's warnings and log lines (severity >= warning) this thread emits in the block;
+    while a :func:`left_to_ort` block runs anywhere, only its Python warnings."""
     hook_onnxruntime(ort)
     logged = not _LOGGER.left_to_ort
     messages: list[str] = []

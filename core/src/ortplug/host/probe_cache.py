@@ -105,11 +105,8 @@ def _problem(record: Mapping[str, object], probe: HostProbe) -> str | None:
 
 
 def load(key: str, probe: HostProbe) -> Mapping[str, object] | None:
-    """The facts of ``probe`` stored under ``key``, or ``None`` (absent, unreadable, foreign).
-
-    A record is untrusted input: one that is not exactly this probe's declared facts, of
-    their declared types, is ignored (the probe runs; its facts replace the record).
-    """
+    """The facts of ``probe`` stored under ``key``, or ``None``: absent, unreadable, or not
+    exactly its declared facts of their declared types (the probe runs then)."""
     return _STORE.load(key, lambda record: _facts(record, probe))
 
 

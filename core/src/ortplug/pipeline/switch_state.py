@@ -38,11 +38,8 @@ class TrafficSettings:
 
 @attrs.define(eq=False)
 class StartupSwitch:
-    """The background bring-up of one backend's accelerator: when it settled and how.
-
-    ``done`` is set once what serves is settled: the accelerator serves, or it will not
-    (it failed, was rejected on generated or real inputs, lost to the CPU, or was closed).
-    """
+    """The background bring-up of one backend's accelerator: ``done`` once what serves is
+    settled (the accelerator serves, or it will not), and how."""
 
     requested: tuple[str, ...]
     done: threading.Event = attrs.field(factory=threading.Event)

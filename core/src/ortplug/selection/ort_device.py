@@ -57,11 +57,8 @@ class OrtDevicePolicy:
         return DEVICE_POLICIES[self.name]
 
     def choose(self, request: SelectionRequest) -> ProviderSelection:
-        """No chain: ONNX Runtime picks when the session is built, among every device it sees.
-
-        Every plugin-EP library the plugins know is registered first; one that
-        cannot be is a decline with the reason.
-        """
+        """No chain: ONNX Runtime picks among every device it sees, once every plugin-EP library
+        the plugins know is registered (one that cannot be is a decline)."""
         declined = []
         for spec in request.plugins.provider_registry().specs():
             if spec.type.library is not None:
@@ -80,12 +77,8 @@ class OrtDevicePolicy:
 def ort_delegate(
     policy: ProviderPolicy, metadata: CheckpointMetadata, host: HostCapabilities
 ) -> Callable[[Sequence[Any], Mapping[str, str], Mapping[str, str], int], list[Any]]:
-    """An ONNX Runtime selection delegate that picks devices in ``policy``'s chain order.
-
-    Use it as ``session_options.set_provider_selection_policy_delegate(...)``;
-    the chain is chosen once, for ``metadata`` on ``host``. The CPU device is
-    the answer when none of the chain's providers has a device.
-    """
+    """An ONNX Runtime selection delegate (``set_provider_selection_policy_delegate``) picking
+    devices in ``policy``'s chain order, chosen once for ``metadata`` on ``host``; else the CPU."""
     chain = [config.to_ort()[0] for config in policy.select(metadata, host)]
 
     def delegate(

@@ -53,11 +53,8 @@ def _score(config: ProviderConfig, offers: Sequence[ProviderOffer]) -> Rank | No
 def _with_fallbacks(
     selection: ProviderSelection, offers: Sequence[ProviderOffer]
 ) -> list[tuple[Rank, ProviderSelection]]:
-    """The candidate and the chains left by dropping its lead accelerator, each with its rank.
-
-    A variant's (or reduced precision's) shorter chain counts only while its lead offered it;
-    a lead no offer has ranks as the last kind's preference 0 (where the CPU's offer is).
-    """
+    """The candidate and the chains left by dropping its lead accelerator, each with its rank
+    (a variant's shorter chain only while its lead offered it)."""
     found: list[tuple[Rank, ProviderSelection]] = []
     chain, reasons = selection.chain, selection.reasons
     own = selection.variant is not None or selection.precision is not None
@@ -116,11 +113,8 @@ def rank_variants(
     request: SelectionRequest,
     plugins: PluginHost,
 ) -> ProviderSelection:
-    """The best candidate, the others as its ``alternatives``; ``reference`` is the reference chain.
-
-    Without variant or reduced-precision offers the chain is ``reference``'s,
-    unchanged, and the alternatives are its shorter chains.
-    """
+    """The best candidate, the others as its ``alternatives``; ``reference`` is the reference
+    chain (the answer, unchanged, without variant or reduced-precision offers)."""
     names = [v.name for v in request.metadata.variants]
     _warn_unknown(offers, names)
     candidates = _with_fallbacks(reference, reference.offers)

@@ -107,13 +107,9 @@ def parse_output_rules(
 
 @attrs.frozen
 class OutputCheck:
-    """What one output's comparison found (as cached: facts, judged when compared).
-
-    ``max_abs`` is the largest difference at finite positions, ``scale`` the reference's largest
-    finite magnitude; ``violation`` names the worst element, row or mismatch and the rule it broke
-    (``None``: the output passes); ``rows``, ``topk_agree`` and ``min_cosine`` are what the row
-    judgements measured (``rows`` 0: none ran); ``on`` the inputs that showed the worst of it.
-    """
+    """What one output's comparison found, as cached: the largest finite difference and the
+    reference's scale, the worst ``violation`` (``None``: it passes), what the row judgements
+    measured (``rows`` 0: none ran), and ``on`` which inputs."""
 
     name: str
     max_abs: float
