@@ -31,7 +31,6 @@ class PackageContents:
     """What a package holds: the reference weights and the other variants (files relative to it)."""
 
     reference: Path
-    reference_name: str
     variants: tuple[Variant, ...]
 
 
@@ -191,4 +190,4 @@ def read_model_package(root: Path) -> PackageContents:
         for p, v in found
         if v is not chosen
     )
-    return PackageContents(reference=reference, reference_name=chosen.name, variants=others)
+    return PackageContents(reference=reference, variants=others)
