@@ -359,14 +359,20 @@ def _flag(where: str, value: object) -> bool:
     return value
 
 
-@_check({"type": "array", "items": {"type": "string", "pattern": r"^[^.]+\.[^.].*$"}})
+@_check({"type": "string", "pattern": r"^[^.]+\.[^.].*$"})
+def _fact_name(where: str, value: object) -> str:
+    """A probe's fact, ``probe.fact`` (``cuda.driver_version``)."""
+    name = _name(where, value)
+    probe, dot, fact = name.partition(".")
+    if not (dot and probe and fact):
+        raise DeclarationError(f"{where}: expected 'probe.fact', got {name!r}")
+    return name
+
+
+@_check({"type": "array", "items": _fact_name.schema})
 def _requires(where: str, value: object) -> tuple[str, ...]:
     names = _texts(where, value)
-    for i, name in enumerate(names):
-        probe, dot, fact = name.partition(".")
-        if not (dot and probe and fact):
-            raise DeclarationError(f"{where}[{i}]: expected 'probe.fact', got {name!r}")
-    return names
+    return tuple(_fact_name(f"{where}[{i}]", name) for i, name in enumerate(names))
 
 
 @_check(
@@ -475,16 +481,6 @@ def _hex_id(where: str, value: object) -> str:
     return str(value)
 
 
-@_check({"type": "string", "pattern": r"^[^.]+\.[^.].*$"})
-def _fact_name(where: str, value: object) -> str:
-    """A probe's fact, ``probe.fact`` (``cuda.driver_version``)."""
-    name = _name(where, value)
-    probe, dot, fact = name.partition(".")
-    if not (dot and probe and fact):
-        raise DeclarationError(f"{where}: expected 'probe.fact', got {name!r}")
-    return name
-
-
 @_check({"type": "string", "minLength": 1})
 def _pattern(where: str, value: object) -> str:
     """A regular expression with a group: what of a file's text a fact is."""
@@ -566,11 +562,12 @@ _CONDITION: Mapping[str, _Field] = {
 }
 #: A probe-backed fact an install needs, at least ``min`` (a version: ``"580"``).
 _NEED: Mapping[str, _Field] = {"fact": (_fact_name, True), "min": (_name, True)}
+_NEED_TABLE = _table(dict, _NEED, "a fact the install needs, at least min")
 _INSTALL: Mapping[str, _Field] = {
     "install": (_requirement, True),
     "runtime": (_requirement, False),
     "index_url": (_index_url, False),
-    "needs": (_table(dict, _NEED, "a fact the install needs, at least min"), False),
+    "needs": (_NEED_TABLE, False),
 }
 _READ: Mapping[str, _Field] = {
     "paths": (_texts, True),
@@ -579,19 +576,16 @@ _READ: Mapping[str, _Field] = {
 }
 
 
-@_check(
-    {
-        "type": "object",
-        "additionalProperties": _table(FactRead, _READ, "how a fact is read from files").schema,
-    }
-)
+_FACT_READ = _table(FactRead, _READ, "how a fact is read from files")
+
+
+@_check({"type": "object", "additionalProperties": _FACT_READ.schema})
 def _fact_reads(where: str, value: object) -> Mapping[str, FactRead]:
     if not isinstance(value, dict):
         raise DeclarationError(
             f"{where}: expected an object of fact: how it is read, got {value!r}"
         )
-    table = _table(FactRead, _READ, "how a fact is read from files")
-    return {fact: table(f"{where}.{fact}", item) for fact, item in value.items()}
+    return {fact: _FACT_READ(f"{where}.{fact}", item) for fact, item in value.items()}
 
 
 _IDENTITY: Mapping[str, _Field] = {
@@ -624,7 +618,7 @@ _KIND: Mapping[str, _Field] = {
     "detect": (_list_of(_table(dict, _CONDITION, "a catalog condition")), False),
     "runtime": (_requirement, False),
     "index_url": (_index_url, False),
-    "needs": (_table(dict, _NEED, "a fact the install needs, at least min"), False),
+    "needs": (_NEED_TABLE, False),
     "alternatives": (_list_of(_table(dict, _INSTALL, "an install for an older host")), False),
     "unless": (_texts, False),
     "optional": (_flag, False),
