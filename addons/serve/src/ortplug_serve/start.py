@@ -126,6 +126,16 @@ class _Batched:
     problem: str | None = None
 
 
+def _one_by_one(problem: str) -> _Batched:
+    """Requests run one by one because the row check refused sharing runs: said once."""
+    warnings.warn(
+        f"the throughput hint runs requests one by one: {problem}",
+        ServingWarning,
+        stacklevel=user_stacklevel(__file__),
+    )
+    return _Batched(None, f"requests run one by one: {problem}", problem=problem)
+
+
 def _batching(
     session: Any,
     infos: tuple[Sequence[Any], Sequence[Any]],
@@ -148,12 +158,7 @@ def _batching(
     except Exception as exc:
         problem = f"a batched run failed ({type(exc).__name__}: {' '.join(str(exc).split())[:200]})"
     if problem is not None:
-        warnings.warn(
-            f"the throughput hint runs requests one by one: {problem}",
-            ServingWarning,
-            stacklevel=user_stacklevel(__file__),
-        )
-        return _Batched(None, f"requests run one by one: {problem}", problem=problem)
+        return _one_by_one(problem)
     trusted = [(label, checked.group, count) for count in sorted(checked.counts)]
     checks = RowChecks(trusted, {(label, checked.group): checked.shapes})
     return _Batched(found, _batching_line(found, rows), checks)
@@ -183,12 +188,7 @@ def _recorded_batching(
     if isinstance(found, str):
         return _Batched(None, f"requests run one by one: {found}")
     if problem is not None:
-        warnings.warn(
-            f"the throughput hint runs requests one by one: {problem}",
-            ServingWarning,
-            stacklevel=user_stacklevel(__file__),
-        )
-        return _Batched(None, f"requests run one by one: {problem}", problem=problem)
+        return _one_by_one(problem)
     return _Batched(found, _batching_line(found, largest(found) + 1))
 
 
