@@ -38,7 +38,7 @@ import statistics
 import tempfile
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -84,6 +84,20 @@ MODELS = (
           "models/ch_PP-OCRv4_rec_infer.onnx",
           lambda rng: {"x": rng.random((1, 3, 48, 320), np.float32) * 2 - 1}),
 )  # fmt: skip
+
+
+def installed_models(subset: str | None) -> Iterator[tuple[Model, Path]]:
+    """The models of ``subset`` (comma-separated names; ``None``: all) with their files; a
+    model whose package is not installed is said skipped."""
+    wanted = None if subset is None else {name.strip() for name in subset.split(",")}
+    for model in MODELS:
+        if wanted is not None and model.name not in wanted:
+            continue
+        path = model.path()
+        if path is None:
+            print(f"{model.name}: skipped (pip install {model.distribution})")
+            continue
+        yield model, path
 
 
 def _with_samples(path: Path, feed: dict[str, np.ndarray]) -> ResolvedCheckpoint:
@@ -204,20 +218,13 @@ def main() -> None:
     parser.add_argument("--models", help="a comma-separated subset of the model names")
     args = parser.parse_args()
     counts = [int(part) for part in args.callers.split(",")]
-    wanted = None if args.models is None else {m.strip() for m in args.models.split(",")}
     warnings.simplefilter("ignore")
     print(f"onnxruntime {ort.__version__}, {os.cpu_count()} CPUs, load average "
           f"{', '.join(f'{v:.2f}' for v in os.getloadavg())} at the start")  # fmt: skip
     rows: list[dict[str, Any]] = []
     ceilings: list[str] = []
     rng = np.random.default_rng(0)
-    for model in MODELS:
-        if wanted is not None and model.name not in wanted:
-            continue
-        path = model.path()
-        if path is None:
-            print(f"{model.name}: skipped (pip install {model.distribution})")
-            continue
+    for model, path in installed_models(args.models):
         feed = model.request(rng)
         sides = _Sides(path, feed)
         serving = sides.throughput.serving
