@@ -46,11 +46,14 @@ from .inputs import TrafficInputs
 from .measure import CALLERS, batch_limit, best_of, candidate_layouts, default_layout, measure
 from .rows import Batching, batching_of
 from .server import Device, Server, Stream
+from .watch import Watch, alternatives
 
 __all__ = ["MIN_SHARE", "serve", "start_serving"]
 
 #: A device serving under this share of the fastest device's requests per second is not used.
 MIN_SHARE = 0.05
+#: The longest line a record keeps (:mod:`.record` refuses longer ones; "recorded: " comes first).
+_LINE = 380
 
 
 def _cpu_budget(given: ServingConfig, served: SessionPlan) -> tuple[int, str]:
@@ -286,8 +289,9 @@ def start_serving(
     shown = None if traffic is None else traffic.describe()
     if shown is not None and degenerate and not measured:
         shown += " (degenerate sizes: not measured on)"
+    latency = None if recorded is None else recorded.report.latency
     report = ServingReport(hint, tuple(w.shown() for w in weighed), batched.line, source,
-                           CALLERS if measured else None, shown)  # fmt: skip
+                           CALLERS if measured else None, shown, latency)  # fmt: skip
     if recorded is None and source.startswith("measured") and traffic is not None:
         kept = record.Recorded(report, traffic.digest, dict(traffic.shapes), batched.problem)
         _save(origin, served, given, kept)
@@ -307,13 +311,77 @@ def start_serving(
         batching,
         batched.checks,
     )
-    if later is not None:
+    watched = serving[0] if len(serving) == 1 and serving[0].device.on_cpu else None
+    if given.watch and measuring and measured and traffic is not None and watched is not None:
+        keep = _keeper(origin, served, given, traffic, batched.problem, report, server)
+        _watch(server, watched, report, keep, build_first=later is not None)
+    elif later is not None:
         _restream_behind(server, later)
     else:
         for w in weighed:
             if w.builder is not None:
                 w.builder.release()
     return server, report
+
+
+def _watch(
+    server: Server,
+    watched: _Weighed,
+    report: ServingReport,
+    keep: Callable[[Layout, str | None, str], None],
+    *,
+    build_first: bool,
+) -> None:
+    """Watch the one CPU device's layout against the latency path (:mod:`.watch`), serving
+    the latency path from the start when the record says none beat it (said once)."""
+    builder, layout = watched.builder, watched.layout
+    assert builder is not None and layout is not None  # a device that serves
+    built = builder.built()
+    if built is None:
+        builder.release()
+        return
+    latency = built[0]
+    if report.latency is not None:
+        server.serve_latency(server.devices[0], latency)
+        warnings.warn(
+            f"the throughput hint serves the latency path (recorded: {report.latency}); "
+            "compared again on the first seconds of traffic",
+            ServingWarning,
+            stacklevel=user_stacklevel(__file__),
+        )
+    others = alternatives(watched.trials, layout)
+    watch = Watch(server, builder, layout, others, latency, keep, build_first=build_first)
+    server.behind("ortplug-serving-watch", watch.run)
+
+
+def _keeper(
+    origin: ResolvedCheckpoint,
+    served: SessionPlan,
+    given: ServingConfig,
+    traffic: TrafficInputs,
+    problem: str | None,
+    report: ServingReport,
+    server: Server,
+) -> Callable[[Layout, str | None, str], None]:
+    """What the watch calls when live traffic changed what serves: the report (the server's
+    and the record's) says the layout kept and whether the latency path serves."""
+    label = server.devices[0].label
+
+    def keep(layout: Layout, latency: str | None, line: str) -> None:
+        devices = tuple(attrs.evolve(d, layout=layout) if d.label == label else d
+                        for d in report.devices)  # fmt: skip
+        changed = attrs.evolve(report, devices=devices, source=_clip(f"watched: {line}"),
+                               latency=None if latency is None else _clip(latency))  # fmt: skip
+        server.report = changed
+        kept = record.Recorded(changed, traffic.digest, dict(traffic.shapes), problem)
+        _save(origin, served, given, kept)
+
+    return keep
+
+
+def _clip(text: str) -> str:
+    """``text`` within a record's line of text."""
+    return text if len(text) <= _LINE else text[: _LINE - 3] + "..."
 
 
 def _samples(origin: ResolvedCheckpoint) -> dict[str, Any]:

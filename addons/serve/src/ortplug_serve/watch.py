@@ -1,0 +1,330 @@
+"""The server watching itself: its layout against the latency path, on the traffic it serves.
+
+The latency path is the one-caller-per-thread baseline: each caller runs its own request on
+one session with the session's own threads, on its own thread, no queue and no batching (what
+the latency hint and raw ONNX Runtime shared by the callers do). A throughput build on one CPU
+device can serve :meth:`~.server.Server.run` on it at any moment
+(:meth:`~.server.Server.serve_latency`), so the watch compares the two on live traffic: short
+windows served by turns (:data:`PAIRS` pairs, each window at least :data:`WINDOW_S` seconds
+and :data:`WINDOW_REQUESTS` requests, at most :data:`MAX_WINDOW_S`; the order turns each pair,
+so a load that changes weighs on both alike), each path's rows per second pooled over its
+windows from the served counters (:mod:`.stats`). Callers are never held: every window serves
+them, on one path or the other, and a switch drops no request.
+
+:func:`compare` and :func:`decide` are the decision, pure functions of the measured windows:
+a layout under the latency path's rate by more than :data:`MARGIN` falls behind and is
+replaced (via :meth:`~.server.Server.restream`) by the next layout the start measured, which is
+then compared the same way; when none beats the latency path, ``run()`` serves the latency
+path, said once with a :class:`~.independence.ServingWarning`. Windows with too little traffic
+decide nothing (no traffic, or a caller that stopped): the watch waits for more.
+
+:class:`Watch` runs it on a thread of the server's (:meth:`~.server.Server.behind`): within
+the first seconds of real traffic of every process (a recorded layout is a starting point, not
+a verdict), then every :data:`RECHECK_S` seconds; its verdicts are what ``served(backend)``
+shows (``watch`` lines), and a verdict that changes what serves rewrites the serving record,
+so the next process starts from it (:mod:`.record`).
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from collections.abc import Callable, Sequence
+
+import attrs
+from ortplug.errors import OptionError
+
+from .config import Layout, Trial
+from .devices import StreamBuilder
+from .independence import ServingWarning
+from .server import Device, Server, Stream
+
+__all__ = [
+    "ALTERNATIVES",
+    "MARGIN",
+    "MAX_WINDOW_S",
+    "PAIRS",
+    "RECHECK_S",
+    "WINDOW_REQUESTS",
+    "WINDOW_S",
+    "Comparison",
+    "Decision",
+    "Watch",
+    "Window",
+    "alternatives",
+    "compare",
+    "decide",
+]
+
+#: Seconds a window serves at least, and at most (a slow model's window ends there).
+WINDOW_S = 0.25
+MAX_WINDOW_S = 2.0
+#: Requests a window must serve to count.
+WINDOW_REQUESTS = 8
+#: Pairs of windows (one per path) a comparison serves.
+PAIRS = 3
+#: The latency path replaces a layout only when it serves this many times its rows per second.
+MARGIN = 1.05
+#: Seconds between comparisons once one decided (traffic changes).
+RECHECK_S = 120.0
+#: Seconds a switch settles before its window counts (runs under way finish).
+SETTLE_S = 0.03
+#: Layouts measured at the start tried after the serving one fell behind, before the latency path.
+ALTERNATIVES = 1
+#: Seconds between looks at the counters.
+_POLL_S = 0.05
+#: Seconds before a comparison that decided nothing is tried again.
+_RETRY_S = 1.0
+_PATHS = ("layout", "latency")
+
+
+def _not_negative(_: object, attribute: attrs.Attribute[float], value: float) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+        raise OptionError(f"{attribute.name}: expected a number >= 0, got {value!r}")
+
+
+def _whole(_: object, attribute: attrs.Attribute[int], value: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise OptionError(f"{attribute.name}: expected a whole number >= 0, got {value!r}")
+
+
+def _path(_: object, attribute: attrs.Attribute[str], value: str) -> None:
+    if value not in _PATHS:
+        raise OptionError(f"{attribute.name}: expected one of {', '.join(_PATHS)}, got {value!r}")
+
+
+@attrs.frozen
+class Window:
+    """One window of live traffic served on one ``path`` (``layout`` or ``latency``): the
+    requests and rows served in it, and its seconds."""
+
+    path: str = attrs.field(validator=_path)
+    requests: int = attrs.field(validator=_whole)
+    rows: int = attrs.field(validator=_whole)
+    seconds: float = attrs.field(validator=_not_negative)
+
+    @property
+    def rows_per_s(self) -> float:
+        """Rows served per second in it."""
+        return self.rows / self.seconds if self.seconds > 0 else 0.0
+
+
+@attrs.frozen
+class Comparison:
+    """What a comparison's windows say: ``verdict`` (``kept``: the layout is not behind;
+    ``behind``: the latency path serves over :data:`MARGIN` times its rows per second;
+    ``undecided``: too few windows served enough traffic), each path's rows per second pooled
+    over its windows that counted (``None``: none did), and those windows."""
+
+    verdict: str
+    layout_rows_per_s: float | None
+    latency_rows_per_s: float | None
+    counted: int
+
+    @property
+    def ratio(self) -> float | None:
+        """The layout's rows per second over the latency path's (``None``: undecided)."""
+        if not self.layout_rows_per_s or not self.latency_rows_per_s:
+            return None
+        return self.layout_rows_per_s / self.latency_rows_per_s
+
+    def describe(self) -> str:
+        """``412 rows/s against the latency path's 380 (1.08x) over 6 windows of live traffic``."""
+        ratio = self.ratio
+        if ratio is None or self.latency_rows_per_s is None:
+            return f"too little traffic to compare ({self.counted} windows counted)"
+        return (
+            f"{self.layout_rows_per_s:.0f} rows/s against the latency path's "
+            f"{self.latency_rows_per_s:.0f} ({ratio:.2f}x) over {self.counted} windows of live "
+            "traffic"
+        )
+
+
+def compare(
+    windows: Sequence[Window],
+    *,
+    margin: float = MARGIN,
+    least: int = WINDOW_REQUESTS,
+    each: int = 2,
+) -> Comparison:
+    """The verdict of ``windows``: those with at least ``least`` requests count, each path's
+    rows and seconds pooled; at least ``each`` windows of each path must count."""
+    if isinstance(margin, bool) or not isinstance(margin, (int, float)) or not margin >= 1:
+        raise OptionError(f"margin: expected a number >= 1, got {margin!r}")
+    counted = [w for w in windows if w.requests >= max(1, least) and w.seconds > 0]
+    rates: dict[str, float | None] = {}
+    for path in _PATHS:
+        mine = [w for w in counted if w.path == path]
+        seconds = sum(w.seconds for w in mine)
+        rates[path] = sum(w.rows for w in mine) / seconds if len(mine) >= each else None
+    layout, latency = rates["layout"], rates["latency"]
+    if layout is None or latency is None:
+        return Comparison("undecided", layout, latency, len(counted))
+    verdict = "behind" if layout * margin < latency else "kept"
+    return Comparison(verdict, layout, latency, len(counted))
+
+
+@attrs.frozen
+class Decision:
+    """What the watch does after a comparison of ``compared``: ``serve`` it (``layout``), try
+    the next layout (``next``, ``layout`` that one), serve the latency path (``latency``), or
+    wait for traffic (``wait``); ``line`` says why."""
+
+    action: str
+    layout: Layout | None
+    line: str
+
+
+def decide(result: Comparison, compared: Layout, untried: Sequence[Layout]) -> Decision:
+    """The step after ``result`` of ``compared`` against the latency path, ``untried`` the
+    layouts not compared yet (best first)."""
+    said = f"{compared.describe()}: {result.describe()}"
+    if result.verdict == "undecided":
+        return Decision("wait", None, said)
+    if result.verdict == "kept":
+        return Decision("layout", compared, f"layout kept: {said}")
+    if untried:
+        following = untried[0]
+        return Decision("next", following, f"fell behind: {said}; trying {following.describe()}")
+    return Decision(
+        "latency",
+        compared,
+        f"no layout beats the latency path on this host's traffic ({said}): run() serves "
+        "each caller on its own thread, one session, no batching",
+    )
+
+
+def alternatives(trials: Sequence[Trial], serving: Layout) -> list[Layout]:
+    """The layouts to try after ``serving`` fell behind: the best other ones ``trials``
+    measured, at most :data:`ALTERNATIVES`."""
+    ranked = sorted(trials, key=lambda trial: trial.requests_per_s, reverse=True)
+    found: list[Layout] = []
+    for trial in ranked:
+        if trial.layout != serving and trial.layout not in found:
+            found.append(trial.layout)
+    return found[:ALTERNATIVES]
+
+
+class Watch:
+    """The watch of one server's CPU device (module docstring): its builder (the layouts'
+    sessions), the layout serving and the others measured (best first), the latency path's
+    stream, and ``keep``, called with the layout and why the latency path serves (``None``:
+    the layout does) when a verdict changes what serves (it rewrites the record)."""
+
+    def __init__(
+        self,
+        server: Server,
+        builder: StreamBuilder,
+        layout: Layout,
+        others: Sequence[Layout],
+        latency: Stream,
+        keep: Callable[[Layout, str | None, str], None],
+        *,
+        build_first: bool,
+    ) -> None:
+        self._server = server
+        self._device: Device = server.devices[0]
+        self._builder = builder
+        self._layout = layout
+        self._untried = [other for other in others if other != layout]
+        self._latency = latency
+        self._keep = keep
+        self._build_first = build_first
+        self._warned = False
+
+    def run(self) -> None:
+        """Build the layout's sessions when asked, then compare while the server serves."""
+        try:
+            if self._build_first and not self._serve_layout(self._layout):
+                return
+            while not self._server.stopping.is_set():
+                decided = self._round()
+                if self._server.stopping.wait(RECHECK_S if decided else _RETRY_S):
+                    return
+        finally:
+            self._builder.release()
+
+    def _serve_layout(self, layout: Layout) -> bool:
+        """Serve on ``layout``'s streams (built now); ``False`` when they failed to build."""
+        try:
+            streams = self._builder.streams(layout)
+        except Exception as exc:  # the streams serving serve on (served() says why)
+            self._server.restream_failed = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
+            return False
+        return self._server.restream(self._device, streams)
+
+    def _round(self) -> bool:
+        """One comparison and what follows from it; whether it decided."""
+        if not self._traffic():
+            return False
+        was_latency, first = self._server.on_latency_path, self._layout
+        best: tuple[float, Layout] | None = None  # the layout nearest the latency path
+        while True:
+            windows = self._windows()
+            if windows is None:
+                return False
+            result = compare(windows)
+            decision = decide(result, self._layout, self._untried)
+            self._server.watched = decision.line
+            if decision.action == "wait":
+                self._server.serve_latency(self._device, self._latency if was_latency else None)
+                return False
+            if best is None or (result.ratio or 0.0) > best[0]:
+                best = (result.ratio or 0.0, self._layout)
+            if decision.action != "next":
+                break
+            following = self._untried.pop(0)
+            if not self._serve_layout(following):
+                decision = Decision("latency", None, decision.line)
+                break
+            self._layout = following
+            self._builder.release()  # the streams hold their sessions
+        latency = decision.action == "latency"
+        self._server.serve_latency(self._device, self._latency if latency else None)
+        assert best is not None  # a comparison decided
+        kept = best[1] if latency else self._layout  # what the next process starts from
+        if latency and not self._warned:
+            self._warned = True
+            warnings.warn(f"the throughput hint serves the latency path: {decision.line}",
+                          ServingWarning, stacklevel=2)  # fmt: skip
+        if latency != was_latency or kept != first:
+            self._keep(kept, decision.line if latency else None, decision.line)
+        return True
+
+    def _traffic(self) -> bool:
+        """Wait until the server serves requests (``False``: it stopped first)."""
+        before = self._served()[0]
+        while not self._server.stopping.wait(_POLL_S):
+            if self._served()[0] > before:
+                return True
+        return False
+
+    def _served(self) -> tuple[int, int]:
+        device = self._server.served().devices[0]
+        return device.requests, device.rows
+
+    def _windows(self) -> list[Window] | None:
+        """:data:`PAIRS` pairs of windows, the order turning each pair (``None``: stopped)."""
+        windows = []
+        for index in range(PAIRS):
+            for path in _PATHS if index % 2 == 0 else _PATHS[::-1]:
+                window = self._window(path)
+                if window is None:
+                    return None
+                windows.append(window)
+        return windows
+
+    def _window(self, path: str) -> Window | None:
+        latency = self._latency if path == "latency" else None
+        stopping = self._server.stopping
+        if not self._server.serve_latency(self._device, latency) or stopping.wait(SETTLE_S):
+            return None
+        requests, rows = self._served()
+        started = time.monotonic()
+        while not stopping.wait(_POLL_S):
+            now_requests, now_rows = self._served()
+            seconds = time.monotonic() - started
+            enough = seconds >= WINDOW_S and now_requests - requests >= WINDOW_REQUESTS
+            if enough or seconds >= MAX_WINDOW_S:
+                return Window(path, now_requests - requests, now_rows - rows, seconds)
+        return None
