@@ -63,6 +63,11 @@ def _delay(_: Any, attribute: attrs.Attribute[Any], value: object) -> None:
         )
 
 
+def _flag(_: Any, attribute: attrs.Attribute[Any], value: object) -> None:
+    if not isinstance(value, bool):
+        raise OptionError(f"{attribute.name}: expected True or False, got {value!r}")
+
+
 @attrs.frozen(kw_only=True)
 class ServingConfig:
     """How a throughput build serves; each field left ``None`` is measured on this host.
@@ -84,7 +89,7 @@ class ServingConfig:
     max_batch: int | None = attrs.field(default=None, validator=_positive(MAX_BATCH_ROWS))
     max_delay_ms: float | None = attrs.field(default=None, validator=_delay)
     cpus: int | None = attrs.field(default=None, validator=_threads)
-    watch: bool = attrs.field(default=True, validator=attrs.validators.instance_of(bool))
+    watch: bool = attrs.field(default=True, validator=_flag)
 
     @property
     def complete(self) -> bool:

@@ -210,7 +210,9 @@ class Server:
         #: Why the sessions of a layout built behind the first requests failed to build (the
         #: streams serving then serve on).
         self.restream_failed: str | None = None
-        #: What the watch found last (:mod:`.watch`), shown with what it served.
+        #: The :class:`~.watch.Watch` comparing its layout with the latency path (set by
+        #: :mod:`.start` when one runs), and what it found last, shown with what it served.
+        self.watch: Any = None
         self.watched: str | None = None
         #: The latency path while it serves :meth:`run` (:meth:`serve_latency`).
         self._direct: tuple[Device, Stream] | None = None

@@ -350,8 +350,9 @@ def _watch(
             stacklevel=user_stacklevel(__file__),
         )
     others = alternatives(watched.trials, layout)
-    watch = Watch(server, builder, layout, others, latency, keep, build_first=build_first)
-    server.behind("ortplug-serving-watch", watch.run)
+    server.watch = Watch(server, builder, layout, others, latency, keep,
+                         on_latency=report.latency is not None, build_first=build_first)  # fmt: skip
+    server.behind("ortplug-serving-watch", server.watch.run)
 
 
 def _keeper(

@@ -208,8 +208,9 @@ def alternatives(trials: Sequence[Trial], serving: Layout) -> list[Layout]:
 class Watch:
     """The watch of one server's CPU device (module docstring): its builder (the layouts'
     sessions), the layout serving and the others measured (best first), the latency path's
-    stream, and ``keep``, called with the layout and why the latency path serves (``None``:
-    the layout does) when a verdict changes what serves (it rewrites the record)."""
+    stream, whether the record says the latency path serves, and ``keep``, called with the
+    layout and why the latency path serves (``None``: the layout does) when a verdict changes
+    what serves (it rewrites the record)."""
 
     def __init__(
         self,
@@ -220,6 +221,7 @@ class Watch:
         latency: Stream,
         keep: Callable[[Layout, str | None, str], None],
         *,
+        on_latency: bool,
         build_first: bool,
     ) -> None:
         self._server = server
@@ -230,7 +232,14 @@ class Watch:
         self._latency = latency
         self._keep = keep
         self._build_first = build_first
+        self._held = (layout, on_latency)  # what the record holds (and serves)
+        self._best: tuple[float, Layout] | None = None  # this round's nearest layout
         self._warned = False
+
+    @property
+    def layout(self) -> Layout:
+        """The layout compared with the latency path (its streams serve the queue)."""
+        return self._layout
 
     def run(self) -> None:
         """Build the layout's sessions when asked, then compare while the server serves."""
@@ -243,6 +252,36 @@ class Watch:
                     return
         finally:
             self._builder.release()
+
+    def apply(self, decision: Decision) -> bool:
+        """Act on ``decision``: serve the layout or the latency path (said once; a change is
+        kept), or the next layout; whether it wants that one compared now (``next``)."""
+        self._server.watched = decision.line
+        if decision.action == "wait":
+            self._server.serve_latency(self._device, self._latency if self._held[1] else None)
+            return False
+        if decision.action == "next" and decision.layout is not None:
+            following = decision.layout
+            if following in self._untried:
+                self._untried.remove(following)
+            if self._serve_layout(following):
+                self._layout = following
+                self._builder.release()  # the streams hold their sessions
+                return True
+            decision = Decision("latency", self._layout, decision.line)
+        latency = decision.action == "latency"
+        self._server.serve_latency(self._device, self._latency if latency else None)
+        kept = decision.layout or self._layout
+        if latency and self._best is not None:
+            kept = self._best[1]  # what a later process compares first
+        if latency and not self._warned:
+            self._warned = True
+            warnings.warn(f"the throughput hint serves the latency path: {decision.line}",
+                          ServingWarning, stacklevel=2)  # fmt: skip
+        if (kept, latency) != self._held:
+            self._held = (kept, latency)
+            self._keep(kept, decision.line if latency else None, decision.line)
+        return False
 
     def _serve_layout(self, layout: Layout) -> bool:
         """Serve on ``layout``'s streams (built now); ``False`` when they failed to build."""
@@ -257,39 +296,18 @@ class Watch:
         """One comparison and what follows from it; whether it decided."""
         if not self._traffic():
             return False
-        was_latency, first = self._server.on_latency_path, self._layout
-        best: tuple[float, Layout] | None = None  # the layout nearest the latency path
+        self._best = None
         while True:
             windows = self._windows()
             if windows is None:
                 return False
             result = compare(windows)
+            ratio = result.ratio
+            if ratio is not None and (self._best is None or ratio > self._best[0]):
+                self._best = (ratio, self._layout)
             decision = decide(result, self._layout, self._untried)
-            self._server.watched = decision.line
-            if decision.action == "wait":
-                self._server.serve_latency(self._device, self._latency if was_latency else None)
-                return False
-            if best is None or (result.ratio or 0.0) > best[0]:
-                best = (result.ratio or 0.0, self._layout)
-            if decision.action != "next":
-                break
-            following = self._untried.pop(0)
-            if not self._serve_layout(following):
-                decision = Decision("latency", None, decision.line)
-                break
-            self._layout = following
-            self._builder.release()  # the streams hold their sessions
-        latency = decision.action == "latency"
-        self._server.serve_latency(self._device, self._latency if latency else None)
-        assert best is not None  # a comparison decided
-        kept = best[1] if latency else self._layout  # what the next process starts from
-        if latency and not self._warned:
-            self._warned = True
-            warnings.warn(f"the throughput hint serves the latency path: {decision.line}",
-                          ServingWarning, stacklevel=2)  # fmt: skip
-        if latency != was_latency or kept != first:
-            self._keep(kept, decision.line if latency else None, decision.line)
-        return True
+            if not self.apply(decision):
+                return decision.action != "wait"
 
     def _traffic(self) -> bool:
         """Wait until the server serves requests (``False``: it stopped first)."""
