@@ -5,11 +5,13 @@ one session with the session's own threads, on its own thread, no queue and no b
 the latency hint and raw ONNX Runtime shared by the callers do). A throughput build on one CPU
 device can serve :meth:`~.server.Server.run` on it at any moment
 (:meth:`~.server.Server.serve_latency`), so the watch compares the two on live traffic: short
-windows served by turns (:data:`PAIRS` pairs, each window at least :data:`WINDOW_S` seconds
-and :data:`WINDOW_REQUESTS` requests, at most :data:`MAX_WINDOW_S`; the order turns each pair,
-so a load that changes weighs on both alike), each path's rows per second pooled over its
-windows from the served counters (:mod:`.stats`). Callers are never held: every window serves
-them, on one path or the other, and a switch drops no request.
+windows served by turns, in :data:`PAIRS` pairs (one window of each path, the order turning
+each pair), each window at least :data:`WINDOW_S` seconds and :data:`WINDOW_REQUESTS` requests
+(at most :data:`MAX_WINDOW_S`), its rows counted from the served counters (:mod:`.stats`); a
+window in which the traffic paused does not count, and the layout's rate over the latency
+path's is taken pair by pair, so traffic that changes between pairs weighs on both paths
+alike. Callers are never held: every window serves them, on one path or the other, and a
+switch drops no request; the watch's thread only reads the counters, 20 times a second.
 
 :func:`compare` and :func:`decide` are the decision, pure functions of the measured windows:
 a layout under the latency path's rate by more than :data:`MARGIN` falls behind and is
@@ -20,13 +22,17 @@ decide nothing (no traffic, or a caller that stopped): the watch waits for more.
 
 :class:`Watch` runs it on a thread of the server's (:meth:`~.server.Server.behind`): within
 the first seconds of real traffic of every process (a recorded layout is a starting point, not
-a verdict), then every :data:`RECHECK_S` seconds; its verdicts are what ``served(backend)``
-shows (``watch`` lines), and a verdict that changes what serves rewrites the serving record,
-so the next process starts from it (:mod:`.record`).
+a verdict), then every :data:`RECHECK_S` seconds, or sooner when a second of steady traffic
+serves rows at a rate 1.5 times off the one decided (callers came or went); each round tries
+the layouts measured at the start (at most :data:`ALTERNATIVES` besides the one compared).
+Its verdicts are what ``served(backend)`` shows (the ``watch`` line), and a verdict that
+changes what serves rewrites the serving record, so the next process starts from it
+(:mod:`.record`).
 """
 
 from __future__ import annotations
 
+import math
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -75,6 +81,12 @@ ALTERNATIVES = 1
 _POLL_S = 0.05
 #: Seconds before a comparison that decided nothing is tried again.
 _RETRY_S = 1.0
+#: Seconds without a request served after which a window does not count (the traffic paused).
+_GAP_S = 0.3
+#: Between comparisons: a stretch of steady traffic this long whose rows per second moved by
+#: this factor from the decision's compares again before :data:`RECHECK_S` (callers came or went).
+_STRETCH_S = 1.0
+_CHANGE = 1.5
 _PATHS = ("layout", "latency")
 
 
@@ -114,19 +126,14 @@ class Comparison:
     """What a comparison's windows say: ``verdict`` (``kept``: the layout is not behind;
     ``behind``: the latency path serves over :data:`MARGIN` times its rows per second;
     ``undecided``: too few windows served enough traffic), each path's rows per second pooled
-    over its windows that counted (``None``: none did), and those windows."""
+    over the windows that counted (``None``: too few did), how many counted, and the ratio."""
 
     verdict: str
     layout_rows_per_s: float | None
     latency_rows_per_s: float | None
     counted: int
-
-    @property
-    def ratio(self) -> float | None:
-        """The layout's rows per second over the latency path's (``None``: undecided)."""
-        if not self.layout_rows_per_s or not self.latency_rows_per_s:
-            return None
-        return self.layout_rows_per_s / self.latency_rows_per_s
+    #: The layout's rows per second over the latency path's, pair by pair (``None``: undecided).
+    ratio: float | None = None
 
     def describe(self) -> str:
         """``412 rows/s against the latency path's 380 (1.08x) over 6 windows of live traffic``."""
@@ -147,21 +154,28 @@ def compare(
     least: int = WINDOW_REQUESTS,
     each: int = 2,
 ) -> Comparison:
-    """The verdict of ``windows``: those with at least ``least`` requests count, each path's
-    rows and seconds pooled; at least ``each`` windows of each path must count."""
+    """The verdict of ``windows``, served by pairs (one window of each path, in either order):
+    a pair counts when both its windows served at least ``least`` requests; the layout's rows
+    per second over the latency path's is the geometric mean of the counted pairs' (a traffic
+    that changes between pairs weighs on both paths of each pair alike), at least ``each``
+    pairs counted; each path's rate is pooled over the counted pairs."""
     if isinstance(margin, bool) or not isinstance(margin, (int, float)) or not margin >= 1:
         raise OptionError(f"margin: expected a number >= 1, got {margin!r}")
-    counted = [w for w in windows if w.requests >= max(1, least) and w.seconds > 0]
-    rates: dict[str, float | None] = {}
-    for path in _PATHS:
-        mine = [w for w in counted if w.path == path]
-        seconds = sum(w.seconds for w in mine)
-        rates[path] = sum(w.rows for w in mine) / seconds if len(mine) >= each else None
-    layout, latency = rates["layout"], rates["latency"]
-    if layout is None or latency is None:
-        return Comparison("undecided", layout, latency, len(counted))
-    verdict = "behind" if layout * margin < latency else "kept"
-    return Comparison(verdict, layout, latency, len(counted))
+    pairs = []
+    for first, second in zip(windows[::2], windows[1::2]):
+        pair = {first.path: first, second.path: second}
+        if len(pair) == 2 and all(w.requests >= max(1, least) and w.rows > 0 and w.seconds > 0
+                                  for w in pair.values()):  # fmt: skip
+            pairs.append((pair["layout"], pair["latency"]))
+    if len(pairs) < max(1, each):
+        return Comparison("undecided", None, None, 2 * len(pairs))
+    rates = []
+    for index in range(2):
+        rows = sum(pair[index].rows for pair in pairs)
+        rates.append(rows / sum(pair[index].seconds for pair in pairs))
+    ratio = math.exp(sum(math.log(a.rows_per_s / b.rows_per_s) for a, b in pairs) / len(pairs))
+    verdict = "behind" if ratio * margin < 1 else "kept"
+    return Comparison(verdict, rates[0], rates[1], 2 * len(pairs), ratio)
 
 
 @attrs.frozen
@@ -195,7 +209,7 @@ def decide(result: Comparison, compared: Layout, untried: Sequence[Layout]) -> D
 
 
 def alternatives(trials: Sequence[Trial], serving: Layout) -> list[Layout]:
-    """The layouts to try after ``serving`` fell behind: the best other ones ``trials``
+    """The layouts to try when ``serving`` falls behind: the best other ones ``trials``
     measured, at most :data:`ALTERNATIVES`."""
     ranked = sorted(trials, key=lambda trial: trial.requests_per_s, reverse=True)
     found: list[Layout] = []
@@ -228,12 +242,14 @@ class Watch:
         self._device: Device = server.devices[0]
         self._builder = builder
         self._layout = layout
-        self._untried = [other for other in others if other != layout]
+        self._measured = [layout, *(other for other in others if other != layout)]
+        self._untried = self._measured[1:]
         self._latency = latency
         self._keep = keep
         self._build_first = build_first
         self._held = (layout, on_latency)  # what the record holds (and serves)
         self._best: tuple[float, Layout] | None = None  # this round's nearest layout
+        self._rate: float | None = None  # the rows per second of what serves, as decided
         self._warned = False
 
     @property
@@ -247,8 +263,9 @@ class Watch:
             if self._build_first and not self._serve_layout(self._layout):
                 return
             while not self._server.stopping.is_set():
-                decided = self._round()
-                if self._server.stopping.wait(RECHECK_S if decided else _RETRY_S):
+                if self._round():
+                    self._between()
+                elif self._server.stopping.wait(_RETRY_S):
                     return
         finally:
             self._builder.release()
@@ -266,7 +283,6 @@ class Watch:
                 self._untried.remove(following)
             if self._serve_layout(following):
                 self._layout = following
-                self._builder.release()  # the streams hold their sessions
                 return True
             decision = Decision("latency", self._layout, decision.line)
         latency = decision.action == "latency"
@@ -297,6 +313,8 @@ class Watch:
         if not self._traffic():
             return False
         self._best = None
+        self._untried = [other for other in self._measured if other != self._layout]
+        self._untried = self._untried[:ALTERNATIVES]
         while True:
             windows = self._windows()
             if windows is None:
@@ -307,7 +325,34 @@ class Watch:
                 self._best = (ratio, self._layout)
             decision = decide(result, self._layout, self._untried)
             if not self.apply(decision):
+                on_latency = decision.action == "latency"
+                self._rate = result.latency_rows_per_s if on_latency else result.layout_rows_per_s
                 return decision.action != "wait"
+
+    def _between(self) -> None:
+        """Until the next comparison: :data:`RECHECK_S` seconds, or sooner when a stretch of
+        steady traffic serves rows at a rate :data:`_CHANGE` times off the decided one."""
+        stopping = self._server.stopping
+        deadline = time.monotonic() + RECHECK_S
+        requests, rows = self._served()
+        begun = changed = time.monotonic()
+        first_rows = rows
+        while not stopping.wait(_POLL_S):
+            now = time.monotonic()
+            if now >= deadline:
+                return
+            now_requests, now_rows = self._served()
+            if now_requests != requests:
+                requests, changed = now_requests, now
+            if now - changed > _GAP_S:  # paused: a stretch starts with the next request
+                begun, first_rows = now, now_rows
+                continue
+            if now - begun >= _STRETCH_S:
+                rate = (now_rows - first_rows) / (now - begun)
+                decided = self._rate
+                if decided and rate > 0 and not 1 / _CHANGE <= rate / decided <= _CHANGE:
+                    return
+                begun, first_rows = now, now_rows
 
     def _traffic(self) -> bool:
         """Wait until the server serves requests (``False``: it stopped first)."""
@@ -338,11 +383,16 @@ class Watch:
         if not self._server.serve_latency(self._device, latency) or stopping.wait(SETTLE_S):
             return None
         requests, rows = self._served()
-        started = time.monotonic()
+        started = changed = time.monotonic()
+        last = requests
         while not stopping.wait(_POLL_S):
             now_requests, now_rows = self._served()
-            seconds = time.monotonic() - started
-            enough = seconds >= WINDOW_S and now_requests - requests >= WINDOW_REQUESTS
-            if enough or seconds >= MAX_WINDOW_S:
-                return Window(path, now_requests - requests, now_rows - rows, seconds)
+            now = time.monotonic()
+            seconds, count = now - started, now_requests - requests
+            if now_requests != last:
+                last, changed = now_requests, now
+            if now - changed > max(_GAP_S, 4 * seconds / count if count else 0.0):
+                return Window(path, 0, 0, seconds)  # the traffic paused: it does not count
+            if (seconds >= WINDOW_S and count >= WINDOW_REQUESTS) or seconds >= MAX_WINDOW_S:
+                return Window(path, count, now_rows - rows, seconds)
         return None
