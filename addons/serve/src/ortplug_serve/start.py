@@ -36,6 +36,7 @@ from ortplug.log import user_stacklevel
 from ortplug.providers.session_options import SessionOptionsConfig
 from ortplug.session.build import create_planned
 from ortplug.session.plan import SessionPlan
+from ortplug.session.serial import serialised
 from ortplug.verification.sample_inputs import carried_samples
 
 from . import inputs, record
@@ -311,7 +312,8 @@ def start_serving(
         batching,
         batched.checks,
     )
-    watched = serving[0] if len(serving) == 1 and serving[0].device.on_cpu else None
+    one = len(serving) == 1 and serving[0].device.plan.plugins is not None
+    watched = serving[0] if one else None
     if given.watch and measuring and measured and traffic is not None and watched is not None:
         keep = _keeper(origin, served, given, traffic, batched.problem, report, server)
         _watch(server, watched, report, keep, build_first=later is not None)
@@ -332,15 +334,17 @@ def _watch(
     *,
     build_first: bool,
 ) -> None:
-    """Watch the one CPU device's layout against the latency path (:mod:`.watch`), serving
-    the latency path from the start when the record says none beat it (said once)."""
-    builder, layout = watched.builder, watched.layout
-    assert builder is not None and layout is not None  # a device that serves
+    """Watch the one device's layout against the latency path (:mod:`.watch`), serving the
+    latency path from the start when the record says none beat it (said once). The latency
+    path's runs of a provider that does not declare concurrent runs take turns, as the latency
+    hint's do."""
+    builder, layout, plugins = watched.builder, watched.layout, watched.device.plan.plugins
+    assert builder is not None and layout is not None and plugins is not None  # it serves
     built = builder.built()
     if built is None:
         builder.release()
         return
-    latency = built[0]
+    latency = Stream(serialised(built[0].session, plugins), built[0].options)
     if report.latency is not None:
         server.serve_latency(server.devices[0], latency)
         warnings.warn(

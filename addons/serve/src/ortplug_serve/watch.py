@@ -2,7 +2,8 @@
 
 The latency path is the one-caller-per-thread baseline: each caller runs its own request on
 one session with the session's own threads, on its own thread, no queue and no batching (what
-the latency hint and raw ONNX Runtime shared by the callers do). A throughput build on one CPU
+the latency hint and raw ONNX Runtime shared by the callers do; a provider that does not
+declare concurrent runs takes turns, as under the latency hint). A throughput build on one
 device can serve :meth:`~.server.Server.run` on it at any moment
 (:meth:`~.server.Server.serve_latency`), so the watch compares the two on live traffic: short
 windows served by turns, in :data:`PAIRS` pairs (one window of each path, the order turning
@@ -220,7 +221,7 @@ def alternatives(trials: Sequence[Trial], serving: Layout) -> list[Layout]:
 
 
 class Watch:
-    """The watch of one server's CPU device (module docstring): its builder (the layouts'
+    """The watch of a server of one device (module docstring): its builder (the layouts'
     sessions), the layout serving and the others measured (best first), the latency path's
     stream, whether the record says the latency path serves, and ``keep``, called with the
     layout and why the latency path serves (``None``: the layout does) when a verdict changes
