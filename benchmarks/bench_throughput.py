@@ -237,7 +237,8 @@ def main() -> None:
     args = parser.parse_args()
     counts = [int(part) for part in args.callers.split(",")]
     warnings.simplefilter("ignore")
-    print(f"onnxruntime {ort.__version__}, {os.cpu_count()} CPUs, load average "
+    print(f"onnxruntime {ort.__version__}, {os.cpu_count()} CPUs, plugins "
+          f"{os.environ.get('ORTPLUG_PLUGINS', 'all installed')}, load average "
           f"{', '.join(f'{v:.2f}' for v in os.getloadavg())} at the start")  # fmt: skip
     rows: list[dict[str, Any]] = []
     ceilings: list[str] = []
