@@ -24,7 +24,8 @@ decide nothing (no traffic, or a caller that stopped): the watch waits for more.
 :class:`Watch` runs it on a thread of the server's (:meth:`~.server.Server.behind`): within
 the first seconds of real traffic of every process (a recorded layout is a starting point, not
 a verdict), then every :data:`RECHECK_S` seconds, or sooner when a second of steady traffic
-serves rows at a rate 1.5 times off the one decided (callers came or went); each round tries
+serves rows, or holds requests at once, 1.5 times off the first second after the verdict
+(callers came or went); each round tries
 the layouts measured at the start (at most :data:`ALTERNATIVES` besides the one compared).
 Its verdicts are what ``served(backend)`` shows (the ``watch`` line), and a verdict that
 changes what serves rewrites the serving record, so the next process starts from it
@@ -84,8 +85,9 @@ _POLL_S = 0.05
 _RETRY_S = 1.0
 #: Seconds without a request served after which a window does not count (the traffic paused).
 _GAP_S = 0.3
-#: Between comparisons: a stretch of steady traffic this long whose rows per second moved by
-#: this factor from the decision's compares again before :data:`RECHECK_S` (callers came or went).
+#: Between comparisons: a stretch of steady traffic this long whose rows per second, or requests
+#: held at once, moved by this factor from the first stretch after the verdict compares again
+#: before :data:`RECHECK_S` (callers came or went).
 _STRETCH_S = 1.0
 _CHANGE = 1.5
 _PATHS = ("layout", "latency")
@@ -220,6 +222,26 @@ def alternatives(trials: Sequence[Trial], serving: Layout) -> list[Layout]:
     return found[:ALTERNATIVES]
 
 
+@attrs.frozen
+class _Count:
+    """A device's counters as the watch reads them: requests, rows, and the seconds requests
+    spent in it (queued or in a run): over a stretch, the requests it held at once."""
+
+    requests: int
+    rows: int
+    held_s: float
+
+
+def _moved(before: tuple[float, float], now: tuple[float, float]) -> bool:
+    """Whether the traffic's rows per second, or the requests held at once (by at least one),
+    moved by :data:`_CHANGE` times between two stretches."""
+    (rate, held), (new_rate, new_held) = before, now
+    if rate > 0 and new_rate > 0 and not 1 / _CHANGE <= new_rate / rate <= _CHANGE:
+        return True
+    far = held > 0 and new_held > 0 and not 1 / _CHANGE <= new_held / held <= _CHANGE
+    return far and abs(new_held - held) >= 1
+
+
 class Watch:
     """The watch of a server of one device (module docstring): its builder (the layouts'
     sessions), the layout serving and the others measured (best first), the latency path's
@@ -250,7 +272,6 @@ class Watch:
         self._build_first = build_first
         self._held = (layout, on_latency)  # what the record holds (and serves)
         self._best: tuple[float, Layout] | None = None  # this round's nearest layout
-        self._rate: float | None = None  # the rows per second of what serves, as decided
         self._warned = False
 
     @property
@@ -326,46 +347,49 @@ class Watch:
                 self._best = (ratio, self._layout)
             decision = decide(result, self._layout, self._untried)
             if not self.apply(decision):
-                on_latency = decision.action == "latency"
-                self._rate = result.latency_rows_per_s if on_latency else result.layout_rows_per_s
                 return decision.action != "wait"
 
     def _between(self) -> None:
         """Until the next comparison: :data:`RECHECK_S` seconds, or sooner when a stretch of
-        steady traffic serves rows at a rate :data:`_CHANGE` times off the decided one."""
+        steady traffic serves rows, or holds requests at once, :data:`_CHANGE` times off the
+        first stretch after the verdict (callers came or went)."""
         stopping = self._server.stopping
         deadline = time.monotonic() + RECHECK_S
-        requests, rows = self._served()
-        begun = changed = time.monotonic()
-        first_rows = rows
+        last = begun = self._served()
+        changed = started = time.monotonic()
+        reference: tuple[float, float] | None = None  # rows/s and requests at once
         while not stopping.wait(_POLL_S):
             now = time.monotonic()
             if now >= deadline:
                 return
-            now_requests, now_rows = self._served()
-            if now_requests != requests:
-                requests, changed = now_requests, now
+            count = self._served()
+            if count.requests != last.requests:
+                last, changed = count, now
             if now - changed > _GAP_S:  # paused: a stretch starts with the next request
-                begun, first_rows = now, now_rows
+                begun, started = count, now
                 continue
-            if now - begun >= _STRETCH_S:
-                rate = (now_rows - first_rows) / (now - begun)
-                decided = self._rate
-                if decided and rate > 0 and not 1 / _CHANGE <= rate / decided <= _CHANGE:
-                    return
-                begun, first_rows = now, now_rows
+            if now - started < _STRETCH_S:
+                continue
+            seconds = now - started
+            stretch = ((count.rows - begun.rows) / seconds, (count.held_s - begun.held_s) / seconds)
+            begun, started = count, now
+            if reference is None:
+                reference = stretch
+            elif _moved(reference, stretch):
+                return
 
     def _traffic(self) -> bool:
         """Wait until the server serves requests (``False``: it stopped first)."""
-        before = self._served()[0]
+        before = self._served().requests
         while not self._server.stopping.wait(_POLL_S):
-            if self._served()[0] > before:
+            if self._served().requests > before:
                 return True
         return False
 
-    def _served(self) -> tuple[int, int]:
+    def _served(self) -> _Count:
         device = self._server.served().devices[0]
-        return device.requests, device.rows
+        held = device.waited_s + sum(stream.busy_s for stream in device.streams)
+        return _Count(device.requests, device.rows, held)
 
     def _windows(self) -> list[Window] | None:
         """:data:`PAIRS` pairs of windows, the order turning each pair (``None``: stopped)."""
@@ -383,11 +407,11 @@ class Watch:
         stopping = self._server.stopping
         if not self._server.serve_latency(self._device, latency) or stopping.wait(SETTLE_S):
             return None
-        requests, rows = self._served()
+        requests, rows, _ = attrs.astuple(self._served())
         started = changed = time.monotonic()
         last = requests
         while not stopping.wait(_POLL_S):
-            now_requests, now_rows = self._served()
+            now_requests, now_rows, _ = attrs.astuple(self._served())
             now = time.monotonic()
             seconds, count = now - started, now_requests - requests
             if now_requests != last:
