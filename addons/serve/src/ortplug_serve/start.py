@@ -12,7 +12,8 @@ this model here, else from measuring (:mod:`.measure`), then recorded; with meas
 (``measure=False``,
 ``ORTPLUG_MEASURE=0``) or inputs that cannot be generated, from the defaults. A device whose
 measured rate is under :data:`MIN_SHARE` of the fastest one's serves nothing (it would only add
-latency).
+latency). A server of one device is watched (:mod:`.watch`): its layout compared with the
+latency path on live traffic, replaced while serving when it falls behind, the record rewritten.
 """
 
 from __future__ import annotations
@@ -313,8 +314,8 @@ def start_serving(
         batched.checks,
     )
     one = len(serving) == 1 and serving[0].device.plan.plugins is not None
-    watched = serving[0] if one else None
-    if given.watch and measuring and measured and traffic is not None and watched is not None:
+    watched = serving[0] if one and serving[0].builder and serving[0].builder.built() else None
+    if given.watch and measuring and measured and watched is not None and traffic is not None:
         keep = _keeper(origin, served, given, traffic, batched.problem, report, server)
         _watch(server, watched, report, keep, build_first=later is not None)
     elif later is not None:
@@ -341,9 +342,7 @@ def _watch(
     builder, layout, plugins = watched.builder, watched.layout, watched.device.plan.plugins
     assert builder is not None and layout is not None and plugins is not None  # it serves
     built = builder.built()
-    if built is None:
-        builder.release()
-        return
+    assert built is not None  # the session the build made (checked before)
     latency = Stream(serialised(built[0].session, plugins), built[0].options)
     if report.latency is not None:
         server.serve_latency(server.devices[0], latency)
