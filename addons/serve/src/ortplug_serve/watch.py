@@ -295,10 +295,11 @@ class Watch:
     def apply(self, decision: Decision) -> bool:
         """Act on ``decision``: serve the layout or the latency path (said once; a change is
         kept), or the next layout; whether it wants that one compared now (``next``)."""
-        self._server.watched = decision.line
-        if decision.action == "wait":
+        if decision.action == "wait":  # what it found before still stands
+            self._server.watched = self._server.watched or decision.line
             self._server.serve_latency(self._device, self._latency if self._held[1] else None)
             return False
+        self._server.watched = decision.line
         if decision.action == "next" and decision.layout is not None:
             following = decision.layout
             if following in self._untried:
