@@ -8,6 +8,7 @@ import os
 import sys
 import threading
 import warnings
+import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from types import ModuleType
 from typing import Any
@@ -135,13 +136,43 @@ def _cause(error: Exception) -> str:
     return f"ONNX Runtime {type(error).__name__}: {error}"
 
 
-def _add_devices(ort_options: Any, chain: Sequence[tuple[str, dict[str, str]]]) -> None:
-    """Append each provider with its devices, in chain order (the plugin-EP library path)."""
-    for name, provider_options in chain:
-        devices = devices_for(name)
+#: The device chain appended to each caller's own SessionOptions (the drop-in's): ONNX Runtime
+#: can neither copy one nor take a provider off it, and refuses a provider appended twice.
+_APPENDED: weakref.WeakKeyDictionary[Any, tuple[tuple[str, tuple[tuple[str, str], ...]], ...]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _add_devices(
+    ort_options: Any, chain: Sequence[tuple[str, dict[str, str]]], callers: bool
+) -> bool:
+    """Append each provider with its devices, in chain order (the plugin-EP library path); on a
+    caller's own SessionOptions (``callers``) once: a later build of the same chain reuses it, a
+    CPU-only one is built by name (ONNX Runtime then runs only the named providers). Whether the
+    session is to be built by devices."""
+    wanted = tuple((name, tuple(sorted(options.items()))) for name, options in chain)
+    appended = _APPENDED.get(ort_options) if callers else None
+    if appended == wanted:
+        return True
+    if appended is not None:
+        if [name for name, _ in chain] == [CPU_EP]:
+            return False
+        names = ", ".join(name for name, _ in appended)
+        raise _NoDevice(
+            chain[0][0],
+            f"the caller's SessionOptions already carries [{names}] from an earlier session "
+            "(ONNX Runtime cannot take a provider off it); pass a new onnxruntime.SessionOptions() "
+            "to each session to build on another chain",
+        )
+    found = [(name, devices_for(name), provider_options) for name, provider_options in chain]
+    for name, devices, _ in found:
         if not devices:
             raise _NoDevice(name, f"{name} offers no device on this host")
+    if callers:
+        _APPENDED[ort_options] = wanted
+    for _, devices, provider_options in found:
         ort_options.add_provider_for_devices(devices, provider_options)
+    return True
 
 
 def _try_create(
@@ -166,7 +197,7 @@ def _try_create(
         by_devices = True  # no providers= list: ONNX Runtime chooses
     elif by_devices:
         try:
-            _add_devices(ort_options, chain)
+            by_devices = _add_devices(ort_options, chain, options.ort_base is not None)
         except _NoDevice as exc:
             return None, exc, []
     providers = (

@@ -22,6 +22,7 @@ from ..plugin_host.manager import PluginHost
 from ..providers.configs import CPU_EP
 from ..providers.session_options import SessionOptionsConfig
 from ..selection.autotune import host_signature
+from ..session.async_runs import run_async
 from ..session.binding import accumulates, bindable
 from ..session.build import capture_messages, create_planned, model_key
 from ..session.introspection import value_infos
@@ -762,20 +763,21 @@ _ASYNC_WAIT_S = 300.0
 
 
 def _run_async(session: Any, names: list[str], feed: Mapping[str, np.ndarray]) -> dict[str, Any]:
-    """One ``run_async`` run, waited for: its outputs, or its error raised."""
+    """One ``run_async`` run as a caller's goes (:func:`~ortplug.session.async_runs.run_async`),
+    waited for: its outputs, or its error raised."""
     done = threading.Event()
     result: dict[str, Any] = {}
 
-    def callback(outputs: Any, _user_data: Any, error: str) -> None:
+    def callback(outputs: Mapping[str, Any] | None, error: BaseException | None) -> None:
         result.update(outputs=outputs, error=error)
         done.set()
 
-    session.run_async(names, dict(feed), callback, None, _quiet())
+    run_async(session, names, dict(feed), _quiet(), callback, lambda error: error, lambda: None)
     if not done.wait(_ASYNC_WAIT_S):
         raise TimeoutError(f"run_async gave no result in {_ASYNC_WAIT_S:g} s")
-    if result.get("error"):
-        raise RuntimeError(result["error"])
-    return dict(zip(names, result["outputs"]))
+    if result["error"] is not None:
+        raise result["error"]
+    return dict(result["outputs"])
 
 
 def _at_once(
