@@ -27,7 +27,7 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
-from bench_throughput import MODELS
+from bench_throughput import installed_models
 
 #: What each child process runs: one build, timed, then its first result; one JSON line.
 _CHILD = """
@@ -75,7 +75,6 @@ def main() -> None:
     parser.add_argument("--providers", default="cpu", help="the chain both builds ask for (cpu)")
     parser.add_argument("--against", help="another interpreter, run in the same rounds")
     args = parser.parse_args()
-    wanted = None if args.models is None else {m.strip() for m in args.models.split(",")}
     pythons = {"this": sys.executable}
     if args.against:
         pythons["against"] = args.against
@@ -88,13 +87,7 @@ def main() -> None:
         "ratio | first result ratio |"
     )
     print("| --- | --- | ---: | ---: | ---: | ---: |")
-    for model in MODELS:
-        if wanted is not None and model.name not in wanted:
-            continue
-        path = model.path()
-        if path is None:
-            print(f"{model.name}: skipped (pip install {model.distribution})")
-            continue
+    for model, path in installed_models(args.models):
         samples = work / model.name.replace(" ", "_")
         samples.mkdir()
         for name, value in model.request(rng).items():

@@ -35,19 +35,25 @@ import argparse
 import importlib.util
 import os
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-os.environ["ORTPLUG_CACHE_DIR"] = tempfile.mkdtemp(prefix="bench-throughput-")  # measure now
+# --cache DIR (read before ortplug is imported), else a new empty folder: measure now.
+os.environ["ORTPLUG_CACHE_DIR"] = next(
+    (sys.argv[i + 1] for i, arg in enumerate(sys.argv[:-1]) if arg == "--cache"), None
+) or tempfile.mkdtemp(prefix="bench-throughput-")
 
 import attrs
 import numpy as np
 import onnxruntime as ort
 from ortplug import LocalCheckpoint, OnnxBackend, ResolvedCheckpoint
+from ortplug_serve import served as served_stats
 from ortplug_serve.callers import Served, drive
 from ortplug_serve.server import Server
 
@@ -86,6 +92,20 @@ MODELS = (
 )  # fmt: skip
 
 
+def installed_models(subset: str | None) -> Iterator[tuple[Model, Path]]:
+    """The models of ``subset`` (comma-separated names; ``None``: all) with their files; a
+    model whose package is not installed is said skipped."""
+    wanted = None if subset is None else {name.strip() for name in subset.split(",")}
+    for model in MODELS:
+        if wanted is not None and model.name not in wanted:
+            continue
+        path = model.path()
+        if path is None:
+            print(f"{model.name}: skipped (pip install {model.distribution})")
+            continue
+        yield model, path
+
+
 def _with_samples(path: Path, feed: dict[str, np.ndarray]) -> ResolvedCheckpoint:
     """The model as a checkpoint whose samples are ``feed`` (metadata ``extra.samples``)."""
     folder = Path(tempfile.mkdtemp(prefix="samples-"))
@@ -99,14 +119,20 @@ def _with_samples(path: Path, feed: dict[str, np.ndarray]) -> ResolvedCheckpoint
 class _Sides:
     """The three sides of one model: their run functions, and the throughput backend's server."""
 
-    def __init__(self, path: Path, feed: dict[str, np.ndarray]) -> None:
+    def __init__(self, path: Path, feed: dict[str, np.ndarray], load: int = 0) -> None:
         self.raw = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
         names = [output.name for output in self.raw.get_outputs()]
         checkpoint = _with_samples(path, feed)
         self.latency = OnnxBackend.from_checkpoint(checkpoint)
-        started = time.perf_counter()
-        self.throughput = OnnxBackend.from_checkpoint(checkpoint, performance_hint="throughput")
-        self.build_s = time.perf_counter() - started
+        busy = [subprocess.Popen([sys.executable, "-c", "while 1: pass"]) for _ in range(load)]
+        try:
+            started = time.perf_counter()
+            self.throughput = OnnxBackend.from_checkpoint(checkpoint, performance_hint="throughput")
+            self.build_s = time.perf_counter() - started
+        finally:
+            for process in busy:
+                process.kill()
+                process.wait()
         self.runs: dict[str, Callable[[], object]] = {
             "raw": lambda: self.raw.run(names, feed),
             "latency": lambda: self.latency.run(feed),
@@ -202,32 +228,37 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=0.6, help="seconds per side and round")
     parser.add_argument("--callers", default="1,4,16", help="caller counts, e.g. 1,4,16")
     parser.add_argument("--models", help="a comma-separated subset of the model names")
+    parser.add_argument("--cache", help="the cache folder (default: a new empty one, so the "
+                        "first throughput build measures now; the same folder again: a later "
+                        "process starts from what this one recorded)")  # fmt: skip
+    parser.add_argument("--loaded-build", type=int, default=0, metavar="N",
+                        help="run N busy-loop processes during each throughput build only "
+                        "(a layout measured on a loaded host), killed once it is built")  # fmt: skip
     args = parser.parse_args()
     counts = [int(part) for part in args.callers.split(",")]
-    wanted = None if args.models is None else {m.strip() for m in args.models.split(",")}
     warnings.simplefilter("ignore")
-    print(f"onnxruntime {ort.__version__}, {os.cpu_count()} CPUs, load average "
+    print(f"onnxruntime {ort.__version__}, {os.cpu_count()} CPUs, plugins "
+          f"{os.environ.get('ORTPLUG_PLUGINS', 'all installed')}, load average "
           f"{', '.join(f'{v:.2f}' for v in os.getloadavg())} at the start")  # fmt: skip
     rows: list[dict[str, Any]] = []
     ceilings: list[str] = []
     rng = np.random.default_rng(0)
-    for model in MODELS:
-        if wanted is not None and model.name not in wanted:
-            continue
-        path = model.path()
-        if path is None:
-            print(f"{model.name}: skipped (pip install {model.distribution})")
-            continue
+    for model, path in installed_models(args.models):
         feed = model.request(rng)
-        sides = _Sides(path, feed)
+        sides = _Sides(path, feed, args.loaded_build)
         serving = sides.throughput.serving
         assert serving is not None
-        print(f"{model.name}: throughput build {sides.build_s:.1f} s; "
-              f"{'; '.join(d.describe() for d in serving.devices)}")  # fmt: skip
+        loaded = f" ({args.loaded_build} busy loops meanwhile)" if args.loaded_build else ""
+        print(f"{model.name}: throughput build {sides.build_s:.1f} s{loaded}; {serving.source}; "
+              f"{'; '.join(d.describe() for d in serving.devices)}"
+              f"{'' if serving.latency is None else '; the latency path serves'}")  # fmt: skip
         for callers in counts:
             served, run_ms = _measure(sides, callers, args.rounds, args.seconds)
             bound = served["raw"].p99_ms + sides.delay_ms() + run_ms
             rows.append(_row(model.name, callers, served, bound))
+        traffic = served_stats(sides.throughput)
+        if traffic is not None and traffic.watch is not None:
+            print(f"{model.name}: watch: {traffic.watch}")
         sides.close()
         alone, batched = _per_row_ms(path, feed, 1), _per_row_ms(path, feed, 8)
         most = max(counts)

@@ -10,7 +10,13 @@ import models
 import numpy as np
 import onnxruntime as ort
 import pytest
-from ortplug import InMemoryCheckpoint, InputValidationError, OnnxBackend, RunOptionsConfig
+from ortplug import (
+    InMemoryCheckpoint,
+    InputValidationError,
+    OnnxBackend,
+    RunOptionsConfig,
+    SessionOptionsConfig,
+)
 
 X = np.linspace(-1, 1, 16, dtype=np.float32).reshape(2, 8)
 
@@ -191,6 +197,40 @@ def test_run_async_calls_back_with_outputs_or_the_error(demo) -> None:
     assert "input 'x': dimension 1 must be 8" in str(error)
     with pytest.raises(InputValidationError, match="unknown input 'y'"):
         demo.run_async({"y": X}, callback)
+
+
+def test_run_async_and_arun_serve_a_session_with_one_intra_op_thread(plugin_host) -> None:
+    """ONNX Runtime refuses run_async on a session without an intra-op pool (one thread, as a
+    one-CPU Ray actor sizes it): the run goes on ortplug's thread, outputs and errors as ever."""
+    model = (files("ortplug.data") / "demo.onnx").read_bytes()
+    one = SessionOptionsConfig(intra_op_num_threads=1)
+    raw = ort.InferenceSession(model, one.to_ort(ort), providers=["CPUExecutionProvider"])
+    with pytest.raises(Exception, match="intra op thread pool must have at least one thread"):
+        raw.run_async(None, {"x": X}, lambda *_: None, None)
+    backend = OnnxBackend.from_checkpoint(
+        InMemoryCheckpoint(model).resolve(),
+        providers=["cpu"],
+        plugins=plugin_host,
+        session_options=one,
+    )
+    done = threading.Event()
+    received: list[tuple[object, object]] = []
+
+    def callback(outputs, error) -> None:
+        received.append((outputs, error))
+        done.set()
+
+    backend.run_async({"x": X}, callback)
+    assert done.wait(10)
+    outputs, error = received[0]
+    assert error is None
+    np.testing.assert_allclose(outputs["probs"], raw.run(["probs"], {"x": X})[0])
+    done.clear()
+    backend.run_async({"x": X[:, :5].copy()}, callback)
+    assert done.wait(10)
+    assert received[1][0] is None and isinstance(received[1][1], InputValidationError)
+    awaited = asyncio.run(backend.arun({"x": X}, ["logits"]))
+    np.testing.assert_allclose(awaited["logits"], raw.run(["logits"], {"x": X})[0])
 
 
 def test_a_run_async_refused_at_once_keeps_none_of_its_run_options(demo) -> None:

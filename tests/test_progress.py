@@ -1,7 +1,7 @@
 """Progress bars (ortplug.progress): on a terminal's stderr where asked, nothing on a pipe.
 
 Every command runs in a child process with its stderr on a real pseudo-terminal
-(ortplug.testing.terminal), or on a pipe, and stdout in a file: the bar's bytes are read as
+(tests/terminal.py), or on a pipe, and stdout in a file: the bar's bytes are read as
 written, and the terminal's last lines as a user sees them once the command is done.
 """
 
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from ortplug.testing import demo_model
-from ortplug.testing.terminal import run_on_terminal, screen
+from terminal import run_on_terminal, screen
 from variant_models import mlp_with_variants
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "openpty"), reason="needs a pseudo-terminal")

@@ -27,6 +27,7 @@ from ortplug import (
     OnnxBackend,
     PluginHost,
     ProviderOffer,
+    SessionOptionsConfig,
     Tolerance,
     VerificationError,
     VerificationWarning,
@@ -332,6 +333,22 @@ def test_the_policy_picks_a_verified_int8_variant_and_caches_the_verdict(
     with OnnxBackend.from_checkpoint(checkpoint, plugins=vnni) as again:
         cached = again.report.verification
         assert cached is not None and cached.cached and cached.checks == verdict.checks
+
+
+def test_a_variant_on_one_intra_op_thread_passes_its_run_async_check(
+    vnni, accepted, monkeypatch
+) -> None:
+    """ONNX Runtime refuses run_async without an intra-op pool: verification checks run_async as a
+    caller's runs (on ortplug's thread there), so a one-thread session is not rejected for it."""
+    monkeypatch.setenv("ORTPLUG_REAL_TRAFFIC_CHECKS", "0")
+    one = SessionOptionsConfig(intra_op_num_threads=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", VerificationWarning)
+        backend = OnnxBackend.from_checkpoint(accepted, plugins=vnni, session_options=one)
+    with backend:
+        verdict = backend.report.verification
+        assert backend.metadata.precision == "int8"
+        assert verdict is not None and verdict.passed and "run_async" in verdict.covered
 
 
 def test_a_broken_int8_variant_is_rejected_with_the_diff_and_the_reference_serves(

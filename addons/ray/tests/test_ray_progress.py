@@ -1,7 +1,7 @@
 """``ortplug batch`` on a terminal: the rows on a bar on stderr (local and ``--ray``), not on a pipe.
 
 The command runs in a child process with stderr on a pseudo-terminal
-(``ortplug.testing.terminal``); with ``--ray`` the bar stays on the terminal while Ray's own
+(``tests/terminal.py``); with ``--ray`` the bar stays on the terminal while Ray's own
 output goes to its log file (descriptor 2 pointed there), which is removed after a run that worked.
 """
 
@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from ortplug.testing import demo_model
-from ortplug.testing.terminal import run_on_terminal
+from terminal import run_on_terminal
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "openpty"), reason="needs a pseudo-terminal")
 

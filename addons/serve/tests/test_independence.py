@@ -23,6 +23,7 @@ from onnx import TensorProto, helper, numpy_helper
 from ortplug import InMemoryCheckpoint, LocalCheckpoint, OnnxBackend, ServingConfig
 from ortplug_serve import ServingWarning
 from ortplug_serve.server import Server
+from serve_models import callers
 
 FORCED = ServingConfig(max_batch=8, max_delay_ms=5)
 CALLERS = 16
@@ -144,18 +145,7 @@ def _served(backend: OnnxBackend) -> tuple[int, int]:
 def _from_callers(backend: OnnxBackend, requests: list[dict[str, np.ndarray]]) -> list[Any]:
     """``backend.run`` of every request, from :data:`CALLERS` threads at once; each one's first
     output."""
-    results: list[Any] = [None] * len(requests)
-
-    def caller(first: int) -> None:
-        for index in range(first, len(requests), CALLERS):
-            results[index] = next(iter(backend.run(requests[index]).values()))
-
-    threads = [threading.Thread(target=caller, args=(i,)) for i in range(CALLERS)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    return results
+    return callers(len(requests), lambda i: next(iter(backend.run(requests[i]).values())), CALLERS)
 
 
 def _wrong(model: bytes, requests: list[dict[str, np.ndarray]], got: list[Any]) -> list[int]:

@@ -1,7 +1,7 @@
 """``ortplug bench --callers`` and a first throughput build on a terminal: bars on stderr, not on a pipe.
 
 The command runs in a child process with stderr on a pseudo-terminal
-(``ortplug.testing.terminal``) or on a pipe; the bars are the core's (``ortplug.progress``).
+(``tests/terminal.py``) or on a pipe; the bars are the core's (``ortplug.progress``).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from ortplug.testing import demo_model
-from ortplug.testing.terminal import run_on_terminal
+from terminal import run_on_terminal
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "openpty"), reason="needs a pseudo-terminal")
 

@@ -5,72 +5,18 @@ the requests the test made; nothing here asserts a time."""
 from __future__ import annotations
 
 import json
-import threading
-from collections.abc import Callable
-from typing import Any
 
 import attrs
 import models
 import numpy as np
 import onnxruntime as ort
 import pytest
-from onnx import TensorProto, helper, numpy_helper
 from ortplug import InMemoryCheckpoint, OnnxBackend, ServingConfig
 from ortplug_serve import DeviceStats, ServedStats, ServingWarning, served
 from ortplug_serve.server import Server, Stream
+from serve_models import WEIGHT, callers, mixing_model, rows_model
 
 BATCHING = ServingConfig(streams=2, threads_per_stream=1, max_batch=8, max_delay_ms=20)
-WEIGHT = np.arange(12, dtype=np.float32).reshape(4, 3)
-
-
-def _rows_model() -> bytes:
-    """y = x @ w, x [batch, 4]: a model whose rows are computed one by one."""
-    graph = helper.make_graph(
-        [helper.make_node("MatMul", ["x", "w"], ["y"])],
-        "rows",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 4])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 3])],
-        initializer=[numpy_helper.from_array(WEIGHT, "w")],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    return model.SerializeToString()
-
-
-def _mixing_model() -> bytes:
-    """y = x - mean(x over the batch): rows mix, so requests never share a run."""
-    graph = helper.make_graph(
-        [
-            helper.make_node("ReduceMean", ["x"], ["mean"], axes=[0], keepdims=1),
-            helper.make_node("Sub", ["x", "mean"], ["y"]),
-        ],
-        "mixing",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 4])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 4])],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    return model.SerializeToString()
-
-
-def _callers(count: int, call: Callable[[int], Any]) -> list[Any]:
-    """``call(i)`` from ``count`` threads started together; each one's result or exception."""
-    results: list[Any] = [None] * count
-    start = threading.Barrier(count)
-
-    def run(index: int) -> None:
-        start.wait()
-        try:
-            results[index] = call(index)
-        except Exception as exc:
-            results[index] = exc
-
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(count)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    return results
 
 
 def _throughput(model: bytes, given: ServingConfig = BATCHING) -> OnnxBackend:
@@ -101,14 +47,14 @@ def _consistent(stats: ServedStats) -> None:
 def test_rows_served_are_the_rows_requested_and_batches_fill_within_the_limit() -> None:
     rng = np.random.default_rng(0)
     requests = [rng.standard_normal((1 + i % 3, 4)).astype(np.float32) for i in range(48)]
-    with _throughput(_rows_model()) as backend:
+    with _throughput(rows_model()) as backend:
         server = backend.dispatcher
         assert isinstance(server, Server)
         before = served(backend)
         assert before is not None and before.requests == 0 and before.rows == 0
         (device,) = before.devices
         assert device.fill is None and device.mean_wait_ms is None and device.batch_limit == 8
-        got = _callers(len(requests), lambda i: backend.run({"x": requests[i]})["y"])
+        got = callers(len(requests), lambda i: backend.run({"x": requests[i]})["y"])
         for x, y in zip(requests, got):
             assert not isinstance(y, Exception), y
             assert np.allclose(y, x @ WEIGHT, rtol=1e-5, atol=1e-5)
@@ -133,10 +79,10 @@ def test_rows_served_are_the_rows_requested_and_batches_fill_within_the_limit() 
 
 def test_requests_that_run_one_by_one_count_no_batch_fill() -> None:
     with pytest.warns(ServingWarning, match="rows mix"):
-        backend = _throughput(_mixing_model())
+        backend = _throughput(mixing_model())
     with backend:
         xs = [np.full((2, 4), i, np.float32) for i in range(16)]
-        got = _callers(len(xs), lambda i: backend.run({"x": xs[i]})["y"])
+        got = callers(len(xs), lambda i: backend.run({"x": xs[i]})["y"])
         assert all(not isinstance(y, Exception) for y in got)
         stats = served(backend)
     assert stats is not None
@@ -151,7 +97,7 @@ def test_requests_that_run_one_by_one_count_no_batch_fill() -> None:
 def test_a_static_batch_fills_up_to_its_rows() -> None:
     with _throughput(models.matmul_model(static=True)) as backend:  # x is [2, 4]
         rows = [np.full((1, 4), i, np.float32) for i in range(9)]
-        got = _callers(len(rows), lambda i: backend.run({"x": rows[i]})["y"])
+        got = callers(len(rows), lambda i: backend.run({"x": rows[i]})["y"])
         assert all(not isinstance(y, Exception) for y in got)
         stats = served(backend)
     assert stats is not None
@@ -162,7 +108,7 @@ def test_a_static_batch_fills_up_to_its_rows() -> None:
 
 
 def test_streams_replaced_while_serving_keep_what_they_served() -> None:
-    with _throughput(_rows_model()) as backend:
+    with _throughput(rows_model()) as backend:
         server = backend.dispatcher
         assert isinstance(server, Server)
         x = np.ones((3, 4), np.float32)
@@ -182,13 +128,13 @@ def test_streams_replaced_while_serving_keep_what_they_served() -> None:
 
 
 def test_the_latency_hint_serves_through_no_server() -> None:
-    with OnnxBackend.from_checkpoint(InMemoryCheckpoint(_rows_model()).resolve()) as backend:
+    with OnnxBackend.from_checkpoint(InMemoryCheckpoint(rows_model()).resolve()) as backend:
         backend.run({"x": np.ones((1, 4), np.float32)})
         assert served(backend) is None
 
 
 def test_the_lines_say_each_devices_traffic() -> None:
-    with _throughput(_rows_model()) as backend:
+    with _throughput(rows_model()) as backend:
         backend.run({"x": np.ones((2, 4), np.float32)})
         stats = served(backend)
     assert stats is not None

@@ -41,6 +41,7 @@ from ortplug_misbehaving import MisbehavingPlugin
 from ortplug_serve import ServingWarning
 from ortplug_serve.measure import WIN_MARGIN, candidate_layouts
 from ortplug_serve.server import Server, _Request
+from serve_models import callers, mixing_model
 
 #: Given in full, so nothing is measured (the measured tests say so).
 BATCHING = ServingConfig(streams=2, threads_per_stream=1, max_batch=8, max_delay_ms=20)
@@ -50,26 +51,6 @@ WEIGHT = np.arange(12, dtype=np.float32).reshape(4, 3)
 
 def _serving_threads() -> list[threading.Thread]:
     return [t for t in threading.enumerate() if t.name.startswith("ortplug-serving")]
-
-
-def _callers(count: int, call: Callable[[int], Any]) -> list[Any]:
-    """``call(i)`` from ``count`` threads started together; each one's result or exception."""
-    results: list[Any] = [None] * count
-    start = threading.Barrier(count)
-
-    def run(index: int) -> None:
-        start.wait()
-        try:
-            results[index] = call(index)
-        except Exception as exc:
-            results[index] = exc
-
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(count)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    return results
 
 
 def _rows_model() -> bytes:
@@ -86,22 +67,6 @@ def _rows_model() -> bytes:
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 4])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 3])],
         initializer=[weight, one],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    return model.SerializeToString()
-
-
-def _mixing_model() -> bytes:
-    """y = x - mean(x over the batch): rows mix, so requests must never share a run."""
-    graph = helper.make_graph(
-        [
-            helper.make_node("ReduceMean", ["x"], ["mean"], axes=[0], keepdims=1),
-            helper.make_node("Sub", ["x", "mean"], ["y"]),
-        ],
-        "mixing",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 4])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 4])],
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
@@ -152,7 +117,7 @@ def test_concurrent_callers_each_get_their_own_rows_bit_equal_to_single_runs() -
         checkpoint, performance_hint="throughput", serving=BATCHING
     ) as backend:
         assert backend.performance_hint == "throughput"
-        got = _callers(len(requests), lambda i: backend.run({"x": requests[i]})["y"])
+        got = callers(len(requests), lambda i: backend.run({"x": requests[i]})["y"])
         for index, (want, result) in enumerate(zip(expected, got)):
             assert not isinstance(result, Exception), result
             assert result.shape == want.shape and np.array_equal(result, want), index
@@ -214,7 +179,7 @@ def test_requests_of_other_shapes_never_share_a_run() -> None:
     with OnnxBackend.from_checkpoint(
         checkpoint, performance_hint="throughput", serving=BATCHING
     ) as backend:
-        got = _callers(len(feeds), lambda i: backend.run(feeds[i])["c"])
+        got = callers(len(feeds), lambda i: backend.run(feeds[i])["c"])
     for feed, result in zip(feeds, got):
         assert not isinstance(result, Exception), result
         assert np.array_equal(result, feed["a"] + feed["b"])
@@ -255,7 +220,7 @@ def test_a_bad_request_fails_alone_and_the_requests_batched_with_it_succeed() ->
 def test_requests_whose_rows_would_mix_run_one_by_one() -> None:
     with pytest.warns(ServingWarning, match="runs requests one by one: .*rows mix"):
         backend = OnnxBackend.from_checkpoint(
-            _checkpoint(_mixing_model()), performance_hint="throughput", serving=BATCHING
+            _checkpoint(mixing_model()), performance_hint="throughput", serving=BATCHING
         )
     with backend:
         serving = backend.serving
@@ -263,7 +228,7 @@ def test_requests_whose_rows_would_mix_run_one_by_one() -> None:
         assert "rows mix" in serving.batching
         rng = np.random.default_rng(2)
         xs = [rng.standard_normal((2, 4)).astype(np.float32) for _ in range(16)]
-        got = _callers(len(xs), lambda i: backend.run({"x": xs[i]})["y"])
+        got = callers(len(xs), lambda i: backend.run({"x": xs[i]})["y"])
         for x, y in zip(xs, got):
             assert np.allclose(y, x - x.mean(axis=0, keepdims=True))
         served, runs = _served(backend)
@@ -277,7 +242,7 @@ def test_a_static_batch_is_filled_by_requests_and_padded() -> None:
     ) as backend:
         assert "static batch of 2" in (backend.serving.batching if backend.serving else "")
         rows = [np.full((1, 4), i, np.float32) for i in range(9)]
-        got = _callers(len(rows), lambda i: backend.run({"x": rows[i]})["y"])
+        got = callers(len(rows), lambda i: backend.run({"x": rows[i]})["y"])
         whole = backend.run({"x": np.ones((2, 4), np.float32)})["y"]
     for row, result in zip(rows, got):
         assert not isinstance(result, Exception), result
@@ -420,7 +385,7 @@ def test_nothing_leaks_after_close() -> None:
         backend = OnnxBackend.from_checkpoint(
             checkpoint, performance_hint="throughput", serving=BATCHING
         )
-        _callers(8, lambda _: backend.run({"x": x}))
+        callers(8, lambda _: backend.run({"x": x}))
         backend.close()
 
     for _ in range(3):  # ONNX Runtime's and numpy's one-time allocations
@@ -573,7 +538,7 @@ def test_the_dropin_serves_through_the_queue_when_its_session_options_ask(tmp_pa
     backend = session.backend
     assert backend is not None and backend.performance_hint == "throughput"
     x = np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4)
-    got = _callers(16, lambda _: session.run(None, {"x": x})[0])
+    got = callers(16, lambda _: session.run(None, {"x": x})[0])
     for result in got:
         assert np.array_equal(result, np.maximum(x @ WEIGHT + 1, 0))
     assert _served(backend)[0] >= 16
@@ -676,7 +641,7 @@ def test_cumulative_throughput_serves_on_the_cpu_and_a_second_device() -> None:
             line.startswith("device     misbehaving [misbehaving, cpu]")
             for line in backend.report.lines()
         )
-        got = _callers(len(xs), lambda i: backend.run({"x": xs[i]})["y"])
+        got = callers(len(xs), lambda i: backend.run({"x": xs[i]})["y"])
         for want, y in zip(expected, got):
             assert not isinstance(y, Exception), y
             assert np.array_equal(y, want)  # bit-equal to single runs on the CPU provider
@@ -698,7 +663,7 @@ def test_a_device_failing_at_run_time_is_dropped_and_its_requests_run_elsewhere(
         assert len(server.alive) == 2
         with pytest.warns(ProviderFallbackWarning, match="misbehaving failed at run time"):
             for _ in range(200):  # each device takes requests in turn: the bad one soon gets one
-                got = _callers(4, lambda _: backend.run({"x": big})["y"])
+                got = callers(4, lambda _: backend.run({"x": big})["y"])
                 for result in got:
                     assert not isinstance(result, Exception), result
                     assert np.array_equal(result, want)

@@ -29,41 +29,13 @@ from ortplug.backend import recorded_serving
 from ortplug.errors import OrtplugCacheWarning
 from ortplug_serve import ServingWarning
 from ortplug_serve.server import Server
-
-WEIGHT = np.arange(12, dtype=np.float32).reshape(4, 3)
+from serve_models import WEIGHT, callers, mixing_model, rows_model
 
 
 def _model(graph: onnx.GraphProto) -> bytes:
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
     return model.SerializeToString()
-
-
-def _rows_model() -> bytes:
-    """y = x @ w, x [batch, 4]: rows computed one by one."""
-    weight = numpy_helper.from_array(WEIGHT, "w")
-    graph = helper.make_graph(
-        [helper.make_node("MatMul", ["x", "w"], ["y"])],
-        "rows",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 4])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 3])],
-        initializer=[weight],
-    )
-    return _model(graph)
-
-
-def _mixing_model() -> bytes:
-    """y = x - mean(x over the batch): rows mix, so requests must never share a run."""
-    graph = helper.make_graph(
-        [
-            helper.make_node("ReduceMean", ["x"], ["mean"], axes=[0], keepdims=1),
-            helper.make_node("Sub", ["x", "mean"], ["y"]),
-        ],
-        "mixing",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 4])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 4])],
-    )
-    return _model(graph)
 
 
 def _line_model() -> bytes:
@@ -96,27 +68,8 @@ def _rewrite(path: Path, change: dict[str, Any]) -> None:
         json.dump(record, out)
 
 
-def _callers(count: int, call: Any) -> list[Any]:
-    results: list[Any] = [None] * count
-    start = threading.Barrier(count)
-
-    def run(index: int) -> None:
-        start.wait()
-        try:
-            results[index] = call(index)
-        except Exception as exc:
-            results[index] = exc
-
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(count)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    return results
-
-
 def test_given_arrays_are_measured_on_and_other_arrays_measure_again() -> None:
-    checkpoint = InMemoryCheckpoint(_rows_model()).resolve()
+    checkpoint = InMemoryCheckpoint(rows_model()).resolve()
     rng = np.random.default_rng(0)
     mine = {"x": rng.standard_normal((3, 4)).astype(np.float32)}
     first = OnnxBackend.from_checkpoint(
@@ -145,7 +98,7 @@ def test_given_arrays_are_measured_on_and_other_arrays_measure_again() -> None:
 def test_the_checkpoints_samples_are_measured_on(tmp_path: Path) -> None:
     (tmp_path / "samples").mkdir()
     np.save(tmp_path / "samples" / "x.npy", np.ones((2, 4), np.float32))
-    (tmp_path / "rows.onnx").write_bytes(_rows_model())
+    (tmp_path / "rows.onnx").write_bytes(rows_model())
     checkpoint = LocalCheckpoint(tmp_path / "rows.onnx").resolve()
     with OnnxBackend.from_checkpoint(checkpoint, performance_hint="throughput") as backend:
         assert backend.serving is not None and backend.serving.source.startswith("measured")
@@ -187,7 +140,7 @@ def test_degenerate_generated_inputs_are_not_measured_on_and_say_so_once() -> No
 
 
 def test_a_corrupt_record_is_said_once_and_measured_again(ortplug_cache: Path) -> None:
-    checkpoint = InMemoryCheckpoint(_rows_model()).resolve()
+    checkpoint = InMemoryCheckpoint(rows_model()).resolve()
     OnnxBackend.from_checkpoint(checkpoint, performance_hint="throughput").close()
     (path,) = _records(ortplug_cache)
     for broken in ('{"schema": 2, "model": ', json.dumps({"schema": 2, "inputs": [1]})):
@@ -201,7 +154,7 @@ def test_a_corrupt_record_is_said_once_and_measured_again(ortplug_cache: Path) -
 
 
 def test_a_record_whose_inputs_are_tampered_with_is_not_used(ortplug_cache: Path) -> None:
-    checkpoint = InMemoryCheckpoint(_rows_model()).resolve()
+    checkpoint = InMemoryCheckpoint(rows_model()).resolve()
     OnnxBackend.from_checkpoint(checkpoint, performance_hint="throughput").close()
     (path,) = _records(ortplug_cache)
     _rewrite(path, {"inputs": {"digest": "0" * 64, "shapes": {"x": [1, 4]}}})
@@ -213,7 +166,7 @@ def test_a_record_that_lies_about_the_rows_never_mixes_callers_rows(ortplug_cach
     """The mixing model's record says its rows may share runs, with batches and a queueing
     delay: the build uses it, and every caller still gets what its request gives alone (the
     server re-checks each row count on real requests and stops sharing runs)."""
-    checkpoint = InMemoryCheckpoint(_mixing_model()).resolve()
+    checkpoint = InMemoryCheckpoint(mixing_model()).resolve()
     with pytest.warns(ServingWarning, match="rows mix"):
         OnnxBackend.from_checkpoint(checkpoint, performance_hint="throughput").close()
     (path,) = _records(ortplug_cache)
@@ -232,7 +185,7 @@ def test_a_record_that_lies_about_the_rows_never_mixes_callers_rows(ortplug_cach
             assert serving.batching.startswith("concurrent requests of the same shapes share")
             rng = np.random.default_rng(3)
             xs = [rng.standard_normal((2, 4)).astype(np.float32) for _ in range(24)]
-            got = _callers(len(xs), lambda i: backend.run({"x": xs[i]})["y"])
+            got = callers(len(xs), lambda i: backend.run({"x": xs[i]})["y"])
     for x, y in zip(xs, got):
         assert not isinstance(y, Exception), y
         assert np.allclose(y, x - x.mean(axis=0, keepdims=True))
@@ -244,7 +197,7 @@ def test_a_record_that_lies_about_the_rows_never_mixes_callers_rows(ortplug_cach
 def test_a_recorded_layout_builds_its_sessions_behind_the_first_requests(
     ortplug_cache: Path,
 ) -> None:
-    checkpoint = InMemoryCheckpoint(_rows_model()).resolve()
+    checkpoint = InMemoryCheckpoint(rows_model()).resolve()
     OnnxBackend.from_checkpoint(checkpoint, performance_hint="throughput").close()
     (path,) = _records(ortplug_cache)
     record = json.loads(path.read_text())
@@ -255,7 +208,7 @@ def test_a_recorded_layout_builds_its_sessions_behind_the_first_requests(
     server = backend.dispatcher
     assert isinstance(server, Server)
     x = np.arange(8, dtype=np.float32).reshape(2, 4)
-    got = _callers(8, lambda i: backend.run({"x": x + i})["y"])  # while the streams are built
+    got = callers(8, lambda i: backend.run({"x": x + i})["y"])  # while the streams are built
     for index, y in enumerate(got):
         assert np.allclose(y, (x + index) @ WEIGHT)
     for _ in range(3000):  # the build thread's sessions (a bound, not a timing claim)

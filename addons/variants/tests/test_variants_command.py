@@ -17,7 +17,7 @@ import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
-from ortplug.testing.terminal import run_on_terminal, screen
+from terminal import run_on_terminal, screen
 from variant_models import mlp_model
 
 ORTPLUG = shutil.which("ortplug", path=os.path.dirname(sys.executable)) or "ortplug"

@@ -1,13 +1,5 @@
-"""Add-on distributions: where their modes and commands are found, and what to install for them.
-
-An add-on (serving, Ray, the drop-in, precision variants) plugs into the core as a provider plugin does, through
-entry points read without importing it: ``ortplug.hints`` maps a performance hint to the function
-that starts serving it (:data:`ortplug.backend.dispatch.Starter`), ``ortplug.commands`` maps a
-command-line command to a :class:`ortplug.cli.command.Command`, and ``ortplug.quick`` (read from
-the ``entry_points.txt`` files themselves, before anything else) to its runner of raw arguments. The core's public spellings of
-an add-on's names (``ortplug.InferenceSession``) resolve through :func:`addon_name`; without the
-add-on they raise :class:`~ortplug.errors.AddonNotInstalledError` with the line to install it.
-"""
+"""Add-on distributions: where their modes and commands are found (entry points read without
+importing them), and what to install for them."""
 
 from __future__ import annotations
 

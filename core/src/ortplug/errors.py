@@ -1,33 +1,7 @@
 """Exceptions and warnings ortplug raises; each message names the thing, the expected and the given.
 
-Every exception ortplug raises on purpose derives from :class:`OrtplugError`
-and keeps the builtin base code catches today, so ``except ValueError`` and
-``except OrtplugError`` both work::
-
-    OrtplugError
-    ├── OptionError (ValueError)             an argument, option or metadata value is invalid
-    │   ├── InputValidationError             the inputs given to run() do not fit the model
-    │   ├── GivenInputsError                 the inputs given to verification do not fit it
-    │   ├── CheckpointError                  a model or metadata file cannot be read
-    │   ├── ModelLoadError                   ONNX Runtime refused to load the model
-    │   ├── PluginConflictError              two plugins claim one provider kind, alias or probe
-    │   └── InputsNotAcceptedError           the model ran none of the generated input sizes
-    ├── OptionTypeError (TypeError)          an argument of the wrong type
-    ├── MissingFileError (FileNotFoundError) a file the user named does not exist
-    ├── CacheError (OSError)                 ortplug's cache directory cannot be used
-    ├── RuntimeNotInstalledError (ImportError) no ONNX Runtime wheel is installed
-    ├── BuildTimeoutError (TimeoutError)     building a session took longer than load_timeout_s
-    ├── NoProviderError (RuntimeError)       no plugin offered a provider for the checkpoint
-    ├── ProviderNotRealizedError (RuntimeError) an explicitly requested accelerator did not run
-    ├── BackendClosedError (RuntimeError)    the backend (or binding) was closed
-    ├── RunTerminatedError (RuntimeError)    a run stopped because terminate() was called
-    ├── VerificationError (RuntimeError)     a provider or variant gave outputs outside the tolerance
-    └── PluginError (RuntimeError)           a plugin failed (raised only with ORTPLUG_STRICT_PLUGINS=1)
-
-Warnings: :class:`ProviderFallbackWarning`, :class:`OrtplugPluginWarning`,
-:class:`OrtplugCacheWarning`, :class:`OrtplugConfigWarning`, :class:`VerificationWarning`,
-all ``RuntimeWarning``.
-"""
+Every exception ortplug raises on purpose derives from :class:`OrtplugError` and keeps the
+builtin base code catches today, so ``except ValueError`` and ``except OrtplugError`` both work."""
 
 from __future__ import annotations
 
@@ -129,11 +103,8 @@ def _declines_text(declines: Mapping[str, str]) -> str:
 
 
 class ProviderNotRealizedError(OrtplugError, RuntimeError):
-    """An explicitly requested accelerator is missing from the session ONNX Runtime built.
-
-    ``cause`` is what ONNX Runtime said; ``declines`` maps each missing
-    provider kind to the reason its plugin gave for not offering it here.
-    """
+    """An explicitly requested accelerator is missing from the session ONNX Runtime built;
+    ``cause``: what ORT said, ``declines``: each missing kind's plugin's reason."""
 
     def __init__(
         self,
@@ -169,11 +140,8 @@ class RunTerminatedError(OrtplugError, RuntimeError):
 
 
 class VerificationError(OrtplugError, RuntimeError):
-    """A provider or precision variant gave outputs outside the tolerance of the CPU reference.
-
-    ``verdict`` (an :class:`ortplug.verification.verdicts.Verdict`, or ``None`` when nothing could be
-    checked) names each output, its difference and the tolerance.
-    """
+    """A provider or precision variant gave outputs outside the tolerance of the CPU reference;
+    ``verdict`` (``None``: nothing could be checked) names each output and its difference."""
 
     def __init__(self, message: str, verdict: object = None) -> None:
         self.verdict = verdict
@@ -185,11 +153,8 @@ class PluginConflictError(OptionError):
 
 
 class PluginError(OrtplugError, RuntimeError):
-    """A plugin failed to import, register or run a hook (raised with ``ORTPLUG_STRICT_PLUGINS=1``).
-
-    ``plugin``, ``phase`` (the hook or step) and ``error`` (exception type and
-    message) say what failed; the original exception is the ``__cause__``.
-    """
+    """A plugin failed to import, register or run a hook (raised with ``ORTPLUG_STRICT_PLUGINS=1``);
+    ``plugin``, ``phase`` and ``error`` say what failed, the original is the ``__cause__``."""
 
     def __init__(self, plugin: str, phase: str, error: str) -> None:
         self.plugin = plugin
@@ -199,11 +164,8 @@ class PluginError(OrtplugError, RuntimeError):
 
 
 class InputsNotAcceptedError(OptionError):
-    """The CPU reference ran none of the input sizes ortplug generated; real inputs are needed.
-
-    ``first`` is the first feed tried (a :class:`ortplug.verification.sample_inputs.GeneratedFeed`) and
-    ``cause`` what running it raised.
-    """
+    """The CPU reference ran none of the input sizes ortplug generated; real inputs are needed
+    (``first``: the first feed tried, ``cause``: what running it raised)."""
 
     def __init__(self, message: str, *, first: object, cause: BaseException) -> None:
         self.first = first

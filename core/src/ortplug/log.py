@@ -1,11 +1,5 @@
-"""ortplug's log lines (logger ``ortplug``), without importing :mod:`logging` until one can show,
-and where its warnings point (:func:`user_stacklevel`).
-
-Importing ``logging`` costs ~2 ms of every process's start-up. A debug or info line
-reaches only handlers a program configured, and a program that configured one has
-imported ``logging``; a warning also reaches ``logging``'s last-resort handler
-(stderr), so it always imports it.
-"""
+"""ortplug's log lines (logger ``ortplug``), without importing :mod:`logging` (~2 ms) until one
+can show, and where its warnings point (:func:`user_stacklevel`)."""
 
 from __future__ import annotations
 
@@ -45,12 +39,8 @@ def warning(message: str, *args: object) -> None:
 
 def user_stacklevel(*within: str) -> int:
     """The ``stacklevel`` that makes a ``warnings.warn`` in the calling function point at the
-    first frame outside the ortplug package: the user's call (past the end of the stack: none
-    is outside). A fixed ``stacklevel`` is right on one path only; ortplug reaches the same
-    warning from ``from_checkpoint``, the drop-in, a background thread and the CLI. ``within``:
-    a file of each other package whose frames are not the user's either (an add-on passes its
-    module's ``__file__``; an add-on whose frames sit below every warning of a build, as the
-    drop-in's do, registers them once with :func:`count_as_ortplug`)."""
+    user's call: the first frame outside ortplug and the packages of ``within`` (an add-on's
+    ``__file__``; see also :func:`count_as_ortplug`), whatever path reached it."""
     folders = (*_INSIDE, *(os.path.dirname(os.path.abspath(path)) + os.sep for path in within))
     frame = sys._getframe(1)  # the function that warns: stacklevel 1
     level = 1

@@ -1,19 +1,4 @@
-"""Progress of long work: a bar on a terminal's stderr where the caller asked for one, else nothing.
-
-Long work (the candidates a build verifies, the layouts a throughput build measures, a
-benchmark's rounds, a batch's rows) reports its steps with :func:`progress`. Nothing shows
-unless the code at the top asked with :func:`show_progress` (the CLI's long commands do; a
-library call such as ``OnnxBackend.from_checkpoint`` stays silent), stderr is a terminal and
-``ORTPLUG_PROGRESS`` is not ``0``: on a pipe or in a file nothing is written at all.
-
-The bar is tqdm's, imported only when one shows (``import ortplug`` pays nothing for it), drawn
-on stderr (what a command prints on stdout is the same with or without it) and cleared once its
-work is done. Work inside other work (a build's verification inside a benchmark's candidates)
-shows on the outer bar's line, so there is one line at a time. While a bar shows, lines written
-to ``sys.stderr`` (warnings) go above it, and the bar draws on a copy of the terminal stderr was
-when it started (a duplicated descriptor): work that points descriptor 2 elsewhere meanwhile
-(the Ray add-on sends Ray's output to a log) still shows it.
-"""
+"""Progress of long work: a bar on a terminal's stderr where the caller asked for one, else nothing."""
 
 from __future__ import annotations
 

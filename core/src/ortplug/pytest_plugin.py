@@ -1,11 +1,5 @@
 """The pytest plugin installed with ortplug (entry point ``pytest11``): the fixtures of
-:mod:`ortplug.testing`, which each imports on a test's first use.
-
-pytest loads it at every start of every project in an environment where ortplug is
-installed, so it imports nothing pytest has not: :mod:`ortplug.testing` (numpy, the plugin
-host, host facts: ~180 ms) is imported by the first fixture a test asks for, never by a run
-that uses none (``benchmarks/bench_pytest_start.py`` measures both).
-"""
+:mod:`ortplug.testing`, which each imports on a test's first use."""
 
 from __future__ import annotations
 

@@ -24,10 +24,13 @@ from ortplug import (
     InMemoryCheckpoint,
     OnnxBackend,
     PluginHost,
+    ProviderNotRealizedError,
     ResolvedCheckpoint,
+    SessionOptionsConfig,
     Verification,
 )
 from ortplug.testing import demo_static_model, make_plugin_host
+from ortplug_webgpu import WebGpuProvider
 from ortplug_webgpu import plugin as webgpu_plugin
 from ortplug_webgpu.probes import ALLOW_SOFTWARE_ENV, ORT_SOFTWARE_ENV, detect_webgpu
 from ortplug_webgpu.shader_cache import MESA_CACHE_ENV, shader_cache_key
@@ -306,3 +309,31 @@ def test_a_hidden_driver_falls_back_to_cpu_with_the_plugins_reason(hidden_driver
     forced = hidden_driver["forced"]  # offered on stale facts, then the build fails: graceful
     assert forced["chain"] == ["webgpu", "cpu"] and forced["realized"] == [CPU]
     assert any("No supported adapters" in warning for warning in forced["warnings"])
+
+
+def test_a_callers_session_options_carry_one_device_chain_session_after_session(
+    webgpu_host: PluginHost, adapter: dict[str, Any], opted_in: None
+) -> None:
+    """A plugin-EP chain is appended to the caller's own SessionOptions (the drop-in's) once:
+    ONNX Runtime refuses a provider appended twice and cannot take one off, so a second session of
+    the same chain reuses it, another chain is refused naming the fix, a CPU one runs by name."""
+    import onnxruntime as ort
+
+    checkpoint = _checkpoint(relu_model())
+    callers = SessionOptionsConfig.from_ort(ort.SessionOptions())
+    x = {"x": np.linspace(-1, 1, 8, dtype=np.float32).reshape(1, 8)}
+    for _ in range(2):
+        with OnnxBackend.from_checkpoint(
+            checkpoint, providers=["webgpu", "cpu"], plugins=webgpu_host, session_options=callers
+        ) as backend:
+            assert backend.providers == (WEBGPU, CPU)
+            assert np.array_equal(backend.run(x)["y"], np.maximum(x["x"], 0))
+    other = WebGpuProvider(validation_mode="disabled")
+    with pytest.raises(ProviderNotRealizedError, match="already carries .WebGpuExecutionProvider"):
+        OnnxBackend.from_checkpoint(
+            checkpoint, providers=[other, "cpu"], plugins=webgpu_host, session_options=callers
+        )
+    with OnnxBackend.from_checkpoint(
+        checkpoint, providers=["cpu"], plugins=webgpu_host, session_options=callers
+    ) as backend:
+        assert backend.providers == (CPU,)

@@ -63,6 +63,11 @@ def _delay(_: Any, attribute: attrs.Attribute[Any], value: object) -> None:
         )
 
 
+def _flag(_: Any, attribute: attrs.Attribute[Any], value: object) -> None:
+    if not isinstance(value, bool):
+        raise OptionError(f"{attribute.name}: expected True or False, got {value!r}")
+
+
 @attrs.frozen(kw_only=True)
 class ServingConfig:
     """How a throughput build serves; each field left ``None`` is measured on this host.
@@ -73,7 +78,10 @@ class ServingConfig:
     takes at most (1: no batching); ``max_delay_ms``: how long a request waits in the queue for
     others to share its run (0: it shares only with requests already queued); ``cpus``: the CPUs
     the streams share in all (default: every CPU this process may use; fewer, such as the CPUs
-    Ray gave an actor, bound the layouts measured and the streams x threads given).
+    Ray gave an actor, bound the layouts measured and the streams x threads given);
+    ``watch``: whether the server compares its layout with the latency path on live traffic
+    and moves to the faster (:mod:`.watch`; ``False``: the layout chosen serves as long as the
+    backend; a layout given in full is never watched).
     """
 
     streams: int | None = attrs.field(default=None, validator=_positive(1024))
@@ -81,6 +89,7 @@ class ServingConfig:
     max_batch: int | None = attrs.field(default=None, validator=_positive(MAX_BATCH_ROWS))
     max_delay_ms: float | None = attrs.field(default=None, validator=_delay)
     cpus: int | None = attrs.field(default=None, validator=_threads)
+    watch: bool = attrs.field(default=True, validator=_flag)
 
     @property
     def complete(self) -> bool:
@@ -89,8 +98,8 @@ class ServingConfig:
         return None not in layout
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form."""
-        return attrs.asdict(self)
+        """JSON-ready form of what bounds the layouts (``watch`` changes none: not in it)."""
+        return attrs.asdict(self, filter=lambda attribute, _: attribute.name != "watch")
 
 
 @attrs.frozen
@@ -182,7 +191,9 @@ class ServingReport:
     ``batching``: whether and how concurrent requests share runs; ``source``: where the
     layouts come from (measured now, recorded by an earlier build, given, or defaults);
     ``callers``: the concurrent callers the measurement ran; ``inputs``: the inputs it ran
-    on (``samples: x float32 (1, 3, 48, 320)``; ``None``: nothing was measured).
+    on (``samples: x float32 (1, 3, 48, 320)``; ``None``: nothing was measured); ``latency``:
+    why the latency path serves instead of the devices' layout (no layout beat it on this
+    host's traffic, :mod:`.watch`; ``None``: the layout serves).
     """
 
     hint: str
@@ -191,6 +202,7 @@ class ServingReport:
     source: str
     callers: int | None = None
     inputs: str | None = None
+    latency: str | None = None
 
     @property
     def streams(self) -> int:
@@ -203,6 +215,8 @@ class ServingReport:
         if self.inputs is not None:
             out.append(f"inputs     {self.inputs}")
         out.append(f"batching   {self.batching}")
+        if self.latency is not None:
+            out.append(f"latency    serves the latency path: {self.latency}")
         out += [f"device     {device.describe()}" for device in self.devices]
         for device in self.devices:
             out += [
@@ -221,4 +235,5 @@ class ServingReport:
             "source": self.source,
             "callers": self.callers,
             "inputs": self.inputs,
+            "latency": self.latency,
         }

@@ -10,7 +10,8 @@ serve at the cost of a latency build (:class:`Recorded`): the inputs measured on
 and shapes: generated ones are made again at those shapes, not searched for by running the model;
 a build given other inputs measures again) and the start's row check's verdict (whether rows may
 share runs; the server still re-checks each row count on its first real requests, so a record
-that lies about it cannot mix callers' rows). A corrupt or foreign file is ignored with an
+that lies about it cannot mix callers' rows). The server's watch (:mod:`.watch`) rewrites it
+when live traffic chose another layout, or the latency path (the report's ``latency``). A corrupt or foreign file is ignored with an
 :class:`~ortplug.errors.OrtplugCacheWarning` naming it, and measured again.
 """
 
@@ -220,6 +221,7 @@ def _parse(
     if callers is not None:
         callers = _whole(callers, "callers", 4096)
     inputs = report.get("inputs")
+    latency = report.get("latency")
     problem = record.get("rows_problem")
     parsed = ServingReport(
         str(report["hint"]),
@@ -228,6 +230,7 @@ def _parse(
         _text(report.get("source"), "source"),
         callers,
         None if inputs is None else _text(inputs, "inputs"),
+        None if latency is None else _text(latency, "latency"),
     )
     digest, shapes = _inputs(record.get("inputs"))
     rows = None if problem is None else _text(problem, "rows_problem")

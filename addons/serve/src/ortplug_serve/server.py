@@ -24,7 +24,11 @@ is dropped (its streams stop) with a :class:`~ortplug.errors.ProviderFallbackWar
 requests that had no device left get the error they failed with.
 
 ``restream()`` replaces a device's streams while serving (a layout whose sessions were built
-behind the first requests): the old streams finish their runs and stop, the queue stays.
+behind the first requests, or one the watch chose, :mod:`.watch`): the old streams finish their
+runs and stop, the queue stays. ``serve_latency()`` moves :meth:`Server.run` to the latency
+path: each caller runs its own request on one session on its own thread, no queue, no batching
+(what the latency hint does, counted as a stream of its own); ``submit()`` still queues for the
+streams.
 
 ``served()`` is what it served so far (:class:`~.stats.ServedStats`): each stream's requests,
 rows and runs, the queueing delay of its requests, and how full its shared runs were, counted
@@ -91,6 +95,8 @@ class Stream:
     busy: bool = False
     #: Whether it was replaced (:meth:`Server.restream`): its worker stops after its run.
     retired: bool = False
+    #: Whether it is the latency path's (callers run on it themselves, :meth:`Server.serve_latency`).
+    latency: bool = False
     #: What it served (:meth:`Server.served`), counted under the server's lock: requests, rows
     #: and runs; queueing delay in all and at most; time in runs; the runs of requests that may
     #: share runs and their rows (up to the batch limit); when it started and stopped serving,
@@ -106,6 +112,8 @@ class Stream:
     since: float = 0.0
     until: float | None = None
     began: float = 0.0
+    #: Seconds it served before ``since`` (the latency path's stream serves by turns).
+    served_s: float = 0.0
 
 
 @attrs.define(eq=False)
@@ -124,14 +132,20 @@ class Device:
     #: request counts once).
     requests: int = 0
     runs: int = 0
+    #: The latency path's stream, once it served (:meth:`Server.serve_latency`).
+    latency: Stream | None = None
+
+    def every_stream(self) -> tuple[Stream, ...]:
+        """Its streams, those replaced and the latency path's: all it served on."""
+        latency = () if self.latency is None else (self.latency,)
+        return (*self.streams, *self.retired, *latency)
 
 
 def _stream_stats(stream: Stream, now: float) -> StreamStats:
     """``stream``'s counters as they stand at ``now`` (under the server's lock)."""
-    seconds = (now if stream.until is None else stream.until) - stream.since
-    return StreamStats(
-        stream.requests, stream.rows, stream.runs, stream.busy_s, seconds, stream.retired
-    )
+    seconds = stream.served_s + (now if stream.until is None else stream.until) - stream.since
+    return StreamStats(stream.requests, stream.rows, stream.runs, stream.busy_s, seconds,
+                       stream.retired, stream.latency)  # fmt: skip
 
 
 class _Request:
@@ -196,9 +210,17 @@ class Server:
         #: Why the sessions of a layout built behind the first requests failed to build (the
         #: streams serving then serve on).
         self.restream_failed: str | None = None
+        #: The :class:`~.watch.Watch` comparing its layout with the latency path (set by
+        #: :mod:`.start` when one runs), and what it found last, shown with what it served.
+        self.watch: Any = None
+        self.watched: str | None = None
+        #: The latency path while it serves :meth:`run` (:meth:`serve_latency`).
+        self._direct: tuple[Device, Stream] | None = None
         self._queue: deque[_Request] = deque()
         self._cond = threading.Condition()
         self._closed: str | None = None
+        #: Set once it closes: what a thread of :meth:`behind` waits on between its looks.
+        self.stopping = threading.Event()
         self._terminated = False
         self._threads: list[threading.Thread] = []
         self._since = time.monotonic()
@@ -241,6 +263,34 @@ class Server:
             self._cond.notify_all()
         return True
 
+    def serve_latency(self, device: Device, stream: Stream | None) -> bool:
+        """Serve :meth:`run` on the latency path from now on: each caller runs its own request
+        on ``stream``'s session, on its own thread (``None``: through the queue and ``device``'s
+        streams again); ``False`` once closed."""
+        with self._cond:
+            if self._closed is not None or device.dropped is not None:
+                return False
+            now = time.monotonic()
+            if self._direct is not None:
+                was = self._direct[1]
+                was.served_s += now - was.since
+                was.since, was.until, was.retired = now, now, True
+            self._direct = None
+            if stream is not None:
+                if device.latency is not None and device.latency is not stream:
+                    device.retired.append(device.latency)
+                device.latency = stream
+                stream.latency, stream.retired = True, False
+                stream.since, stream.until = now, None
+                stream.options.terminate = self._terminated
+                self._direct = (device, stream)
+        return True
+
+    @property
+    def on_latency_path(self) -> bool:
+        """Whether :meth:`run` serves on the latency path now."""
+        return self._direct is not None
+
     def behind(self, name: str, work: Callable[[], None]) -> None:
         """Run ``work`` on a thread of its own (building a layout's sessions) that ``close()``
         waits for, as for the workers: no session is left building as the interpreter exits."""
@@ -252,7 +302,7 @@ class Server:
             thread.start()  # under the lock: close() joins only started threads
 
     def _every_stream(self) -> list[Stream]:
-        return [stream for device in self.devices for stream in (*device.streams, *device.retired)]
+        return [stream for device in self.devices for stream in device.every_stream()]
 
     def served(self) -> ServedStats:
         """What it served so far, each device's streams (replaced ones too): rows per second,
@@ -266,7 +316,7 @@ class Server:
         batching = self._batching
         devices = []
         for device in self.devices:
-            streams = (*device.streams, *device.retired)
+            streams = device.every_stream()
             devices.append(
                 DeviceStats(
                     label=device.label,
@@ -278,7 +328,7 @@ class Server:
                     filled_rows=sum(s.filled_rows for s in streams),
                 )
             )
-        return ServedStats(now - self._since, tuple(devices))
+        return ServedStats(now - self._since, tuple(devices), self.watched)
 
     # -- callers -------------------------------------------------------------------------------
 
@@ -301,7 +351,11 @@ class Server:
 
     def run(self, names: Sequence[str], feed: Mapping[str, Any]) -> list[Any]:
         """One request, waited for: the backend's run function under a throughput hint; run on
-        the caller's thread when a stream is idle and nothing is queued (module docstring)."""
+        the caller's thread when a stream is idle and nothing is queued, or on the latency path
+        (module docstring)."""
+        direct = self._direct
+        if direct is not None:
+            return self._run_direct(direct[0], direct[1], names, feed)
         request = _Request(feed, names, None, self._batching)
         with self._cond:
             stopped = self._stopped()
@@ -318,6 +372,33 @@ class Server:
             finally:
                 self._release(stream)
         return request.future.result()
+
+    def _run_direct(
+        self, device: Device, stream: Stream, names: Sequence[str], feed: Mapping[str, Any]
+    ) -> list[Any]:
+        """One request on the latency path: run on the caller's thread, then counted."""
+        stopped = self._stopped()
+        if stopped is not None:
+            raise stopped
+        found = group_of(self._batching, feed, names)
+        rows = found[1] if found is not None and found[1] else 1
+        began = time.monotonic()
+        try:
+            return list(stream.session.run(list(names), dict(feed), stream.options))
+        except Exception as exc:
+            stopped = self._stopped()
+            if stopped is not None:
+                raise stopped from exc
+            raise
+        finally:
+            ended = time.monotonic()
+            with self._cond:
+                stream.requests += 1
+                stream.rows += rows
+                stream.runs += 1
+                stream.busy_s += ended - began
+                device.requests += 1
+                device.runs += 1
 
     def _idle(self, request: _Request) -> tuple[Device, Stream] | None:
         """An idle stream of a device that would run ``request`` at once, taken (under the lock);
@@ -368,6 +449,7 @@ class Server:
             first = self._closed is None
             if first:
                 self._closed = why
+                self.stopping.set()
             pending = list(self._queue)
             self._queue.clear()
             self._cond.notify_all()
@@ -385,9 +467,11 @@ class Server:
         with self._cond:
             if self._final is None:
                 self._final = self._stats()
+        self._direct = None
         for device in self.devices:  # the sessions go now, even while the backend is referenced
             device.streams = []
             device.retired = []
+            device.latency = None
         _LIVE.discard(self)
 
     @property

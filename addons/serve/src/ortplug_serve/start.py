@@ -12,7 +12,8 @@ this model here, else from measuring (:mod:`.measure`), then recorded; with meas
 (``measure=False``,
 ``ORTPLUG_MEASURE=0``) or inputs that cannot be generated, from the defaults. A device whose
 measured rate is under :data:`MIN_SHARE` of the fastest one's serves nothing (it would only add
-latency).
+latency). A server of one device is watched (:mod:`.watch`): its layout compared with the
+latency path on live traffic, replaced while serving when it falls behind, the record rewritten.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from ortplug.log import user_stacklevel
 from ortplug.providers.session_options import SessionOptionsConfig
 from ortplug.session.build import create_planned
 from ortplug.session.plan import SessionPlan
+from ortplug.session.serial import serialised
 from ortplug.verification.sample_inputs import carried_samples
 
 from . import inputs, record
@@ -46,11 +48,14 @@ from .inputs import TrafficInputs
 from .measure import CALLERS, batch_limit, best_of, candidate_layouts, default_layout, measure
 from .rows import Batching, batching_of
 from .server import Device, Server, Stream
+from .watch import Watch, alternatives
 
 __all__ = ["MIN_SHARE", "serve", "start_serving"]
 
 #: A device serving under this share of the fastest device's requests per second is not used.
 MIN_SHARE = 0.05
+#: The longest line a record keeps (:mod:`.record` refuses longer ones; "recorded: " comes first).
+_LINE = 380
 
 
 def _cpu_budget(given: ServingConfig, served: SessionPlan) -> tuple[int, str]:
@@ -126,6 +131,16 @@ class _Batched:
     problem: str | None = None
 
 
+def _one_by_one(problem: str) -> _Batched:
+    """Requests run one by one because the row check refused sharing runs: said once."""
+    warnings.warn(
+        f"the throughput hint runs requests one by one: {problem}",
+        ServingWarning,
+        stacklevel=user_stacklevel(__file__),
+    )
+    return _Batched(None, f"requests run one by one: {problem}", problem=problem)
+
+
 def _batching(
     session: Any,
     infos: tuple[Sequence[Any], Sequence[Any]],
@@ -148,12 +163,7 @@ def _batching(
     except Exception as exc:
         problem = f"a batched run failed ({type(exc).__name__}: {' '.join(str(exc).split())[:200]})"
     if problem is not None:
-        warnings.warn(
-            f"the throughput hint runs requests one by one: {problem}",
-            ServingWarning,
-            stacklevel=user_stacklevel(__file__),
-        )
-        return _Batched(None, f"requests run one by one: {problem}", problem=problem)
+        return _one_by_one(problem)
     trusted = [(label, checked.group, count) for count in sorted(checked.counts)]
     checks = RowChecks(trusted, {(label, checked.group): checked.shapes})
     return _Batched(found, _batching_line(found, rows), checks)
@@ -183,12 +193,7 @@ def _recorded_batching(
     if isinstance(found, str):
         return _Batched(None, f"requests run one by one: {found}")
     if problem is not None:
-        warnings.warn(
-            f"the throughput hint runs requests one by one: {problem}",
-            ServingWarning,
-            stacklevel=user_stacklevel(__file__),
-        )
-        return _Batched(None, f"requests run one by one: {problem}", problem=problem)
+        return _one_by_one(problem)
     return _Batched(found, _batching_line(found, largest(found) + 1))
 
 
@@ -286,8 +291,9 @@ def start_serving(
     shown = None if traffic is None else traffic.describe()
     if shown is not None and degenerate and not measured:
         shown += " (degenerate sizes: not measured on)"
+    latency = None if recorded is None else recorded.report.latency
     report = ServingReport(hint, tuple(w.shown() for w in weighed), batched.line, source,
-                           CALLERS if measured else None, shown)  # fmt: skip
+                           CALLERS if measured else None, shown, latency)  # fmt: skip
     if recorded is None and source.startswith("measured") and traffic is not None:
         kept = record.Recorded(report, traffic.digest, dict(traffic.shapes), batched.problem)
         _save(origin, served, given, kept)
@@ -307,13 +313,79 @@ def start_serving(
         batching,
         batched.checks,
     )
-    if later is not None:
+    one = len(serving) == 1 and serving[0].device.plan.plugins is not None
+    watched = serving[0] if one and serving[0].builder and serving[0].builder.built() else None
+    if given.watch and measuring and measured and watched is not None and traffic is not None:
+        keep = _keeper(origin, served, given, traffic, batched.problem, report, server)
+        _watch(server, watched, report, keep, build_first=later is not None)
+    elif later is not None:
         _restream_behind(server, later)
     else:
         for w in weighed:
             if w.builder is not None:
                 w.builder.release()
     return server, report
+
+
+def _watch(
+    server: Server,
+    watched: _Weighed,
+    report: ServingReport,
+    keep: Callable[[Layout, str | None, str], None],
+    *,
+    build_first: bool,
+) -> None:
+    """Watch the one device's layout against the latency path (:mod:`.watch`), serving the
+    latency path from the start when the record says none beat it (said once). The latency
+    path's runs of a provider that does not declare concurrent runs take turns, as the latency
+    hint's do."""
+    builder, layout, plugins = watched.builder, watched.layout, watched.device.plan.plugins
+    assert builder is not None and layout is not None and plugins is not None  # it serves
+    built = builder.built()
+    assert built is not None  # the session the build made (checked before)
+    latency = Stream(serialised(built[0].session, plugins), built[0].options)
+    if report.latency is not None:
+        server.serve_latency(server.devices[0], latency)
+        warnings.warn(
+            f"the throughput hint serves the latency path (recorded: {report.latency}); "
+            "compared again on the first seconds of traffic",
+            ServingWarning,
+            stacklevel=user_stacklevel(__file__),
+        )
+    others = alternatives(watched.trials, layout)
+    server.watch = Watch(server, builder, layout, others, latency, keep,
+                         on_latency=report.latency is not None, build_first=build_first)  # fmt: skip
+    server.behind("ortplug-serving-watch", server.watch.run)
+
+
+def _keeper(
+    origin: ResolvedCheckpoint,
+    served: SessionPlan,
+    given: ServingConfig,
+    traffic: TrafficInputs,
+    problem: str | None,
+    report: ServingReport,
+    server: Server,
+) -> Callable[[Layout, str | None, str], None]:
+    """What the watch calls when live traffic changed what serves: the report (the server's
+    and the record's) says the layout kept and whether the latency path serves."""
+    label = server.devices[0].label
+
+    def keep(layout: Layout, latency: str | None, line: str) -> None:
+        devices = tuple(attrs.evolve(d, layout=layout) if d.label == label else d
+                        for d in report.devices)  # fmt: skip
+        changed = attrs.evolve(report, devices=devices, source=_clip(f"watched: {line}"),
+                               latency=None if latency is None else _clip(latency))  # fmt: skip
+        server.report = changed
+        kept = record.Recorded(changed, traffic.digest, dict(traffic.shapes), problem)
+        _save(origin, served, given, kept)
+
+    return keep
+
+
+def _clip(text: str) -> str:
+    """``text`` within a record's line of text."""
+    return text if len(text) <= _LINE else text[: _LINE - 3] + "..."
 
 
 def _samples(origin: ResolvedCheckpoint) -> dict[str, Any]:

@@ -30,7 +30,8 @@ class StreamStats:
 
     ``requests``/``rows``: what its runs took (a request of no known rows counts one row);
     ``runs``: its runs (a batch run again request by request counts once); ``busy_s``: time in
-    its runs; ``seconds``: time since it started serving (until it was replaced, ``retired``).
+    its runs; ``seconds``: time it served (since it started, until it was replaced,
+    ``retired``); ``latency``: the latency path's (callers ran on it themselves, by turns).
     """
 
     requests: int
@@ -39,6 +40,7 @@ class StreamStats:
     busy_s: float
     seconds: float
     retired: bool = False
+    latency: bool = False
 
     @property
     def rows_per_s(self) -> float:
@@ -60,6 +62,7 @@ class StreamStats:
             "busy": round(self.busy, 3),
             "seconds": round(self.seconds, 3),
             "retired": self.retired,
+            "latency": self.latency,
         }
 
 
@@ -110,9 +113,11 @@ class DeviceStats:
         return self.filled_rows / (self.shared_runs * self.batch_limit)
 
     def describe(self) -> str:
-        """``cpu: 2 streams, 812 rows/s (406, 406), 90 requests in 40 runs, wait ..., batch fill 0.62``."""
-        rates = ", ".join(f"{s.rows_per_s:.0f}" for s in self.streams if not s.retired)
-        rate = sum(s.rows_per_s for s in self.streams if not s.retired)
+        """``cpu: 2 streams, 812 rows/s (406, 406), 90 requests in 40 runs, wait ..., batch fill 0.62``
+        (``2 streams and the latency path``: callers run on it now)."""
+        live = [s for s in self.streams if not s.retired]
+        rates = ", ".join(f"{s.rows_per_s:.0f}" for s in live)
+        rate = sum(s.rows_per_s for s in live)
         wait = self.mean_wait_ms
         waited = (
             "no request yet"
@@ -121,7 +126,9 @@ class DeviceStats:
         )
         fill = self.fill
         filled = "no shared run" if fill is None else f"batch fill {fill:.2f}"
-        streams = _count(sum(1 for s in self.streams if not s.retired), "stream")
+        streams = _count(sum(1 for s in live if not s.latency), "stream")
+        if any(s.latency for s in live):
+            streams += " and the latency path"
         return (
             f"{self.label}: {streams}, {rate:.0f} rows/s ({rates}), "
             f"{_count(self.requests, 'request')} in {_count(self.runs, 'run')}, {waited}, {filled}"
@@ -147,10 +154,12 @@ class DeviceStats:
 
 @attrs.frozen
 class ServedStats:
-    """The traffic a server served so far (:meth:`.server.Server.served`): each device's."""
+    """The traffic a server served so far (:meth:`.server.Server.served`): each device's, and
+    what its watch found last (:mod:`.watch`; ``None``: nothing compared yet)."""
 
     seconds: float
     devices: tuple[DeviceStats, ...]
+    watch: str | None = None
 
     @property
     def requests(self) -> int:
@@ -169,7 +178,8 @@ class ServedStats:
 
     def lines(self) -> list[str]:
         """The traffic as people read it, one line per device."""
-        return [f"served     {device.describe()}" for device in self.devices]
+        lines = [f"served     {device.describe()}" for device in self.devices]
+        return lines if self.watch is None else [*lines, f"watch      {self.watch}"]
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
@@ -177,4 +187,5 @@ class ServedStats:
             "seconds": round(self.seconds, 3),
             "rows_per_s": round(self.rows_per_s, 1),
             "devices": [device.to_dict() for device in self.devices],
+            "watch": self.watch,
         }

@@ -1,12 +1,5 @@
-"""The inference backends: the protocol and its ONNX Runtime implementation.
-
-``OnnxBackend.from_checkpoint`` hands the checkpoint to the build pipeline
-(:mod:`ortplug.pipeline`), which plans and builds sessions through the session layer
-(:mod:`ortplug.session`) and proves candidates (:mod:`ortplug.verification`); the backend
-serves what the pipeline chose. ``Binding`` and the introspection values load on first use.
-The serving values (``ServingConfig``, ``ServingReport``, ...) are the serving add-on's
-(``ortplug-serve``), found through :func:`ortplug.addons.addon_name`.
-"""
+"""The inference backends: the protocol and its ONNX Runtime implementation, serving what the build
+pipeline chose; the serving values are the serving add-on's (:func:`ortplug.addons.addon_name`)."""
 
 from __future__ import annotations
 

@@ -1,11 +1,5 @@
-"""``OnnxBackend.from_checkpoint``'s arguments checked into one :class:`BuildRequest`.
-
-A checkpoint goes: :func:`~ortplug.session.plan.resolve_checkpoint` -> the build pipeline's
-candidates (:class:`~ortplug.pipeline.build_pipeline.BuildPipeline`) -> either the start-up
-switch behind a CPU reference (:func:`~ortplug.pipeline.startup.start_on_cpu`) or the whole
-pipeline (prepare, build, verify, measure) -> the backend serving the result -> for a hint other
-than ``"latency"``, the add-on that serves it (:mod:`ortplug.backend.dispatch`).
-"""
+"""``OnnxBackend.from_checkpoint``'s arguments checked into one :class:`BuildRequest` (the path of a
+build: docs/internals.md)."""
 
 from __future__ import annotations
 

@@ -1,12 +1,5 @@
-"""The seam a serving add-on plugs into: what it is given, and what it hands back to the backend.
-
-A performance hint other than ``"latency"`` is served by an add-on (``ortplug-serve`` ships
-``throughput`` and ``cumulative_throughput``). ``OnnxBackend.from_checkpoint`` builds and proves
-the session as for the latency hint, then calls the hint's :data:`Starter` (found in the
-``ortplug.hints`` entry-point group) with a :class:`ServingStart`; the :class:`Dispatcher` it
-returns runs every call of :meth:`~ortplug.OnnxBackend.run`, ``run_into``, ``run_async`` and
-``arun`` from then on (:meth:`~ortplug.OnnxBackend.dispatch_through`), until the backend closes.
-"""
+"""The seam a serving add-on plugs into: what it is given (:class:`ServingStart`), and what it hands
+back to the backend (a :class:`Dispatcher` that runs every call from then on)."""
 
 from __future__ import annotations
 

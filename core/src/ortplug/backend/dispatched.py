@@ -1,10 +1,5 @@
-"""The run forms a dispatcher serves: ``run_into``, ``run_async`` and ``arun`` on its queue.
-
-Under a throughput hint every call is a request on the dispatcher (:mod:`.dispatch`); ``run``
-waits for its future in :class:`~ortplug.backend.OnnxBackend` itself. These are the other forms,
-each the latency form's contract kept: ``run_into`` copies into the caller's arrays,
-``run_async``'s callback runs on a stream's thread, a cancelled ``arun`` cancels its request.
-"""
+"""The run forms a dispatcher serves (``run_into``, ``run_async``, ``arun``) on its queue, each
+keeping the latency form's contract."""
 
 from __future__ import annotations
 

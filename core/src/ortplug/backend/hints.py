@@ -1,9 +1,5 @@
-"""The performance hints, and how a build is asked for one: ``performance_hint`` given, else the
-session config entry :data:`HINT_ENTRY`, else ``"latency"``.
-
-Apart from the serving values (the serving add-on's ``ortplug_serve.config``) so that a latency
-build, which most are, reads its hint without importing the serving stage.
-"""
+"""The performance hints, and how a build is asked for one (``performance_hint``, else the session
+config entry :data:`HINT_ENTRY`, else ``"latency"``), without importing serving."""
 
 from __future__ import annotations
 

@@ -1,12 +1,5 @@
-"""The option values ``OnnxBackend.from_checkpoint`` groups its proving and start-up knobs into.
-
-``verify=`` takes ``True``/``None`` (on), ``False`` (off), a :class:`~ortplug.Tolerance` or a
-:class:`Verification`; ``startup_fallback=`` takes a bool or a :class:`StartupFallback`. Each is
-checked here, once, so a bad combination is one line naming the argument before anything builds.
-The keywords these values replaced (``verify_inputs=``, ``measure=``, ``min_accelerator_share=``,
-``real_traffic_checks=``, ``spot_check=``) are still accepted for one release, with a
-:class:`DeprecationWarning` naming the new spelling (:func:`legacy_keywords`).
-"""
+"""The option values ``OnnxBackend.from_checkpoint`` groups its proving and start-up knobs into,
+checked once before anything builds; the keywords they replaced warn for one release."""
 
 from __future__ import annotations
 
@@ -29,14 +22,10 @@ __all__ = ["StartupFallback", "Verification", "legacy_keywords", "startup_of", "
 class Verification:
     """How candidates are proven before one serves (``verify=Verification(...)``).
 
-    ``enabled=False`` checks nothing and keeps the policy to the reference weights.
-    ``tolerance``: the agreement asked of every candidate (default: its precision's).
-    ``inputs``: real arrays by input name, verified on first (ahead of the checkpoint's
-    ``samples/``); the verdict's ``inputs`` then says ``given``.
-    ``measure``: time the verified choices and the CPU reference on a model's first build here
-    and serve the fastest (``None``: on unless ``ORTPLUG_MEASURE=0``).
-    ``min_accelerator_share`` (0..1): a session whose accelerators took fewer of the graph's
-    nodes counts as a fallback (an error for an explicit chain, a warning for a policy's).
+    ``enabled=False``: no check, the reference weights only; ``tolerance``: default, the
+    precision's; ``inputs``: real arrays by input name, verified on first; ``measure``: time the
+    verified choices on a first build and serve the fastest (``None``: unless
+    ``ORTPLUG_MEASURE=0``); ``min_accelerator_share`` (0..1): below it, a session is a fallback.
     """
 
     enabled: bool = True
@@ -53,14 +42,9 @@ class Verification:
 
 @attrs.frozen
 class StartupFallback:
-    """Serve on the CPU reference at once and prove the accelerator behind it
-    (``startup_fallback=StartupFallback(...)``; ``True`` is this with its defaults).
-
-    ``real_traffic_checks``: real requests a verified candidate must agree on with the CPU
-    before it serves (default 8, or ``ORTPLUG_REAL_TRAFFIC_CHECKS``; 0: once verified).
-    ``spot_check``: the share of its calls run again on the CPU reference once it serves
-    (default 0.01, or ``ORTPLUG_SPOT_CHECK``; 0: none).
-    """
+    """Serve on the CPU reference at once and prove the accelerator behind it (``True``: these
+    defaults): ``real_traffic_checks`` real requests to agree on first (default 8), ``spot_check``
+    the share re-run on the CPU once it serves (0.01); ``ORTPLUG_*`` variables set the defaults."""
 
     real_traffic_checks: int | None = None
     spot_check: float | None = None

@@ -1,12 +1,5 @@
-"""What a backend serves now, and the one seam through which that changes.
-
-A backend serves one session at a time. Three things change it, all through
-:meth:`ServedSession.serve` with a :class:`~ortplug.pipeline.build_pipeline.ServeChange`: the
-start-up switch (a proven accelerator takes over from the CPU reference), the checks on real
-traffic (a watch on every run, a rejection, a move to the next choice) and the run-time
-fallback (a provider that fails at run time gives way to the next verified choice). A switch is
-one assignment of the run function: runs in flight finish on the session they started on.
-"""
+"""What a backend serves now, and the one seam through which that changes
+(:meth:`ServedSession.serve`)."""
 
 from __future__ import annotations
 
@@ -119,11 +112,8 @@ class ServedSession:
         self.checkpoint = resolved
 
     def serve(self, change: ServeChange) -> Served:
-        """Apply ``change`` (see :class:`~ortplug.pipeline.build_pipeline.ServeChange`).
-
-        Raises :class:`~ortplug.session.plan.StalePlanError` when a switch's plan lacks
-        custom-op libraries registered on this backend since it was made.
-        """
+        """Apply ``change``; :class:`~ortplug.session.plan.StalePlanError` when a switch's plan
+        lacks custom-op libraries registered on this backend since it was made."""
         moved = True
         if change.failed is not None:
             moved = self.next_choice(change.failed, change.instead)

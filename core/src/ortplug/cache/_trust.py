@@ -1,11 +1,5 @@
-"""Whether another user could change a folder or file of the cache: the one trust check.
-
-ortplug reads back what it finds in its cache, and ``ortplug cache clear`` and ``prune`` remove
-what its marker lists, so each folder on the way, and the marker, must be this user's (or
-root's) alone, as pip and ssh require: not writable by every user; not writable by its group
-unless that group is the user's own private group (no other account has it as primary group or
-lists it as a member); and no POSIX ACL entry giving another user or group write.
-"""
+"""Whether another user could change a folder or file of the cache (by mode, shared group or
+POSIX ACL): the one trust check, as pip and ssh make it."""
 
 from __future__ import annotations
 
@@ -170,12 +164,8 @@ def kind_of(mode: int) -> str:
 
 
 def trust_problem(path: Path, info: os.stat_result | None = None, *, folder: bool) -> str | None:
-    """Why ortplug may not trust ``path`` (a folder, or a record or marker file), or ``None``.
-
-    The one check for reading a record, and for what ``ortplug cache clear`` and ``prune``
-    remove: not a symbolic link (unless ``info`` says the caller followed it, as for the root),
-    the kind expected, and no other user able to write it (:func:`foreign_writers`).
-    """
+    """Why ortplug may not trust ``path`` (a folder, a record or a marker), or ``None``: a link
+    (unless followed, as the root), another kind, or writable by another user."""
     info = os.lstat(path) if info is None else info
     if stat.S_ISLNK(info.st_mode):
         return f"{path} is a symbolic link (ortplug never follows one inside its cache)"
@@ -197,11 +187,8 @@ def _link_owner_problem(link: Path, info: os.stat_result) -> str | None:
 
 
 def resolved_root(root: Path) -> tuple[Path, str | None]:
-    """The cache root with every symbolic link on its way followed, and why it may not be used
-    (``None``: it may): each link followed must be this user's or root's, since whoever owns a
-    link can re-point it, and what ortplug writes or reads would then go elsewhere. Using the
-    resolved path afterwards, a link changed later redirects nothing. A part that does not
-    exist yet ends the walk (the root is made there)."""
+    """The cache root with every symbolic link on its way followed (each this user's or root's:
+    its owner can re-point it), and why it may not be used (``None``: it may)."""
     current = Path(os.path.abspath(root))
     for _ in range(_MAX_LINKS):
         parts = current.parts

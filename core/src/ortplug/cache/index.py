@@ -1,15 +1,4 @@
-"""What is in ortplug's cache, what each entry belongs to, and which can go (``ortplug cache``).
-
-An entry is a keyed folder a plugin created (a TensorRT engine, a CoreML
-model, a shader cache), described by the ``ortplug-entry.json`` it wrote with
-:func:`describe`, or one of the core's record files (autotune, probes, the
-plugin scan). An entry is stale when it can never be used again: its model
-file is gone, or it was written for another ONNX Runtime, boot or installation.
-``prune`` removes stale entries, then the least recently used ones while the
-cache is larger than ``ORTPLUG_CACHE_MAX_MB``, never one used in the last minutes;
-with the variable set, :func:`describe` keeps the cache under it each time a
-plugin uses an entry (least recently used first).
-"""
+"""What is in ortplug's cache, what each entry belongs to, and which can go (``ortplug cache``)."""
 
 from __future__ import annotations
 
@@ -92,12 +81,8 @@ def describe(
     checkpoint: DescribedModel | None = None,
     ort_version: str | None = None,
 ) -> None:
-    """Say what a keyed cache folder holds; plugins call it each time they use one (marks the use).
-
-    Then, with ``ORTPLUG_CACHE_MAX_MB`` set, older entries go until the cache fits
-    (this one was just used, so it stays). Best effort: a cache that cannot be
-    written is not an error here, and a bad cap is a warning.
-    """
+    """Say what a keyed cache folder holds; plugins call it each time they use one (marks the use,
+    then prunes to ``ORTPLUG_CACHE_MAX_MB``). Best effort: never an error here."""
     model_path = getattr(checkpoint, "weights_path", None) if checkpoint is not None else None
     record = {
         "kind": kind,
@@ -129,12 +114,8 @@ def _keep_under_cap(runtime: str | None) -> None:
 
 
 def _usage(path: Path) -> tuple[int, float]:
-    """Total bytes, and the latest modification under ``path``: its last use.
-
-    Modification, not access times (mounts without atime, and this listing's own
-    reads): what uses an entry writes to it (``describe`` again, :func:`ortplug.cache.root.touch`).
-    Nothing is measured through a symbolic link.
-    """
+    """Total bytes, and the latest modification under ``path`` (its last use: what uses an entry
+    writes to it; access times lie), never through a symbolic link."""
     info = os.lstat(path)
     if not stat.S_ISDIR(info.st_mode):
         return info.st_size, info.st_mtime
@@ -258,11 +239,8 @@ def owned(root: Path) -> tuple[list[str], list[str]]:
 
 
 def entries(root: Path | None = None, *, runtime: str | None = None) -> list[CacheEntry]:
-    """Every entry in ortplug's folders of the cache root, described folders and the core's
-    records; those of another ONNX Runtime than ``runtime`` (the version in use) are stale.
-
-    Nothing is listed or measured through a symbolic link below the root.
-    """
+    """Every entry in ortplug's folders of the cache root (never through a link below it);
+    those of another ONNX Runtime than ``runtime`` (the version in use) are stale."""
     root = cache_root() if root is None else root
     if not root.is_dir():
         return []
@@ -308,11 +286,7 @@ def prune(
     limit_mb: float | None = None, *, runtime: str | None = None, now: float | None = None
 ) -> list[CacheEntry]:
     """Remove stale entries (of another ONNX Runtime than ``runtime``), then the least recently
-    used while over ``limit_mb``; the removed.
-
-    An entry used within the last ten minutes is never removed for size (a
-    running process may be reading it). A root :func:`clear` refuses is refused alike.
-    """
+    used while over ``limit_mb``, never one used in the last ten minutes; the removed."""
     root = cache_root()
     if not root.is_dir():
         return []
@@ -341,13 +315,8 @@ def _over_cap(current: list[CacheEntry], limit_mb: float, now: float) -> list[Ca
 
 
 def _claimed(root: Path) -> list[str]:
-    """ortplug's folders of the existing cache root ``root``, before anything is removed from it.
-
-    :class:`~ortplug.errors.CacheError` (nothing removed) when the root or its marker is a
-    thing another user could have written (what it lists could be theirs), or when the root
-    has no marker: ortplug marks every root it makes, so one without is not known to be its
-    own (``ORTPLUG_CACHE_DIR`` pointed at a project whose ``verify/`` holds the user's JSON).
-    """
+    """ortplug's folders of the existing cache root ``root``, before anything is removed; a
+    :class:`~ortplug.errors.CacheError` when it has no marker or another user could write it."""
     problem = root_problem(root)
     if problem is not None:
         raise CacheError(f"nothing was removed from {root}: {problem}")
@@ -361,12 +330,8 @@ def _claimed(root: Path) -> list[str]:
 
 
 def clear() -> int:
-    """Remove ortplug's folders from the cache root; returns how many entries were listed there.
-
-    Only what ortplug wrote goes: the folders its marker (``ortplug-cache.json``) lists. For a
-    root without the marker, or a root or marker another user could write,
-    :class:`~ortplug.errors.CacheError` says why and nothing is removed.
-    """
+    """Remove the folders the cache root's marker lists; how many entries were there. A root
+    without the marker, or one another user could write: :class:`~ortplug.errors.CacheError`."""
     root = cache_root()
     if not root.is_dir():
         return 0

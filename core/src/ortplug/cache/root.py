@@ -1,14 +1,5 @@
-"""Where ortplug keeps what it writes (engine caches, compiled models) and how entries are keyed.
-
-Everything lives under ``platformdirs.user_cache_dir("ortplug")``, or under
-``ORTPLUG_CACHE_DIR`` when set. Entries are keyed by a hash of everything that
-makes them valid (model fingerprint, ONNX Runtime version, provider options...),
-so a changed input gets a new directory instead of a stale entry.
-
-Every file ortplug writes there goes through :func:`atomic_write` (readers see
-the old file or the new one, never a part of one), and every file it reads
-back goes through :func:`read_cache_file` (regular files only, bounded size).
-"""
+"""Where ortplug keeps what it writes and how entries are keyed; every write atomic, every read
+bounded."""
 
 from __future__ import annotations
 
@@ -140,11 +131,7 @@ def _empty(folder: Path) -> bool:
 
 def _list_in_marker(root: Path, name: str, fresh: bool) -> None:
     """Add ``name`` to the marker of a root ortplug made (``fresh``), found empty or already
-    marked; best effort.
-
-    Any other root without a marker (``ORTPLUG_CACHE_DIR`` pointed at a project) is left
-    unmarked: ``ortplug cache clear`` and ``prune`` refuse it, whatever its folders are named.
-    """
+    marked; best effort (another root stays unmarked, so ``cache clear`` refuses it)."""
     listed = [] if fresh else read_marker(root)
     if listed is None and _empty(root):
         listed = []
@@ -157,13 +144,8 @@ def _list_in_marker(root: Path, name: str, fresh: bool) -> None:
 def _prepare(
     parts: tuple[str, ...], environ: Mapping[str, str] | None, create: bool
 ) -> tuple[Path, str | None]:
-    """``<root>/<parts...>`` and why it cannot be used (``None``: it can), creating it if asked.
-
-    The root may be a symbolic link (a cache moved to another disk), this user's or root's
-    (:func:`resolved_root`), and the path returned is under the folder it resolves to; nothing
-    below it may be a link. Every level must be a directory only this user (or root) can
-    write: ortplug reads back what it finds there. Folders are created private (0700).
-    """
+    """``<root>/<parts...>`` and why it cannot be used (``None``: it can), creating it private if
+    asked; only the root may be a link, and every level only this user's (or root's) to write."""
     root, linked = resolved_root(cache_root(environ))
     if linked is not None:
         return root, linked
@@ -202,13 +184,8 @@ def _prepare(
 
 
 def cache_dir(*parts: str, environ: Mapping[str, str] | None = None) -> Path:
-    """Create (if needed) and return ``<cache root>/<parts...>``.
-
-    Raises :class:`~ortplug.errors.CacheError` (an ``OSError``) naming the
-    directory and ``ORTPLUG_CACHE_DIR`` when it cannot be created or used (the
-    variable points at a file, a folder on the way is a symbolic link or
-    writable by other users).
-    """
+    """Create (if needed) and return ``<cache root>/<parts...>``; a
+    :class:`~ortplug.errors.CacheError` naming the directory when it cannot be used."""
     root = cache_root(environ)
     path, problem = _prepare(parts, environ, create=True)
     if problem is not None:
@@ -223,12 +200,8 @@ _warned: set[str] = set()
 
 
 def trusted_folder(*parts: str, create: bool = False) -> Path | None:
-    """``<cache root>/<parts...>`` when ortplug may keep and read back records there, else ``None``.
-
-    ``None`` without a word when it does not exist (and ``create`` is false); otherwise
-    an unusable folder (see :func:`cache_dir`) is one :class:`~ortplug.errors.OrtplugCacheWarning`
-    per process, and the caller goes on without its cache: a cache is an optimization.
-    """
+    """``<cache root>/<parts...>`` when ortplug may keep and read back records there, else ``None``
+    (an unusable one with one :class:`~ortplug.errors.OrtplugCacheWarning` per process)."""
     path, problem = _prepare(parts, None, create)
     if problem is None:
         return path
@@ -282,13 +255,8 @@ def _existing_ancestor(path: Path) -> tuple[Path, os.stat_result | str]:
 
 
 def cache_problem(*parts: str, environ: Mapping[str, str] | None = None) -> str | None:
-    """Why ``<cache root>/<parts...>`` cannot hold ortplug's files, or ``None`` when it can.
-
-    Cheap and side-effect free apart from one test file created and removed in
-    the directory when it exists: catches a file, a symlink loop, a dangling
-    link or a read-only directory before anything is computed for the cache, and
-    what :func:`cache_dir` refuses (a link below the root, a folder others can write).
-    """
+    """Why ``<cache root>/<parts...>`` cannot hold ortplug's files, or ``None`` when it can (one
+    test file written and removed), before anything is computed for the cache."""
     path = cache_root(environ).joinpath(*parts)
     found, info = _existing_ancestor(path)
     if isinstance(info, str):
@@ -304,11 +272,8 @@ def cache_problem(*parts: str, environ: Mapping[str, str] | None = None) -> str 
 
 
 def check_writable(*parts: str, environ: Mapping[str, str] | None = None) -> Path:
-    """Raise :class:`~ortplug.errors.CacheError` unless ``<cache root>/<parts...>`` is usable; returns it.
-
-    For callers that are about to spend time on something they will cache
-    (``ortplug bench --save``): they fail at once, with the fix, instead of at the end.
-    """
+    """Raise :class:`~ortplug.errors.CacheError` unless ``<cache root>/<parts...>`` is usable;
+    returns it (``bench --save`` fails at once, not at the end)."""
     root = cache_root(environ)
     problem = cache_problem(*parts, environ=environ)
     if problem is not None:
@@ -335,14 +300,9 @@ def _fsync_directory(folder: Path) -> None:
 
 
 def atomic_write(path: str | os.PathLike[str], data: bytes | str, *, mode: int = 0o666) -> Path:
-    """Replace ``path`` with ``data`` in one step: readers see the old file or the new one, never a part.
-
-    Writes a uniquely named temporary file beside it, fsyncs it, renames it over
-    ``path`` and fsyncs the directory, so concurrent writers never lose or mix a
-    file and a crash leaves either version. ``str`` is written as UTF-8. Raises
-    :class:`~ortplug.errors.CacheError` naming the file; returns the path. ``mode``: the
-    file's permissions before the umask.
-    """
+    """Replace ``path`` with ``data`` (``str``: UTF-8) in one step, through a synced temporary file
+    renamed over it: readers see the old file or the new one. Raises
+    :class:`~ortplug.errors.CacheError` naming the file; returns the path."""
     target = Path(path)
     payload = data.encode() if isinstance(data, str) else bytes(data)
     temp = _temp_name(target)
@@ -389,11 +349,8 @@ def read_trusted(path: Path, *, max_bytes: int = _MAX_READ_BYTES) -> bytes:
 
 
 def read_cache_file(path: str | os.PathLike[str], *, max_bytes: int = _MAX_READ_BYTES) -> bytes:
-    """The bytes of a regular file in the cache, at most ``max_bytes`` of them.
-
-    A FIFO, device, socket or directory is never opened for reading (it could
-    block forever or never end): :class:`~ortplug.errors.CacheError` names it.
-    """
+    """The bytes of a regular file in the cache, at most ``max_bytes``; anything else is never
+    opened (it could block): :class:`~ortplug.errors.CacheError` names it."""
     target = Path(path)
     _check_regular(target, os.stat(target), max_bytes)
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
@@ -427,11 +384,8 @@ def touch(path: str | os.PathLike[str]) -> None:
 
 
 def remove_entries(folder: str, pattern: str = "*.json") -> int:
-    """Remove the files matching ``pattern`` in ``<cache root>/<folder>``; how many went.
-
-    Never through a symbolic link: a linked folder is refused (see :func:`trusted_folder`),
-    and a link in it is removed itself, never its target.
-    """
+    """Remove the files matching ``pattern`` in ``<cache root>/<folder>``; how many went. Never
+    through a symbolic link (a link in it is removed itself, never its target)."""
     found = trusted_folder(folder)
     if found is None:
         return 0

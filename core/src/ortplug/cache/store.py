@@ -1,17 +1,5 @@
-"""The one persistent record store: every record ortplug keeps across processes goes through it.
-
-A :class:`RecordStore` is a folder under the cache root, a schema number, a kind (named in
-messages) and a bound on a record's size. A record is one JSON object per key (``<key>.json``),
-written atomically (temporary file, then ``os.replace``) with its schema in ``"schema"``, and
-read back only through the one trust check (:func:`trust_problem`: every folder on the way, and
-the file itself, this user's alone; the file a regular one, not a link), bounded, and given to
-its kind's parser. A record that is absent, unreadable, of another schema or refused by the
-parser is ignored on one path (:meth:`RecordStore.ignore`; one removed while it is read, by an
-``ortplug cache clear`` at the same moment, is only absent): one
-:class:`~ortplug.errors.OrtplugCacheWarning` naming the file and the defect (a debug line for the
-stores that are only a speed-up), never an exception, never a rewrite of it. A record used
-is touched (its mtime), so least-recently-used pruning keeps it.
-"""
+"""The one persistent record store: every record ortplug keeps across processes is written
+atomically and read back through one trust check; a bad record is ignored with one warning."""
 
 from __future__ import annotations
 
@@ -64,11 +52,8 @@ def _no_constant(name: str) -> object:
 
 
 def read_json(path: Path, *, max_bytes: int = 1 << 20, constants: bool = True) -> object:
-    """The JSON a trusted record file holds (:func:`trust_problem`), at most ``max_bytes`` of it.
-
-    Raises ``OSError`` (:class:`~ortplug.errors.CacheError` naming the problem) or ``ValueError``
-    (not JSON, ``NaN``/``Infinity`` unless ``constants``, nested too deeply).
-    """
+    """The JSON a trusted record file holds, at most ``max_bytes``; ``OSError`` (a
+    :class:`~ortplug.errors.CacheError`) or ``ValueError`` (not JSON, constants, too deep)."""
     data = read_trusted(path, max_bytes=max_bytes)
     try:
         if constants:
@@ -80,11 +65,8 @@ def read_json(path: Path, *, max_bytes: int = 1 << 20, constants: bool = True) -
 
 @attrs.frozen
 class RecordStore:
-    """One kind of record: its folder under the cache root, schema, name in messages and bounds.
-
-    ``warn``: a bad record is an :class:`~ortplug.errors.OrtplugCacheWarning` (with ``remedy``
-    after it) rather than a debug line; ``constants``: whether ``Infinity``/``NaN`` may be read.
-    """
+    """One kind of record: its folder under the cache root, schema, name in messages and bounds
+    (``warn``: a bad one is a warning, not a debug line; ``constants``: ``NaN`` may be read)."""
 
     folder: str = attrs.field()
     schema: int
@@ -127,11 +109,8 @@ class RecordStore:
         return record
 
     def load(self, key: str, parse: Callable[[dict[str, Any]], T]) -> T | None:
-        """The record ``key`` as ``parse`` makes it, or ``None``: absent, or bad (ignored, said by :meth:`ignore`).
-
-        ``parse`` gets the record's object (schema checked) and raises ``ValueError`` (or
-        ``KeyError``, ``TypeError``) naming what is wrong; the record is then ignored, not removed.
-        """
+        """The record ``key`` as ``parse`` makes it (raising ``ValueError``, ``KeyError`` or
+        ``TypeError`` naming a defect), or ``None``: absent, or bad (said by :meth:`ignore`)."""
         path = self.path(key)
         if path is None or not os.path.lexists(path):
             return None
@@ -171,11 +150,8 @@ class RecordStore:
     def keep(
         self, key: str, record: Mapping[str, Any] | object, *, indent: int | None = None
     ) -> None:
-        """Write ``record`` when the cache can hold it; best effort (a cache is a speed-up).
-
-        An unusable folder was said once by :func:`~ortplug.cache.root.trusted_folder`; a
-        failed write, or a record that is not JSON, is warned about (or logged) as a bad record.
-        """
+        """Write ``record`` when the cache can hold it; best effort (a failed write is said as a
+        bad record is)."""
         folder = trusted_folder(self.folder, create=True)
         if folder is None:
             return

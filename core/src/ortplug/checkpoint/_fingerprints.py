@@ -1,18 +1,5 @@
-"""SHA-256 of model files (or of the byte ranges of a file that ONNX Runtime reads), kept per
-settled file version in a process and, for big ones, across.
-
-Hashing a 1 GB model takes about a second, on every process's first build (the
-fingerprint keys verdicts, records and the build lock). A file's version is its
-path, device, inode, size and modification and change times: any write changes
-the change time, which no user can set back, unless it lands within the
-timestamps' granularity of the previous one (coarse clocks, 1-2 s filesystems).
-So a digest is kept only for a settled version, unchanged for ``_SETTLED_S``
-seconds before hashing began (as git treats "racily clean" files), that did not
-change while it was hashed; a file written just now is hashed at every call. A
-big file's digest is also kept in the cache (``fingerprints/``), read back only
-from a folder no other user can write and only when it is one digest of this
-version; anything else is hashed again.
-"""
+"""SHA-256 of model files (or of the byte ranges ONNX Runtime reads), kept per settled file version
+in a process and, for big ones, across (why settled: docs/internals.md)."""
 
 from __future__ import annotations
 

@@ -104,12 +104,8 @@ def _family(graph_name: str | None, fallback: str | None) -> str:
 
 @attrs.frozen(kw_only=True)
 class CheckpointMetadata:
-    """Facts about a checkpoint that drive provider selection and input checks.
-
-    Stored beside the weights as ``<stem>.metadata.json``; ``schema_version``
-    guards against files written by a newer ortplug. ``variants`` lists the
-    precision variants the checkpoint carries (its variant manifest; empty: none).
-    """
+    """Facts about a checkpoint that drive provider selection and input checks, stored beside the
+    weights as ``<stem>.metadata.json``; ``variants``: the precision variants it carries."""
 
     schema_version: ClassVar[int] = SCHEMA_VERSION
 
@@ -128,11 +124,8 @@ class CheckpointMetadata:
         return tuple(v for v in self.variants if v.precision in precisions and v.runs_on(ort_name))
 
     def dim_ranges(self) -> dict[str, tuple[int, int, int]]:
-        """``extra.dim_ranges`` validated: ``{dim_name: (min, opt, max)}`` ({} when absent).
-
-        The one reader of the key, for generated inputs and accelerator profiles
-        alike; a malformed value raises naming the dimension.
-        """
+        """``extra.dim_ranges`` validated: ``{dim_name: (min, opt, max)}`` ({} when absent), the
+        key's one reader; a malformed value raises naming the dimension."""
         return parse_dim_ranges(self.extra.get("dim_ranges"))
 
     def to_dict(self) -> dict[str, Any]:
@@ -220,11 +213,8 @@ class CheckpointMetadata:
 
     @classmethod
     def from_summary(cls, summary: ModelSummary, *, name: str | None = None) -> CheckpointMetadata:
-        """Infer metadata from a parsed model summary (see :func:`summarize_model`).
-
-        ``model_family`` is the graph's name unless that is an exporter's generic
-        one ("main_graph", "torch_jit", a hash...); then ``name`` (the file's stem).
-        """
+        """Infer metadata from a parsed model summary; ``model_family`` is the graph's name unless
+        an exporter's generic one, then ``name`` (the file's stem)."""
         _require_metadata_names(summary)
         require_utf8_dimensions(summary)
         feeds = summary.feed_inputs

@@ -1,30 +1,5 @@
-"""ONNX Runtime's model-package layout, read as a checkpoint with variants (a package made for ORT, unchanged).
-
-The layout ONNX Runtime parses (``core/session/model_package`` in its sources,
-schema version 1)::
-
-    PACKAGE/
-      manifest.json              {"schema_version": 1, "components": ["model"]}  (components optional:
-                                 found as models/*/metadata.json)
-      models/model/
-        metadata.json            {"component_name": "model",
-                                  "variants": {"cpu": {"ep": "CPUExecutionProvider", "device": "cpu",
-                                                       "compatibility_string": "..."}, ...}}
-        cpu/variant.json         optional: {"filename": "model.onnx", "session_options": {...},
-                                            "provider_options": {...}, "consumer_metadata": {...}}
-        cpu/model.onnx           without variant.json: the one .onnx file in the variant's folder
-
-A folder holding ``metadata.json`` itself is one component. Earlier drafts of the
-schema (``ep_compatibility: [{...}]`` per variant, ``files: [{"filename"}]`` in
-``variant.json``) are read too. ORT's format has no precision: ortplug reads
-``consumer_metadata.ortplug`` (``{"precision": "int8", "tolerance": {"rtol", "atol"}}``)
-when present and otherwise infers the precision from the graph. The reference is the
-variant the CPU provider may run (``ep`` absent or ``CPUExecutionProvider``) with the
-highest precision; every other variant becomes a :class:`Variant` of it. A variant's
-``device``, ``compatibility_string``, ``session_options`` and ``provider_options`` are
-not applied. A variant made for another provider whose file cannot be read is left out
-with a :class:`~ortplug.errors.VerificationWarning`.
-"""
+"""ONNX Runtime's model-package layout, read as a checkpoint with variants (the layout and what is
+read of it: docs/internals.md)."""
 
 from __future__ import annotations
 
@@ -56,7 +31,6 @@ class PackageContents:
     """What a package holds: the reference weights and the other variants (files relative to it)."""
 
     reference: Path
-    reference_name: str
     variants: tuple[Variant, ...]
 
 
@@ -216,4 +190,4 @@ def read_model_package(root: Path) -> PackageContents:
         for p, v in found
         if v is not chosen
     )
-    return PackageContents(reference=reference, reference_name=chosen.name, variants=others)
+    return PackageContents(reference=reference, variants=others)

@@ -1,19 +1,5 @@
-"""A minimal reader of the ONNX ``ModelProto`` wire format.
-
-It reads only what checkpoint metadata needs (graph inputs and outputs, their
-types and shapes, initializer element types and sizes, node op types) so that
-inferring metadata never imports the ``onnx`` package.
-
-It parses as protobuf (and so ONNX Runtime) does: a non-repeated embedded
-message that occurs more than once is merged, the last scalar or string wins,
-fields of an unexpected wire type and groups are skipped as unknown fields,
-strings need not be UTF-8. What it rejects, ONNX Runtime rejects too.
-
-Files are read with ordinary positioned reads, a window at a time, never
-mapped: a file truncated or rewritten under the reader is a
-:class:`~ortplug.errors.CheckpointError`, not a SIGBUS. Tensor payloads are
-skipped by length, never read, and the time taken is linear in the file size.
-"""
+"""A minimal reader of the ONNX ``ModelProto`` wire format: what checkpoint metadata needs, without
+importing ``onnx``, rejecting what ONNX Runtime rejects (docs/internals.md)."""
 
 from __future__ import annotations
 
@@ -86,12 +72,8 @@ class WireFormatError(CheckpointError):
 
 @attrs.frozen
 class TensorInfo:
-    """A graph input or output: name, kind (tensor, sequence, ...), element type and shape.
-
-    ``non_utf8_dims``: the dimensions whose name is not UTF-8, with its bytes (in ``shape`` its
-    bytes that are not become U+FFFD); ONNX Runtime runs such a model, but its Python API
-    cannot read the shape (``NodeArg.shape`` raises ``UnicodeDecodeError``).
-    """
+    """A graph input or output: name, kind (tensor, sequence, ...), element type and shape;
+    ``non_utf8_dims``: dimension names that are not UTF-8 (ORT's Python API cannot read them)."""
 
     name: str
     kind: str
@@ -102,13 +84,9 @@ class TensorInfo:
 
 @attrs.frozen
 class ExternalData:
-    """One tensor's bytes outside the model file, as its ``external_data`` entries and type say.
-
-    ``location`` is relative to the model's folder; ``offset`` and ``length`` are as given
-    (``length`` 0: not given; -1 for a value ONNX Runtime does not read as a number);
-    ``size`` is how many bytes the tensor's type and dims take, which is what ONNX Runtime
-    reads (``None``: an element type this reader cannot size).
-    """
+    """One tensor's bytes outside the model file: ``location`` (relative to the model's folder),
+    ``offset`` and ``length`` as given (0: not given; -1: not a number), ``size`` what ONNX
+    Runtime reads (``None``: not sizable)."""
 
     location: str
     offset: int
@@ -158,11 +136,8 @@ class ModelSummary:
 
 
 class _Source:
-    """The bytes of one model: all of them in memory, or a window of a buffer or file.
-
-    Positions are absolute offsets into the model; ``data`` holds bytes
-    ``[base, base + len(data))``, refilled through ``read`` on demand.
-    """
+    """The bytes of one model, at absolute offsets: all in memory, or a window ``data`` of bytes
+    ``[base, base + len(data))`` of a buffer or file, refilled through ``read``."""
 
     __slots__ = ("base", "data", "label", "read", "size")
 
@@ -187,11 +162,8 @@ class _Source:
         self.base = pos
 
     def varint(self, pos: int, end: int, width: int = 10, mask: int = _MASK64) -> tuple[int, int]:
-        """Decode the varint at ``pos``, at most ``width`` bytes ending before ``end``.
-
-        Return (value & ``mask``, next position): protobuf keeps the low 64 bits of
-        a value, the low 32 of a field key, and reads keys and lengths of up to 5 bytes.
-        """
+        """Decode the varint at ``pos`` (at most ``width`` bytes before ``end``): (value & ``mask``,
+        next position), as protobuf keeps a value's low 64 bits and a key's low 32."""
         off = pos - self.base
         data = self.data
         if off < 0 or (off + width > len(data) and self.base + len(data) < self.size):
@@ -231,14 +203,9 @@ class _Source:
 def _fields(
     src: _Source, spans: Iterable[_Span], depth: int
 ) -> Iterator[tuple[int, int, int, int]]:
-    """Yield the varint and length-delimited fields of one message as (number, wire, a, b).
-
-    A varint's value is ``a``; a length-delimited field spans bytes ``[a, b)``.
-    ``spans`` are the occurrences of the message, read in order as protobuf
-    merges them; ``depth`` is how deep it is nested (groups count). Fixed-width
-    fields and groups are checked and skipped: no field ONNX metadata needs uses them.
-    One-byte keys, values and lengths (most of them) are decoded inline.
-    """
+    """Yield the varint (value ``a``) and length-delimited (bytes ``[a, b)``) fields of one
+    message's ``spans``, in protobuf's merge order, as (number, wire, a, b); fixed-width fields
+    and groups are checked and skipped."""
     for start, end in spans:
         pos = start
         data, base = src.data, src.base
@@ -420,12 +387,8 @@ def _times(count: int, dim: int) -> int:
 
 
 def _packed_count(src: _Source, start: int, end: int, count: int) -> int:
-    """``count`` times every varint of the packed ``dims`` in ``[start, end)`` (see :func:`_times`).
-
-    A crafted model may pack a million dims: they are multiplied in one tight
-    loop until the count is settled (saturated, zero or invalid), and the rest
-    is only searched, at C speed, for what could still change it.
-    """
+    """``count`` times every varint of the packed ``dims`` in ``[start, end)``: a tight loop until
+    the count settles, then the rest only searched (a crafted model may pack a million)."""
     payload = src.take(start, end)
     if payload and payload[-1] >= 0x80:
         raise src.fail(f"the packed dims at bytes {start}-{end} end inside a varint")
@@ -702,12 +665,8 @@ def _summarize(src: _Source) -> ModelSummary:
 def summarize_model(
     data: bytes | bytearray | memoryview, *, label: str = "<bytes>"
 ) -> ModelSummary:
-    """Read a serialized ``ModelProto``; a :class:`WireFormatError` naming ``label`` if it is not one.
-
-    ``bytes`` are parsed in place; another buffer (a memoryview of a mapping,
-    say) is copied a window at a time and never left exported, so its owner
-    can close it even while an exception from here unwinds.
-    """
+    """Read a serialized ``ModelProto``; a :class:`WireFormatError` naming ``label`` if it is not
+    one. A buffer other than ``bytes`` is copied a window at a time, never left exported."""
     if isinstance(data, bytes):
         return _summarize(_Source(label, len(data), data, None))
     with memoryview(data) as view:
@@ -726,11 +685,8 @@ def _stamp(stat: os.stat_result) -> tuple[int, int, int]:
 
 
 def summarize_file(path: str | os.PathLike[str]) -> ModelSummary:
-    """Read a model file with ordinary reads (never mapped); every error names the file.
-
-    A file that changes while it is read is a :class:`CheckpointError` saying
-    so, whatever the half-read bytes looked like.
-    """
+    """Read a model file with ordinary reads (never mapped); every error names the file, and one
+    that changes while it is read is a :class:`CheckpointError` saying so."""
     label = os.fspath(path)
     try:
         handle = open(label, "rb", buffering=0)  # noqa: SIM115 - closed below

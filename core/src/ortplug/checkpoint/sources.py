@@ -106,13 +106,8 @@ class ResolvedCheckpoint:
         return str(self.weights_path) if self.weights_path else "<model bytes>"
 
     def fingerprint(self) -> str:
-        """SHA-256 of the model's bytes: the part of every cache key that says "same weights".
-
-        With the model file, the bytes ONNX Runtime reads from each external-data file it
-        names (each tensor's range, not the rest of the file): a cached verdict or engine must
-        not survive a change to the weights stored beside it. Hashed once per checkpoint,
-        and once per file version (path, size, modification and change times) per process.
-        """
+        """SHA-256 of the model's bytes and of the external-data ranges ONNX Runtime reads: the
+        part of every cache key that says "same weights"; hashed once per file version."""
         return str(self._remember("fingerprint", self._hash, self._external_versions()))
 
     def _external_files(self) -> list[tuple[str, Path]]:
@@ -215,13 +210,9 @@ class ResolvedCheckpoint:
 
 
 def _external_path(model: Path, location: str) -> Path:
-    """Where ONNX Runtime reads the external data ``location`` of ``model`` from, under its rule:
-    a relative path that, symbolic links resolved, stays in the real model file's folder.
-
-    Anything else is refused (:class:`~ortplug.errors.CheckpointError`) as ONNX Runtime
-    refuses it, but before a byte is read: hashing a 64 GB file outside the folder took a
-    minute where ONNX Runtime refuses the model at once.
-    """
+    """Where ONNX Runtime reads the external data ``location`` of ``model`` from: a relative path
+    staying in the real model file's folder; anything else is a
+    :class:`~ortplug.errors.CheckpointError` before a byte is read, as ORT refuses it."""
     allowed = Path(os.path.realpath(model)).parent
     if os.path.isabs(location):
         raise CheckpointError(
@@ -288,11 +279,8 @@ def metadata_path_for(weights_path: Path) -> Path:
 
 @attrs.frozen
 class LocalCheckpoint:
-    """An ONNX file on disk; ``resolve`` reads its metadata file or infers metadata from the graph.
-
-    ``path`` may also be a folder in ONNX Runtime's model-package layout: its
-    CPU variant is the reference and the others its variants.
-    """
+    """An ONNX file on disk, or a folder in ONNX Runtime's model-package layout; ``resolve`` reads
+    its metadata file or infers metadata from the graph."""
 
     path: Path = attrs.field(converter=Path)
     metadata_path: Path | None = attrs.field(
@@ -369,11 +357,8 @@ def _variant_path(weights: Path | None, variant: Variant) -> Path:
 
 
 def select_variant(checkpoint: ResolvedCheckpoint, name: str) -> ResolvedCheckpoint:
-    """The weights of ``checkpoint``'s variant ``name``, as a checkpoint verified against ``checkpoint``.
-
-    Its metadata is the reference's with the variant's precision and no variants of its
-    own; its inputs and outputs must be the reference's.
-    """
+    """The weights of ``checkpoint``'s variant ``name``, as a checkpoint verified against it: the
+    reference's metadata at the variant's precision; inputs and outputs must be the reference's."""
     variant = next((v for v in checkpoint.metadata.variants if v.name == name), None)
     if variant is None:
         names = [v.name for v in checkpoint.metadata.variants]
@@ -392,12 +377,8 @@ def select_variant(checkpoint: ResolvedCheckpoint, name: str) -> ResolvedCheckpo
 
 @attrs.frozen
 class InMemoryCheckpoint:
-    """A model held as bytes (downloaded by the caller, embedded, generated).
-
-    ``initializers`` replaces named initializers with in-memory arrays;
-    ``external_data`` provides the external-data files the model refers to
-    (``{"weights.bin": data}``), so nothing has to be written to disk.
-    """
+    """A model held as bytes; ``initializers`` replaces named initializers with arrays and
+    ``external_data`` gives its external-data files (``{"weights.bin": data}``), nothing on disk."""
 
     model_bytes: bytes = attrs.field(repr=False, validator=attrs.validators.instance_of(bytes))
     metadata: CheckpointMetadata | None = None

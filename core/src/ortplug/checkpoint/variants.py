@@ -1,12 +1,4 @@
-"""Precision variants of one model (fp32 reference, fp16, int8, per-EP compiled) and their tolerances.
-
-A checkpoint lists its variants in the ``variants`` field of its metadata
-(``<stem>.metadata.json``, written by ``ortplug variants``), or in an ONNX
-Runtime model package (:mod:`ortplug.checkpoint.model_package`). Each variant
-names its file (relative to the reference weights' folder), its precision, the
-tolerance its outputs must meet against the CPU provider on the reference
-weights, and optionally the ONNX Runtime execution provider it was made for.
-"""
+"""Precision variants of one model (fp32 reference, fp16, int8, per-EP compiled) and their tolerances."""
 
 from __future__ import annotations
 
@@ -55,12 +47,8 @@ def _as_float(value: float) -> float:
 
 @attrs.frozen
 class Tolerance:
-    """How far each output element may be from the reference's:
-    ``|candidate - reference| <= atol + rtol * |reference|`` (numpy's ``allclose`` rule).
-
-    Element by element, not relative to an output's range: a tensor holding box coordinates
-    beside class scores is judged on each score too.
-    """
+    """How far each output element may be from the reference's, element by element:
+    ``|candidate - reference| <= atol + rtol * |reference|`` (numpy's ``allclose`` rule)."""
 
     rtol: float = attrs.field(converter=_as_float, validator=_non_negative)
     atol: float = attrs.field(converter=_as_float, validator=_non_negative)
@@ -139,11 +127,8 @@ def _optional_text(_: Any, attribute: attrs.Attribute[Any], value: object) -> No
 
 @attrs.frozen(kw_only=True)
 class Variant:
-    """One precision (or per-provider) variant of a checkpoint's model.
-
-    ``tolerance`` ``None`` means the default of its precision; ``ep`` is the
-    ONNX Runtime execution provider it was made for (``None``: any provider).
-    """
+    """One precision (or per-provider) variant of a checkpoint's model (``tolerance`` ``None``:
+    its precision's default; ``ep``: the provider it was made for, ``None``: any)."""
 
     name: str = attrs.field(validator=_check_name)
     file: str = attrs.field(validator=_check_file)

@@ -87,12 +87,8 @@ def _rounds_to_win(rounds: int) -> int:
 
 
 def _winner(samples: dict[_Candidate, list[float]], baseline: _Candidate) -> _Candidate:
-    """The fastest candidate that clearly beat the baseline; else the baseline.
-
-    Clearly: its median per-round ratio is at most ``_MARGIN`` and it was faster
-    in at least two thirds of the rounds. A "win" inside run-to-run noise would
-    pin a setting that is not better.
-    """
+    """The fastest candidate that clearly beat the baseline (median per-round ratio at most
+    ``_MARGIN``, faster in two thirds of the rounds: not noise); else the baseline."""
 
     def clearly_faster(candidate: _Candidate) -> bool:
         ratios = [mine / theirs for mine, theirs in zip(samples[candidate], samples[baseline])]

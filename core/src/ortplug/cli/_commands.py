@@ -56,13 +56,8 @@ def _model_path(model: Path | None) -> Iterator[Path]:
 def _policy_rows(
     checkpoint: ResolvedCheckpoint, served: Candidate | None = None
 ) -> tuple[list[dict[str, str]], list[dict[str, str]]]:
-    """The chain the default policy picks for ``checkpoint`` here and the declined providers.
-
-    With ``served`` (the candidate a build chose) other than the policy's first choice (a
-    variant rejected by verification, say), the chain is the one that serves, and says so: the
-    policy's reasons were about the choice that does not serve ("int8 variant on a CPU with int8
-    dot products" above a candidate line saying int8 was rejected).
-    """
+    """The chain the default policy picks for ``checkpoint`` here and the declined providers;
+    with ``served`` other than the policy's first choice, the chain that serves, saying so."""
     host = get_plugin_host()
     selection = DefaultProviderPolicy(host).explain(
         checkpoint.metadata, host.host_capabilities(), checkpoint

@@ -151,11 +151,8 @@ def _fit_checks() -> list[DoctorCheck]:
 
 
 def _ask_the_policy_hooks(plugins: PluginHost, host: HostCapabilities) -> None:
-    """Ask every plugin's offers and session options for the shipped model, as a build would.
-
-    So a plugin whose offer or session-option hook fails is a finding here. Only hooks that
-    change nothing on the host (``ortplug_prepare_provider`` may create cache folders: no).
-    """
+    """Ask every plugin's offers and session options for the shipped model, as a build would, so
+    a failing hook is a finding (only hooks that change nothing on the host)."""
     from ..checkpoint import LocalCheckpoint  # deferred: only doctor asks the hooks this way
     from ..providers.session_options import SessionOptionsConfig
     from ..testing import demo_model

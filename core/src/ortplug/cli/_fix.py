@@ -1,11 +1,5 @@
-"""``ortplug doctor --fix [--yes]``: the pip commands that make this environment fit the host.
-
-Dry-run by default: the exact commands (this interpreter's own pip, never ``--user``, never a
-``pip`` folder of the working directory). With ``--yes`` it runs them in order, stops at the
-first that fails (the environment is then as pip left it, pip's output above), checks the host
-again and prints what changed. It refuses an environment it cannot write or one its distributor
-manages (PEP 668), saying why. A plugin's declaration the catalog refused is a ``note``.
-"""
+"""``ortplug doctor --fix [--yes]``: the pip commands that make this environment fit the host, a dry
+run unless ``--yes``; an environment it cannot write, or one PEP 668 marks, is refused."""
 
 from __future__ import annotations
 

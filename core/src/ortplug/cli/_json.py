@@ -1,9 +1,5 @@
-"""``--json`` output: strict JSON, which ``jq`` and every parser read.
-
-Python's ``json`` writes NaN and infinities as bare ``NaN``/``Infinity`` tokens, which
-are not JSON; a model that misbehaves is exactly when an output holds them. They are
-written as the strings ``"nan"``, ``"inf"`` and ``"-inf"``.
-"""
+"""``--json`` output: strict JSON (NaN and infinities as the strings ``"nan"``, ``"inf"``,
+``"-inf"``), which ``jq`` and every parser read."""
 
 from __future__ import annotations
 

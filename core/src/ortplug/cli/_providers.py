@@ -1,17 +1,5 @@
-"""``--providers``: a provider chain with typed options, written as text or as JSON.
-
-Text: commas separate everything; a token with ``=`` is an option of the provider
-before it, any other token starts the next provider::
-
-    CHAIN  := ENTRY ("," ENTRY)*          cuda,cpu
-    ENTRY  := KIND [":" OPTION]            cuda:device_id=1,gpu_mem_limit=2000000000,cpu
-    OPTION := FIELD "=" VALUE              (more options follow with ",")
-
-Values become the field's type: integers, numbers, booleans (true/false/1/0) or text.
-JSON: a list of kinds and ``{"kind": ..., FIELD: VALUE}`` objects, e.g.
-``'[{"kind": "cuda", "device_id": 1}, "cpu"]'``; use it for values containing commas.
-Parsing the text needs no plugin; :func:`resolve_chain` checks kinds and fields.
-"""
+"""``--providers``: a provider chain with typed options, as text (``cuda:device_id=1,cpu``) or as
+JSON (the forms: docs/cli.md); parsing needs no plugin, :func:`resolve_chain` checks kinds."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""Usage errors and argument types: what a user typed is checked here, before any heavy import.
-
-Argument types run inside ``argparse`` (an error exits 2 with ``argument FLAG: ...``);
-:class:`UsageError` is for what can only be checked later (provider options, input
-names), and the CLI also exits 2 for it. Nothing here imports numpy or ONNX Runtime.
-"""
+"""Usage errors and argument types: what a user typed is checked here (exit 2), before any heavy
+import."""
 
 from __future__ import annotations
 

@@ -1,14 +1,5 @@
-"""``ortplug --version``: ortplug's, ONNX Runtime's and each plugin's versions (``--json``: as JSON).
-
-Read straight from the distribution folders on ``sys.path`` (``*.dist-info``, ``*.egg-info``),
-each name once, the first found, as :mod:`importlib.metadata` finds them: the metadata of
-ortplug, of the ONNX Runtime wheels (an ``onnxruntime*`` distribution whose ``RECORD`` ships
-``onnxruntime/__init__.py``, as :func:`~ortplug.host.runtime.installed_runtimes` counts them) and
-of those whose ``entry_points.txt`` has an ``[ortplug]`` section, nothing else. Neither
-:mod:`importlib.metadata` (~50 ms to import, and it parses every distribution's metadata) nor
-``re``, ``typing``, a plugin or the runtime is imported: the answer takes what ``--help`` takes
-and comes even when a plugin or the runtime is broken.
-"""
+"""``ortplug --version``: the versions read straight from the distribution folders on ``sys.path``,
+importing no plugin or runtime, so it answers even when one is broken."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""The command line's shared arguments and argument types, for core commands and add-ons' alike.
-
-An add-on's :class:`~ortplug.cli.command.Command` builds its parser with these, so ``--input``,
-``--providers``, ``--hint`` and ``--json`` read and fail the same way on every command. Parsing
-imports no numpy and no backend: loading and checking the inputs is :mod:`ortplug.cli.inputs`.
-"""
+"""The command line's shared arguments and argument types, for core commands and add-ons' alike
+(loading and checking the inputs is :mod:`ortplug.cli.inputs`)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""A choice's verification row, as ``ortplug verify`` prints it: for the core's command and the
-add-ons that check what they build (``ortplug variants`` checks each variant it writes).
-
-A row is a JSON-ready dict: ``variant``, ``precision``, ``chain``, ``status`` (``pass``, ``fail``,
-``reference`` or ``error``: not buildable here) and, for a checked one, the verdict and its line.
-"""
+"""A choice's verification row (JSON-ready), as ``ortplug verify`` prints it, for the core's command
+and the add-ons that check what they build."""
 
 from __future__ import annotations
 

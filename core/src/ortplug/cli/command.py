@@ -1,11 +1,6 @@
-"""A command an add-on adds to the ``ortplug`` command line (entry-point group ``ortplug.commands``).
-
-An add-on's distribution declares ``[project.entry-points."ortplug.commands"] NAME =
-"package.module:COMMAND"``; the core reads the names without importing the add-on and imports
-the module only to parse or run that command (or to print ``ortplug --help``). A command whose
-start a program waits on also declares a runner of its raw arguments in ``ortplug.quick``
-(:data:`ortplug.plugin_host.entry_points_txt.QUICK_GROUP`), run before any parsing.
-"""
+"""A command an add-on adds to the ``ortplug`` command line (entry-point group ``ortplug.commands``),
+imported only to parse or run it; one whose start a program waits on also declares a runner of its
+raw arguments in ``ortplug.quick``, run before any parsing."""
 
 from __future__ import annotations
 

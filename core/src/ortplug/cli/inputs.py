@@ -1,12 +1,5 @@
 """Inputs for ``run``, ``bench`` and ``verify``: ``--input NAME=FILE.npy`` arrays, and generated
-ones for the rest.
-
-Runs that may fail use :func:`quiet_run_options`: ONNX Runtime's own log of the failure
-stays off stderr, where the CLI prints the error as one line (``ORTPLUG_DEBUG=1`` keeps it).
-Generated ones come from :mod:`ortplug.verification.sample_inputs`: the checkpoint's samples, then sizes
-the CPU reference runs (:func:`reference_feed`), each size tried said on a terminal, and a
-warning when only a degenerate size runs (what is timed on it says little).
-"""
+ones for the rest."""
 
 from __future__ import annotations
 
@@ -92,11 +85,8 @@ def first_run(
 def first_run_error(
     exc: Exception, given: Mapping[str, np.ndarray], generated: Mapping[str, str]
 ) -> Exception | None:
-    """What to raise when a model's first run failed; ``None``: ``exc`` as it is.
-
-    Given inputs that do not fit the model are a usage error of ``--input``; any failure
-    with generated inputs says which were generated and how to pass real ones.
-    """
+    """What to raise when a model's first run failed (``None``: ``exc`` as it is): a usage error
+    of ``--input``, or which inputs were generated and how to pass real ones."""
     note = ""
     if generated:
         made = "; ".join(f"{name} {how}" for name, how in generated.items())
@@ -117,12 +107,8 @@ def quiet_run_options() -> RunOptionsConfig | None:
 def reference_feed(
     checkpoint: ResolvedCheckpoint, backend: OnnxBackend, given: Mapping[str, np.ndarray]
 ) -> GeneratedFeed:
-    """``given``, the checkpoint's samples for inputs not given, and generated inputs the CPU runs.
-
-    Sizes are searched only when there is a choice: on ``backend`` itself when it runs on the
-    CPU alone, else on a CPU session built for it. When the CPU runs none, the first candidate
-    comes back: the run that follows fails with the model's own message and how to give inputs.
-    """
+    """``given``, the checkpoint's samples for inputs not given, and generated inputs the CPU runs
+    (searched on ``backend`` when CPU-only); none runs: the first, to fail with its message."""
     given = {**carried_samples(checkpoint), **given}
     extra = checkpoint.metadata.extra
     candidates = candidate_feeds(backend.input_specs, extra, given)

@@ -1,18 +1,5 @@
-"""The catalog of known providers: for each, the hardware it is for, how to see that hardware with
-plain file reads (:mod:`ortplug.fit.hardware`), and what to pip-install for it.
-
-It is written in the plugin declaration format (:mod:`ortplug.plugins.declaration`, whose
-catalog fields say what each means): the first-party plugins' own ``ortplug.json`` files, as
-the core's wheel carries them (:mod:`ortplug.plugin_host.first_party`), most specific first
-(``_rank``: the first kind that applies to a host and names a runtime decides the runtime),
-then the declaration of every installed plugin the plugin host lets claim its kinds (a third
-party joins by shipping ``detect`` and ``install`` in its ``ortplug.json``; one blocked, failed
-or skipped proposes nothing, and none replaces a kind of this project's), then the file
-``$ORTPLUG_CATALOG`` names (an internal index, a pinned version set); a later kind of the same
-name replaces an earlier one. Every entry but the built-in ones says who declared it, and
-doctor names them beside what they would install. Only ``info`` and ``doctor`` import this
-module, never a build.
-"""
+"""The catalog of known providers: the hardware each is for, how to see it with plain file reads,
+and what to pip-install for it (read only by ``info`` and ``doctor``)."""
 
 from __future__ import annotations
 
@@ -60,14 +47,8 @@ def _hex(value: str | None) -> int | None:
 
 @attrs.frozen(kw_only=True)
 class Condition:
-    """A ``detect`` condition (the declaration's ``_CONDITION`` fields); every key given holds.
-
-    ``pci_vendor``/``pci_class``: a PCI function with that vendor id and base class; ``gpu``: a
-    display-class PCI device or a DRM render node; ``macos_min``: at least this macOS; ``fact``:
-    a probe's fact read from files as its manifest says (``cuda.driver_version``), at least
-    ``min`` when given; ``cpu_vendor``/``cpu_flags``: one of these vendors, all of these flags;
-    ``platform``/``machine``: one of these.
-    """
+    """A ``detect`` condition: every key given holds (a PCI vendor or class, a GPU, a macOS, a
+    probe's ``fact`` at least ``min``, one of ``cpu_vendor``, all ``cpu_flags``, a platform)."""
 
     platform: tuple[str, ...] = ()
     machine: tuple[str, ...] = ()
@@ -253,12 +234,8 @@ def _builtin() -> list[PluginDeclaration]:
 
 
 def _installed_declarations(environ: Mapping[str, str] | None) -> list[PluginDeclaration]:
-    """The declarations of the installed plugins the plugin host lets claim what they declare
-    (:meth:`~ortplug.plugin_host.manager.PluginHost.holding_declarations`: not blocked, failed or
-    skipped for a name claimed first), each with the distribution that ships it as its source;
-    a kind of the built-in catalog's is left out: the built-in entry is this project's plugin's
-    own declaration already (a third party declaring ``cpu`` with its own ``install`` would
-    have replaced it)."""
+    """The declarations of the installed plugins the plugin host lets claim what they declare,
+    each with its distribution as its source, less the built-in catalog's kinds."""
     from ..plugin_host.manager import PluginHost, get_plugin_host
 
     host = get_plugin_host() if environ is None else PluginHost(environ=environ)

@@ -1,15 +1,5 @@
-"""The host's hardware, read from plain files: no plugin, no vendor library, no child process.
-
-Only ``info``, ``doctor`` and ``doctor --fix`` call :func:`detect_hardware` (a build never
-does). Every file is read under a root (``/`` by default), so a test or a person can point it
-at a fake sysfs/proc tree with ``ORTPLUG_OVERRIDE_HARDWARE_ROOT``; platform and architecture
-follow ``ORTPLUG_OVERRIDE_PLATFORM`` / ``ORTPLUG_OVERRIDE_MACHINE`` as the host facts do. Only
-plain files are read, at most :data:`READ_LIMIT` bytes of each, and every name is kept
-printable: such a root may hold anything. Beside what every host has (PCI functions, render
-nodes, macOS version, CPU vendor and flags), the facts the plugins' manifests say how to read
-(a probe's ``read``: a driver's version file, a loader library) are read the same way, named
-``probe.fact``: the core knows no vendor's files.
-"""
+"""The host's hardware, read from plain files under a root: no plugin, no vendor library, no child
+process."""
 
 from __future__ import annotations
 
@@ -260,11 +250,7 @@ def detect_hardware(
     reads: Iterable[FactSource] | None = None,
 ) -> Hardware:
     """Read the host's hardware from files under ``root`` (default: the override variable's
-    folder, else ``/``); files that are missing or unreadable are simply not seen.
-
-    ``reads``: the facts to read as the manifests say (default: those of this project's
-    plugins and examples; the catalog passes its own, installed plugins' included).
-    """
+    folder, else ``/``), and the facts ``reads`` names as the manifests say; unreadable: unseen."""
     current = settings() if environ is None else Settings.from_environ(environ, strict=False)
     base = Path(root) if root is not None else current.hardware_root or Path("/")
     env = current.overrides

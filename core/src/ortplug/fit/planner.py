@@ -1,9 +1,5 @@
-"""Host fit: which catalog providers this host's hardware calls for, what of them is installed,
-and the pip steps that make the environment fit (``info``, ``doctor``, ``doctor --fix``).
-
-Pure over its inputs (:class:`~ortplug.fit.hardware.Hardware`, the catalog, :class:`Installed`), so
-every kind of host is a test; :func:`installed_state` is the one reading of the environment.
-"""
+"""Host fit: which catalog providers this host's hardware calls for, what of them is installed, and
+the pip steps that make the environment fit; pure over its inputs."""
 
 from __future__ import annotations
 

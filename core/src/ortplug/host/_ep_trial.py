@@ -1,12 +1,5 @@
-"""Load one plugin-EP library in a child interpreter and say whether it loaded.
-
-Run by :mod:`ortplug.host.ep_libraries` (``python -I _ep_trial.py '<json>'``) before a
-library is loaded into the process for the first time: a library that aborts or
-segfaults on load takes this child down, not the process. The argument names the
-library's ``name`` and ``path`` and the ``sys_path`` folders holding the parent's
-``onnxruntime``. Prints one JSON object: ``{"loaded": true}`` or ``{"load_error": ...}``.
-Not imported as part of the package.
-"""
+"""Load one plugin-EP library in a child interpreter (``python -I _ep_trial.py '<json>'``) and print
+whether it loaded, so a library that crashes on load takes the child down, not the process."""
 
 import json
 import sys

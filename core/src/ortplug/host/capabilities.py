@@ -84,27 +84,14 @@ def _freeze_types(value: Mapping[str, Any]) -> Mapping[str, Any]:
 
 @attrs.frozen
 class HostProbe:
-    """A lazily run detector of host facts.
+    """A lazily run detector of host facts, run at most once per process, in a thread.
 
-    ``detect`` returns a mapping of the declared ``facts``, each a JSON value
-    (see :func:`facts_problem`; anything else fails the probe); the plugin host runs
-    it at most once per process, in a thread, when a build or a command needs
-    this probe's plugin. Past ``timeout`` seconds its facts are ``None`` and
-    the probe is reported as a failure (it never blocks a later call); an
-    exception it raises is reported the same way. Each fact can be forced with
-    ``ORTPLUG_OVERRIDE_<NAME>_<FACT>`` (a JSON value, a plain string, or empty
-    for absent) so a test or a person can simulate a host; ``types`` declares
-    the type a fact's override must have (``{"usable_cpus": int}``, or a tuple
-    such as ``(int, float)``), among ``bool``, ``int``, ``float``, ``str``,
-    ``list`` and ``dict`` (what JSON gives). Probes
-    that call into native libraries which could crash should run them in a
-    subprocess (:func:`ortplug.host.probing.run_probe_script`).
-
-    ``identity`` makes a slow probe's facts last across processes: a cheap
-    callable returning what they depend on besides the boot, ortplug's, ONNX
-    Runtime's and the plugin's versions (library files' paths and mtimes,
-    environment variables such as ``CUDA_VISIBLE_DEVICES``), JSON-serializable.
-    Probes without one run in every process.
+    ``detect`` returns the declared ``facts`` as JSON values (:func:`facts_problem`); past
+    ``timeout`` seconds, or on an exception, they are ``None`` and the probe is reported failed.
+    ``ORTPLUG_OVERRIDE_<NAME>_<FACT>`` forces a fact, of the type ``types`` declares
+    (``{"usable_cpus": int}``). Code that could crash belongs in a subprocess
+    (:func:`ortplug.host.probing.run_probe_script`). ``identity``, a cheap callable returning
+    what the facts depend on (library files, environment variables), keeps them across processes.
     """
 
     name: str = attrs.field(validator=_check_probe_name)
@@ -147,13 +134,8 @@ _MAX_FACT_INT = 1 << 64
 
 
 def facts_problem(facts: Mapping[str, object]) -> str | None:
-    """Why a probe's facts are not JSON values, naming the first fact that is not, or ``None``.
-
-    Facts are kept across processes and printed by ``ortplug info --json`` as JSON, so a
-    fact is what JSON holds: null, booleans, numbers, strings, lists (tuples and sets too)
-    and mappings with string keys, within bounds (integers below 2**64 in size; walked
-    without recursion, so a fact that contains itself is refused too).
-    """
+    """Why a probe's facts are not what JSON holds (they are kept and printed as JSON), naming
+    the first fact that is not, or ``None``; bounded, walked without recursion."""
     stack: list[tuple[str, str, object, int]] = [
         (str(name), str(name), value, 1) for name, value in facts.items()
     ]
@@ -199,11 +181,8 @@ def _normalize_platform(value: str) -> str:
 
 @attrs.frozen(kw_only=True)
 class HostCapabilities:
-    """What this host offers: platform, ONNX Runtime build and every plugin's probe facts.
-
-    Build one by hand in tests; :meth:`ortplug.PluginHost.host_capabilities` is the only impure way
-    to get one.
-    """
+    """What this host offers: platform, ONNX Runtime build and every plugin's probe facts (by hand
+    in tests; :meth:`ortplug.PluginHost.host_capabilities` detects them)."""
 
     platform: str = attrs.field(converter=_normalize_platform)
     machine: str
@@ -219,12 +198,8 @@ class HostCapabilities:
         return default if value is None else value
 
     def has_provider(self, ort_name: str) -> bool:
-        """Whether the installed ONNX Runtime build lists this execution provider.
-
-        Only providers built into the wheel are listed (``get_available_providers()``); a
-        plugin-EP library's provider is not, whether or not it can run: read your probe's
-        facts (its ``devices``) for one of those.
-        """
+        """Whether the ONNX Runtime wheel has this provider built in (a plugin-EP library's
+        provider never is: read your probe's ``devices`` for one)."""
         return ort_name in self.available_providers
 
     def to_dict(self) -> dict[str, Any]:

@@ -1,10 +1,5 @@
-"""``configure``: ONNX Runtime's process-wide settings (default logger, global thread pools).
-
-ONNX Runtime creates its global thread pools once per process, so their sizes
-can be set once: a second call with other sizes is an error naming the first
-ones, the same call again is a no-op. Sessions use the global pools only with
-``SessionOptionsConfig(use_per_session_threads=False)``.
-"""
+"""``configure``: ONNX Runtime's process-wide settings (default logger, global thread pools, whose
+sizes are set once per process)."""
 
 from __future__ import annotations
 
@@ -36,11 +31,9 @@ def configure(
     global_intra_op_num_threads: int | None = None,
     global_inter_op_num_threads: int | None = None,
 ) -> None:
-    """Set ONNX Runtime's default log severity and/or create the global thread pools.
-
-    ``log_severity_level``: 0 verbose ... 4 fatal, for every later log line.
-    The thread-pool sizes may be given once per process (see the module docstring).
-    """
+    """Set ONNX Runtime's default log severity (0 verbose ... 4 fatal) and/or create the global
+    thread pools: once per process (other sizes later are an error; sessions use them only with
+    ``SessionOptionsConfig(use_per_session_threads=False)``)."""
     ort = require_onnxruntime()
     if log_severity_level is not None:
         if log_severity_level not in (0, 1, 2, 3, 4):

@@ -1,18 +1,5 @@
-"""ONNX Runtime plugin-EP libraries: registered lazily and once per process, with their devices.
-
-ONNX Runtime (1.22+) loads execution providers from shared libraries, shipped
-as ``onnxruntime-ep-*`` wheels that expose ``get_library_path()`` and
-``get_ep_names()``. A plugin names such a library in its ``ProviderType``
-(``library=EpLibrary(...)``); ortplug registers it the first time a probe or a
-session needs it, lists the devices it offers (``get_ep_devices``), and builds
-sessions for it with ``SessionOptions.add_provider_for_devices``. A library
-that fails to load, or offers no device here, is reported with the reason.
-
-A library is loaded into this process only once a child interpreter loaded it
-(:mod:`ortplug.host._ep_trial`): one that crashes on load is reported instead of taking
-the process down, and the crash is remembered in the probe cache (per file version,
-ONNX Runtime installation and boot), so later processes do not try again.
-"""
+"""ONNX Runtime plugin-EP libraries: tried in a child first, registered lazily and once per
+process, with their devices."""
 
 from __future__ import annotations
 
@@ -52,11 +39,8 @@ def _names(value: Any) -> tuple[str, ...]:
 
 @attrs.frozen
 class EpLibrary:
-    """A plugin-EP library: its registration name, the providers it holds, where it is.
-
-    Give ``path`` (a shared library) or ``package`` (an importable
-    ``onnxruntime-ep-*`` package with ``get_library_path()``), not both.
-    """
+    """A plugin-EP library: its registration name, the providers it holds, and either ``path``
+    (a shared library) or ``package`` (an ``onnxruntime-ep-*`` package)."""
 
     name: str = attrs.field(validator=attrs.validators.min_len(1))
     ep_names: tuple[str, ...] = attrs.field(converter=_names)
@@ -159,11 +143,8 @@ def _device(ep_device: Any) -> EpDevice:
 
 
 def devices_for(ep_name: str) -> list[Any]:
-    """ONNX Runtime's ``OrtEpDevice`` objects of one provider (registered libraries and built-ins).
-
-    One per hardware device: a library registered twice (under two names)
-    lists each device twice, and ONNX Runtime refuses devices of two factories.
-    """
+    """ONNX Runtime's ``OrtEpDevice`` objects of one provider, one per hardware device (a library
+    registered twice lists each twice, which ORT refuses)."""
     seen: set[tuple[str, int, int]] = set()
     devices = []
     for device in require_onnxruntime().get_ep_devices():
@@ -189,13 +170,8 @@ def ensure_library(library: EpLibrary) -> EpLibraryStatus:
 
 
 def unregister_libraries() -> tuple[str, ...]:
-    """Unregister every library :func:`ensure_library` registered, and forget every status.
-
-    ONNX Runtime's registration is process-wide, so plugin hosts made one after another
-    in a process share it; tests that need a library unregistered call this (through
-    :func:`ortplug.testing.forget_ep_libraries`) once every session using one is closed.
-    Returns the names unregistered.
-    """
+    """Unregister every library :func:`ensure_library` registered (process-wide, shared by plugin
+    hosts), and forget every status; the names unregistered."""
     with _lock:
         registered = tuple(n for n, status in _status.items() if status.path and not status.error)
         if registered:
@@ -287,11 +263,8 @@ _TRIAL_TIMEOUT_S = 60.0
 
 
 def _trial_crash(library: EpLibrary, path: str, ort: Any) -> str | None:
-    """Why loading ``path`` took a child interpreter down, or ``None`` when it may be loaded here.
-
-    The outcome is kept in the probe cache; a crash is kept, a time-out only refuses the
-    library for this process (a loaded machine may have been slow).
-    """
+    """Why loading ``path`` took a child interpreter down, or ``None`` when it may be loaded here
+    (a crash is kept in the probe cache; a time-out refuses it for this process only)."""
     from . import probe_cache  # deferred: only a library trial reads the probe cache
     from .capabilities import HostProbe
 

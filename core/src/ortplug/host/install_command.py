@@ -1,9 +1,5 @@
-"""How an install is spelled for the user: the folders of the checkout the core was installed
-from (nothing of ortplug is on the package registry yet), else the registry's names.
-
-Every ``pip install`` ortplug prints is spelled by :func:`install_targets`: ``doctor``'s fixes,
-host fit's commands, the hints in errors and in plugins' declines (:func:`pip_install`).
-"""
+"""How every ``pip install`` ortplug prints is spelled: the folders of the checkout the core was
+installed from (nothing is on the registry yet), else the registry's names."""
 
 from __future__ import annotations
 

@@ -1,30 +1,5 @@
 """ONNX Runtime's log as ortplug shares it with the program: captured where ortplug acts, left
-to ONNX Runtime where the program's own sessions are built (the drop-in).
-
-ORT's logger callback is process-wide and ORT offers no getter for it, so
-ortplug wraps ``onnxruntime.set_default_logger_callback`` and
-``set_default_logger_severity`` to remember what the program sets: from the first
-capture, or from the drop-in's install (right after ``import onnxruntime`` under
-``ortplug exec``), or from ortplug's build path's import (see
-``ortplug.session.build``). During a capture ortplug's own callback is
-installed: it keeps the capturing thread's lines (severity >= warning) and hands
-every line the program's severity admits to the program's callback (without one,
-other threads' lines to stderr, as ORT's own logger would); afterwards the
-program's callback and severity are put back. A callback or severity set before
-that point, or through ``onnxruntime.capi._pybind_state`` directly, is unknown to
-ortplug, which then puts ORT's own logger and its default severity back.
-
-ORT's Python warnings (an unavailable or duplicate provider) come from
-``onnxruntime.capi.onnxruntime_inference_collection``: its ``warnings`` is
-replaced by a stand-in that makes a capturing thread's warnings its messages and
-hands every other thread's to Python unchanged.
-
-Sessions ortplug owns log nothing to stderr (:func:`owned_session_severity`):
-ONNX Runtime's log shows with ``ORTPLUG_DEBUG=1``, where a capture also echoes
-its lines. Inside :func:`left_to_ort` (the drop-in building the program's session)
-ORT's logger is not touched, so sessions log exactly as ONNX Runtime's class would
-(and what else ORT logs there, registering a plugin-EP library, shows as it logs it).
-"""
+to ONNX Runtime where the program's own sessions are built (how: docs/internals.md)."""
 
 from __future__ import annotations
 
@@ -189,12 +164,8 @@ def _debug() -> bool:
 
 @contextlib.contextmanager
 def captured(ort: ModuleType) -> Iterator[list[str]]:
-    """Collect ORT's warnings and log lines (severity >= warning) this thread emits in the block.
-
-    While a :func:`left_to_ort` block runs (on any thread: the plugins' probes run on their
-    own) only ORT's Python warnings: its logger is not touched, since the program may have set
-    it before ortplug could see (then it could not be put back).
-    """
+    """Collect ORT's warnings and log lines (severity >= warning) this thread emits in the block;
+    while a :func:`left_to_ort` block runs anywhere, only its Python warnings."""
     hook_onnxruntime(ort)
     logged = not _LOGGER.left_to_ort
     messages: list[str] = []

@@ -1,14 +1,5 @@
-"""Probe results kept across processes, so a slow probe (a child interpreter, a driver query) runs once.
-
-Only probes that declare an ``identity`` (what their facts depend on: library
-files, environment variables) are cached. An entry is keyed by that identity,
-the probe, its plugin's version, ortplug's and ONNX Runtime's installation and
-this boot of the machine, so a changed driver, a reinstalled wheel or a reboot
-finds no entry and probes again. Overrides apply on top of cached facts, as on
-fresh ones. A broken entry or an unusable cache is never an error: the probe runs.
-An entry is read only from a folder no other user can write, and only when it holds
-exactly its probe's declared facts, of their declared types.
-"""
+"""Probe results kept across processes, keyed by the probe's declared identity, so a slow probe
+runs once."""
 
 from __future__ import annotations
 
@@ -114,11 +105,8 @@ def _problem(record: Mapping[str, object], probe: HostProbe) -> str | None:
 
 
 def load(key: str, probe: HostProbe) -> Mapping[str, object] | None:
-    """The facts of ``probe`` stored under ``key``, or ``None`` (absent, unreadable, foreign).
-
-    A record is untrusted input: one that is not exactly this probe's declared facts, of
-    their declared types, is ignored (the probe runs; its facts replace the record).
-    """
+    """The facts of ``probe`` stored under ``key``, or ``None``: absent, unreadable, or not
+    exactly its declared facts of their declared types (the probe runs then)."""
     return _STORE.load(key, lambda record: _facts(record, probe))
 
 

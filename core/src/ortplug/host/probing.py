@@ -1,10 +1,5 @@
-"""Helpers for host probes that must not endanger the process: run a query in a child interpreter.
-
-Loading a vendor's native library (a GPU driver, an inference SDK) can hang
-or crash. Probes that need one run a stdlib-only script with
-:func:`run_probe_script`; a timeout, a crash or garbage output becomes an
-``error`` fact instead of taking the host down.
-"""
+"""Helpers for host probes that must not endanger the process: a vendor library's query runs in a
+child interpreter, and a timeout or crash becomes an ``error`` fact."""
 
 from __future__ import annotations
 
@@ -34,12 +29,8 @@ LOADER_PATH_VARIABLES = ("LD_LIBRARY_PATH", "DYLD_LIBRARY_PATH")
 
 
 def library_search_dirs(value: str | None) -> list[str]:
-    """The absolute folders of a loader search path such as ``LD_LIBRARY_PATH``.
-
-    The loader reads an empty or relative entry against the current directory
-    (``export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:/opt/lib`` starts with one), where a
-    planted library must never be picked up: such entries are dropped.
-    """
+    """The absolute folders of a loader search path such as ``LD_LIBRARY_PATH``: an empty or
+    relative entry (the current directory, where a library may be planted) is dropped."""
     entries = (value or "").replace(";", ":").split(":")
     return [entry for entry in entries if os.path.isabs(entry)]
 
@@ -68,12 +59,8 @@ def _signal_name(number: int) -> str:
 def run_probe_script(
     script: Path, argument: Mapping[str, Any], *, timeout: float = 10.0
 ) -> dict[str, Any]:
-    """Run ``python -I script '<argument as JSON>'`` and return the JSON object it prints last.
-
-    The child's loader search paths hold only absolute folders (:func:`probe_environment`).
-    Never raises for the child's failures: a timeout, a crash or a non-JSON
-    answer gives ``{"error": "<what happened>"}``.
-    """
+    """Run ``python -I script '<argument as JSON>'`` and return the JSON object it prints last; a
+    timeout, a crash or a non-JSON answer gives ``{"error": "<what happened>"}``."""
     import subprocess  # deferred: ~4 ms, paid only when a probe runs (not when its facts are cached)
 
     command = [sys.executable, "-I", str(script), json.dumps(dict(argument))]
@@ -129,12 +116,8 @@ def system_library_identity(variables: Iterable[str] = ()) -> dict[str, object]:
 
 
 def site_package_dirs() -> list[str]:
-    """The ``sys.path`` entries that are this interpreter's site-packages folders, absolute.
-
-    Where a probe may look for libraries that wheels install (``nvidia-*``,
-    ``tensorrt_libs``): never ``''``, a relative entry or another folder such as
-    the current directory, so a library planted there is never loaded.
-    """
+    """The ``sys.path`` entries that are this interpreter's site-packages folders, absolute: where a
+    probe may look for wheels' libraries (never the current directory)."""
     known = [*site.getsitepackages(), *(sysconfig.get_path(k) for k in ("purelib", "platlib"))]
     if site.ENABLE_USER_SITE:
         known.append(site.getusersitepackages())

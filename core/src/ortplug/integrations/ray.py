@@ -1,9 +1,5 @@
 """``ortplug.integrations.ray``: the old spelling of the Ray add-on (``ortplug-ray``), kept one
-release.
-
-Each name resolves to ``ortplug_ray``'s with a ``DeprecationWarning`` naming the new spelling
-(``from ortplug_ray import predict``); without the add-on, one line saying what to install.
-"""
+release with a ``DeprecationWarning``."""
 
 from __future__ import annotations
 

@@ -1,13 +1,5 @@
-"""Measurement, the pipeline's third stage: verified candidates timed side by side on the same inputs.
-
-Runs are interleaved (one run of each candidate per round), so a slow spell of
-the host falls on every candidate alike, and each candidate's median is kept.
-The cost is bounded: the candidates were run by verification already (shaders,
-kernels and engines are compiled), so one warm-up run each, which is timed; a
-candidate whose warm-up took ``HOPELESS`` times the reference's (the last run)
-is not timed further (its warm-up is its time); then rounds until ``MAX_ROUNDS``
-or until ``BUDGET_S`` of timed runs have passed (at least ``MIN_ROUNDS``).
-"""
+"""Measurement, the pipeline's third stage: verified candidates timed interleaved on the same
+inputs, within a bounded budget."""
 
 from __future__ import annotations
 

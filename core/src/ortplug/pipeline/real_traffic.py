@@ -1,43 +1,6 @@
 """Startup fallback on real traffic: a candidate serves only after it agreed with the CPU
-reference on real requests, and is spot-checked while it serves.
-
-Verification (:mod:`.verifier`) proves a candidate on inputs the model accepts, not on
-the data a deployment serves. Behind a startup fallback the CPU reference serves the real
-requests anyway, so the verified candidate *shadows* it: each request the shadow keeps up
-with (a few may wait, the others are not checked; the caller never waits) runs on the
-candidate in a background thread and is judged as a verdict judges
-(:meth:`~.verifier.Verifier.disagreement`). After ``real_traffic_checks`` agreeing requests
-the candidate serves; at the first disagreement (or a run that raises) it is rejected with a
-verdict "on real inputs" naming the request's shapes, cached so no later build chooses it,
-and the CPU reference keeps serving. Until then every caller gets the CPU's outputs.
-
-Once a candidate serves, a share of its calls (every run form: ``run``, ``run_into``,
-``run_async``, ``arun``) is run again on the CPU reference in the background, one at a time:
-the ``n``-th call after the takeover is sampled with probability
-``s(n) = max(p, W / (W + n - 1))`` (every one at first, :data:`DECAY` ``= W``, decaying to the
-configured ``spot_check = p``), within a tenth of one CPU once it has decayed. A call whose
-outputs were the memory of a later call's is a disagreement too (aliased outputs). At a
-disagreement the kept CPU reference serves the calls that follow at once (nothing is built
-first), failing none.
-
-Exposure after a takeover. Let a candidate that took over go wrong from its ``m``-th call on, on
-a share ``q`` of its calls (``q = 1``: every call; ``1/17``: every 17th), at ``r`` calls a
-second; let ``d`` be the seconds the check takes for one sampled call (a CPU reference run of it
-and the comparison) and ``i`` the interpreter's switch interval (``sys.getswitchinterval()``,
-5 ms: while callers' threads run Python, the check's thread waits up to that long for the
-interpreter lock, after each CPU reference run). A call is taken only while the check is idle
-(one waits at most), so the share actually sampled is ``s'(n) = min(s(n), 1 / (1 + r * (d + i)))``.
-The expected number of wrong results callers get before the CPU reference serves is at most
-
-    E = sum_{k >= 0} q * prod_{j < k} (1 - q * s'(m + j))  +  q * r * (d + i)
-
-(the first term counts the wrong calls up to and including the first sampled one; the second,
-those served while it is judged). For a candidate wrong from its takeover (``m = 1``, ``q = 1``,
-``s = 1``) that is about ``1 + 2 * r * (d + i)``; for one that goes wrong long after it
-(``s' = p``) ``1 / p + q * r * (d + i)``: 100 at the default ``p = 0.01``, plus the calls served
-during one check. ``benchmarks/bench_exposure.py`` (or ``bench_real_traffic.py
---exposure``) measures ``E`` for the tester's modes against this statement.
-"""
+reference on real requests, and is spot-checked while it serves (design and exposure bound:
+docs/internals.md)."""
 
 from __future__ import annotations
 

@@ -45,12 +45,8 @@ class ServingSummary(Protocol):
 
 @attrs.frozen
 class Candidate:
-    """One candidate a build weighed: its chain and weights, verdict, median time, and the outcome.
-
-    ``verdict`` is ``None`` for the CPU reference (it is the reference) or a candidate
-    not checked; ``median_ms`` is ``None`` where nothing was timed; ``reason`` says why
-    it was chosen or not (rejected, slower, not tried).
-    """
+    """One candidate a build weighed: its chain and weights, verdict (``None``: not checked),
+    median time (``None``: not timed), and why it was chosen or not."""
 
     chain: tuple[str, ...]
     variant: str | None
@@ -84,15 +80,9 @@ class Candidate:
 class ProviderReport:
     """Requested and realized chain, options, node placement, ORT's messages, host and reasons.
 
-    ``nodes`` counts graph nodes per realized provider (empty when ONNX Runtime
-    did not record placement). ``reasons`` and ``declined`` are ``(kind, reason)``
-    pairs from the plugins that chose, or declined, each provider. ``verification``
-    is the verdict on the session's outputs against the CPU reference (``None``:
-    nothing was checked). ``precision`` is the reduced precision the chain's lead
-    computes at, a mode the policy chose (``None``: the weights' own); ``candidates`` every
-    candidate the build weighed (empty for a wrapped session or a chain built without a choice).
-    ``startup`` says what a startup fallback is doing or did (``None``: built without one).
-    ``serving`` says how a throughput hint serves many callers (``None``: the latency hint).
+    ``nodes``: graph nodes per realized provider; ``reasons``/``declined``: ``(kind, reason)``
+    pairs; ``verification``: the verdict (``None``: nothing checked); ``candidates``: what the
+    build weighed; ``startup``/``serving``: a startup fallback's state, a throughput hint's plan.
     """
 
     requested: tuple[str, ...]

@@ -1,15 +1,4 @@
-"""Startup fallback: serve on the CPU at once, bring the accelerator up in the background, switch.
-
-An accelerator that compiles (a TensorRT engine, a CoreML or OpenVINO model,
-WebGPU's shaders) can make the first request wait seconds or minutes. With
-``startup_fallback=True`` the backend is returned as soon as a CPU session
-serves; that session is the reference of the build pipeline (:mod:`.build_pipeline`),
-whose proving stages a daemon thread runs: the candidates are built, verified against it and
-timed, and only a verified candidate that beat it may take over (none: the CPU keeps
-serving), after it agreed with the CPU on real requests (:mod:`._real_traffic`). With
-``verify=False`` the thread builds the accelerator's session, runs it once on
-representative inputs (so its first real run is not the slow one), and switches to it.
-"""
+"""Startup fallback: serve on the CPU at once, prove the accelerator in the background, switch."""
 
 from __future__ import annotations
 

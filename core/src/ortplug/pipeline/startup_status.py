@@ -1,8 +1,5 @@
-"""What a backend says of its start-up fallback: waiting for it, its status, its error.
-
-Apart from :mod:`.switch_state` (the switch itself, with its threads and warnings) so that a
-backend built without a start-up fallback imports none of the switch.
-"""
+"""What a backend says of its start-up fallback: waiting for it, its status, its error (apart
+from the switch, which a backend without one never imports)."""
 
 from __future__ import annotations
 

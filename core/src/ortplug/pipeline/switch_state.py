@@ -1,10 +1,5 @@
-"""What a startup fallback's bring-up shares with the checks on real traffic: its state
-(:class:`StartupSwitch`, stopped and waited for at exit), what it works with (:class:`Proving`),
-and how a candidate that did not come up is said.
-
-:mod:`._startup` starts the bring-up and hands a verified candidate to :mod:`._real_traffic`;
-both read and write these values, neither imports the other's back.
-"""
+"""What a startup fallback's bring-up shares with the checks on real traffic: its state, what it works
+with, and how a candidate that did not come up is said (neither imports the other)."""
 
 from __future__ import annotations
 
@@ -43,11 +38,8 @@ class TrafficSettings:
 
 @attrs.define(eq=False)
 class StartupSwitch:
-    """The background bring-up of one backend's accelerator: when it settled and how.
-
-    ``done`` is set once what serves is settled: the accelerator serves, or it will not
-    (it failed, was rejected on generated or real inputs, lost to the CPU, or was closed).
-    """
+    """The background bring-up of one backend's accelerator: ``done`` once what serves is
+    settled (the accelerator serves, or it will not), and how."""
 
     requested: tuple[str, ...]
     done: threading.Event = attrs.field(factory=threading.Event)

@@ -1,12 +1,5 @@
-"""Real requests run again on a second session in a background thread, and judged there.
-
-A startup fallback uses it twice (:mod:`._real_traffic`): a verified candidate is
-*shadowed* while the CPU reference serves (each request it keeps up with runs on the
-candidate too), and once the candidate serves, a sampled share of its requests is
-*spot-checked* on the CPU reference. The caller never waits for either: a request and
-the outputs it got are copied into a bounded queue (not at all when the queue is full,
-or while a CPU budget rests the thread) and judged in a daemon thread.
-"""
+"""Real requests run again on a second session in a background thread, and judged there (the
+shadow and the spot check of :mod:`.real_traffic`)."""
 
 from __future__ import annotations
 
@@ -120,15 +113,9 @@ atexit.register(_stop_all)
 
 
 class TrafficCheck:
-    """Runs requests served elsewhere again on ``session`` in a daemon thread and hands each,
-    with its outputs, to ``judge``.
-
-    ``rate`` is the share of requests offered that are taken (1: every one the queue has room
-    for; with ``decay`` W, the n-th offered is taken with ``max(rate, W / (W + n - 1))``),
-    ``capacity`` how many may wait, and ``cpu_share`` (``None``: no budget) the share of the
-    thread's time it may spend running once the share decayed to ``rate``: after a run of ``t``
-    seconds nothing is taken for ``t * (1 / cpu_share - 1)`` seconds. ``ended`` is called once, in the thread, when it stops.
-    """
+    """Runs requests served elsewhere again on ``session`` in a daemon thread and hands each, with
+    its outputs, to ``judge``: the n-th offered is taken with ``max(rate, W / (W + n - 1))``
+    (``decay`` W), at most ``capacity`` waiting, within ``cpu_share`` of a CPU once decayed."""
 
     def __init__(
         self,

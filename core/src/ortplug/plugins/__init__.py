@@ -1,15 +1,5 @@
-"""Everything a plugin author uses, from one module: ``from ortplug.plugins import ...``.
-
-The hook marker and specs with their call contracts, the values hooks return
-and receive, typed option fields for provider configs, the plugin-EP adapter,
-probing helpers, the cache's keys and folders, the errors a plugin raises, the
-install line for the user (``pip_install``), and the declaration format
-(:mod:`ortplug.plugins.declaration`). Tests use :mod:`ortplug.testing` beside
-it. Nothing here imports the runtime that hosts plugins (:mod:`ortplug.plugin_host`).
-Every name is imported on first use (PEP 562): a plugin pays only for what it
-imports, and the core's own modules under this package (the entry-point scan of
-``ortplug --version``) import none of it.
-"""
+"""Everything a plugin author uses, from one module: ``from ortplug.plugins import ...``; each
+name imported on first use, none of the plugin host (tests use :mod:`ortplug.testing`)."""
 
 from __future__ import annotations
 

@@ -1,101 +1,5 @@
-"""What a plugin provides, declared as data the core reads without importing the plugin.
-
-A plugin's package ships a file named ``ortplug.json`` beside its top-level
-``__init__.py`` (hatchling and setuptools put it in the wheel with the package).
-The core finds it from the entry point's module (``importlib.util.find_spec`` of
-the top-level package, which executes nothing), reads it when it scans the
-entry points, checks it, and remembers it with the scan. With it, a process
-imports a plugin only when one of its kinds can be part of a build; without it
-the plugin is imported at every start, as before, and ``ortplug plugins`` says so.
-
-The format (JSON; ``"ortplug"`` is the format version)::
-
-    {
-      "ortplug": 1,
-      "plugins": {
-        "<entry-point name>": {
-          "distribution": "ortplug-acme",          # the distribution that ships the plugin
-          "kinds": [{
-            "kind": "acme",                        # the provider kind (lower-case identifier)
-            "ort_name": "AcmeExecutionProvider",   # ONNX Runtime's name
-            "config": "ortplug_acme.config:AcmeProvider",  # its config class, by import path
-            "description": "Acme NPUs",            # one line for people
-            "device": "npu",                       # cpu, gpu (Ray reserves one), npu or any
-            "io_device": "acme",                   # IO-binding device its outputs can stay in
-            "aliases": ["npu"],                    # other names users may type
-            "library": {"name": "ortplug.acme",    # the plugin-EP library, if any:
-                        "package": "onnxruntime_ep_acme"},  # package= or path=, as EpLibrary
-            "platforms": ["linux", "win32"],       # sys.platform prefixes it can run on ([]: any)
-            "requires": ["acme.devices"],          # "probe.fact"s that must all be truthy
-            "concurrent_runs": true,               # Run() from several threads at once is safe
-            "before": ["webgpu"], "after": ["cuda"],  # its place among kinds (below)
-            "hardware": "Acme NPUs",               # catalog: what it is for (free text)
-            "install": "ortplug-acme",             # catalog: what to pip install
-            "detect": [{"pci_vendor": "0xacme"}],  # catalog: how to see the hardware (below)
-            "runtime": "onnxruntime>=1.22",        # catalog: the runtime wheel `install` brings
-            "index_url": "https://...",            # catalog: an extra index `install` needs (https)
-            "needs": {"fact": "acme.driver", "min": "2.1"},  # catalog: a fact `install` needs
-            "alternatives": [{"needs": {"fact": "acme.driver", "min": "1"}, "install": "..."}],
-            "unless": ["cuda"],                    # catalog: not wanted where these apply
-            "optional": false                      # catalog: named, never installed by --fix
-          }],
-          "probes": [{
-            "name": "acme",
-            "facts": ["devices", "error"],
-            "detect": "ortplug_acme.probes:detect",  # its function, by import path
-            "description": "Acme devices",
-            "types": {"devices": ["list"]},        # what an ORTPLUG_OVERRIDE_ value must be
-            "timeout": 10,                         # seconds (default 10)
-            "identity": {                          # what the facts depend on (see Identity)
-              "files": ["/dev/acme*"], "site_dirs": ["acme/lib"],
-              "packages": ["onnxruntime_ep_acme"], "env": ["ACME_VISIBLE_DEVICES"],
-              "env_paths": [], "libraries": ["libacme.so.1"], "system": true
-            },
-            "read": {"driver": {"paths": ["/sys/module/acme/version"],  # catalog: a fact read
-                                "pattern": "(\\d+(?:\\.\\d+)*)", "label": "Acme driver"}}  # from files
-          }],
-          "hooks": ["ortplug_offer_providers"],   # the hooks the module implements
-          "metadata_keys": [{"name": "acme_tiles", "types": ["int"], "description": "..."}]
-        }
-      }
-    }
-
-The core builds each kind's ``ProviderType`` and each probe's ``HostProbe`` from the
-declaration (the plugin host does, :mod:`ortplug.plugin_host`), importing ``config`` and
-``detect`` (npe2's ``python_name``) only once the plugin is imported. A plugin is one form: with
-a manifest, its kinds, probes and metadata keys are the manifest's, and a manifest listing
-``ortplug_provider_types``, ``ortplug_host_probes`` or ``ortplug_metadata_keys`` (the hook form's
-hooks) is refused in one line naming the fix (:func:`mixed_form`). :func:`declaration_schema` is
-the format's JSON schema, written from the same tables that check a file (shipped as
-:data:`SCHEMA_FILE`; ``python -m ortplug.plugins.declaration --schema`` prints it).
-
-``requires`` and ``platforms`` let the core rule a kind out before importing
-its plugin: on another platform, or when the cached facts of the named probes
-(kept across processes, keyed by the declared ``identity``) say a required fact
-is empty. A probe without an ``identity`` is never cached, so a kind that
-requires its facts is always in play. ``hardware`` and ``install`` are for
-providers described but not installed (a catalog) and are optional, as are the
-catalog's other fields: ``detect`` says how to see the hardware with plain file
-reads (:mod:`ortplug.fit.hardware`; any one condition, each with all its keys, see
-``_CONDITION``; ``[{}]``: every host; absent: the catalog never proposes the kind; a
-condition's ``fact`` is a probe's fact as the probe's ``read`` gets it from plain files, with
-``min`` its lowest version), ``runtime`` the runtime wheel and version rule ``install``
-brings, ``needs`` a probe-backed fact it needs at a minimum (a driver's version),
-``alternatives`` the installs to fall back on for older hosts (same fields), ``unless`` the
-kinds that make it
-unneeded, ``optional`` a kind named but never installed by ``doctor --fix``.
-``concurrent_runs`` (default false) says whether the kind's sessions may run from several
-threads at once (false: ortplug serialises them). ``before`` and ``after`` place the kind
-among the others in the default order (the policy's ranking, the default chain): each names
-kinds, installed or not, so an order holds through a kind not installed; kinds no declaration
-orders go by name, and the CPU provider (the fallback) is always last. An offer's
-``preference`` orders only its own kind's offers. Every
-table is checked against the fields below (one place each: ``_KIND``,
-``_PROBE``, ``_IDENTITY``, ...); a new version of the format adds fields there.
-A declaration that does not check is one line naming the plugin, the file, the
-field, what was expected and what was given; so is a file over :data:`MAX_BYTES`
-(256 KiB) or nested deeper than any declaration needs, which is not parsed further.
-"""
+"""What a plugin provides, declared as data (``ortplug.json``) the core reads without importing
+the plugin: the format's tables, its checks and its JSON schema."""
 
 from __future__ import annotations
 
@@ -204,12 +108,8 @@ class DeclarationError(ValueError):
 
 
 def _find_unimported(name: str) -> Any:
-    """The module spec of ``name``, dotted names too, found without importing anything.
-
-    ``importlib.util.find_spec("a.b")`` imports ``a`` (its ``__init__`` runs: T11); here the
-    top-level name is found by the import system's finders and each part after it on the
-    search locations of the one before, so nothing executes.
-    """
+    """The module spec of ``name``, dotted names too, found part by part without importing
+    anything (``importlib.util.find_spec("a.b")`` runs ``a/__init__``)."""
     import importlib.machinery  # deferred: only a probe identity naming packages
 
     top, *rest = name.split(".")
@@ -236,15 +136,9 @@ def _package_files(name: str) -> list[list[object]]:
 
 @attrs.frozen
 class Identity:
-    """What a probe's facts depend on, as data: the core computes it without the plugin's code.
-
-    ``files``: paths (``~`` and glob patterns allowed), each stat'ed; ``site_dirs``:
-    folders relative to each site-packages folder (wheels' libraries); ``packages``:
-    importable names (dotted ones too), found and stat'ed, none imported; ``env``:
-    environment variables, by value; ``env_paths``: variables holding path lists,
-    each path stat'ed; ``libraries``: shared-library file names looked up in the
-    ``LD_LIBRARY_PATH`` folders; ``system``: the loader's cache and search path.
-    """
+    """What a probe's facts depend on, as data the core computes without the plugin's code: paths
+    stat'ed (``files``, ``site_dirs``, ``packages``, ``env_paths``, ``libraries``), variables by
+    value (``env``), and ``system``: the loader's cache and search path."""
 
     files: tuple[str, ...] = ()
     site_dirs: tuple[str, ...] = ()
@@ -465,14 +359,20 @@ def _flag(where: str, value: object) -> bool:
     return value
 
 
-@_check({"type": "array", "items": {"type": "string", "pattern": r"^[^.]+\.[^.].*$"}})
+@_check({"type": "string", "pattern": r"^[^.]+\.[^.].*$"})
+def _fact_name(where: str, value: object) -> str:
+    """A probe's fact, ``probe.fact`` (``cuda.driver_version``)."""
+    name = _name(where, value)
+    probe, dot, fact = name.partition(".")
+    if not (dot and probe and fact):
+        raise DeclarationError(f"{where}: expected 'probe.fact', got {name!r}")
+    return name
+
+
+@_check({"type": "array", "items": _fact_name.schema})
 def _requires(where: str, value: object) -> tuple[str, ...]:
     names = _texts(where, value)
-    for i, name in enumerate(names):
-        probe, dot, fact = name.partition(".")
-        if not (dot and probe and fact):
-            raise DeclarationError(f"{where}[{i}]: expected 'probe.fact', got {name!r}")
-    return names
+    return tuple(_fact_name(f"{where}[{i}]", name) for i, name in enumerate(names))
 
 
 @_check(
@@ -581,16 +481,6 @@ def _hex_id(where: str, value: object) -> str:
     return str(value)
 
 
-@_check({"type": "string", "pattern": r"^[^.]+\.[^.].*$"})
-def _fact_name(where: str, value: object) -> str:
-    """A probe's fact, ``probe.fact`` (``cuda.driver_version``)."""
-    name = _name(where, value)
-    probe, dot, fact = name.partition(".")
-    if not (dot and probe and fact):
-        raise DeclarationError(f"{where}: expected 'probe.fact', got {name!r}")
-    return name
-
-
 @_check({"type": "string", "minLength": 1})
 def _pattern(where: str, value: object) -> str:
     """A regular expression with a group: what of a file's text a fact is."""
@@ -672,11 +562,12 @@ _CONDITION: Mapping[str, _Field] = {
 }
 #: A probe-backed fact an install needs, at least ``min`` (a version: ``"580"``).
 _NEED: Mapping[str, _Field] = {"fact": (_fact_name, True), "min": (_name, True)}
+_NEED_TABLE = _table(dict, _NEED, "a fact the install needs, at least min")
 _INSTALL: Mapping[str, _Field] = {
     "install": (_requirement, True),
     "runtime": (_requirement, False),
     "index_url": (_index_url, False),
-    "needs": (_table(dict, _NEED, "a fact the install needs, at least min"), False),
+    "needs": (_NEED_TABLE, False),
 }
 _READ: Mapping[str, _Field] = {
     "paths": (_texts, True),
@@ -685,19 +576,16 @@ _READ: Mapping[str, _Field] = {
 }
 
 
-@_check(
-    {
-        "type": "object",
-        "additionalProperties": _table(FactRead, _READ, "how a fact is read from files").schema,
-    }
-)
+_FACT_READ = _table(FactRead, _READ, "how a fact is read from files")
+
+
+@_check({"type": "object", "additionalProperties": _FACT_READ.schema})
 def _fact_reads(where: str, value: object) -> Mapping[str, FactRead]:
     if not isinstance(value, dict):
         raise DeclarationError(
             f"{where}: expected an object of fact: how it is read, got {value!r}"
         )
-    table = _table(FactRead, _READ, "how a fact is read from files")
-    return {fact: table(f"{where}.{fact}", item) for fact, item in value.items()}
+    return {fact: _FACT_READ(f"{where}.{fact}", item) for fact, item in value.items()}
 
 
 _IDENTITY: Mapping[str, _Field] = {
@@ -730,7 +618,7 @@ _KIND: Mapping[str, _Field] = {
     "detect": (_list_of(_table(dict, _CONDITION, "a catalog condition")), False),
     "runtime": (_requirement, False),
     "index_url": (_index_url, False),
-    "needs": (_table(dict, _NEED, "a fact the install needs, at least min"), False),
+    "needs": (_NEED_TABLE, False),
     "alternatives": (_list_of(_table(dict, _INSTALL, "an install for an older host")), False),
     "unless": (_texts, False),
     "optional": (_flag, False),
@@ -867,11 +755,8 @@ def _nesting_error(source: str) -> DeclarationError:
 def parse_declarations(
     data: object, source: str, *, catalog: bool = False
 ) -> dict[str, PluginDeclaration]:
-    """Every plugin's declaration in a file's parsed JSON, by entry-point name; checked.
-
-    ``catalog``: the file is a catalog (``ORTPLUG_CATALOG``): it describes kinds to install,
-    so its kinds and probes need not name their code.
-    """
+    """Every plugin's declaration in a file's parsed JSON, by entry-point name; checked
+    (``catalog``: kinds to install, whose kinds and probes need not name their code)."""
     if _too_deep(data):
         raise _nesting_error(source)
     if not isinstance(data, dict):
@@ -943,12 +828,8 @@ def declaration_path(entry_point_value: str) -> Path | None:
 def read_declaration(
     name: str, entry_point_value: str, path: Path | None = None
 ) -> PluginDeclaration | None:
-    """The checked declaration of entry point ``name``, or ``None`` when its package has none.
-
-    ``path``: where :func:`declaration_path` put it, when the caller looked already. Raises
-    :class:`DeclarationError` (one line naming the plugin) when the file does not check, or
-    does not declare this entry point.
-    """
+    """The checked declaration of entry point ``name`` (at ``path`` when already found), or
+    ``None`` when its package has none; :class:`DeclarationError` when it does not check."""
     path = path or declaration_path(entry_point_value)
     if path is None or not path.is_file():
         return None

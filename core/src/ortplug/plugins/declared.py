@@ -1,19 +1,5 @@
-"""A config class takes its ``kind`` and ``ort_name`` from the manifest that names it.
-
-The manifest (``ortplug.json``) is the one place a plugin with one says what its kinds are: a
-kind names its config class by import path (``"config": "ortplug_acme.config:AcmeProvider"``),
-and the class, decorated with :func:`declared_kind`, reads the kind's names back from that
-entry instead of restating them::
-
-    @declared_kind
-    @attrs.frozen(kw_only=True)
-    class AcmeProvider:
-        kind: ClassVar[str]
-        ort_name: ClassVar[str]
-
-A class no kind of its package's manifest names is one line saying so, at its import. A
-hook-form plugin (no manifest) sets the two class variables itself.
-"""
+"""A config class takes its ``kind`` and ``ort_name`` from the manifest that names it
+(:func:`declared_kind`), so the manifest is the one place they are said."""
 
 from __future__ import annotations
 

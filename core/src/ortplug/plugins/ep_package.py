@@ -1,21 +1,5 @@
-"""Turn an installed ``onnxruntime-ep-*`` package into an ortplug provider in a few lines.
-
-With a manifest (the recommended form: the plugin is imported only when its kind is in play),
-``ortplug.json`` declares the kind (its ``config``, its plugin-EP ``library``) and a probe
-named after the kind (underscores dropped) whose ``detect`` is the adapter's; the module writes::
-
-    @declared_kind
-    @attrs.frozen(kw_only=True)
-    class OpenVinoProvider(LibraryProvider):
-        kind: ClassVar[str]
-        ort_name: ClassVar[str]
-
-    plugin = EpPackagePlugin(OpenVinoProvider)  # probe "detect": "ortplug_openvino:plugin.detect"
-
-and points its entry point at ``plugin``: the adapter offers the provider when the library has
-a device, or declines saying why. Without a manifest (the hook form),
-:class:`EpPackageHookPlugin` also contributes the provider type and the probe by hook.
-"""
+"""Turn an installed ``onnxruntime-ep-*`` package into an ortplug provider in a few lines
+(the guide's "Providers in a plugin-EP library" shows one)."""
 
 from __future__ import annotations
 
@@ -53,16 +37,9 @@ def _string_options(value: Mapping[str, object]) -> Mapping[str, str]:
 
 @attrs.frozen(kw_only=True)
 class LibraryProvider:
-    """Base of configs for providers that live in a plugin-EP library.
-
-    Subclasses get ``kind`` and ``ort_name`` from their manifest (:func:`~ortplug.plugins.declared_kind`;
-    the hook form sets them), and may declare typed attrs
-    fields (validated, ``None`` meaning "the library's default"): each reaches
-    ``to_ort()`` under its own name. ``options`` carries anything else as
-    strings. When a subclass sets ``known_options`` (the library's option
-    names), a free-form key outside them and the typed fields is refused; a
-    key given both typed and free-form is always refused.
-    """
+    """Base of configs for providers in a plugin-EP library: typed attrs fields (``None``: the
+    library's default) and free-form string ``options`` reach ``to_ort()`` by name; a key given
+    both ways, or outside ``known_options`` where a subclass sets them, is refused."""
 
     kind: ClassVar[str]
     ort_name: ClassVar[str]
@@ -100,13 +77,9 @@ class LibraryProvider:
 
 
 class EpPackagePlugin:
-    """The offers and the probe of one ``onnxruntime-ep-*`` package's provider, for a plugin whose
-    manifest declares the kind and the probe (see the module docstring).
-
-    ``package`` (the library's importable package) defaults to the manifest kind's
-    ``library.package``; ``preference`` orders this kind's own offers only (the order between
-    kinds is the manifests' ``before``/``after``).
-    """
+    """The offers and the probe (``detect``, named after the kind without underscores) of one
+    ``onnxruntime-ep-*`` package's provider, for a plugin whose manifest declares both;
+    ``package`` defaults to the manifest kind's ``library.package``."""
 
     def __init__(
         self,
@@ -165,13 +138,8 @@ class EpPackagePlugin:
     def offers(
         self, offer: ProviderOffer, metadata: CheckpointMetadata, host: HostCapabilities
     ) -> Iterable[ProviderOffer]:
-        """What is offered where the library has a device: ``offer`` (the default config) as is.
-
-        A subclass offers its provider's precisions here: the exact config, and a
-        reduced-precision switch as a second offer with ``precision=`` (see
-        ``ortplug_offer_providers`` in :mod:`ortplug.plugins.hookspecs`; ortplug-openvino
-        does this for OpenVINO's inference precision).
-        """
+        """What is offered where the library has a device: ``offer`` as is; a subclass adds a
+        reduced-precision switch here (``precision=``, as ortplug-openvino does)."""
         yield offer
 
 

@@ -1,20 +1,5 @@
-"""The ``ortplug_*`` hook specifications every plugin implements a subset of.
-
-Implementations take keyword arguments named exactly as below (a subset is
-fine) and must not give them defaults. Each spec declares, beside it, how the
-host calls it (:class:`HookContract`): **collect** (every plugin's items,
-plugin by plugin, type-checked and bounded), **first result** (the first
-non-``None`` answer in hook order) or **fold** (a value passed through every
-plugin in order). A raising plugin is reported and skipped instead of hiding
-the others. Wrapper implementations are not supported; use ``tryfirst`` or
-``trylast`` to order.
-
-A plugin that ships a declaration (:mod:`ortplug.plugins.declaration`) is
-imported only when one of its kinds can be part of what is asked, so its hooks
-run only then. ``ortplug_prepare_provider`` is asked only of the plugin that owns
-the config's kind, and ``ortplug_adjust_session_options`` only of the plugins that
-own a kind of the chain, own ``cpu`` (in every session) or own no kind.
-"""
+"""The ``ortplug_*`` hook specifications every plugin implements a subset of, each with the
+contract the host calls it by (:class:`HookContract`)."""
 
 from __future__ import annotations
 
@@ -73,14 +58,9 @@ class CallMode(enum.Enum):
 
 @attrs.frozen
 class HookContract:
-    """How one hook is called and what its implementations may return.
-
-    ``items``: the types a collecting hook's items (or a first-result list's
-    entries) must have. ``fold_argument``: the argument a fold passes along;
-    ``check(before, after)`` says what is wrong with an implementation's result
-    (``None``: it may replace the value). ``propagate``: exception types that are the user's to fix and
-    reach them as raised, instead of counting as a plugin failure.
-    """
+    """How one hook is called and what its implementations may return: ``items`` the types of its
+    items, ``fold_argument`` what a fold passes along, ``check(before, after)`` what is wrong with
+    a result (``None``: nothing), ``propagate`` the user's errors, raised as they are."""
 
     mode: CallMode
     items: tuple[type, ...] = ()
@@ -123,16 +103,10 @@ def _session_options(_: Any, after: Any) -> str | None:
 
 @_spec(HookContract(CallMode.COLLECT, items=(ProviderType,)))
 def ortplug_provider_types() -> Iterable[ProviderType]:
-    """Contribute provider kinds: tag, ONNX Runtime name, config class and aliases.
+    """Contribute provider kinds (hook form only: a manifest declares them); once per plugin host.
 
-    For a plugin without an ``ortplug.json``: a declared plugin names each kind's config class
-    in its manifest (``"config": "package.module:Class"``) and the core builds the type.
-    Called once per plugin host. A kind, alias or ORT name claimed by two plugins keeps its
-    first claimant (the core's, then ortplug's own plugins, then the others); the other plugin
-    is skipped with one warning naming both distributions, or
-    :class:`~ortplug.errors.PluginConflictError` is raised under ``ORTPLUG_STRICT_PLUGINS=1``.
-
-    Example::
+    A name two plugins claim keeps its first claimant, the other is skipped with a warning
+    (:class:`~ortplug.errors.PluginConflictError` under ``ORTPLUG_STRICT_PLUGINS=1``). Example::
 
         @hookimpl
         def ortplug_provider_types():
@@ -143,28 +117,16 @@ def ortplug_provider_types() -> Iterable[ProviderType]:
 
 @_spec(HookContract(CallMode.COLLECT, items=(HostProbe,)))
 def ortplug_host_probes() -> Iterable[HostProbe]:
-    """Contribute lazy host probes; their facts land in ``HostCapabilities.facts[probe.name]``.
-
-    For a plugin without an ``ortplug.json``: a declared plugin names each probe's function in
-    its manifest (``"detect": "package.module:function"``) and the core builds the probe.
-    Keep the hook itself cheap: only return :class:`HostProbe` values. The
-    expensive work goes in ``HostProbe.detect``, which runs on first use.
-    """
+    """Contribute lazy host probes (hook form only), their facts in ``host.facts[probe.name]``;
+    keep the hook cheap: the work goes in ``HostProbe.detect``, run on first use."""
     raise NotImplementedError
 
 
 @_spec(HookContract(CallMode.COLLECT, items=(MetadataKey,)))
 def ortplug_metadata_keys() -> Iterable[MetadataKey]:
-    """Declare the ``CheckpointMetadata.extra`` keys your plugin reads, with their types.
-
-    For a plugin without an ``ortplug.json``: a declared plugin lists them in its manifest's
-    ``metadata_keys``.
-
-    A checkpoint whose ``extra`` holds a key no plugin declares, or a value of
-    another type, gets one :class:`~ortplug.errors.OrtplugConfigWarning` naming
-    the key when it is built, so a typo does not silently change nothing.
-
-    Example::
+    """Declare the ``CheckpointMetadata.extra`` keys your plugin reads, with their types (hook
+    form only); an undeclared key or a value of another type gets an
+    :class:`~ortplug.errors.OrtplugConfigWarning` at build. Example::
 
         @hookimpl
         def ortplug_metadata_keys():
@@ -179,37 +141,20 @@ def ortplug_offer_providers(
     host: HostCapabilities,
     checkpoint: ResolvedCheckpoint | None,
 ) -> Iterable[ProviderOffer | ProviderDecline]:
-    """Offer providers for this checkpoint on this host, each with a preference and a reason.
+    """Offer providers for this checkpoint on this host, each with a preference and a reason, or a
+    :class:`ProviderDecline` saying why not (``ortplug info`` shows it).
 
-    The preference orders your kind's own offers only (an fp16 variant ahead of the exact
-    offer, a reduced-precision switch behind it); where your kind goes among the others is
-    declared, by the manifest kind's ``before``/``after`` (``ProviderType``'s in the hook form).
+    The preference orders your kind's own offers only. ``variant=name`` offers one of
+    ``metadata.variants``; a plain offer computes at the weights' precision (set a provider whose
+    default is reduced, such as TF32, to full precision), and a reduced-precision switch is a
+    second offer with ``precision=`` (``"fp16"``, ``"bf16"``, ``"tf32"``), verified at that
+    precision's tolerance before it serves, never used with ``verify=False``.
 
     :param metadata: the checkpoint's metadata (precision, static shapes, ...).
-    :param host: detected or injected host facts; read your probe's facts with
-        ``host.fact("<probe>", "<fact>")``.
-    :param checkpoint: the weights, when the policy runs for a real model
-        (``None`` when a policy is asked with metadata only); use it for facts
-        that need the bytes, such as "an engine for this exact model is cached".
+    :param host: host facts; your probe's with ``host.fact("<probe>", "<fact>")``.
+    :param checkpoint: the weights (``None`` when a policy is asked with metadata only).
 
-    Yield a :class:`ProviderDecline` instead of an offer when your provider
-    cannot or should not run here, so ``ortplug info`` can say why. An offer with
-    ``variant=name`` scores one of ``metadata.variants`` (an fp16 or int8 copy of the
-    model; ``metadata.variants_for(ort_name, "fp16")`` lists those your provider may
-    run) on your provider; the policy ranks it with the reference offers and uses it
-    only once its outputs are verified against the CPU reference.
-
-    Precision is a candidate too. An offer computes at the weights' precision
-    unless it says otherwise: where your provider's default is a reduced precision
-    (OpenVINO computes fp32 models in bf16 on AMX CPUs, CUDA in TF32 on Ampere),
-    set it to full precision in the plain offer. Offer a reduced-precision switch
-    as a second offer of the config with the switch on and ``precision=`` what it
-    computes at (``"fp16"``, ``"bf16"``, ``"tf32"``), usually below the exact
-    offer's preference: the policy ranks it as its own candidate, verifies it at
-    that precision's tolerance (``ortplug.checkpoint.variants.DEFAULT_TOLERANCES``)
-    before it serves, shows the precision in ``backend.report``, and never uses it
-    with ``verify=False``. For example, a ggml-style provider with an f16-weights
-    switch::
+    For example, a ggml-style provider with an f16-weights switch::
 
         @hookimpl
         def ortplug_offer_providers(metadata, host):
@@ -227,12 +172,10 @@ def ortplug_offer_providers(
 def ortplug_provider_chain(
     offers: Sequence[ProviderOffer], metadata: CheckpointMetadata, host: HostCapabilities
 ) -> list[ProviderConfig] | None:
-    """Turn the collected offers into the ordered provider chain. Stops at first non-None result.
+    """Turn the collected offers into the ordered provider chain; the first non-``None`` wins.
 
-    The built-in implementation (``trylast``) orders the kinds as declared
-    (``offer.place``: the manifests' ``before``/``after``), each kind's offers by preference,
-    keeps one offer per kind and puts the CPU provider last. Override it with a
-    ``tryfirst`` implementation; return ``None`` to leave the decision to others.
+    The built-in ``trylast`` one orders kinds by ``offer.place``, each kind's offers by preference,
+    one per kind, CPU last; a ``tryfirst`` implementation overrides it.
 
     :param offers: every plugin's offers, ``offer.plugin`` and ``offer.place`` filled in.
     :param metadata: the checkpoint's metadata.
@@ -254,16 +197,10 @@ def ortplug_prepare_provider(
 ) -> ProviderConfig | None:
     """Finish one provider config for the session about to load ``checkpoint``; ``None``: no change.
 
-    Called for every entry of the chain (policy-chosen or explicit) right before
-    the session is built, on the plugin that owns the entry's kind only: fill in
-    what depends on the model (cache directories keyed by
-    ``checkpoint.fingerprint()``, shapes), load native libraries the provider
-    needs, log a slow first build. A plugin-EP library named by the kind's
-    :class:`ProviderType` is not one of them: the core registers it (first in a
-    child process) when it checks an offer on the host it detected, and in any
-    case before the session is built. Raise ``ValueError`` naming the option when the config
-    cannot work for this checkpoint; it reaches the user as is, like the
-    ``OSError`` of an unusable cache directory.
+    Asked of the kind's own plugin, for every chain entry, right before the build: fill in what
+    depends on the model (cache folders keyed by ``checkpoint.fingerprint()``, shapes), load
+    native libraries (a plugin-EP library is the core's to register). A ``ValueError`` naming the
+    option, or an ``OSError`` of a cache folder, reaches the user as raised.
 
     :param config: the provider config as chosen so far (a fold over plugins).
     :param checkpoint: the resolved checkpoint (path or bytes, and metadata).
@@ -281,10 +218,8 @@ def ortplug_adjust_session_options(
 ) -> SessionOptionsConfig | None:
     """Adjust session options for a chain about to be built; return ``None`` for no change.
 
-    A fold: plugins run in hook order and each sees the previous plugin's
-    result. Only fill what the user left unset (``None``); values the user set
-    win. Runs for policy-chosen and explicit chains alike, on the plugins that own
-    a kind of the chain, the one that owns ``cpu`` and those that own no kind.
+    A fold, asked of the plugins owning a kind of the chain, ``cpu`` or no kind: fill only what
+    the user left ``None``.
 
     :param session_options: the options so far.
     :param chain: the provider configs of the session, in priority order.
@@ -296,11 +231,8 @@ def ortplug_adjust_session_options(
 
 @_spec(HookContract(CallMode.COLLECT, items=(DoctorCheck,)))
 def ortplug_doctor_checks(host: HostCapabilities) -> Iterable[DoctorCheck]:
-    """Checks ``ortplug doctor`` runs for your provider, each with a fix line when it fails.
-
-    Report what breaks your provider on this host (a driver/runtime version
-    mismatch, a setting wider than the host allows) as ``DoctorCheck(name, ok,
-    detail, fix)``; say nothing about hosts your provider does not apply to.
+    """Checks ``ortplug doctor`` runs for your provider (``DoctorCheck(name, ok, detail, fix)``):
+    what breaks it on this host; nothing where it does not apply.
 
     :param host: the host facts, your probe's included.
     """

@@ -48,16 +48,10 @@ def _check_device(_: Any, __: Any, value: object) -> None:
 class ProviderType:
     """A provider kind a plugin contributes: its tag, ONNX Runtime name, config class and aliases.
 
-    ``before``/``after`` place the kind among the others in the default order (the manifest's
-    fields of the same names). ``concurrent_runs=True`` says ONNX Runtime runs a session with this provider from several
-    threads at once safely (``Run()`` is documented thread-safe for it); a kind that does not
-    say so has the runs of its sessions serialised by ortplug (``ortplug.session.serial``).
-
-    ``session_wrapper(session, config)`` serves the sessions this kind is realized in through
-    the plugin's own object (a provider whose sessions need a layer over ONNX Runtime's; the
-    misbehaving test providers of ``tests/plugin_dists/ortplug-misbehaving``): called once per build,
-    with ONNX Runtime's session and the chain's config of this kind, it returns what serves.
-    ``None`` (the default): ONNX Runtime's session serves as it is.
+    ``before``/``after``: its place in the default order; ``concurrent_runs=True``: its sessions
+    run from several threads at once safely (else ortplug serialises them);
+    ``session_wrapper(session, config)``: called once per build, returns what serves in place of
+    ONNX Runtime's session (``None``: it serves as it is).
     """
 
     kind: str = attrs.field(validator=_check_kind)

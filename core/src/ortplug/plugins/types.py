@@ -52,19 +52,11 @@ def _check_precision(_: Any, __: Any, value: Any) -> None:
 class ProviderOffer:
     """A plugin's proposal to run a checkpoint on a provider, with a preference and a reason.
 
-    Kinds go in the order their manifests declare (``before``/``after``; the CPU provider
-    always last); among one kind's offers, higher ``preference`` comes first. ``place`` is the
-    kind's place in that order (0 first), set by the plugin host when it collects the offer, as
-    ``plugin`` is; a plugin sets neither. ``reason`` is shown to people by ``ortplug info``.
-    ``variant`` names one of the checkpoint's precision variants
-    (``metadata.variants``) this offer runs instead of the reference weights.
-    ``precision`` is the precision ``config`` makes the provider compute at when
-    it is a reduced-precision mode (``"bf16"``, ``"fp16"``, ``"tf32"``: OpenVINO's
-    inference precision, TensorRT's fp16, CUDA's TF32); ``None`` means the
-    weights' own precision, which is what an offer without it must compute at.
-    The policy ranks (provider, variant, precision) candidates by place, then preference, and
-    trusts one off the reference weights or their precision only once its outputs
-    are verified against the reference, at that precision's tolerance.
+    ``preference`` orders one kind's offers (kinds go as their manifests declare); ``place`` and
+    ``plugin`` are set by the plugin host. ``variant`` names one of ``metadata.variants`` to run
+    instead of the reference weights; ``precision`` the reduced precision ``config`` computes at
+    (``"bf16"``, ``"fp16"``, ``"tf32"``; ``None``: the weights' own). Such a candidate serves only
+    once verified at that precision's tolerance.
     """
 
     config: ProviderConfig = attrs.field(validator=_check_config)
@@ -86,11 +78,8 @@ class ProviderOffer:
 
 @attrs.frozen
 class ProviderDecline:
-    """A plugin's statement that it will not offer ``kind`` here, and why.
-
-    ``ortplug info`` shows it, so "why is my GPU not used?" has an answer:
-    a missing driver, a runtime without the provider, an int8 checkpoint...
-    """
+    """A plugin's statement that it will not offer ``kind`` here, and why (``ortplug info`` shows
+    it: a missing driver, a runtime without the provider, an int8 checkpoint...)."""
 
     kind: str = attrs.field(validator=_typed("ProviderDecline", str))
     reason: str = attrs.field(validator=_typed("ProviderDecline", str))
@@ -153,11 +142,8 @@ def _as_types(value: type | tuple[type, ...]) -> tuple[type, ...]:
 
 @attrs.frozen
 class MetadataKey:
-    """A key of ``CheckpointMetadata.extra`` a plugin reads, with the type its value must have.
-
-    The host warns about an ``extra`` key no plugin declares (a typo such as
-    ``dim_range``) and about a value of another type (``"tensorrt": "yes"``).
-    """
+    """A key of ``CheckpointMetadata.extra`` a plugin reads, with the type its value must have
+    (an undeclared key or a value of another type gets a warning)."""
 
     name: str = attrs.field(validator=attrs.validators.min_len(1))
     types: tuple[type, ...] = attrs.field(converter=_as_types)

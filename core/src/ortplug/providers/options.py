@@ -1,9 +1,5 @@
-"""Field helpers for provider configs: validated attrs fields and ONNX Runtime's string encoding.
-
-Plugins (ours and third parties') declare their typed options with these so
-every provider rejects bad values the same way, naming the field and what it
-accepts, and serializes them the way ONNX Runtime parses them.
-"""
+"""Field helpers for provider configs: validated attrs fields and ONNX Runtime's string encoding,
+so every provider refuses bad values alike and encodes them as ORT parses them."""
 
 from __future__ import annotations
 
@@ -166,12 +162,8 @@ def encode_option(value: object) -> str:
 
 
 def ort_options(pairs: Iterable[tuple[str, object]]) -> dict[str, str]:
-    """ONNX Runtime's provider options from ``(ort_name, value)`` pairs.
-
-    ``None`` values are left out (the provider keeps its default); booleans
-    become ``"1"``/``"0"``, the one spelling every provider parses as intended
-    (CoreML compares against ``"1"``, so ``str(True)`` would switch it off).
-    """
+    """ONNX Runtime's provider options from ``(ort_name, value)`` pairs: ``None`` left out,
+    booleans ``"1"``/``"0"`` (CoreML compares against ``"1"``: ``"True"`` would switch it off)."""
     return {name: encode_option(value) for name, value in pairs if value is not None}
 
 

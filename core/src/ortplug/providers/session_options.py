@@ -128,12 +128,8 @@ def _optional_text(_: Any, attribute: attrs.Attribute[Any], value: object) -> No
 
 @attrs.frozen(kw_only=True)
 class SessionOptionsConfig:
-    """Session settings; ``None`` leaves ONNX Runtime's default (and lets plugins fill it in).
-
-    Field names follow seed 003; each maps to one ``SessionOptions`` setting
-    (``deterministic_compute`` -> ``use_deterministic_compute``, ``log_id`` ->
-    ``logid``, ``optimized_model_path`` -> ``optimized_model_filepath``).
-    """
+    """Session settings, each one ``SessionOptions`` setting (``log_id`` -> ``logid``, ...);
+    ``None`` leaves ONNX Runtime's default (and lets plugins fill it in)."""
 
     graph_optimization_level: str | None = attrs.field(default=None, converter=_graph_level)
     intra_op_num_threads: int | None = threads_field(minimum=0)
@@ -208,13 +204,9 @@ class SessionOptionsConfig:
         return attrs.evolve(self, config_entries={**entries, **self.config_entries})
 
     def to_ort(self, ort: ModuleType) -> Any:
-        """Build an ``onnxruntime.SessionOptions`` from the set fields.
-
-        ``load_timeout_s`` is not a ``SessionOptions`` field: the backend applies it.
-        A custom op library that does not exist is a ``FileNotFoundError`` naming it,
-        one that does not load a ``ValueError``. With ``ort_base`` the fields are set on it,
-        and a config entry it already holds is left as it is.
-        """
+        """Build an ``onnxruntime.SessionOptions`` from the set fields (on ``ort_base``, keeping its
+        config entries); a missing custom op library is a ``FileNotFoundError``, one that does not
+        load a ``ValueError``."""
         options = ort.SessionOptions() if self.ort_base is None else self.ort_base
         if self.graph_optimization_level is not None:
             level = GRAPH_OPTIMIZATION_LEVELS[self.graph_optimization_level]

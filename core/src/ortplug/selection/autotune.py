@@ -1,10 +1,5 @@
-"""Autotune records: the fastest chain and thread count ``ortplug bench --save`` measured for a model.
-
-One JSON file per (model fingerprint, ONNX Runtime version, host signature)
-under ``<cache>/autotune/``: a changed model, runtime or host finds no record
-and the policy decides as usual. A corrupt or foreign file is ignored with an
-:class:`~ortplug.errors.OrtplugCacheWarning` naming it.
-"""
+"""Autotune records: the fastest chain and thread count ``ortplug bench --save`` measured for a
+model, one per model fingerprint, ONNX Runtime version and host under ``<cache>/autotune/``."""
 
 from __future__ import annotations
 
@@ -254,11 +249,8 @@ def _parse(
 
 
 def lookup(checkpoint: ResolvedCheckpoint, host: HostCapabilities) -> TunedSetting | None:
-    """The saved setting for this model on this host, or ``None`` (cheap when nothing was saved).
-
-    A corrupt, foreign, oversized or non-regular file is ignored with an
-    :class:`~ortplug.errors.OrtplugCacheWarning` naming it.
-    """
+    """The saved setting for this model on this host, or ``None`` (a bad record with an
+    :class:`~ortplug.errors.OrtplugCacheWarning` naming it)."""
     if not _STORE.records():
         return None
     return _STORE.load(_key(checkpoint, host), lambda record: _parse(record, checkpoint, host))
@@ -286,11 +278,8 @@ def apply_tuning(
     host: HostCapabilities,
     plugins: PluginHost,
 ) -> ProviderSelection:
-    """The selection with what was measured for this model here (``bench --save``, or the first
-    build's measured choice), if anything: that choice first, the others as its alternatives.
-
-    A record naming a provider or variant the plugins no longer offer is not used.
-    """
+    """The selection with what was measured for this model here, if anything still offered: that
+    choice first, the others as its alternatives."""
     tuned = lookup(checkpoint, host)
     if tuned is None or (tuned.offered and tuned.offered != candidate_labels(selection)):
         return selection

@@ -19,14 +19,8 @@ __all__ = ["DefaultProviderPolicy"]
 
 
 class DefaultProviderPolicy:
-    """Asks every plugin for offers and lets the ``ortplug_provider_chain`` hook order them.
-
-    With a checkpoint, what ``ortplug bench --save`` measured for that model on
-    this host (an autotune record) replaces the plugins' order, unless
-    ``autotune=False``. Offers of the checkpoint's precision variants and of
-    reduced-precision modes are ranked with the reference chain
-    (:func:`~ortplug.selection.variants.rank_variants`).
-    """
+    """Asks every plugin for offers and lets the ``ortplug_provider_chain`` hook order them; a
+    measured record for the model here comes first unless ``autotune=False``."""
 
     def __init__(self, plugins: PluginHost | None = None, *, autotune: bool = True) -> None:
         self._plugins = plugins

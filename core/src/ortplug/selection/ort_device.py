@@ -1,18 +1,5 @@
-"""Bridges to ONNX Runtime's own provider selection, in both directions.
-
-* :class:`OrtDevicePolicy` hands the choice to ONNX Runtime's device policy
-  (``prefer_gpu``, ``max_efficiency``...): ortplug registers the plugin-EP
-  libraries its plugins know, then lets ``SessionOptions.set_provider_selection_policy``
-  pick among the devices ONNX Runtime discovered. Right when every provider
-  you need is a plugin-EP library whose devices ONNX Runtime discovers
-  reliably (Windows ML, NPUs).
-* :func:`ort_delegate` is the reverse: any ortplug policy as ONNX Runtime's
-  selection delegate (``set_provider_selection_policy_delegate``), for code
-  that builds ``onnxruntime.InferenceSession`` itself.
-
-ONNX Runtime's device discovery misses devices on some Linux hosts (a
-``simple-framebuffer`` card, Jetson, WSL), so ortplug's probes stay the default.
-"""
+"""Bridges to ONNX Runtime's own provider selection: :class:`OrtDevicePolicy` hands it the choice,
+:func:`ort_delegate` makes any ortplug policy its delegate."""
 
 from __future__ import annotations
 
@@ -70,11 +57,8 @@ class OrtDevicePolicy:
         return DEVICE_POLICIES[self.name]
 
     def choose(self, request: SelectionRequest) -> ProviderSelection:
-        """No chain: ONNX Runtime picks when the session is built, among every device it sees.
-
-        Every plugin-EP library the plugins know is registered first; one that
-        cannot be is a decline with the reason.
-        """
+        """No chain: ONNX Runtime picks among every device it sees, once every plugin-EP library
+        the plugins know is registered (one that cannot be is a decline)."""
         declined = []
         for spec in request.plugins.provider_registry().specs():
             if spec.type.library is not None:
@@ -93,12 +77,8 @@ class OrtDevicePolicy:
 def ort_delegate(
     policy: ProviderPolicy, metadata: CheckpointMetadata, host: HostCapabilities
 ) -> Callable[[Sequence[Any], Mapping[str, str], Mapping[str, str], int], list[Any]]:
-    """An ONNX Runtime selection delegate that picks devices in ``policy``'s chain order.
-
-    Use it as ``session_options.set_provider_selection_policy_delegate(...)``;
-    the chain is chosen once, for ``metadata`` on ``host``. The CPU device is
-    the answer when none of the chain's providers has a device.
-    """
+    """An ONNX Runtime selection delegate (``set_provider_selection_policy_delegate``) picking
+    devices in ``policy``'s chain order, chosen once for ``metadata`` on ``host``; else the CPU."""
     chain = [config.to_ort()[0] for config in policy.select(metadata, host)]
 
     def delegate(

@@ -1,11 +1,5 @@
-"""The one protocol that decides which providers a checkpoint runs on, and the answer it gives.
-
-Every policy answers :meth:`SelectingPolicy.choose` with a
-:class:`ProviderSelection`: the chain, a reason per entry, every decline with
-its reason, and ONNX Runtime's device policy where one decides instead. A
-user's policy that only has ``select(metadata, host)`` (the original
-:class:`ProviderPolicy` protocol) keeps working through :func:`select_providers`.
-"""
+"""The one protocol that decides which providers a checkpoint runs on (:class:`SelectingPolicy`),
+and the answer it gives (:class:`ProviderSelection`); a ``select``-only policy still works."""
 
 from __future__ import annotations
 
@@ -37,11 +31,8 @@ __all__ = [
 
 @runtime_checkable
 class ProviderPolicy(Protocol):
-    """Chooses the ordered provider chain for a checkpoint on a host (the simple protocol).
-
-    A chain chosen by a policy is enforced gracefully: the backend warns only
-    when none of its accelerators was realized.
-    """
+    """Chooses the ordered provider chain for a checkpoint on a host (the simple protocol); the
+    chain is enforced gracefully: a warning only when none of its accelerators was realized."""
 
     def select(self, metadata: CheckpointMetadata, host: HostCapabilities) -> list[ProviderConfig]:
         """Return provider configs in priority order."""
@@ -59,11 +50,8 @@ class SelectionRequest:
 
 
 def describe_candidate(variant: str | None, precision: str | None) -> str:
-    """What a candidate runs, in words: its weights, and its reduced precision when it has one.
-
-    Precision variants (files) and reduced-precision modes (provider switches) read as one
-    dimension: ``the reference weights``, ``variant fp16``, ``the reference weights at tf32``.
-    """
+    """What a candidate runs, in words: ``the reference weights``, ``variant fp16``, ``the
+    reference weights at tf32``."""
     weights = f"variant {variant}" if variant else "the reference weights"
     return f"{weights} at {precision}" if precision else weights
 
@@ -76,17 +64,11 @@ def _frozen(value: Mapping[str, Any]) -> Mapping[str, Any]:
 class ProviderSelection:
     """A policy's answer: the chain with a reason per entry, the declines, and what else it decided.
 
-    ``device_policy`` (an ``OrtExecutionProviderDevicePolicy`` member) hands
-    the choice to ONNX Runtime when the session is built; the chain is then
-    empty. ``session_defaults`` are ``SessionOptionsConfig`` fields the policy
-    recommends where the user left them unset (an autotuned thread count).
-    ``chain_plugin`` names the plugin whose chain hook ordered the chain.
-    ``variant`` names the checkpoint variant the chain runs (``None``: the
-    reference weights); ``precision`` the reduced precision its lead provider
-    computes at (an offer's ``precision``; ``None``: the weights' own), checked
-    at that precision's tolerance; ``alternatives`` are the next choices, best
-    first, for when verification rejects this one; ``tuned`` says a measured record chose it,
-    and ``recorded`` is what became of this choice on that measured build (``"rejected: ..."``).
+    ``device_policy`` hands the choice to ONNX Runtime (the chain is then empty);
+    ``session_defaults`` are options recommended where the user left them unset; ``variant`` and
+    ``precision`` what the chain runs (``None``: the reference weights, their own precision);
+    ``alternatives`` the next choices, best first; ``tuned``/``recorded``: a measured record chose
+    it, and what became of this choice on that build.
     """
 
     chain: tuple[ProviderConfig, ...]

@@ -1,18 +1,5 @@
-"""Provider and precision chosen together: the plugins' offers ranked as candidates.
-
-Each candidate is a chain, the weights it runs (the reference, or a variant of
-``metadata.variants``) and the precision its lead computes at (the weights' own, or
-a reduced-precision mode an offer names: ``ProviderOffer.precision``): one
-precision dimension, whether a file or a provider's switch makes it. A candidate's
-chain other than the reference's is ordered by the chain hook from the offers
-naming that (variant, precision), with the reference's CPU offer as the fallback at
-its end; it counts only when its lead provider offered it. Candidates are ranked by
-their lead kind's declared place, then its offer's preference (the reference first at a
-tie), and each chain also
-yields the chains left when its lead accelerator is dropped, so that a provider,
-variant or precision that fails verification gives way to the next, down to the CPU
-provider on the reference weights.
-"""
+"""Provider and precision chosen together: the plugins' offers ranked as candidates, each with the
+chains left when its lead accelerator is dropped."""
 
 from __future__ import annotations
 
@@ -66,11 +53,8 @@ def _score(config: ProviderConfig, offers: Sequence[ProviderOffer]) -> Rank | No
 def _with_fallbacks(
     selection: ProviderSelection, offers: Sequence[ProviderOffer]
 ) -> list[tuple[Rank, ProviderSelection]]:
-    """The candidate and the chains left by dropping its lead accelerator, each with its rank.
-
-    A variant's (or reduced precision's) shorter chain counts only while its lead offered it;
-    a lead no offer has ranks as the last kind's preference 0 (where the CPU's offer is).
-    """
+    """The candidate and the chains left by dropping its lead accelerator, each with its rank
+    (a variant's shorter chain only while its lead offered it)."""
     found: list[tuple[Rank, ProviderSelection]] = []
     chain, reasons = selection.chain, selection.reasons
     own = selection.variant is not None or selection.precision is not None
@@ -129,11 +113,8 @@ def rank_variants(
     request: SelectionRequest,
     plugins: PluginHost,
 ) -> ProviderSelection:
-    """The best candidate, the others as its ``alternatives``; ``reference`` is the reference chain.
-
-    Without variant or reduced-precision offers the chain is ``reference``'s,
-    unchanged, and the alternatives are its shorter chains.
-    """
+    """The best candidate, the others as its ``alternatives``; ``reference`` is the reference
+    chain (the answer, unchanged, without variant or reduced-precision offers)."""
     names = [v.name for v in request.metadata.variants]
     _warn_unknown(offers, names)
     candidates = _with_fallbacks(reference, reference.offers)

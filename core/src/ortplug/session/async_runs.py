@@ -1,15 +1,10 @@
-"""``run_async`` and ``arun`` on a session, and the callbacks ONNX Runtime's threads are still
-in, waited for at exit.
-
-A callback runs Python on an ONNX Runtime thread. When the interpreter exits while one is
-still running (a fire-and-forget ``run_async``, or the tail of the callback that settled an
-``await backend.arun(...)``), that thread is unwound inside ONNX Runtime, which aborts the
-process ("FATAL: exception not rethrown", exit 134). So the interpreter waits for them at exit.
-"""
+"""``run_async`` and ``arun`` on a session (on a thread of ortplug's where ORT has no intra-op
+pool), and the callbacks ONNX Runtime's threads are still in, waited for at exit."""
 
 from __future__ import annotations
 
 import atexit
+import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -62,26 +57,60 @@ def run_async(
     explained: Callable[[BaseException], BaseException],
     ended: Callable[[], None],
 ) -> None:
-    """Start ``session``'s run on ONNX Runtime's thread pool; ``callback`` gets the outputs by
-    name or ``explained`` of ORT's error, after ``ended``. Raises what starting the run raised."""
+    """Start ``session``'s run on ONNX Runtime's thread pool (on a thread of ortplug's for a
+    session without one); ``callback`` gets the outputs by name or ``explained`` of ORT's error,
+    after ``ended``. Raises what starting the run raised."""
 
-    def done(results: Any, _user_data: Any, error: str) -> None:
+    def settle(outputs: Mapping[str, Any] | None, error: BaseException | None) -> None:
         try:
             ended()
-            if error:
-                callback(None, explained(RuntimeError(error)))
+            if error is not None:
+                callback(None, explained(error))
             else:
-                callback(dict(zip(names, results)), None)
+                callback(outputs, None)
         finally:
             finished()
 
+    def done(results: Any, _user_data: Any, error: str) -> None:
+        if error:
+            settle(None, RuntimeError(error))
+        else:
+            settle(dict(zip(names, results)), None)
+
     started()
     try:
-        session.run_async(list(names), feed, done, None, run_options)
+        if _has_intra_op_pool(session):
+            session.run_async(list(names), feed, done, None, run_options)
+        else:
+            run = (session, names, feed, run_options, settle)
+            threading.Thread(target=_run_on_thread, args=run, name="ortplug-run-async").start()
     except Exception:
         finished()
         ended()
         raise
+
+
+def _has_intra_op_pool(session: Any) -> bool:
+    """Whether ONNX Runtime gave ``session`` an intra-op thread pool (it makes none for one
+    thread: its own count, or the default's one per core on a one-core host)."""
+    threads = session.get_session_options().intra_op_num_threads
+    return (threads or os.cpu_count() or 1) > 1
+
+
+def _run_on_thread(
+    session: Any,
+    names: Sequence[str],
+    feed: Mapping[str, Any],
+    run_options: Any,
+    settle: Callable[[Mapping[str, Any] | None, BaseException | None], None],
+) -> None:
+    """One run of ``session`` on the calling thread, its outputs or its error settled."""
+    try:
+        results = session.run(list(names), feed, run_options)
+    except Exception as error:
+        settle(None, error)
+    else:
+        settle(dict(zip(names, results)), None)
 
 
 async def awaited(start: Callable[[RunCallback], None]) -> Mapping[str, Any]:

@@ -1,9 +1,5 @@
-"""``Binding``: inputs and outputs bound to a session once, run many times (ONNX Runtime IO binding).
-
-The repeated call is one ``run_with_iobinding``: no feed dict is converted and
-no output is allocated per call, and outputs can stay on the provider's device
-until :meth:`Binding.outputs` copies them to the CPU.
-"""
+"""``Binding``: inputs and outputs bound to a session once, run many times (ONNX Runtime IO
+binding: no feed converted, no output allocated per call)."""
 
 from __future__ import annotations
 
@@ -63,12 +59,9 @@ class _ClosedIoBinding:
 class Binding:
     """Made by :meth:`OnnxBackend.bind`; not safe to share between threads.
 
-    A bound numpy input is read at each :meth:`run`: a C-contiguous array of the input's dtype
-    is bound as it is, any other (Fortran order, a strided view) is copied again before each
-    run, so in-place updates are seen either way. Outputs ONNX Runtime allocates are allocated
-    again when an input is bound with another shape (a new batch size). Sequence and map
-    outputs are bound afresh before each run: ONNX Runtime appends to a bound one, so a
-    reused binding would return every earlier run's items too.
+    A bound numpy input is read at each :meth:`run` (in-place updates are seen; one not
+    C-contiguous of the input's dtype is copied before each run); outputs are allocated again
+    for a new input shape, and sequence and map outputs before each run.
     """
 
     def __init__(

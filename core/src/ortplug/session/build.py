@@ -1,24 +1,5 @@
-"""Creating an ONNX Runtime session for a provider chain: capture ORT's messages, enforce the chain.
-
-Sessions are created with ORT's print-and-retry fallback disabled. What ORT
-says while building (Python warnings and its C++ log) is captured so an error
-or warning can name the cause. An explicit chain is strict: a requested
-accelerator that is not realized raises. A policy chain is graceful: an
-accelerator that fails to initialize is dropped and the next one tried, and a
-warning is raised only when no accelerator at all was realized.
-
-Capturing takes only what ORT says on the building thread, so builds of different
-models run side by side; builds of one model (same fingerprint) run one at a time,
-so they never race for its caches, and ``load_timeout_s`` counts from the moment a
-build holds its model's lock, not while it waits for it.
-
-What ORT logs is captured by :mod:`ortplug.host.ort_log` (which says how the program's
-own logger settings are kept). A session ortplug builds for itself logs at fatal unless its
-options name a severity or ``ORTPLUG_DEBUG=1``: its build's and its runs' warnings and
-errors never reach stderr as ONNX Runtime's raw log (an error carries ONNX Runtime's
-message). Under the drop-in (:func:`ortplug.host.ort_log.left_to_ort`) the program's
-session logs as ONNX Runtime's own class would.
-"""
+"""Creating an ONNX Runtime session for a provider chain: capture ORT's messages, enforce the
+chain, one build per model at a time."""
 
 from __future__ import annotations
 
@@ -27,6 +8,7 @@ import os
 import sys
 import threading
 import warnings
+import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from types import ModuleType
 from typing import Any
@@ -109,11 +91,8 @@ elif "onnxruntime" not in sys.modules:  # hooked right after its import, before 
 
 
 def model_key(checkpoint: ResolvedCheckpoint) -> str:
-    """Which model a build is of, for its lock: the file's real path, or the bytes object.
-
-    Cheap on purpose: keying the lock by the weights' digest read the whole model at every
-    build (and at every call while the file was just written).
-    """
+    """Which model a build is of, for its lock: the file's real path, or the bytes object (cheap,
+    unlike the weights' digest)."""
     if checkpoint.weights_path is not None:
         return os.path.realpath(checkpoint.weights_path)
     return f"<model bytes at {id(checkpoint.model_bytes):#x}>"
@@ -128,11 +107,8 @@ def capture_messages(ort: ModuleType, model: str) -> Iterator[list[str]]:
 
 
 def _in_memory_weights(ort: ModuleType, ort_options: Any, checkpoint: ResolvedCheckpoint) -> None:
-    """Hand ONNX Runtime the initializers and external-data files the checkpoint holds in memory.
-
-    ONNX Runtime reads these buffers in place: the backend keeps the checkpoint
-    (which owns them, contiguous) alive as long as the session.
-    """
+    """Hand ONNX Runtime the in-memory initializers and external-data files, read in place (the
+    backend keeps the checkpoint alive as long as the session)."""
     if checkpoint.initializers:
         names = list(checkpoint.initializers)
         values = [ort.OrtValue.ortvalue_from_numpy(checkpoint.initializers[n]) for n in names]
@@ -160,13 +136,43 @@ def _cause(error: Exception) -> str:
     return f"ONNX Runtime {type(error).__name__}: {error}"
 
 
-def _add_devices(ort_options: Any, chain: Sequence[tuple[str, dict[str, str]]]) -> None:
-    """Append each provider with its devices, in chain order (the plugin-EP library path)."""
-    for name, provider_options in chain:
-        devices = devices_for(name)
+#: The device chain appended to each caller's own SessionOptions (the drop-in's): ONNX Runtime
+#: can neither copy one nor take a provider off it, and refuses a provider appended twice.
+_APPENDED: weakref.WeakKeyDictionary[Any, tuple[tuple[str, tuple[tuple[str, str], ...]], ...]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _add_devices(
+    ort_options: Any, chain: Sequence[tuple[str, dict[str, str]]], callers: bool
+) -> bool:
+    """Append each provider with its devices, in chain order (the plugin-EP library path); on a
+    caller's own SessionOptions (``callers``) once: a later build of the same chain reuses it, a
+    CPU-only one is built by name (ONNX Runtime then runs only the named providers). Whether the
+    session is to be built by devices."""
+    wanted = tuple((name, tuple(sorted(options.items()))) for name, options in chain)
+    appended = _APPENDED.get(ort_options) if callers else None
+    if appended == wanted:
+        return True
+    if appended is not None:
+        if [name for name, _ in chain] == [CPU_EP]:
+            return False
+        names = ", ".join(name for name, _ in appended)
+        raise _NoDevice(
+            chain[0][0],
+            f"the caller's SessionOptions already carries [{names}] from an earlier session "
+            "(ONNX Runtime cannot take a provider off it); pass a new onnxruntime.SessionOptions() "
+            "to each session to build on another chain",
+        )
+    found = [(name, devices_for(name), provider_options) for name, provider_options in chain]
+    for name, devices, _ in found:
         if not devices:
             raise _NoDevice(name, f"{name} offers no device on this host")
+    if callers:
+        _APPENDED[ort_options] = wanted
+    for _, devices, provider_options in found:
         ort_options.add_provider_for_devices(devices, provider_options)
+    return True
 
 
 def _try_create(
@@ -191,7 +197,7 @@ def _try_create(
         by_devices = True  # no providers= list: ONNX Runtime chooses
     elif by_devices:
         try:
-            _add_devices(ort_options, chain)
+            by_devices = _add_devices(ort_options, chain, options.ort_base is not None)
         except _NoDevice as exc:
             return None, exc, []
     providers = (
@@ -227,11 +233,8 @@ def _try_create(
 
 
 def cancel_builds() -> None:
-    """Ask every session build under way to stop (ONNX Runtime's load cancellation flag).
-
-    For an exiting interpreter: a build still running in a background thread
-    when the process ends aborts it from native code.
-    """
+    """Ask every session build under way to stop (ONNX Runtime's load cancellation flag): one still
+    running in a thread at exit aborts the process from native code."""
     for ort_options in list(_UNDER_WAY):
         ort_options.set_load_cancellation_flag(True)
 
@@ -283,13 +286,9 @@ def create_session(
     device_policy: str | None = None,
     explain_declines: Callable[[Sequence[str]], Mapping[str, str]] = lambda kinds: {},
 ) -> SessionBuild:
-    """Create the session for ``chain`` (strict or graceful, see the module docstring).
-
-    When a provider of the chain lives in a plugin-EP library, the whole chain
-    is appended by device (``add_provider_for_devices``) in chain order.
-    ``explain_declines(kinds)`` gives the plugins' reasons for providers that
-    did not run, for the error or warning.
-    """
+    """Create the session for ``chain``: strict for an explicit chain, graceful for a policy's
+    (by device where a provider is a plugin-EP library's); ``explain_declines(kinds)`` gives
+    the plugins' reasons for providers that did not run."""
     ort = require_onnxruntime()
     label = checkpoint.label
     remaining = [config.to_ort() for config in chain]

@@ -1,9 +1,4 @@
-"""The run options a backend's runs are using, so that ``terminate()`` reaches each of them.
-
-Every run of a backend goes with its shared run options, the caller's own (registered while the
-run is in flight) or an IO binding's; setting the terminate flag on all of them stops every run
-in progress and refuses new ones until it is reset.
-"""
+"""The run options a backend's runs are using, so that ``terminate()`` reaches each of them."""
 
 from __future__ import annotations
 

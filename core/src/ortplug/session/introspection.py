@@ -33,14 +33,9 @@ _KINDS = {
 
 @attrs.frozen
 class ValueInfo:
-    """One input, output or overridable initializer, or a nested element type.
-
-    ``kind`` is ``tensor``, ``sparse_tensor``, ``sequence``, ``map`` or
-    ``optional``. Tensors have ``element_type`` (ONNX name: ``float``,
-    ``int64``, ``string``...) and a ``shape`` of ints, symbolic names
-    (``"batch"``) and ``None`` (unknown). Sequences and optionals have an
-    ``element``; maps a ``key_type`` and a ``value``.
-    """
+    """One input, output or overridable initializer, or a nested element type: a tensor's
+    ``element_type`` (``float``...) and ``shape`` (ints, names, ``None``); a sequence's or
+    optional's ``element``; a map's ``key_type`` and ``value``."""
 
     name: str
     type: str

@@ -1,12 +1,4 @@
-"""ONNX Runtime's exceptions read by their class: the one place that says what an ORT error means.
-
-ONNX Runtime raises the classes of ``onnxruntime.capi.onnxruntime_pybind11_state`` (``Fail``,
-``InvalidArgument``, ``NoSuchFile``, ...), none of them a subclass of another. A build asks
-:func:`is_model_error` (the model is at fault: no provider would help); a run's failure becomes
-the error a caller gets through :func:`run_failure` (as httpx maps its transport's errors).
-ORT stops a terminated run with a plain ``Fail``: whether a run was terminated is read from its
-run options (``terminate``), never from the message.
-"""
+"""ONNX Runtime's exceptions read by their class: the one place that says what an ORT error means."""
 
 from __future__ import annotations
 

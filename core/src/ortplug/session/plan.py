@@ -1,10 +1,5 @@
-"""Planning a session: the candidates (an explicit chain, or the policy's choices) and, for
-the one about to be built, the plugins' finished chain and session options.
-
-The policy owns "which providers" (:func:`~ortplug.selection.select_providers`); this module
-asks it (:func:`choices`, pure), then lets the plugins prepare one choice (:func:`prepare`).
-The order of the stages is :mod:`.build_pipeline`'s.
-"""
+"""Planning a session: the candidates (an explicit chain, or the policy's choices) and, for the one
+about to be built, the plugins' finished chain and session options."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""``run_into``: a run that writes its outputs into the caller's preallocated arrays.
-
-Each thread keeps one IO binding per session, bound to the caller's arrays; it is bound again
-only when the inputs' shapes or dtypes or the output arrays change, so reusing the same arrays
-call after call allocates nothing.
-"""
+"""``run_into``: a run that writes its outputs into the caller's arrays, through one IO binding per
+thread and session, bound again only when shapes, dtypes or arrays change."""
 
 from __future__ import annotations
 

@@ -1,15 +1,4 @@
-"""Runs of sessions whose providers do not declare concurrent runs safe, one at a time.
-
-ONNX Runtime documents ``Run()`` on one session as safe from several threads at once, but not
-every provider keeps that: WebGPU (Dawn) fails runs, returns wrong outputs or crashes the
-process when two run at once, on one session or on two (its device is shared), and IO-binding
-copies touch the device outside ``Run()``. A provider kind says it keeps the promise with
-``concurrent_runs`` (its ``ProviderType`` and declaration). A session whose realized providers
-include one that does not is served as a :class:`SerialSession`: its runs, ``run_async`` runs
-(until their callback), IO bindings' calls and bound runs hold a process-wide lock per such kind
-(a provider no plugin registers counts as one), so runs of every session of that kind take
-turns. A session whose providers all declare it is returned as it is: its runs take no lock.
-"""
+"""Runs of sessions whose providers do not declare concurrent runs safe, one at a time per kind."""
 
 from __future__ import annotations
 

@@ -1,10 +1,5 @@
-"""What a live ONNX Runtime session is, read from it: names, types, placement, profiling.
-
-:class:`SessionSurface` is the describing half of a session-backed object (as ONNX Runtime's
-``Session`` is of its ``InferenceSession``): everything here reads or tunes the session
-:meth:`SessionSurface._live` returns, and nothing runs the model. ``OnnxBackend`` adds the
-runs, the choice of what serves and the lifetime.
-"""
+"""What a live ONNX Runtime session is, read from it (names, types, placement, profiling): the
+describing half of a session-backed object; nothing here runs the model."""
 
 from __future__ import annotations
 

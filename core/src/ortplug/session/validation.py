@@ -1,8 +1,5 @@
-"""Explains a failed ``run``: which input is missing, unknown, or of the wrong dtype, rank or shape.
-
-The checker is built once per session from ``get_inputs()``; it runs only when
-ONNX Runtime rejects a feed, so the successful path pays nothing for it.
-"""
+"""Explains a failed ``run``: which input is missing, unknown, or of the wrong dtype, rank or
+shape (checked only once ONNX Runtime rejected a feed)."""
 
 from __future__ import annotations
 

@@ -1,18 +1,5 @@
-"""``ortplug.testing``: what a plugin's tests need, for this repository and third parties alike.
-
-Its fixtures are there in every pytest run without an import (ortplug's pytest plugin,
-:mod:`ortplug.pytest_plugin`, imports this module on a fixture's first use):
-
-* ``plugin_host`` — a :class:`~ortplug.PluginHost` with the built-in defaults and
-  the CPU plugin, no entry points: register your plugin object on it;
-* ``cpu_host`` — hand-made :class:`~ortplug.HostCapabilities` of a CPU-only Linux host;
-* ``ortplug_cache`` — ``ORTPLUG_CACHE_DIR`` in a temporary folder and a fresh
-  process-wide plugin host, for tests that write caches or use the defaults (the settings
-  follow the test's ``monkeypatch.setenv``/``delenv`` by themselves).
-
-And the functions behind them, which need no pytest: :func:`make_plugin_host`,
-:func:`make_host`, :func:`demo_model` (the small model shipped in the core).
-"""
+"""``ortplug.testing``: what a plugin's tests need (the fixtures of :mod:`ortplug.pytest_plugin`
+and the functions behind them), for this repository and third parties alike."""
 
 from __future__ import annotations
 
@@ -74,12 +61,8 @@ def make_plugin_host(
     environ: Mapping[str, str] | None = None,
     cpu: bool = True,
 ) -> PluginHost:
-    """A plugin host with the built-in defaults and the given plugins, no entry-point discovery.
-
-    Each plugin is an installed plugin's entry-point name (``"cuda"``) or a
-    ``(name, plugin_object)`` pair; ``cpu`` adds the installed CPU plugin.
-    A plugin the host refuses fails the call, with the host's warning as the reason.
-    """
+    """A plugin host with the built-in defaults and the given plugins (entry-point names or
+    ``(name, plugin_object)`` pairs), no discovery; a plugin it refuses fails the call."""
     host = PluginHost(load_entry_points=False, environ=dict(environ or {}))
     wanted: list[str | tuple[str, object]] = ["cpu"] if cpu else []
     wanted += [p for p in plugins if p != "cpu" or not cpu]
@@ -92,12 +75,8 @@ def make_plugin_host(
 
 
 def forget_ep_libraries() -> tuple[str, ...]:
-    """Unregister the plugin-EP libraries ortplug registered in this process; their names.
-
-    ONNX Runtime's library registration outlives a plugin host: without this, a test
-    that expects a library not registered yet depends on the tests run before it.
-    Close every session that uses one first.
-    """
+    """Unregister the plugin-EP libraries ortplug registered in this process (a registration
+    outlives a plugin host); their names. Close the sessions using them first."""
     return unregister_libraries()
 
 

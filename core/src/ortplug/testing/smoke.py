@@ -1,11 +1,5 @@
-"""Smoke check of one provider plugin on real hardware; the body of ``plugins/*/scripts/smoke.py``.
-
-Builds the model through the default policy and with the explicit chain
-``[kind, "cpu"]``, checks that the provider was realized and took the graph's
-nodes, and prints its latency against the CPU provider. Exit codes: 0 the
-provider ran the model; 1 it was available but the check failed; 2 it is not
-available on this host (the first line says ``not available: <reason>``).
-"""
+"""Smoke check of one provider plugin on real hardware (``plugins/*/scripts/smoke.py``): exit 0 it ran
+the model, 1 the check failed, 2 ``not available: <reason>`` on this host."""
 
 from __future__ import annotations
 

@@ -1,30 +1,5 @@
-"""Outputs judged the way their consumer reads them: one candidate's outputs against the reference's.
-
-* Floating outputs, element by element: ``|candidate - reference| <= atol + rtol * |reference|``
-  (numpy's ``allclose`` rule, a :class:`~ortplug.checkpoint.Tolerance`). Non-finite values must
-  match exactly: the same positions, the same sign of infinity, NaN only where the reference has
-  NaN. The dtype and the shape must be the reference's.
-* Integer, boolean and string outputs (labels, token ids, indices, masks) must be equal, with
-  the reference's dtype (an ``int64`` output is not a ``float64`` one).
-* Score-like outputs (floating, rank 2, or named like scores, logits or probabilities, rows of
-  at least two classes): each row's top-1 must agree, unless the reference's lead over the
-  candidate's choice is within the element-wise tolerance of both; the rows whose top-k sets
-  agree are reported.
-* Embedding-like outputs (named like embeddings or features): each row's cosine similarity to
-  the reference is reported and must reach the precision's minimum.
-* Sequences and maps: every tensor in them is judged on its own, where it sits.
-
-A checkpoint may set the rule per output in its metadata's ``extra.output_checks``::
-
-    {"boxes": {"rtol": 0.01, "atol": 0.5},
-     "scores": {"metric": "topk", "k": 5},
-     "embedding": {"metric": "cosine", "min_cosine": 0.999}}
-
-``metric`` is ``allclose`` (the default; element-wise with the output's own ``rtol``/``atol``),
-``topk`` (only each row's top-k set is judged), ``cosine`` (only each row's cosine similarity) or
-``exact``. An :class:`OutputCheck` says what one output's comparison found; its
-:meth:`~OutputCheck.problem` names the output, the worst element or row, and the rule it broke.
-"""
+"""Outputs judged the way their consumer reads them: one candidate's outputs against the
+reference's (the rules per kind of output: docs/providers.md)."""
 
 from __future__ import annotations
 
@@ -132,13 +107,9 @@ def parse_output_rules(
 
 @attrs.frozen
 class OutputCheck:
-    """What one output's comparison found (as cached: facts, judged when compared).
-
-    ``max_abs`` is the largest difference at finite positions, ``scale`` the reference's largest
-    finite magnitude; ``violation`` names the worst element, row or mismatch and the rule it broke
-    (``None``: the output passes); ``rows``, ``topk_agree`` and ``min_cosine`` are what the row
-    judgements measured (``rows`` 0: none ran); ``on`` the inputs that showed the worst of it.
-    """
+    """What one output's comparison found, as cached: the largest finite difference and the
+    reference's scale, the worst ``violation`` (``None``: it passes), what the row judgements
+    measured (``rows`` 0: none ran), and ``on`` which inputs."""
 
     name: str
     max_abs: float

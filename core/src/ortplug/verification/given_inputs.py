@@ -1,12 +1,5 @@
-"""Inputs a caller gives verification (``verify_inputs=``, ``ortplug verify --input``).
-
-They are used first: before the checkpoint's samples (:func:`~.sample_inputs.carried_samples`)
-for the same input, and before generated ones; only the inputs not given are generated. What is
-wrong with them is one :class:`~ortplug.errors.GivenInputsError` line naming the input: a name
-the model lacks or a value that is not a numeric numpy array when they are given
-(:func:`given_inputs`), a dtype or shape the model does not take when the CPU reference is built
-(:func:`given_problem`), arrays it refuses to run when it runs them (:func:`refused_problem`).
-"""
+"""Inputs a caller gives verification (``verify_inputs=``, ``ortplug verify --input``), checked in
+one :class:`~ortplug.errors.GivenInputsError` line naming the input."""
 
 from __future__ import annotations
 

@@ -1,10 +1,5 @@
 """``ortplug.verification.precision_variants``: the old spelling of the variants add-on
-(``ortplug-variants``), kept one release.
-
-Each name resolves to ``ortplug_variants``'s with a ``DeprecationWarning`` naming the new spelling
-(``from ortplug_variants import write_variants``); without the add-on, one line saying what to
-install.
-"""
+(``ortplug-variants``), kept one release with a ``DeprecationWarning``."""
 
 from __future__ import annotations
 

@@ -1,31 +1,5 @@
-"""The inputs a candidate is verified on beyond the first feed: where wrong results hide.
-
-From the first feed the CPU reference ran (:func:`~ortplug.verification.sample_inputs.session_inputs`),
-:func:`probe_feeds` derives, each labelled for the verdict:
-
-* batches of :data:`BATCH_SIZES` rows, :data:`RANDOM_BATCHES` more sizes drawn (seeded) between
-  them, and one row past the largest (up to ``dim_ranges``' maximum) where the first axis is
-  dynamic: the first feed's rows at a seeded random position, generated values drawn afresh for
-  the other rows (every row of every batch is compared: a server stacks callers' rows anywhere);
-* the model's next representative size (:func:`~ortplug.verification.sample_inputs.candidate_feeds`'
-  next rung: a second sequence length, image size or audio length);
-* generated float inputs at other magnitudes (:data:`MAGNITUDES`; only for candidates computing
-  at fp32: a reduced-precision one's absolute error grows with the values, and an int8 one is
-  quantized for the range it was calibrated on: such a candidate proves itself on real
-  requests, :mod:`ortplug.pipeline.real_traffic`);
-* generated integer inputs spread over their valid range: up to the size of the table they index
-  (read from the graph, :attr:`~ortplug.checkpoint.ModelSummary.index_bounds`), else up to
-  :data:`IDS_WITHOUT_TABLE`.
-
-:func:`varied_feeds` gives feeds of the first feed's shapes with other values: the runs at once
-of a concurrency check each get their own (a provider that hands one run another's outputs
-fails), and the aliasing check compares consecutive runs of them.
-
-Besides these feeds a candidate is run again on them until :data:`REPEATED_RUNS_AT_MOST` runs
-or :data:`REPEAT_BUDGET_S` (every Nth run, after N runs), asked for each of its outputs alone and
-run through ``run_async`` (:mod:`ortplug.verification.verifier`). A feed the reference refuses is
-left out (the verdict lists only what was covered).
-"""
+"""The inputs a candidate is verified on beyond the first feed, where wrong results hide: batches,
+another size, other magnitudes, ids over their range (docs/internals.md)."""
 
 from __future__ import annotations
 

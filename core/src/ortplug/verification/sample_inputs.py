@@ -1,33 +1,5 @@
-"""Representative inputs for a model given none: for verification, ``ortplug run``, ``bench``.
-
-Generated inputs are seeded (the same every time) and sized like a real model of that shape
-takes them. :func:`candidate_feeds` yields feeds to try, in order; :func:`accepted_inputs`
-runs them on the CPU reference (a session the caller has built anyway) until one runs:
-
-* the checkpoint's own samples (:func:`carried_samples`) and arrays the caller gives are used
-  as they are; only the other inputs are generated;
-* a dynamic dimension named in metadata ``extra.dim_ranges`` (``{dim_name: [min, opt, max]}``,
-  the format the TensorRT plugin reads) takes its ``opt`` size; one named like a batch is 1;
-* the others are tried at representative sizes, rung by rung (:data:`SPATIAL_SIZES`,
-  :data:`AUDIO_SECONDS`, :data:`SEQUENCE_LENGTHS`): an image's height and width (dimensions
-  named so, and the other dynamic non-batch dimensions of a numeric input of rank 4 or 5)
-  224, then 320, then 640; audio (the
-  last dynamic dimension of a float input of rank 1 or 2, in a model that takes a sample rate
-  or whose metadata ``extra.sample_rate`` names one) 1, 2, then 4 seconds at the sample rate;
-  a sequence (a dimension named like seq, length, time, tokens, frames, steps; any dynamic
-  dimension past the first of an integer input of rank 1 to 3, or in a model that takes
-  lengths) 16, 64, then 256; the rest of the dynamic dimensions are 1;
-* the last rung is the smallest that runs ordinary models: images 1x1, audio :data:`AUDIO_MS`
-  (512 samples at 16 kHz, the chunk VAD models such as Silero take), sequences 16.
-
-Values: inputs named like a sample rate (sr, sample_rate) hold the sample rate
-(:data:`SAMPLE_RATE` unless metadata says), like lengths (length, seq_len, x_lens) the sequence
-length, like a mask (attention_mask) ones; other floats are standard normal, integers 0..9,
-booleans random.
-
-A checkpoint may carry its own samples (:func:`carried_samples`): ``<input>.npy`` files in
-a ``samples/`` folder beside the weights, or in the folder metadata ``extra.samples`` names.
-"""
+"""Representative inputs for a model given none (verification, ``ortplug run``, ``bench``):
+seeded, sized like a real model of that shape takes them (the rungs: docs/internals.md)."""
 
 from __future__ import annotations
 
@@ -217,11 +189,8 @@ def _generate(
 
 @attrs.frozen
 class GeneratedFeed:
-    """One feed to try: every input's array, and how each generated one was made.
-
-    ``degenerate``: the last rung shrank an image dimension to 1 (a size that runs ordinary
-    models but stands for no real input: a latency measured on it says little).
-    """
+    """One feed to try: every input's array, and how each generated one was made; ``degenerate``:
+    an image dimension shrank to 1 (a latency measured on it says little)."""
 
     feed: Mapping[str, np.ndarray]
     generated: Mapping[str, str]
@@ -237,11 +206,8 @@ def candidate_feeds(
     extra: Mapping[str, object],
     given: Mapping[str, np.ndarray] | None = None,
 ) -> Iterator[GeneratedFeed]:
-    """The feeds to try, in order: ``given`` arrays as they are, the rest generated rung by rung.
-
-    ``extra`` is the checkpoint metadata's ``extra`` (``dim_ranges``, ``sample_rate``). Rungs
-    that would generate the same shapes are yielded once.
-    """
+    """The feeds to try, in order: ``given`` arrays as they are, the rest generated rung by rung
+    (``extra``: the metadata's, for ``dim_ranges`` and ``sample_rate``), each shape once."""
     sizer = _Sizer(specs, extra)
     missing = [spec for spec in specs if spec.name not in (given or {})]
     seen: set[tuple[tuple[int, ...], ...]] = set()
@@ -304,13 +270,9 @@ def accepted_inputs(
     given: Mapping[str, np.ndarray] | None = None,
     on_try: Callable[[GeneratedFeed], None] | None = None,
 ) -> AcceptedInputs:
-    """The first of :func:`candidate_feeds` that ``run`` (the CPU reference) runs, with its outputs.
-
-    ``on_try`` is told of each feed before it runs (a command's progress on a terminal: big
-    sizes the model refuses can take seconds). Raises
-    :class:`~ortplug.errors.InputsNotAcceptedError` naming every feed tried and why it
-    failed when none runs.
-    """
+    """The first of :func:`candidate_feeds` that ``run`` (the CPU reference) runs, with its outputs;
+    ``on_try`` hears of each feed first. :class:`~ortplug.errors.InputsNotAcceptedError` names
+    every feed tried when none runs."""
     tried: list[tuple[GeneratedFeed, BaseException]] = []
     for candidate in candidate_feeds(specs, extra, given):
         if on_try is not None:
@@ -340,12 +302,8 @@ def session_inputs(
     given: Mapping[str, np.ndarray] | None = None,
     run_options: Any = None,
 ) -> AcceptedInputs:
-    """:func:`accepted_inputs` on an ONNX Runtime session already built (the CPU reference).
-
-    The session's own input specs are used; its outputs come back by name. ``run_options``
-    (ONNX Runtime's ``RunOptions``) default to ones that keep ONNX Runtime's log of a size
-    it refuses off stderr (the error says it).
-    """
+    """:func:`accepted_inputs` on an ONNX Runtime session already built (the CPU reference), its
+    outputs by name; the default ``run_options`` keep ORT's log of a refused size off stderr."""
     names = [output.name for output in session.get_outputs()]
     if run_options is None:
         run_options = require_onnxruntime().RunOptions()

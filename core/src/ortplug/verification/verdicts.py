@@ -1,14 +1,5 @@
 """Verdicts: whether a provider's (or a variant's) outputs match the CPU provider on the reference
-weights, and the cache of what was measured.
-
-Outputs are judged by :mod:`ortplug.verification.comparison` (element-wise, non-finite values and
-dtypes exactly, rows of scores by their top-1, embeddings by cosine) on several inputs
-(:mod:`ortplug.verification.probes`). What was measured is cached under ``<cache>/verify/`` per
-model fingerprint, variant, chain with its options, realized providers, inputs, tolerance and
-output rules, ONNX Runtime version and host, so a verification costs once. A record is untrusted
-input: one that is corrupt, or impossible for the model (an output it lacks, a negative
-difference), is ignored with an :class:`~ortplug.errors.OrtplugCacheWarning`.
-"""
+weights, and the cache of what was measured."""
 
 from __future__ import annotations
 
@@ -55,14 +46,9 @@ _STORE = RecordStore(
 class Verdict:
     """Whether a session's outputs are within ``tolerance`` of the CPU reference, and by how much.
 
-    ``variant`` is the variant that ran (``None``: the reference weights),
-    ``providers`` what ONNX Runtime realized, ``inputs`` where the inputs came from,
-    ``covered`` what the inputs covered (batch sizes, lengths, value ranges, repeated runs,
-    output subsets, the async path),
-    ``cost_ms`` what this verdict cost now (a cached one: reading the record),
-    ``cached`` whether the differences came from the cache, ``failure`` what stopped the
-    candidate before or besides its outputs (it raised on the inputs, a reused IO binding
-    returned stale outputs, it took no node of the graph).
+    ``variant``: what ran (``None``: the reference weights); ``covered``: what the inputs covered;
+    ``cost_ms``: what this verdict cost now; ``failure``: what stopped the candidate besides its
+    outputs (it raised, a reused IO binding returned stale outputs, it took no node).
     """
 
     variant: str | None
@@ -221,19 +207,13 @@ def _parse(record: Mapping[str, Any], outputs: Mapping[str, str]) -> Measurement
 
 
 def load_checks(key: str, outputs: Mapping[str, str]) -> Measurement | None:
-    """The cached measurement for ``key``, or ``None``; ``outputs`` (name -> ONNX Runtime type) are
-    the model's, which the record must match.
-
-    A record is untrusted input: a corrupt or impossible one is warned about and ignored.
-    """
+    """The cached measurement for ``key``, or ``None``; the record must match ``outputs`` (the
+    model's, name -> ONNX Runtime type), else it is warned about and ignored."""
     return _STORE.load(key, lambda record: _parse(record, outputs))
 
 
 def save_checks(key: str, measured: Measurement, described: Mapping[str, Any]) -> None:
-    """Cache a measurement; ``described`` (model, model_path, ort_version, variant...) is kept for
-    ``ortplug cache`` (it marks a record whose model is gone or whose runtime changed as stale).
-
-    A cache that cannot be written costs the next process another verification, nothing more.
-    """
+    """Cache a measurement, best effort; ``described`` (model, model_path, ort_version, ...) lets
+    ``ortplug cache`` tell a stale record."""
     checks = [c.to_dict() for c in measured.checks]
     _STORE.keep(key, {**described, "covered": list(measured.covered), "checks": checks}, indent=2)

@@ -1,27 +1,5 @@
-"""Verification, the pipeline's second stage: one candidate session against the CPU reference.
-
-A candidate is checked on the paths ortplug itself runs, on inputs the CPU reference accepts
-(the caller's ``verify_inputs`` first, :mod:`ortplug.verification.given_inputs`; then the
-checkpoint's samples; the inputs neither has are generated): a plain run of the first feed,
-then the probe feeds (:mod:`ortplug.verification.probes`: batches, another size, other magnitudes, ids over their range), the first feed again after
-:data:`~ortplug.verification.probes.REPEATED_RUNS` runs, a subset of the outputs, a
-``run_async`` run, the first feed from :data:`THREADS` threads at once where every provider
-declares concurrent runs (``ProviderType.concurrent_runs``; others' runs are serialised), and one
-IO binding run twice with its inputs updated in place and bound again between the runs (a
-provider that hands back the first run's outputs fails as stale).
-Every output of every run is judged as its consumer reads it
-(:mod:`ortplug.verification.comparison`). A candidate that raises on those inputs, or whose
-accelerators took no node of the graph (or fewer than ``min_accelerator_share``), fails too,
-with ONNX Runtime's own log lines in the reason. What fails is a
-:class:`~ortplug.verification.verdicts.Verdict` with a ``failure``, never an ONNX Runtime
-exception. Output differences are cached, pass or fail; the CPU provider on the reference
-weights at their precision is the reference itself and is never checked.
-
-Which checks run is one decision (:func:`~ortplug.verification.scope.needs_check`): every candidate but the
-reference (a variant, a reduced-precision mode, an accelerator), unless ``verify=False``.
-Each is checked at its precision's tolerance (a variant's manifest tolerance, a
-reduced-precision mode's when looser, or the :class:`~ortplug.checkpoint.Tolerance` given).
-"""
+"""Verification, the pipeline's second stage: one candidate session against the CPU reference,
+on the paths ortplug itself runs (which checks: docs/internals.md)."""
 
 from __future__ import annotations
 
@@ -44,6 +22,7 @@ from ..plugin_host.manager import PluginHost
 from ..providers.configs import CPU_EP
 from ..providers.session_options import SessionOptionsConfig
 from ..selection.autotune import host_signature
+from ..session.async_runs import run_async
 from ..session.binding import accumulates, bindable
 from ..session.build import capture_messages, create_planned, model_key
 from ..session.introspection import value_infos
@@ -537,11 +516,8 @@ class Verifier:
         session: Any,
         min_share: float | None = None,
     ) -> Verdict:
-        """The verdict on ``session``, built from ``plan`` for ``candidate`` (the reference or a variant).
-
-        Measured, or read from the cache (output differences are cached, pass or fail; a
-        candidate that raised, took no node or failed the bound run is checked again).
-        """
+        """The verdict on ``session``, built from ``plan`` for ``candidate``: measured, or its
+        output differences read from the cache (a failure besides the outputs is checked again)."""
         started = time.perf_counter()
         providers = list(session.get_providers())
         failure = _placement_failure(session, min_share)
@@ -584,15 +560,9 @@ class Verifier:
         return lambda: session.run(names, feed)
 
     def _measure(self, session: Any, findings: _Findings) -> str | None:
-        """Run ``session`` as its callers will and judge every output (``findings``); the
-        failure that stopped a run, if one did. Stops at the first output that fails.
-
-        The budget is projected from the second run (the first warms up: a shader or engine
-        compile): runs whose estimated cost would take the candidate past
-        :data:`VERIFY_BUDGET_S` are skipped (and said in the verdict's coverage); a candidate
-        whose every probe was skipped is unverified (``findings.unverified``). Each call's
-        outputs must be unchanged by the next call (no provider buffer reused under them).
-        """
+        """Run ``session`` as its callers will and judge every output (``findings``) until one
+        fails; the failure that stopped a run, if one did. Runs projected (from the second) past
+        :data:`VERIFY_BUDGET_S` are skipped, and said; each call's outputs must survive the next."""
         expected = self._reference_run()
         first = _fed_as(session, expected.feed)
         names = [output.name for output in session.get_outputs()]
@@ -793,20 +763,21 @@ _ASYNC_WAIT_S = 300.0
 
 
 def _run_async(session: Any, names: list[str], feed: Mapping[str, np.ndarray]) -> dict[str, Any]:
-    """One ``run_async`` run, waited for: its outputs, or its error raised."""
+    """One ``run_async`` run as a caller's goes (:func:`~ortplug.session.async_runs.run_async`),
+    waited for: its outputs, or its error raised."""
     done = threading.Event()
     result: dict[str, Any] = {}
 
-    def callback(outputs: Any, _user_data: Any, error: str) -> None:
+    def callback(outputs: Mapping[str, Any] | None, error: BaseException | None) -> None:
         result.update(outputs=outputs, error=error)
         done.set()
 
-    session.run_async(names, dict(feed), callback, None, _quiet())
+    run_async(session, names, dict(feed), _quiet(), callback, lambda error: error, lambda: None)
     if not done.wait(_ASYNC_WAIT_S):
         raise TimeoutError(f"run_async gave no result in {_ASYNC_WAIT_S:g} s")
-    if result.get("error"):
-        raise RuntimeError(result["error"])
-    return dict(zip(names, result["outputs"]))
+    if result["error"] is not None:
+        raise result["error"]
+    return dict(result["outputs"])
 
 
 def _at_once(
