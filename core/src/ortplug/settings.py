@@ -1,17 +1,5 @@
-"""The ``ORTPLUG_*`` environment variables of the core: one typed value, as the environment says now.
-
-:class:`Settings` has a field per variable (and the ``ORTPLUG_OVERRIDE_*`` family as one
-mapping); :data:`VARIABLES` and :data:`OVERRIDES` are their table (name, type, default, one
-line), which the README's "Environment variables" section is checked against.
-:meth:`Settings.from_environ` validates each variable, a bad one raising one line that names
-it, what was expected and what was given;
-:func:`settings` reads ``os.environ`` again whenever it changed, and there a bad value is kept aside in
-:attr:`Settings.invalid` (with that line) and its default used: the module that reads it says so
-where it is used, as a bad variable never stopped a run. Code reads the value passed down to it,
-or :func:`settings` at a top-level entry point.
-The variables of a plugin (``ORTPLUG_TENSORRT``...) are read by that plugin: plugins do not
-depend on the core's internals.
-"""
+"""The ``ORTPLUG_*`` environment variables of the core: one typed value, as the environment says
+now; a bad one is one line naming it (docs/internals.md, "Settings")."""
 
 from __future__ import annotations
 

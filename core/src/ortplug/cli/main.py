@@ -1,11 +1,5 @@
-"""``ortplug`` console script: argument parsing, dispatch, one-line errors and warnings on stderr.
-
-Exit codes: 0 ok, 1 the command failed (or had output and no stdout: ``>&-``), 2 a usage
-error (a flag's value, a path), 141 stdout closed early (``ortplug inspect M | head``),
-130 interrupted. Parsing imports neither numpy nor ONNX Runtime: each command imports what
-it needs. An add-on's commands (``ortplug.commands``) are imported only to parse or run them; one that
-declares a runner in ``ortplug.quick`` (``exec``) runs before any of that.
-"""
+"""``ortplug`` console script: argument parsing, dispatch, one-line errors and warnings on stderr
+(exit codes and what each command imports: docs/cli.md, docs/internals.md)."""
 
 from __future__ import annotations
 

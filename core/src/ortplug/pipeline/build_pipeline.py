@@ -1,26 +1,5 @@
-"""The build pipeline: candidates -> prepare -> verify -> measure -> serve, once per build.
-
-Candidates are the policy's choices in order (its plan, then each alternative, down to
-the CPU provider on the reference weights, the reference), decided without running a
-plugin hook (:func:`.plan.choices`). Only a candidate about to be built is prepared by
-the plugins (:func:`.plan.prepare`), then built (:mod:`._session`) and verified against
-the reference (:mod:`.verifier`); a failing one is rejected with one line (a
-:class:`~ortplug.errors.VerificationWarning` for a policy's chain, a
-:class:`~ortplug.errors.VerificationError` for an explicit one) and the next is built.
-
-On the first build of a model on a host the verified candidates (at most
-``MAX_MEASURED`` besides the reference) and the reference are timed side by side
-(:mod:`._measure`); the fastest serves, and a candidate must beat the reference by
-``MARGIN`` to win, so the default is never slower than ONNX Runtime's CPU provider.
-The winner is recorded where ``ortplug bench --save`` records
-(:mod:`ortplug.selection.autotune`), so later processes build it directly and measure
-nothing. ``measure=False`` or ``ORTPLUG_MEASURE=0`` skips the measurement: the first
-verified choice serves. The stages a build does not run are not imported.
-
-The result is one frozen :class:`BuildResult`; :class:`~.onnx_backend.OnnxBackend` is made
-from it and takes every later change of what serves (a startup switch, a run-time
-fallback) as a :class:`ServeChange` through its one seam, ``OnnxBackend.serve``.
-"""
+"""The build pipeline: candidates -> prepare -> verify -> measure -> serve, once per build
+(the stages, the measuring and the record: docs/internals.md, "The path of a build")."""
 
 from __future__ import annotations
 

@@ -1,10 +1,5 @@
-"""Claim arbitration: every provider name and probe name belongs to one plugin.
-
-A name claimed twice keeps its first claimant (the core's, then this project's plugins,
-then the others in registration order); the later claimant is skipped whole. Pure: the
-loader turns each skip into one warning, or a
-:class:`~ortplug.errors.PluginConflictError` under ``ORTPLUG_STRICT_PLUGINS=1``.
-"""
+"""Claim arbitration: every provider name and probe name belongs to one plugin, its first
+claimant (pure: the loader turns each skip into a warning or an error)."""
 
 from __future__ import annotations
 

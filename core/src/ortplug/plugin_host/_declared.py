@@ -1,11 +1,4 @@
-"""What the plugin host does with declarations: rule a plugin out unimported, hold it to its word.
-
-A declared plugin is imported only when one of its kinds can be part of a build:
-a kind is ruled out by its ``platforms`` or by a ``requires`` fact that the known
-facts (a host's, or the cross-process probe cache's) say is empty. Once imported, the
-plugin must implement the hooks it lists and none of the hook form's: what the core builds
-from the declaration (kinds, probes, metadata keys) is the declaration.
-"""
+"""What the plugin host does with declarations: rule a plugin out unimported, hold it to its word."""
 
 from __future__ import annotations
 

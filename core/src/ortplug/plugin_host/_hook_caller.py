@@ -1,15 +1,5 @@
-"""Calls the plugins' hooks through pluggy's own loop, each implementation isolated and checked.
-
-pluggy's loop stops at the first implementation that raises, so it cannot keep one broken
-plugin from taking the others' answers away. Each plugin is therefore registered as an
-:class:`_Isolated` stand-in whose hook functions are guarded at registration: the guard
-calls the plugin's function, records what it raises as the plugin's failure, checks the
-answer against the hook's :class:`~ortplug.plugins.hookspecs.HookContract` and returns
-``None`` (which pluggy skips) or the answer tagged with its plugin. pluggy then does the
-ordering (tryfirst/trylast), argument selection, first-result stop and subsetting
-(``subset_hook_caller``) itself. A fold's value goes from one implementation to the next
-through a per-thread slot, since pluggy passes every implementation the same arguments.
-"""
+"""Calls the plugins' hooks through pluggy's own loop, each implementation isolated and checked
+(docs/internals.md, "The plugin host")."""
 
 from __future__ import annotations
 

@@ -1,11 +1,5 @@
-"""The plugin loader: discovers entry points, reads declarations, imports lazily, settles claims.
-
-Entry points of group ``ortplug`` are read once; ``ORTPLUG_PLUGINS`` (allow-list) and
-``ORTPLUG_DISABLE_PLUGINS`` (deny-list) apply before a plugin is imported. A plugin that
-declares what it provides (:mod:`ortplug.plugins.declaration`) is imported only when one
-of its kinds is in play; one without a declaration is imported at once. A provider or
-probe name claimed twice keeps its first claimant (:mod:`._claims`).
-"""
+"""The plugin loader: discovers entry points, applies the allow/deny lists, reads declarations,
+imports lazily, settles claims."""
 
 from __future__ import annotations
 

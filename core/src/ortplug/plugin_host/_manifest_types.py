@@ -1,11 +1,5 @@
-"""Provider types, host probes and metadata keys built from a plugin's declaration.
-
-A kind's ``config`` and a probe's ``detect`` name their code by import path (npe2's
-``python_name``, ``package.module:Name``); the host builds them only for a plugin it imports
-(one in play), so discovery stays import-free. A path that does not import, or names the
-wrong thing, is one line naming the plugin, the path and what was expected; that plugin's
-declared kinds and probes are left out and the rest of the host goes on.
-"""
+"""Provider types, host probes and metadata keys built from a plugin's declaration, by import
+path, only for a plugin the host imports; a bad path is one line and leaves that plugin out."""
 
 from __future__ import annotations
 

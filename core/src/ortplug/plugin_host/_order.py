@@ -1,10 +1,5 @@
-"""The order between provider kinds, as their manifests declare it: ``before`` and ``after``.
-
-Each kind may name kinds it goes ahead of or behind, installed or not (so "tensorrt before
-cuda, cuda before coreml" still puts TensorRT ahead of CoreML where CUDA is missing). Kinds
-no declaration orders go by name; the fallback kinds (ONNX Runtime's CPU provider) go last. A
-circle of declarations is broken by name, and its kinds are named so the host can say so.
-"""
+"""The order between provider kinds, as their manifests declare it: ``before`` and ``after``
+(docs/internals.md, "The plugin host")."""
 
 from __future__ import annotations
 

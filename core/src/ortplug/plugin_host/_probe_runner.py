@@ -1,10 +1,4 @@
-"""Runs the plugins' host probes: each in its own thread, waited for until its deadline, cached.
-
-A probe's facts come from the cross-process cache (:mod:`ortplug.host.probe_cache`) when they are
-still valid, else from a run in a daemon thread; every probe of a detection runs in
-parallel and each is waited for at most until its own deadline (past it, its facts are
-unknown). The facts are composed into one :class:`~ortplug.host.capabilities.HostCapabilities`.
-"""
+"""Runs the plugins' host probes: each in its own thread, waited for until its deadline, cached."""
 
 from __future__ import annotations
 

@@ -1,18 +1,5 @@
-"""The ``ortplug`` entry points of the installed distributions, remembered between processes.
-
-Scanning every distribution's metadata (and importing :mod:`importlib.metadata`)
-costs tens of milliseconds at each start. The answer is kept under the cache
-root, keyed by ``sys.path`` and the modification time of each of its folders:
-installing, upgrading or removing a distribution rewrites its ``*.dist-info``
-folder in one of them, so the key changes and the scan runs again. The folders
-Python adds for a launch (the script's, the working one) see files come and go
-all the time, so for them the names of the distributions they hold count instead.
-
-A remembered row is never enough to import a module: each names the
-``entry_points.txt`` of its distribution, which must sit in a ``*.dist-info`` (or
-``*.egg-info``) folder of a ``sys.path`` folder and declare that very entry point;
-otherwise the distributions are scanned again.
-"""
+"""The ``ortplug`` entry points of the installed distributions, remembered between processes and
+keyed by what can change them (docs/internals.md, "The plugin host")."""
 
 from __future__ import annotations
 

@@ -1,12 +1,5 @@
-"""This project's plugin declarations, as the core's wheel carries them.
-
-The core's build copies each first-party plugin's ``ortplug.json`` into
-``ortplug/plugin_host/manifests/`` (``core/hatch_build.py``), so the core knows this project's
-kinds — names, distributions, install lines, catalog fields, device classes — when their
-plugins are not installed, from the plugins' own files and no list of its own; the example
-plugins' come along under ``manifests/examples/`` for the catalog only. Read on first use.
-Installed plugins' declarations come from the entry-point scan, which imports nothing.
-"""
+"""This project's plugin declarations, as the core's wheel carries them (copied from each plugin's
+``ortplug.json`` at build), read on first use."""
 
 from __future__ import annotations
 

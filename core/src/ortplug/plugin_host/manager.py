@@ -1,20 +1,5 @@
-"""``PluginHost``: the plugins of one process, and a typed facade over their hooks.
-
-Nothing a plugin does can take the host down: an exception of any kind but
-``KeyboardInterrupt`` (``SystemExit`` included) in its import, registration,
-hooks or probes is one :class:`~ortplug.errors.OrtplugPluginWarning` and the
-plugin's contribution is left out; a probe past its deadline leaves its facts
-unknown; a plugin claiming a provider kind, alias, ONNX Runtime name or probe
-name another plugin holds is skipped whole (this project's shipped plugins
-first, then the others in registration order).
-
-The host is three parts behind this facade: the loader (:mod:`._loader`: discovery,
-declarations, lazy import, claims), the probe runner (:mod:`._probe_runner`: threads,
-deadlines, the probe cache) and the hook caller (:mod:`._hook_caller`: pluggy's loop with
-each implementation isolated and its answer checked). A plugin that declares what it
-provides is imported only when one of its kinds can be part of what is asked; one
-without a declaration is imported at every start.
-"""
+"""``PluginHost``: the plugins of one process, and a typed facade over their hooks; nothing a
+plugin does takes the host down (docs/internals.md, "The plugin host")."""
 
 from __future__ import annotations
 
@@ -61,15 +46,8 @@ _CPU_KIND = "cpu"
 
 
 class PluginHost:
-    """The set of plugins of one process (or one test) and a typed facade over their hooks.
-
-    Entry points of group ``ortplug`` are read once, in :meth:`load_entry_points`;
-    ``ORTPLUG_PLUGINS`` (allow-list) and ``ORTPLUG_DISABLE_PLUGINS`` (deny-list)
-    of entry-point names apply before a plugin is imported. A plugin that fails
-    to import, register or run a hook is reported once and skipped;
-    ``ORTPLUG_STRICT_PLUGINS=1`` raises :class:`~ortplug.errors.PluginError` instead,
-    for plugin authors.
-    """
+    """The set of plugins of one process (or one test) and a typed facade over their hooks (a
+    failing plugin is reported once and skipped; ``ORTPLUG_STRICT_PLUGINS=1`` raises instead)."""
 
     def __init__(
         self,
@@ -135,14 +113,8 @@ class PluginHost:
         return self._loader.infos()
 
     def holding_declarations(self) -> list[tuple[PluginDeclaration, bool]]:
-        """The declarations of the plugins that hold what they claim, each naming the
-        distribution it is installed from, and whether that is one of this project's.
-
-        Every declared plugin is imported and the claims settled first; a plugin blocked by
-        ``ORTPLUG_PLUGINS`` / ``ORTPLUG_DISABLE_PLUGINS``, skipped for a name the core or an
-        earlier plugin claims, or failed (its import, a broken promise, a hook) is left out:
-        what ``doctor`` may propose to install comes only from plugins this host lets in.
-        """
+        """The declarations of the plugins this host lets in and that hold what they claim, each
+        with its distribution and whether it is one of this project's (what ``doctor`` may propose)."""
         loader = self._loader
         with self._lock:
             loader.load_pending()
@@ -183,14 +155,8 @@ class PluginHost:
         return self._loader.validated().registry
 
     def host_capabilities(self, kinds: Collection[str] | None = None) -> HostCapabilities:
-        """The host as the probes see it (cached); ``kinds``: only the probes those providers need.
-
-        A provider kind needs the probes of the plugin that contributed it and those
-        its declaration requires facts of. Without ``kinds``, every plugin in play
-        probes: a declared plugin ruled out by cached facts is not imported, and its
-        cached facts are shown. Each probe runs once per plugin host, all of them in
-        parallel, each waited for until its own deadline.
-        """
+        """The host as the probes see it (cached); ``kinds``: only the probes those providers need
+        (each probe once per plugin host, in parallel, each until its deadline)."""
         loader = self._loader
         with self._lock:
             ruled_out = (
@@ -218,16 +184,8 @@ class PluginHost:
         host: HostCapabilities,
         checkpoint: ResolvedCheckpoint | None = None,
     ) -> list[ProviderOffer | ProviderDecline]:
-        """Every plugin's offers and declines for this checkpoint here, tagged with the plugin.
-
-        The core's own checks apply: an item for a kind no plugin registered is
-        dropped (a plugin failure), and an offer of a plugin-EP provider whose
-        library does not load or offers no device becomes a decline with the reason.
-        A declared plugin whose kinds ``host`` (or the cached facts) rule out is not
-        imported: each of its kinds is declined with the reason, by the core. The
-        library check runs only on the host this plugin host detected, without
-        overrides of the plugin's probes: injected facts stand for the library.
-        """
+        """Every plugin's offers and declines for this checkpoint here, tagged with the plugin (the
+        core's checks applied: docs/internals.md, "The plugin host")."""
         from ._offer_checks import library_checked, names_its_type, unknown_kind  # policy only
 
         ruled_out = self._loader.load_in_play(host, self._probes.facts_of(host))
