@@ -22,6 +22,7 @@ from ..host.probing import (
     site_package_dirs,
     system_library_identity,
 )
+from .provider_type import DEVICES
 
 __all__ = [
     "DEVICES",
@@ -94,13 +95,6 @@ _TYPE_NAMES: Mapping[str, type] = {
     "list": list,
     "dict": dict,
 }
-
-
-#: The device classes a kind's sessions may run on: ``cpu`` the host's CPUs; ``gpu`` a GPU that
-#: Ray schedules (an actor of the Ray add-on, ``ortplug_ray``, reserves one); ``npu`` a neural
-#: accelerator; ``any`` whatever the provider's own stack picks (Core ML among CPU, GPU and Neural
-#: Engine; WebGPU on any adapter, software ones included), which Ray does not reserve.
-DEVICES = ("cpu", "gpu", "npu", "any")
 
 
 class DeclarationError(ValueError):

@@ -11,9 +11,14 @@ import attrs
 
 from ..errors import OptionError
 from ..host.ep_libraries import EpLibrary
-from .declaration import DEVICES
 
-__all__ = ["ProviderSpec", "ProviderType"]
+__all__ = ["DEVICES", "ProviderSpec", "ProviderType"]
+
+#: The device classes a kind's sessions may run on: ``cpu`` the host's CPUs; ``gpu`` a GPU that
+#: Ray schedules (an actor of the Ray add-on, ``ortplug_ray``, reserves one); ``npu`` a neural
+#: accelerator; ``any`` whatever the provider's own stack picks (Core ML among CPU, GPU and Neural
+#: Engine; WebGPU on any adapter, software ones included), which Ray does not reserve.
+DEVICES = ("cpu", "gpu", "npu", "any")
 
 _KIND_PATTERN = re.compile(r"^[a-z][a-z0-9_]*$")
 
