@@ -226,6 +226,9 @@ def test_a_verdict_rewrites_the_record_and_a_second_build_starts_from_it(
             assert watch.apply(behind) is False
         assert _server(first).on_latency_path
         assert served(first) is not None and "no layout beats" in str(served(first).watch)
+        assert first.serving is not None and first.serving.source.startswith("watched: ")
+        assert first.serving.latency is not None  # the backend's report is the one serving now
+    assert first.serving.latency is not None  # and stays what it served, once closed
     found = recorded_serving(checkpoint, host)
     assert found is not None and found[1].latency is not None
     assert "no layout beats the latency path" in found[1].latency
@@ -246,6 +249,7 @@ def test_a_verdict_rewrites_the_record_and_a_second_build_starts_from_it(
         assert isinstance(watch, Watch)
         ahead = decide(compare(_windows(400, 300)), watch.layout, [])
         assert watch.apply(ahead) is False and not server.on_latency_path
+        assert second.serving.latency is None and second.serving.source.startswith("watched: ")
         results = callers(6, lambda i: [(x + i, second.run({"x": x + i})["y"])])
     _check_rows(results)
     found = recorded_serving(checkpoint, host)

@@ -196,8 +196,8 @@ class OnnxBackend(SessionSurface, StartupStatus):
 
     @property
     def serving(self) -> ServingSummary | None:
-        """How a dispatcher serves many callers (``None``: the latency hint)."""
-        return self._serving
+        """How a dispatcher serves many callers, as it serves now (``None``: the latency hint)."""
+        return self._serving if self._dispatcher is None else self._dispatcher.report
 
     @property
     def closed(self) -> bool:
@@ -436,7 +436,8 @@ class OnnxBackend(SessionSurface, StartupStatus):
         A dispatcher fails its queued requests, stops its runs and joins its threads first."""
         dispatcher, self._dispatcher = self._dispatcher, None
         if dispatcher is not None:
-            dispatcher.close(_CLOSED)
+            dispatcher.close(_CLOSED)  # its threads joined: its report is what it served last
+            self._serving = dispatcher.report
         self._release_bindings()
         self._inflight.close()
         self._served.close(_closed_run)  # a start-up fallback's checks on real traffic end here
