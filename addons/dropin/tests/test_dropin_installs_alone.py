@@ -4,28 +4,15 @@ there (all but ``test_dropin_libraries.py``, which needs the libraries it runs).
 
 from __future__ import annotations
 
-import json
 import subprocess
 from pathlib import Path
 
 import onnx
 import onnxruntime as ort
 import pytest
-from venvs import ROOT, fresh_venv, pip_in, python_in
+from venvs import ROOT, fresh_venv, pip_in, python_in, refused_names
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
-
-_NAMES = (
-    "import json, ortplug\n"
-    "from ortplug.errors import AddonNotInstalledError\n"
-    "said = []\n"
-    "for name in ('InferenceSession', 'Patch', 'patch', 'unpatch'):\n"
-    "    try:\n"
-    "        getattr(ortplug, name)\n"
-    "    except AddonNotInstalledError as exc:\n"
-    "        said.append(str(exc))\n"
-    "print(json.dumps(said))\n"
-)
 
 
 @pytest.fixture(scope="module")
@@ -51,10 +38,8 @@ def test_the_drop_in_installs_alone_and_its_tests_pass_there(core_and_cpu: Path)
         capture_output=True, text=True, check=True,
     ).stdout.strip()  # fmt: skip
     hint = f"needs the drop-in add-on (ortplug-dropin), which is not installed; install it with: {install}"
-    names = subprocess.run([python, "-c", _NAMES], capture_output=True, text=True, check=True)
-    assert json.loads(names.stdout) == [
-        f"ortplug.{name} {hint}" for name in ("InferenceSession", "Patch", "patch", "unpatch")
-    ]
+    names = ("InferenceSession", "Patch", "patch", "unpatch")
+    assert refused_names(python, "ortplug", names) == [f"ortplug.{name} {hint}" for name in names]
     command = [python, "-m", "ortplug.cli.main", "exec", "--", python, "-V"]
     done = subprocess.run(command, capture_output=True, text=True)
     assert (done.returncode, done.stdout) == (2, "")

@@ -4,28 +4,16 @@ name and ``ortplug batch`` is one line naming the install; after it (Ray is big:
 
 from __future__ import annotations
 
-import json
 import subprocess
 from pathlib import Path
 
 import onnxruntime as ort
 import ortplug_ray
 import pytest
-from venvs import ROOT, fresh_venv, pip_in, python_in
+from venvs import ROOT, fresh_venv, pip_in, python_in, refused_names
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 
-_NAMES = (
-    "import json, sys, ortplug.integrations.ray as old\n"
-    "from ortplug.errors import AddonNotInstalledError\n"
-    "said = []\n"
-    "for name in sys.argv[1:]:\n"
-    "    try:\n"
-    "        getattr(old, name)\n"
-    "    except AddonNotInstalledError as exc:\n"
-    "        said.append(str(exc))\n"
-    "print(json.dumps(said))\n"
-)
 
 _SMOKE = (
     "import numpy as np, ray\n"
@@ -63,10 +51,8 @@ def test_the_ray_add_on_installs_alone_and_predicts_there(core_and_cpu: Path, tm
     ).stdout.strip()  # fmt: skip
     hint = f"needs the Ray add-on (ortplug-ray), which is not installed; install it with: {install}"
     names = list(ortplug_ray.__all__)
-    said = subprocess.run(
-        [python, "-c", _NAMES, *names], capture_output=True, text=True, check=True
-    )
-    assert json.loads(said.stdout) == [f"ortplug.integrations.ray.{n} {hint}" for n in names]
+    said = refused_names(python, "ortplug.integrations.ray", names)
+    assert said == [f"ortplug.integrations.ray.{n} {hint}" for n in names]
     command = [python, "-m", "ortplug.cli.main", "batch", "m.onnx", "--input-dir", str(tmp_path),
                "--output-dir", str(tmp_path / "out")]  # fmt: skip
     done = subprocess.run(command, capture_output=True, text=True)

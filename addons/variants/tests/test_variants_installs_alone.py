@@ -4,28 +4,16 @@ tests pass there."""
 
 from __future__ import annotations
 
-import json
 import subprocess
 from pathlib import Path
 
 import onnxruntime as ort
 import ortplug_variants
 import pytest
-from venvs import ROOT, fresh_venv, pip_in, python_in
+from venvs import ROOT, fresh_venv, pip_in, python_in, refused_names
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 
-_NAMES = (
-    "import json, sys, ortplug.verification.precision_variants as old\n"
-    "from ortplug.errors import AddonNotInstalledError\n"
-    "said = []\n"
-    "for name in sys.argv[1:]:\n"
-    "    try:\n"
-    "        getattr(old, name)\n"
-    "    except AddonNotInstalledError as exc:\n"
-    "        said.append(str(exc))\n"
-    "print(json.dumps(said))\n"
-)
 
 #: What the add-on's tests need besides it: the models' builder and pytest.
 _TESTS_NEED = ("onnx==1.23.2", "pytest>=8", "pytest-timeout>=2.3")
@@ -54,11 +42,8 @@ def test_the_variants_add_on_installs_alone_and_its_tests_pass_there(core_and_cp
         f"{install}"
     )
     names = list(ortplug_variants.__all__)
-    said = subprocess.run(
-        [python, "-c", _NAMES, *names], capture_output=True, text=True, check=True
-    )
     old = "ortplug.verification.precision_variants"
-    assert json.loads(said.stdout) == [f"{old}.{n} {hint}" for n in names]
+    assert refused_names(python, old, names) == [f"{old}.{n} {hint}" for n in names]
     command = [python, "-m", "ortplug.cli.main", "variants", str(tmp_path / "m.onnx"), "--int8"]
     done = subprocess.run(command, capture_output=True, text=True)
     assert (done.returncode, done.stdout) == (2, "")
