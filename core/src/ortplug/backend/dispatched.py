@@ -11,10 +11,11 @@ import numpy as np
 from ..errors import OptionError
 from ..session.async_runs import RunCallback
 from ..session.feeds import check_into_outputs
-from ..session.introspection import ValueInfo
 
 if TYPE_CHECKING:
     from concurrent.futures import Future  # its import brings logging: a latency run needs none
+
+    from ..session.introspection import ValueInfo
 
 __all__ = ["arun_on", "callback_on", "copy_into"]
 

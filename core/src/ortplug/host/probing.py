@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import site
 import sys
 import sysconfig
@@ -50,6 +49,8 @@ def probe_environment(environ: Mapping[str, str] | None = None) -> dict[str, str
 
 
 def _signal_name(number: int) -> str:
+    import signal  # deferred: a crashed probe only
+
     try:
         return signal.Signals(number).name
     except ValueError:

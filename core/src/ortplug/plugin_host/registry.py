@@ -3,7 +3,6 @@ user input into configs."""
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -11,7 +10,6 @@ import attrs
 
 from ..errors import OptionError, PluginConflictError
 from ..host.ep_libraries import EpLibrary
-from ..host.install_command import pip_install
 from ..plugins.provider_type import ProviderSpec
 from ..providers.configs import ProviderConfig, is_provider_config
 from .first_party import first_party_kind
@@ -147,6 +145,8 @@ class ProviderRegistry:
             return f"provider {name!r} is not available: {reason} (installed kinds: {known})"
         shipped = first_party_kind(text)
         if shipped is not None:
+            from ..host.install_command import pip_install  # deferred: errors only (shlex)
+
             distribution, kind = shipped
             return (
                 f"provider {name!r} ({kind.kind}) is not installed: it comes with {distribution}; "
@@ -210,4 +210,6 @@ def check_distinct(chain: Sequence[tuple[str, ProviderConfig]]) -> None:
 
 def close_matches(word: str, candidates: list[str]) -> list[str]:
     """The closest candidate to ``word``, for "did you mean" hints (only on errors)."""
+    import difflib  # deferred: errors only (~0.5 ms of every start)
+
     return difflib.get_close_matches(word, candidates, n=1)

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import numpy as np
 
 from .feeds import check_into_outputs
-from .introspection import ValueInfo, value_infos
+
+if TYPE_CHECKING:
+    from .introspection import ValueInfo
 
 __all__ = ["IntoRunner"]
 
@@ -39,6 +41,8 @@ class IntoRunner:
         """The session's inputs and outputs, read once (it holds no reference to its owner, so an
         unclosed backend is freed when its last reference goes, not by the cycle collector)."""
         if self._infos is None:
+            from .introspection import value_infos  # its classes: only for run_into callers
+
             session = self._session
             self._infos = (value_infos(session.get_inputs()), value_infos(session.get_outputs()))
         return self._infos
