@@ -15,6 +15,22 @@ from venvs import ROOT, fresh_venv, pip_in, python_in, refused_names
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 
 
+#: ``ortplug --help`` in the venv, then what of argparse and attrs it imported.
+_HELP = (
+    "import sys\nfrom ortplug.cli.main import main\nmain(['--help'])\n"
+    "print(sorted({'argparse', 'attr'} & set(sys.modules)))\n"
+)
+
+
+def _help_shipped(python: str) -> bool:
+    """Whether ``ortplug --help`` printed the parser's page, read from the page shipped for the
+    add-on commands installed (neither argparse nor attrs imported)."""
+    shipped = subprocess.run([python, "-c", _HELP], capture_output=True, text=True, check=True)
+    parsed = [python, "-m", "ortplug.cli.main", "-h", "-h"]  # two flags: argparse answers
+    rendered = subprocess.run(parsed, capture_output=True, text=True, check=True)
+    return shipped.stdout == f"{rendered.stdout}[]\n"
+
+
 #: What the add-on's tests need besides it: the models' builder and pytest.
 _TESTS_NEED = ("onnx==1.23.2", "pytest>=8", "pytest-timeout>=2.3")
 
@@ -48,8 +64,10 @@ def test_the_variants_add_on_installs_alone_and_its_tests_pass_there(core_and_cp
     done = subprocess.run(command, capture_output=True, text=True)
     assert (done.returncode, done.stdout) == (2, "")
     assert done.stderr == f"ortplug variants: error: ortplug variants {hint}\n"
+    assert _help_shipped(python)  # no add-on command
 
     pip_in(core_and_cpu, "install", "--quiet", str(ROOT / "addons" / "variants"))
+    assert _help_shipped(python)  # the variants command alone
     tests = subprocess.run(
         [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "not slow",
          "addons/variants/tests"],

@@ -36,7 +36,7 @@ RECORD_FOLDERS = {
     "entry-points": "plugin scan",
     "verify": "verification verdict",
     "fingerprints": "model fingerprint",
-    "help": "help page",
+    "help": "help page",  # an earlier ortplug's --help kept its page: listed, pruned, cleared
 }
 
 #: A record's permissions: this user's alone whatever the umask or a folder's default ACL (one

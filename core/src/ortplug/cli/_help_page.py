@@ -1,76 +1,77 @@
-"""``ortplug --help``: the page rendered last (argparse, attrs and every add-on's command: ~45 ms),
-kept while its key holds: the installation (as the plugin scan's), the ``.py`` files of the command
-line and of each package adding a command (an edited editable install), and the locale.
+"""``ortplug --help``: the page shipped in the wheel for the shipped add-ons' commands installed
+(each set of them, read in ~1 ms), else the one the parser renders (argparse, attrs and every
+add-on's command: ~45 ms), for a command another distribution adds.
 """
 
 from __future__ import annotations
 
-import importlib.util
-import json
+import itertools
 import os
 import sys
-from collections.abc import Iterable
 
-from ..cache.root import cache_key, read_trusted, touch, trusted_folder
-from ..plugin_host.entry_points_txt import COMMANDS_GROUP, declared, installation_state
+from ..plugin_host.entry_points_txt import COMMANDS_GROUP, declared
 
-__all__ = ["help_page"]
+__all__ = ["help_page", "shipped_pages", "shipped_points"]
 
-_FOLDER, _SCHEMA = "help", 1
-_LOCALE = ("LANGUAGE", "LC_ALL", "LC_MESSAGES", "LANG")
+#: The shipped pages: a ``python X.Y`` line, then per page ``== NAME=TARGET ...`` and its text.
+_SHIPPED = os.path.join(os.path.dirname(os.path.dirname(__file__)), "data", "help_pages.txt")
+_PAGE = "\n== "
+_PYTHON = "python {}.{}".format(*sys.version_info[:2])  # whose argparse rendered the pages
 
 
-def _files(folder: str) -> list[list[object]] | None:
-    """Each ``.py`` file of ``folder`` with its state (``None``: the folder cannot be read)."""
+def _commands(points: list[tuple[str, str]]) -> str:
+    """The add-on commands ``points`` as a shipped page's ``==`` line names them."""
+    return " ".join(sorted(f"{name}={value}" for name, value in points))
+
+
+def _shipped(points: list[tuple[str, str]]) -> str | None:
+    """The shipped page for exactly the add-on commands ``points`` (``None``: none is, or it was
+    rendered by another Python's argparse)."""
     try:
-        with os.scandir(folder) as entries:
-            found = [(e.name, e.stat()) for e in entries if e.name.endswith(".py")]
+        with open(_SHIPPED, encoding="utf-8") as file:
+            python, *pages = file.read().split(_PAGE)
     except OSError:
         return None
-    return sorted([name, info.st_mtime_ns, info.st_size] for name, info in found)
+    if python != _PYTHON:
+        return None
+    wanted = f"{_commands(points)}\n"
+    return next((page.removeprefix(wanted) for page in pages if page.startswith(wanted)), None)
 
 
-def _sources(values: Iterable[str]) -> list[list[object]]:
-    """The folders whose code renders the page: the core's command line, each command's package."""
-    folders = {os.path.dirname(os.path.abspath(__file__))}
-    for value in values:
-        try:
-            spec = importlib.util.find_spec(value.partition(":")[0].split(".")[0].strip())
-        except (ImportError, ValueError):
-            spec = None
-        folders.update((spec.submodule_search_locations or []) if spec is not None else [])
-    return [[folder, _files(folder)] for folder in sorted(folders)]
+def shipped_points() -> list[tuple[str, str]]:
+    """The ``(command, target)`` of each shipped add-on's command that is installed."""
+    from ..addons import ADDONS
+
+    packages = tuple(f"{addon.package}." for addon in ADDONS)
+    return [point for point in declared(COMMANDS_GROUP) if point[1].startswith(packages)]
 
 
-def _remembered(key: str) -> str | None:
-    """The page kept under ``key``, or ``None`` (absent, untrusted, not a page of this schema)."""
-    folder = trusted_folder(_FOLDER)
-    if folder is None:
-        return None
-    path = folder / f"{key}.json"
-    try:
-        record = json.loads(read_trusted(path))
-    except (OSError, ValueError):
-        return None
-    if not isinstance(record, dict) or set(record) != {"schema", "page"}:
-        return None
-    page = record["page"]
-    if record["schema"] != _SCHEMA or not isinstance(page, str):
-        return None
-    touch(path)  # used now: least-recently-used pruning keeps it
-    return page
+def shipped_pages(points: list[tuple[str, str]]) -> str:
+    """The text of ``data/help_pages.txt``: a page per set of the shipped add-ons whose commands
+    ``points`` are (every shipped one installed); ``PYTHONPATH=core/src python -m
+    ortplug.cli._help_page`` writes it."""
+    from ._parser import build_parser
+
+    by_package = itertools.groupby(sorted(points, key=lambda p: p[1]), lambda p: p[1].split(".")[0])
+    addons = [list(group) for _, group in by_package]
+    subsets = (s for n in range(len(addons) + 1) for s in itertools.combinations(addons, n))
+    sets = [list(itertools.chain.from_iterable(subset)) for subset in subsets]
+    pages = [(p, build_parser([name for name, _ in p]).format_help()) for p in sets]
+    if any(_PAGE in text for _, text in pages):
+        raise ValueError(f"a help page holds {_PAGE!r}, which separates the shipped pages")
+    return _PYTHON + "".join(f"{_PAGE}{_commands(p)}\n{text}" for p, text in pages)
 
 
 def help_page() -> str:
     """The top-level help page, as ``build_parser().format_help()`` renders it."""
-    sources = _sources(value for _, value in declared(COMMANDS_GROUP))
-    locale = [os.environ.get(name) for name in _LOCALE]
-    key = cache_key(_SCHEMA, sys.version, installation_state(), sources, locale)
-    page = _remembered(key)
-    if page is None:
-        from ..cache.store import RecordStore
-        from ._parser import build_parser
+    shipped = _shipped(declared(COMMANDS_GROUP))
+    if shipped is not None:
+        return shipped
+    from ._parser import build_parser
 
-        page = build_parser().format_help()
-        RecordStore(_FOLDER, _SCHEMA, "help page", warn=False).keep(key, {"page": page})
-    return page
+    return build_parser().format_help()
+
+
+if __name__ == "__main__":
+    with open(_SHIPPED, "w", encoding="utf-8") as out:
+        out.write(shipped_pages(shipped_points()))

@@ -323,10 +323,10 @@ def _add_addon_commands(
 
 def build_parser(addon_commands: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The parser of the ``ortplug`` command line, with the add-on commands ``addon_commands``
-    (default: every one installed)."""
+    (default: every one installed), listed after the core's in name order."""
     from ..addons import COMMANDS_GROUP, entry_point_names
 
     parser, sub = _parser_and_commands()
     names = entry_point_names(COMMANDS_GROUP) if addon_commands is None else addon_commands
-    _add_addon_commands(sub, [name for name in names if name not in sub.choices])
+    _add_addon_commands(sub, sorted(name for name in names if name not in sub.choices))
     return parser

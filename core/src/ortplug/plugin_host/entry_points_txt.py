@@ -2,7 +2,7 @@
 and the key of what installing a distribution changes.
 
 What a start that cannot wait for :mod:`importlib.metadata` (~15 ms) nor attrs reads: ``ortplug
-exec``'s program waits on it, ``ortplug --help`` keys its page with it.
+exec``'s program waits on it, ``ortplug --help`` picks its shipped page with it.
 """
 
 from __future__ import annotations
