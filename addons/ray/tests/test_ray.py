@@ -685,3 +685,28 @@ def test_the_hint_sizes_each_actors_calls() -> None:
         assert _actor_pool(ray, 3, 1).max_concurrent_calls_per_actor is None
     with pytest.raises(OptionError, match=r"performance_hint: expected one of latency, throughput"):
         BackendConfig(model=DEMO, performance_hint="fast")
+
+
+#: A Ray session of ``ortplug batch --ray`` in which Ray's driver prints a raylet warning as it does
+#: (``print_to_stdstream``: "N PYTHON worker processes have been started", seen on a loaded host).
+_RAYLET_WARNING = (
+    "from ortplug_ray._ray_session import ray_session\n"
+    "from ray._private.worker import print_to_stdstream\n"
+    "with ray_session():\n"
+    "    line = {'lines': ['a warning'], 'pid': 'raylet', 'is_err': False}\n"
+    "    print_to_stdstream(line, ignore_prefix=False)\n"
+    "print('{}')\n"
+)
+
+
+def test_what_ray_prints_on_the_driver_stays_out_of_the_command_s_stdout() -> None:
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "ORTPLUG_DEBUG")}
+    done = subprocess.run(
+        [sys.executable, "-c", _RAYLET_WARNING],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout == "{}\n"  # what --json prints, alone

@@ -135,10 +135,13 @@ def ray_session() -> Iterator[Any]:
     with contextlib.ExitStack() as stack:
         if not debug:
             stack.enter_context(_stderr_to(log))
+            # Ray's driver prints the raylet's warnings to sys.stdout, where --json's answer goes
+            stack.enter_context(contextlib.redirect_stdout(stack.enter_context(log.open("a"))))
         try:
             if not ray.is_initialized():
                 level = logging.INFO if debug else logging.ERROR
                 ray.init(include_dashboard=False, log_to_driver=debug, logging_level=level)
+                stack.callback(ray.shutdown)  # before stdout is back: its printer stops first
             stage = "Ray Data failed"
             context = ray.data.DataContext.get_current()
             context.raise_original_map_exception = True  # the worker's BatchError, not a wrapper
