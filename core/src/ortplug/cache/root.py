@@ -48,7 +48,7 @@ def cache_root(environ: Mapping[str, str] | None = None) -> Path:
     """The cache root: ``$ORTPLUG_CACHE_DIR`` or the platform's user cache dir for ortplug.
 
     The variable is read as :class:`~ortplug.settings.Settings` reads it (blank: unset), here
-    without the settings, which a cache read needs not (a test keeps both equal).
+    without importing the settings (a test keeps both equal).
     """
     given = (os.environ if environ is None else environ).get(CACHE_ENV)
     if given is not None and given.strip():

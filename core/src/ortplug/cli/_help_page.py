@@ -30,7 +30,7 @@ def _shipped(points: list[tuple[str, str]]) -> str | None:
     try:
         with open(_SHIPPED, encoding="utf-8") as file:
             python, *pages = file.read().split(_PAGE)
-    except OSError:
+    except (OSError, UnicodeDecodeError):  # a broken install: the parser renders it
         return None
     if python != _PYTHON:
         return None
@@ -39,11 +39,15 @@ def _shipped(points: list[tuple[str, str]]) -> str | None:
 
 
 def shipped_points() -> list[tuple[str, str]]:
-    """The ``(command, target)`` of each shipped add-on's command that is installed."""
-    from ..addons import ADDONS
+    """The ``(command, target)`` of each shipped add-on's command that is installed (the add-on
+    :func:`~ortplug.addons.provider_of` names registering it from its own package)."""
+    from ..addons import provider_of
 
-    packages = tuple(f"{addon.package}." for addon in ADDONS)
-    return [point for point in declared(COMMANDS_GROUP) if point[1].startswith(packages)]
+    def shipped(name: str, target: str) -> bool:
+        addon = provider_of(COMMANDS_GROUP, name)
+        return addon is not None and target.startswith(f"{addon.package}.")
+
+    return [point for point in declared(COMMANDS_GROUP) if shipped(*point)]
 
 
 def shipped_pages(points: list[tuple[str, str]]) -> str:
@@ -52,7 +56,9 @@ def shipped_pages(points: list[tuple[str, str]]) -> str:
     ortplug.cli._help_page`` writes it."""
     from ._parser import build_parser
 
-    by_package = itertools.groupby(sorted(points, key=lambda p: p[1]), lambda p: p[1].split(".")[0])
+    by_package = itertools.groupby(
+        sorted(points, key=lambda p: p[1]), lambda p: p[1].partition(".")[0]
+    )
     addons = [list(group) for _, group in by_package]
     subsets = (s for n in range(len(addons) + 1) for s in itertools.combinations(addons, n))
     sets = [list(itertools.chain.from_iterable(subset)) for subset in subsets]

@@ -127,7 +127,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return _print_help(version_json() if "--json" in arguments else version_text())
     if arguments in (["--help"], ["-h"]):
-        from ._help_page import help_page  # the page rendered last, while nothing changed
+        from ._help_page import help_page  # the page shipped for the add-ons installed
 
         return _print_help(help_page())
     word = next((a for a in arguments if not a.startswith("-")), None)
