@@ -101,14 +101,17 @@ def _check_cluster_answers() -> None:
 
 
 @contextlib.contextmanager
-def _stderr_to(log: Path) -> Iterator[None]:
-    """Send what Ray's processes print to ``log`` (file descriptor 2), so errors stay one line."""
+def _output_to(log: Path) -> Iterator[None]:
+    """Send what Ray prints to ``log``, so errors stay one line and stdout holds the command's answer:
+    its processes' file descriptor 2, and the driver's ``sys.stdout`` (where it prints the raylet's
+    warnings, whatever ``log_to_driver`` says)."""
     sys.stderr.flush()
     saved = os.dup(2)
     with log.open("ab") as handle:
         os.dup2(handle.fileno(), 2)
     try:
-        yield
+        with log.open("a") as text, contextlib.redirect_stdout(text):
+            yield
     finally:
         sys.stderr.flush()
         os.dup2(saved, 2)
@@ -134,9 +137,7 @@ def ray_session() -> Iterator[Any]:
     stage = "Ray did not start"
     with contextlib.ExitStack() as stack:
         if not debug:
-            stack.enter_context(_stderr_to(log))
-            # Ray's driver prints the raylet's warnings to sys.stdout, where --json's answer goes
-            stack.enter_context(contextlib.redirect_stdout(stack.enter_context(log.open("a"))))
+            stack.enter_context(_output_to(log))
         try:
             if not ray.is_initialized():
                 level = logging.INFO if debug else logging.ERROR
