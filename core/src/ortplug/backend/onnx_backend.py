@@ -282,10 +282,12 @@ class OnnxBackend(SessionSurface, StartupStatus):
 
             return copy_into(run, feed, outputs, (self.inputs, self.outputs))
         self._live()
-        with self._inflight.scoped(run_options) as options:
-            written = self._served.into.run(
-                feed, outputs, options, lambda exc: self._raise_explained(feed, exc)
-            )
+        into = self._served.into
+        if run_options is None:  # the hot path: the shared options, no context to enter
+            written = into.run(feed, outputs, self._inflight.shared, self._raise_explained)
+        else:
+            with self._inflight.scoped(run_options) as options:
+                written = into.run(feed, outputs, options, self._raise_explained)
         self._served.tap_written(feed, written)  # a spot check samples every run form
         return written
 

@@ -52,9 +52,10 @@ class IntoRunner:
         feed: Mapping[str, Any],
         outputs: Mapping[str, np.ndarray],
         run_options: Any,
-        failed: Callable[[Exception], NoReturn],
+        failed: Callable[[Mapping[str, Any], Exception], NoReturn],
     ) -> Mapping[str, np.ndarray]:
-        """Run ``feed`` into ``outputs`` with ``run_options``; ``failed`` raises a run's error."""
+        """Run ``feed`` into ``outputs`` with ``run_options``; ``failed(feed, error)`` raises a
+        run's error."""
         bound = self._bound
         signature = (
             tuple(
@@ -72,7 +73,7 @@ class IntoRunner:
             self._session.run_with_iobinding(binding, run_options)
         except Exception as exc:
             bound.signature = None
-            failed(exc)
+            failed(feed, exc)
         return outputs
 
     def _bind(self, bound: _Bound, feed: Mapping[str, Any], outputs: object) -> None:
