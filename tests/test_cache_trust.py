@@ -623,6 +623,25 @@ def test_a_cache_root_linked_by_another_user_is_not_used(
     assert trusted_folder("verify") == mine / "verify"
 
 
+@pytest.mark.parametrize("through", ["a/inner", "c/up/inner", "b/deeper"])
+def test_a_cache_root_through_this_users_links_resolves_as_the_system_does(
+    tmp_path: Path, monkeypatch, through: str
+) -> None:
+    """The walk that follows the cache root's links (each checked for its owner) lands where
+    ``os.path.realpath`` does: relative links, a link to a link, ``..`` in a target."""
+    (tmp_path / "real" / "inner").mkdir(parents=True, mode=0o700)
+    (tmp_path / "a").symlink_to("real")  # relative
+    (tmp_path / "b").symlink_to(tmp_path / "a" / "inner")  # absolute, through the link "a"
+    (tmp_path / "c").mkdir(mode=0o700)
+    (tmp_path / "c" / "up").symlink_to("../a")  # ``..`` in the target
+    root = tmp_path / through
+    monkeypatch.setenv("ORTPLUG_CACHE_DIR", str(root))
+    resolved = Path(os.path.realpath(root))
+    assert cache_dir("verify") == resolved / "verify"
+    assert (resolved / "verify").is_dir() and not (resolved / "verify").is_symlink()
+    assert trusted_folder("verify") == resolved / "verify"
+
+
 def _default_acl_granting_write(folder: Path, uid: int) -> None:
     """What `setfacl -d -m u:UID:rwx FOLDER` does: what is made in ``folder`` gives that user
     write, whatever the umask, up to the mode it is made with."""

@@ -186,24 +186,37 @@ def _link_owner_problem(link: Path, info: os.stat_result) -> str | None:
     )
 
 
+def _ancestors(path: str) -> list[str]:
+    """``path`` and each folder above it up to (not with) its anchor, outermost first."""
+    found = []
+    head, tail = os.path.split(path)
+    while tail:
+        found.append(path)
+        path = head
+        head, tail = os.path.split(path)
+    return found[::-1]
+
+
 def resolved_root(root: Path) -> tuple[Path, str | None]:
     """The cache root with every symbolic link on its way followed (each this user's or root's:
-    its owner can re-point it), and why it may not be used (``None``: it may)."""
-    current = Path(os.path.abspath(root))
+    its owner can re-point it), and why it may not be used (``None``: it may). Walked as
+    strings: every build passes here, and a ``Path`` a level cost more than the ``lstat``."""
+    current = os.path.abspath(root)
     for _ in range(_MAX_LINKS):
-        parts = current.parts
-        for end in range(2, len(parts) + 1):
-            prefix = Path(*parts[:end])
+        for prefix in _ancestors(current):
             try:
                 info = os.lstat(prefix)
             except OSError:
-                return current, None  # absent (made later) or unusable: the caller says which
+                return Path(current), None  # absent (made later) or unusable: the caller says
             if stat.S_ISLNK(info.st_mode):
-                problem = _link_owner_problem(prefix, info)
+                problem = _link_owner_problem(Path(prefix), info)
                 if problem is not None:
-                    return current, problem
-                current = prefix.parent / os.readlink(prefix) / Path(*parts[end:])
+                    return Path(current), problem
+                below = current[len(prefix) :].lstrip(os.sep)
+                target = os.path.join(os.path.dirname(prefix), os.readlink(prefix))
+                current = os.path.join(target, below) if below else target
                 break
         else:  # no link left on the way: ``..`` can be read as the parent
             return Path(os.path.normpath(current)), None
-    return current, f"{root} cannot be used (more than {_MAX_LINKS} symbolic links on its way)"
+    too_many = f"{root} cannot be used (more than {_MAX_LINKS} symbolic links on its way)"
+    return Path(current), too_many
