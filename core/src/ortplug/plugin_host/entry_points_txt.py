@@ -82,6 +82,7 @@ def section(text: str, group: str) -> dict[str, str]:
 def declared(group: str) -> list[tuple[str, str]]:
     """Each ``(name, module:attr)`` of ``group`` in the distributions of the absolute
     ``sys.path`` folders (unreadable folders and files are passed over)."""
+    named = group.encode()
     points: list[tuple[str, str]] = []
     for folder in filter(os.path.isabs, sys.path):
         try:
@@ -90,11 +91,14 @@ def declared(group: str) -> list[tuple[str, str]]:
             continue
         for entry in entries:
             try:
-                with open(os.path.join(folder, entry, "entry_points.txt"), encoding="utf-8") as f:
-                    text = f.read(1 << 20)
+                # unbuffered bytes, the group's name looked for first: half the cost of text
+                # (``ortplug --help`` reads every distribution's file)
+                with open(os.path.join(folder, entry, "entry_points.txt"), "rb", 0) as f:
+                    data = f.readall()
+                if named in data:
+                    points.extend(section(data.decode("utf-8"), group).items())
             except (OSError, UnicodeDecodeError):
                 continue
-            points.extend(section(text, group).items())
     return points
 
 
