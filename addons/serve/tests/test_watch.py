@@ -22,7 +22,7 @@ from ortplug.backend import recorded_serving
 from ortplug.errors import OptionError
 from ortplug_serve import ServingWarning, served
 from ortplug_serve.config import Layout, Trial
-from ortplug_serve.server import Server, Stream
+from ortplug_serve.server import LONE_AFTER, Server, Stream
 from ortplug_serve.watch import (
     ALTERNATIVES,
     MARGIN,
@@ -207,6 +207,62 @@ def test_switching_paths_and_layouts_while_callers_run_keeps_each_callers_rows()
     assert len(paths) == 1 and paths[0].requests >= 2 * 80 - 2 * 8  # its phases, less a switch's
     assert sum(s.requests for s in shown.streams) == shown.requests == sum(map(len, results))
     assert "latency path" not in shown.describe()  # it serves no more
+
+
+class _Gated:
+    """A real session whose runs wait for ``go`` (a caller held in its run, as a long one is)."""
+
+    def __init__(self, session: Any) -> None:
+        self.session, self.go, self.entered = session, threading.Event(), threading.Event()
+
+    def run(self, *args: Any) -> Any:
+        self.entered.set()
+        assert self.go.wait(30), "the test never let the run go"
+        return self.session.run(*args)
+
+
+def test_a_lone_callers_requests_run_with_the_sessions_own_threads_others_on_the_streams() -> None:
+    """A lone caller of a throughput build ran on one single-thread stream (0.64-0.71x raw ONNX
+    Runtime for magika on 2 CPUs), and the watch, comparing on such traffic, dropped a layout
+    that served many callers well; now a request that finds nothing queued or running, as the
+    one before it did, runs on the latency path (one moment of idle streams is not enough)."""
+    assert LONE_AFTER == 2  # the counts below
+    with OnnxBackend.from_checkpoint(
+        InMemoryCheckpoint(rows_model()).resolve(), performance_hint="throughput", serving=GIVEN
+    ) as backend:
+        server = _server(backend)
+        (device,) = server.devices
+        gated = _Gated(device.streams[0].session)
+        lone = Stream(gated, ort.RunOptions())
+        assert server.serve_lone_requests(device, lone) and not server.on_latency_path
+        x = np.arange(4, dtype=np.float32).reshape(1, 4)
+
+        def counts() -> tuple[int, int]:
+            return lone.requests, sum(s.requests for s in device.streams)
+
+        gated.go.set()
+        expected = backend.run({"x": x})["y"]
+        assert counts() == (0, 1)  # the first quiet request: a stream
+        np.testing.assert_array_equal(backend.run({"x": x})["y"], expected)
+        assert counts() == (1, 1)  # the second in a row: the lone requests' path
+        gated.go.clear()
+        gated.entered.clear()
+        held = threading.Thread(target=backend.run, args=({"x": x},))
+        held.start()
+        assert gated.entered.wait(30)  # the lone path is busy: the next request takes a stream
+        np.testing.assert_array_equal(backend.run({"x": x})["y"], expected)
+        assert counts() == (1, 2)
+        gated.go.set()
+        held.join()
+        assert counts() == (2, 2)
+        assert server.serve_latency(device, lone) and server.serve_latency(device, None)
+        backend.run({"x": x})  # after the watch's turn on the latency path: quiet again
+        backend.run({"x": x})
+        assert counts() == (3, 3) and not lone.retired
+        stats = served(backend)
+    assert stats is not None and stats.requests == 6
+    (shown,) = stats.devices
+    assert [s.requests for s in shown.streams if s.latency] == [3]
 
 
 def _measured(checkpoint: Any) -> OnnxBackend:

@@ -15,7 +15,11 @@ error. A caller of
 :meth:`Server.run` that finds the queue empty and a stream idle, on a device that does not wait
 for others to share a run (no queueing delay), runs its request on that stream itself: one
 caller, or few, pay no hand-over to a worker thread and back (a tiny model's run is shorter).
-Not with several devices: there the queue is what spreads requests over them.
+Not with several devices: there the queue is what spreads requests over them. A request that
+finds nothing queued and nothing running, as the one before it did, runs on the path set for
+lone requests (:meth:`Server.serve_lone_requests`: a watched layout's build session), with the
+session's own threads: a lone caller is served as the latency hint serves it, not by one
+single-thread stream (and the watch, comparing on such traffic, sees the paths alike).
 
 With several devices (``cumulative_throughput``) the streams of every device take from the same
 queue, so each takes work in proportion to how fast it runs it. A request that fails alone on
@@ -59,10 +63,13 @@ from .independence import RowChecks, ServingWarning, run_alone, shares_problem
 from .rows import Batching, NotRowwise, group_of, split_rows, stack_rows
 from .stats import DeviceStats, ServedStats, StreamStats
 
-__all__ = ["EXIT_WAIT_S", "Device", "Server", "Stream", "served"]
+__all__ = ["EXIT_WAIT_S", "LONE_AFTER", "Device", "Server", "Stream", "served"]
 
 #: How long ``close()`` (and the interpreter's exit) waits for a worker still in a run.
 EXIT_WAIT_S = 30.0
+#: Requests in a row finding nothing queued or running before one runs on the lone requests'
+#: path: one caller's traffic, not a moment of many callers' in which every stream is idle.
+LONE_AFTER = 2
 
 _LIVE: weakref.WeakSet[Server] = weakref.WeakSet()
 _TERMINATED = "the run was stopped by OnnxBackend.terminate(); call reset_terminate() to run again"
@@ -216,6 +223,11 @@ class Server:
         self.watched: str | None = None
         #: The latency path while it serves :meth:`run` (:meth:`serve_latency`).
         self._direct: tuple[Device, Stream] | None = None
+        #: The latency path a request runs on when nothing else runs, and whether one does now
+        #: (:meth:`serve_lone_requests`).
+        self._lone: tuple[Device, Stream] | None = None
+        self._lone_busy = False
+        self._quiet_arrivals = 0  # requests in a row that found nothing queued or running
         self._queue: deque[_Request] = deque()
         self._cond = threading.Condition()
         self._closed: str | None = None
@@ -271,8 +283,9 @@ class Server:
             if self._closed is not None or device.dropped is not None:
                 return False
             now = time.monotonic()
-            if self._direct is not None:
-                was = self._direct[1]
+            lone = None if self._lone is None else self._lone[1]  # serves on, when it was
+            was = None if self._direct is None else self._direct[1]
+            if was is not None and was is not lone:
                 was.served_s += now - was.since
                 was.since, was.until, was.retired = now, now, True
             self._direct = None
@@ -281,10 +294,40 @@ class Server:
                     device.retired.append(device.latency)
                 device.latency = stream
                 stream.latency, stream.retired = True, False
-                stream.since, stream.until = now, None
+                if stream is not lone:
+                    stream.since, stream.until = now, None
                 stream.options.terminate = self._terminated
                 self._direct = (device, stream)
         return True
+
+    def serve_lone_requests(self, device: Device, stream: Stream) -> bool:
+        """Run a :meth:`run` request that finds nothing queued and nothing running on
+        ``stream``'s session (the latency path, counted as ``device``'s stream of its own);
+        ``False`` once closed or with several devices (the queue spreads requests there)."""
+        with self._cond:
+            if self._closed is not None or device.dropped is not None or len(self.devices) > 1:
+                return False
+            if device.latency is not None and device.latency is not stream:
+                device.retired.append(device.latency)
+            device.latency = stream
+            stream.latency, stream.retired = True, False
+            stream.since, stream.until = time.monotonic(), None
+            stream.options.terminate = self._terminated
+            self._lone = (device, stream)
+        return True
+
+    def _take_lone(self) -> tuple[Device, Stream] | None:
+        """The lone requests' path, taken when this request and the one before found nothing
+        queued or running (under the lock): one caller's traffic, not a gap in many callers'."""
+        lone = self._lone
+        if lone is None or lone[0].dropped is not None:
+            return None
+        quiet = not (self._lone_busy or self._queue or any(s.busy for s in lone[0].streams))
+        self._quiet_arrivals = self._quiet_arrivals + 1 if quiet else 0
+        if self._quiet_arrivals < LONE_AFTER:  # a gap between many callers' requests
+            return None
+        self._lone_busy = True
+        return lone
 
     @property
     def on_latency_path(self) -> bool:
@@ -352,10 +395,19 @@ class Server:
     def run(self, names: Sequence[str], feed: Mapping[str, Any]) -> list[Any]:
         """One request, waited for: the backend's run function under a throughput hint; run on
         the caller's thread when a stream is idle and nothing is queued, or on the latency path
-        (module docstring)."""
+        (always, or for a lone request: module docstring)."""
         direct = self._direct
         if direct is not None:
             return self._run_direct(direct[0], direct[1], names, feed)
+        if self._lone is not None:  # maybe lone: counted and taken under the lock
+            with self._cond:
+                lone = self._take_lone()
+            if lone is not None:
+                try:
+                    return self._run_direct(lone[0], lone[1], names, feed)
+                finally:
+                    with self._cond:
+                        self._lone_busy = False
         request = _Request(feed, names, None, self._batching)
         with self._cond:
             stopped = self._stopped()
@@ -467,7 +519,7 @@ class Server:
         with self._cond:
             if self._final is None:
                 self._final = self._stats()
-        self._direct = None
+        self._direct = self._lone = None
         for device in self.devices:  # the sessions go now, even while the backend is referenced
             device.streams = []
             device.retired = []

@@ -336,7 +336,8 @@ def _watch(
     build_first: bool,
 ) -> None:
     """Watch the one device's layout against the latency path (:mod:`.watch`), serving the
-    latency path from the start when the record says none beat it (said once). The latency
+    latency path from the start when the record says none beat it (said once), and a lone
+    request on it from the start (:meth:`~.server.Server.serve_lone_requests`). The latency
     path's runs of a provider that does not declare concurrent runs take turns, as the latency
     hint's do."""
     builder, layout, plugins = watched.builder, watched.layout, watched.device.plan.plugins
@@ -344,6 +345,7 @@ def _watch(
     built = builder.built()
     assert built is not None  # the session the build made (checked before)
     latency = Stream(serialised(built[0].session, plugins), built[0].options)
+    server.serve_lone_requests(server.devices[0], latency)  # with the session's own threads
     if report.latency is not None:
         server.serve_latency(server.devices[0], latency)
         warnings.warn(
