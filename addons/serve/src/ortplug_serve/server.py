@@ -283,22 +283,27 @@ class Server:
             if self._closed is not None or device.dropped is not None:
                 return False
             now = time.monotonic()
-            lone = None if self._lone is None else self._lone[1]  # serves on, when it was
+            lone = None if self._lone is None else self._lone[1]  # serves on when run() moves off
             was = None if self._direct is None else self._direct[1]
             if was is not None and was is not lone:
                 was.served_s += now - was.since
                 was.since, was.until, was.retired = now, now, True
             self._direct = None
             if stream is not None:
-                if device.latency is not None and device.latency is not stream:
-                    device.retired.append(device.latency)
-                device.latency = stream
-                stream.latency, stream.retired = True, False
-                if stream is not lone:
-                    stream.since, stream.until = now, None
-                stream.options.terminate = self._terminated
+                self._as_latency_path(device, stream, now)
                 self._direct = (device, stream)
         return True
+
+    def _as_latency_path(self, device: Device, stream: Stream, now: float) -> None:
+        """Make ``stream`` ``device``'s latency path, serving from ``now`` unless it serves the
+        lone requests already (under the lock)."""
+        if device.latency is not None and device.latency is not stream:
+            device.retired.append(device.latency)
+        device.latency = stream
+        if self._lone is None or stream is not self._lone[1]:
+            stream.since, stream.until = now, None
+        stream.latency, stream.retired = True, False
+        stream.options.terminate = self._terminated
 
     def serve_lone_requests(self, device: Device, stream: Stream) -> bool:
         """Run a :meth:`run` request that finds nothing queued and nothing running on
@@ -307,12 +312,8 @@ class Server:
         with self._cond:
             if self._closed is not None or device.dropped is not None or len(self.devices) > 1:
                 return False
-            if device.latency is not None and device.latency is not stream:
-                device.retired.append(device.latency)
-            device.latency = stream
-            stream.latency, stream.retired = True, False
-            stream.since, stream.until = time.monotonic(), None
-            stream.options.terminate = self._terminated
+            self._lone = None  # a path given again serves from now
+            self._as_latency_path(device, stream, time.monotonic())
             self._lone = (device, stream)
         return True
 
