@@ -189,18 +189,15 @@ def _link_owner_problem(link: Path, info: os.stat_result) -> str | None:
 def _ancestors(path: str) -> list[str]:
     """``path`` and each folder above it up to (not with) its anchor, outermost first."""
     found = []
-    head, tail = os.path.split(path)
-    while tail:
-        found.append(path)
-        path = head
-        head, tail = os.path.split(path)
-    return found[::-1]
+    while (parent := os.path.dirname(path)) != path:
+        found, path = [path, *found], parent
+    return found
 
 
 def resolved_root(root: Path) -> tuple[Path, str | None]:
     """The cache root with every symbolic link on its way followed (each this user's or root's:
-    its owner can re-point it), and why it may not be used (``None``: it may). Walked as
-    strings: every build passes here, and a ``Path`` a level cost more than the ``lstat``."""
+    its owner can re-point it), and why it may not be used (``None``: it may); walked as
+    strings (every build passes here: a ``Path`` a level cost more than its ``lstat``)."""
     current = os.path.abspath(root)
     for _ in range(_MAX_LINKS):
         for prefix in _ancestors(current):
@@ -218,5 +215,4 @@ def resolved_root(root: Path) -> tuple[Path, str | None]:
                 break
         else:  # no link left on the way: ``..`` can be read as the parent
             return Path(os.path.normpath(current)), None
-    too_many = f"{root} cannot be used (more than {_MAX_LINKS} symbolic links on its way)"
-    return Path(current), too_many
+    return Path(current), f"{root} cannot be used (over {_MAX_LINKS} symbolic links on its way)"

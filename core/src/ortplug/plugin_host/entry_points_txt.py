@@ -92,7 +92,6 @@ def declared(group: str) -> list[tuple[str, str]]:
         for entry in entries:
             try:
                 # unbuffered bytes, the group's name looked for first: half the cost of text
-                # (``ortplug --help`` reads every distribution's file)
                 with open(os.path.join(folder, entry, "entry_points.txt"), "rb", 0) as f:
                     data = f.readall()
                 if named in data:

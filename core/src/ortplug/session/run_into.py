@@ -54,8 +54,7 @@ class IntoRunner:
         run_options: Any,
         failed: Callable[[Mapping[str, Any], Exception], NoReturn],
     ) -> Mapping[str, np.ndarray]:
-        """Run ``feed`` into ``outputs`` with ``run_options``; ``failed(feed, error)`` raises a
-        run's error."""
+        """Run ``feed`` into ``outputs``; ``failed(feed, error)`` raises a run's error."""
         bound = self._bound
         signature = (
             tuple(
