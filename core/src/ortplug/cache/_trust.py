@@ -188,7 +188,7 @@ def _link_owner_problem(link: Path, info: os.stat_result) -> str | None:
 
 def _ancestors(path: str) -> list[str]:
     """``path`` and each folder above it up to (not with) its anchor, outermost first."""
-    found = []
+    found: list[str] = []
     while (parent := os.path.dirname(path)) != path:
         found, path = [path, *found], parent
     return found
