@@ -279,9 +279,9 @@ def _save(
     chain = tuple(p.kind for p in (policy.chain if best.chain is None else best.chain))
     if not chain:
         return {"not_saved": f"a record cannot hold the winner ({best.label})"}
-    speedup = medians[default] / medians[best]
+    speedup = round(medians[default] / medians[best], 3)  # one value: the record's and the answer's
     setting = autotune.TunedSetting(chain, best.threads, speedup, medians[best])
-    return {"saved": str(autotune.save(checkpoint, host, setting)), "speedup": round(speedup, 3)}
+    return {"saved": str(autotune.save(checkpoint, host, setting)), "speedup": speedup}
 
 
 def _print(result: dict[str, Any], as_json: bool) -> None:
