@@ -24,7 +24,7 @@ __all__ = [
 #: Where digests are kept under the cache root.
 FOLDER = "fingerprints"
 #: Files at least this big have their digest kept across processes: reading a record back costs
-#: about 0.25 ms, hashing about 1 ms a MB (a 3 MB model: 3.5-4.8 ms), so smaller ones hash faster.
+#: about 0.25 ms, hashing about 1 ms a MB (a 3 MB model: 3.5-4.8 ms); below, a record saves little.
 REMEMBERED_BYTES = 1 << 20
 #: A file changed this recently may change again unseen within its timestamps' granularity.
 _SETTLED_S = 2.0
