@@ -400,24 +400,22 @@ class Server:
         direct = self._direct
         if direct is not None:
             return self._run_direct(direct[0], direct[1], names, feed)
-        if self._lone is not None:  # maybe lone: counted and taken under the lock
-            with self._cond:
-                lone = self._take_lone()
-            if lone is not None:
-                try:
-                    return self._run_direct(lone[0], lone[1], names, feed)
-                finally:
-                    with self._cond:
-                        self._lone_busy = False
         request = _Request(feed, names, None, self._batching)
-        with self._cond:
+        with self._cond:  # one lock a request: the lone path is counted and taken here too
             stopped = self._stopped()
             if stopped is not None:
                 raise stopped
-            idle = None if self._queue else self._idle(request)
-            if idle is None:
+            lone = self._take_lone()
+            idle = None if self._queue or lone is not None else self._idle(request)
+            if idle is None and lone is None:
                 self._queue.append(request)
                 self._cond.notify_all()
+        if lone is not None:
+            try:
+                return self._run_direct(lone[0], lone[1], names, feed)
+            finally:
+                with self._cond:
+                    self._lone_busy = False
         if idle is not None:
             device, stream = idle
             try:
