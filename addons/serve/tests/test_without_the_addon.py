@@ -86,6 +86,7 @@ def test_a_throughput_hint_names_the_package_and_the_latency_hint_serves(hint: s
     )
     done = _hidden(code)
     assert done.returncode == 0, done.stderr
+    assert done.stderr == ""  # the add-on's import beside the session's build failed silently
     served, missing = done.stdout.splitlines()
     assert served.startswith("(1, ")
     assert missing.startswith(f"performance_hint={hint!r} needs the serving add-on"), missing

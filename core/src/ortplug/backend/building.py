@@ -3,13 +3,17 @@ build: docs/internals.md)."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import threading
+import warnings
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import attrs
 
-from ..errors import OptionError
+from ..errors import OptionError, VerificationWarning
+from ..log import user_stacklevel
 from ..pipeline.build_pipeline import BuildPipeline, BuildResult, ServingBackend, measuring_wanted
 from ..session.plan import Choice, resolve_checkpoint
 from .hints import performance_hint
@@ -87,6 +91,8 @@ class BuildRequest:
             backend = made(reference)
             backend._attach_startup(self.start_behind(backend, reference))
             return backend
+        if self.hint != "latency":  # import its add-on while ONNX Runtime builds (no GIL held)
+            threading.Thread(target=self._import_starter, daemon=True).start()
         result = self.pipeline.run(self.listed)
         traffic = self._traffic() if result.lossy else None
         if traffic is not None and traffic.checks > 0:  # lossy, proven on generated inputs only
@@ -99,8 +105,7 @@ class BuildRequest:
         backend = made(result)
         self.check_share(backend, result)
         if self.hint != "latency":
-            infos = (backend.inputs, backend.outputs)
-            backend.dispatch_through(self.dispatcher(result, backend._live(), infos))
+            backend.dispatch_through(self.dispatcher(result, backend))
         return backend
 
     @property
@@ -138,11 +143,6 @@ class BuildRequest:
 
     def _served_on_the_reference(self, result: BuildResult) -> BuildResult:
         """The CPU reference in place of a lossy choice no real request has proven, said once."""
-        import warnings
-
-        from ..errors import VerificationWarning
-        from ..log import user_stacklevel
-
         chosen = next((c for c in result.candidates if c.chosen), None)
         what = f"{chosen.precision} on {list(chosen.chain)}" if chosen else "a lossy candidate"
         warnings.warn(
@@ -164,28 +164,33 @@ class BuildRequest:
 
             enforce_share(backend.report, share, strict=result.plan.strict)
 
-    def dispatcher(
-        self, result: BuildResult, session: Any, infos: tuple[tuple[ValueInfo, ...], ...]
-    ) -> Dispatcher:
-        """What serves a hint other than latency: its add-on's starter (``ortplug.hints``) run on
-        the proven build."""
+    def _import_starter(self) -> None:
+        """Import the hint's add-on now (:meth:`dispatcher` raises what fails)."""
+        with contextlib.suppress(Exception):
+            self.starter()
+
+    def starter(self) -> Starter:
+        """The hint's starter: its add-on's entry point in ``ortplug.hints``."""
         from ..addons import HINTS_GROUP, entry_point_target
+
+        asked = f"performance_hint={self.hint!r}"
+        return entry_point_target(HINTS_GROUP, self.hint, needed_for=asked)
+
+    def dispatcher(self, result: BuildResult, backend: BuiltBackend) -> Dispatcher:
+        """What serves a hint other than latency: its add-on's starter run on the proven build."""
         from .dispatch import ServingStart
 
-        hint = self.hint
-        starter: Starter = entry_point_target(
-            HINTS_GROUP, hint, needed_for=f"performance_hint={hint!r}"
-        )
+        starter = self.starter()
         enabled = self.verification.enabled
         return starter(
             ServingStart(
-                hint=hint,
+                hint=self.hint,
                 config=self.serving,
                 result=result,
-                session=session,
+                session=backend._live(),
                 others=functools.partial(self.pipeline.prepared, result) if enabled else None,
-                inputs=infos[0],
-                outputs=infos[1],
+                inputs=backend.inputs,
+                outputs=backend.outputs,
                 session_options=self.session_options,
                 verify=self.verification.verify,
                 measure=measuring_wanted(self.verification.measure),

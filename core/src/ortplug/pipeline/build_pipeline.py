@@ -12,12 +12,15 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 import attrs
 
 from ..checkpoint import ResolvedCheckpoint, Tolerance
+from ..checkpoint.variants import default_tolerance
 from ..errors import OptionError, OrtplugError, VerificationError, VerificationWarning
 from ..log import user_stacklevel
 from ..progress import progress
 from ..providers.configs import CPU_EP
+from ..selection import autotune
 from ..session.build import SessionBuild, create_planned
 from ..session.plan import Choice, SessionPlan, choices, metadata_warnings, prepare
+from ..settings import settings
 
 if TYPE_CHECKING:
     import numpy as np
@@ -60,8 +63,6 @@ class CandidateOutcome(enum.Enum):
 
 def measuring_wanted(measure: bool | None) -> bool:
     """``measure`` as given, else the process's setting (``ORTPLUG_MEASURE``, on by default)."""
-    from ..settings import settings
-
     return settings().measure if measure is None else measure
 
 
@@ -101,8 +102,6 @@ class BuildResult:
             return False
         if self.origin.variant is not None:
             return False
-        from ..checkpoint.variants import default_tolerance
-
         precision = self.origin.metadata.precision
         own = default_tolerance(precision)
         looser = verdict.tolerance.rtol > own.rtol or verdict.tolerance.atol > own.atol
@@ -193,8 +192,6 @@ class _Entry:
 
 def _label(choice: Choice) -> str:
     """The choice as :func:`~ortplug.selection.autotune.candidate_labels` names it."""
-    from ..selection import autotune
-
     kinds = [c.kind for c in choice.selection.chain]
     return autotune.choice_label(choice.variant_name, choice.precision, kinds)
 
@@ -439,7 +436,6 @@ class BuildPipeline:
         """The winner, where ``bench --save`` records: later processes build it directly (while
         the policy offers the same candidates)."""
         from ..errors import CacheError, OrtplugCacheWarning
-        from ..selection import autotune
 
         entry = entries[winner]
         median = entry.median_ms or 0.0
