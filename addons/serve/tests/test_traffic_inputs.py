@@ -207,6 +207,8 @@ def test_a_recorded_layout_builds_its_sessions_behind_the_first_requests(
     backend = OnnxBackend.from_checkpoint(checkpoint, performance_hint="throughput")
     server = backend.dispatcher
     assert isinstance(server, Server)
+    time.sleep(0.5)  # no request yet: the layout's sessions wait for one (not beside the first)
+    assert len(server.devices[0].streams) == 1
     x = np.arange(8, dtype=np.float32).reshape(2, 4)
     got = callers(8, lambda i: backend.run({"x": x + i})["y"])  # while the streams are built
     for index, y in enumerate(got):
@@ -220,3 +222,25 @@ def test_a_recorded_layout_builds_its_sessions_behind_the_first_requests(
     assert np.allclose(backend.run({"x": x})["y"], x @ WEIGHT)
     backend.close()
     assert not [t for t in threading.enumerate() if t.name.startswith("ortplug-serving")]
+
+
+def test_work_behind_the_first_request_waits_for_it_and_not_past_close(ortplug_cache: Path) -> None:
+    """``first_served()`` returns once a request ran (``True``) or the server closed (``False``:
+    a layout's sessions are then never built)."""
+    checkpoint = InMemoryCheckpoint(rows_model()).resolve()
+    for served in (True, False):
+        backend = OnnxBackend.from_checkpoint(checkpoint, performance_hint="throughput")
+        server = backend.dispatcher
+        assert isinstance(server, Server)
+        waited: list[bool] = []
+        waiter = threading.Thread(target=lambda: waited.append(server.first_served()))
+        waiter.start()
+        waiter.join(0.2)
+        assert waiter.is_alive()  # nothing served yet
+        if served:
+            backend.run({"x": np.ones((1, 4), np.float32)})
+        else:
+            backend.close()
+        waiter.join(30)
+        assert waited == [served]
+        backend.close()

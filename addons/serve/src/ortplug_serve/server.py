@@ -233,6 +233,7 @@ class Server:
         self._closed: str | None = None
         #: Set once it closes: what a thread of :meth:`behind` waits on between its looks.
         self.stopping = threading.Event()
+        self._served_once = threading.Event()  # a request was served, or it closed
         self._terminated = False
         self._threads: list[threading.Thread] = []
         self._since = time.monotonic()
@@ -345,6 +346,12 @@ class Server:
             self._threads.append(thread)
             thread.start()  # under the lock: close() joins only started threads
 
+    def first_served(self) -> bool:
+        """Wait until a request was served or it closed; whether it is open: work that would share
+        the CPUs with the first request (building a layout's sessions) waits for it."""
+        self._served_once.wait()
+        return self._closed is None
+
     def _every_stream(self) -> list[Stream]:
         return [stream for device in self.devices for stream in device.every_stream()]
 
@@ -450,6 +457,8 @@ class Server:
                 stream.busy_s += ended - began
                 device.requests += 1
                 device.runs += 1
+            if not self._served_once.is_set():
+                self._served_once.set()
 
     def _idle(self, request: _Request) -> tuple[Device, Stream] | None:
         """An idle stream of a device that would run ``request`` at once, taken (under the lock);
@@ -501,6 +510,7 @@ class Server:
             if first:
                 self._closed = why
                 self.stopping.set()
+                self._served_once.set()
             pending = list(self._queue)
             self._queue.clear()
             self._cond.notify_all()
@@ -752,6 +762,8 @@ class Server:
             failed, error = request.failure
             self._drop(failed, error)
         _settle(request, list(outputs), None)
+        if not self._served_once.is_set():
+            self._served_once.set()
 
     def _failed(self, device: Device, request: _Request, error: Exception) -> None:
         """A request failed alone: another device tries it, else its caller gets the error."""

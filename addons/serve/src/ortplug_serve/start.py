@@ -452,12 +452,15 @@ def _built_later(serving: list[_Weighed]) -> _Later | None:
 
 
 def _restream_behind(server: Server, later: _Later) -> None:
-    """Build the recorded layout's sessions on a thread of their own, then serve on them: the
-    build returns at a latency build's cost, its first requests served by the session built."""
+    """Build the recorded layout's sessions on a thread of their own once a request was served
+    (not beside the first one), then serve on them: the build returns at a latency build's cost,
+    its first requests served by the session built."""
     device, builder, layout = server.devices[0], later.builder, later.layout
 
     def build() -> None:
         try:
+            if not server.first_served():
+                return
             streams = builder.streams(layout)
         except Exception as exc:  # the session built serves on (the report says why)
             server.restream_failed = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]

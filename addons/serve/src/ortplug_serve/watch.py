@@ -280,9 +280,12 @@ class Watch:
         return self._layout
 
     def run(self) -> None:
-        """Build the layout's sessions when asked, then compare while the server serves."""
+        """Build the layout's sessions when asked (once a request was served), then compare while
+        the server serves."""
         try:
-            if self._build_first and not self._serve_layout(self._layout):
+            if self._build_first and not (
+                self._server.first_served() and self._serve_layout(self._layout)
+            ):
                 return
             while not self._server.stopping.is_set():
                 if self._round():
