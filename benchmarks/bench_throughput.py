@@ -1,6 +1,6 @@
 """Many callers: raw ONNX Runtime's default session against ortplug's latency and throughput hints.
 
-    python benchmarks/bench_throughput.py [--rounds 3] [--seconds 0.6] [--callers 1,4,16]
+    python benchmarks/bench_throughput.py [--rounds 7] [--seconds 0.3] [--callers 1,4,16]
 
 Per model of a small real set shipped in pip packages (installed at benchmark time, never by
 the tests: ``pip install magika rapidocr-onnxruntime nudenet``): magika's content-type model,
@@ -12,7 +12,9 @@ throughput hint's first build measures on them.
 
 At 1, 4 and 16 callers (threads calling at once, each sending its next request when the last
 returned), three sides serve for ``--seconds`` each, in interleaved rounds (rates are requests
-over seconds pooled over the rounds): ONNX Runtime's default ``InferenceSession`` (CPU
+over seconds pooled over the rounds; a ratio is the median over the rounds of the side's rate
+over raw's in the same round, as a host whose speed moves, a shared VM's, moves a round's sides
+alike): ONNX Runtime's default ``InferenceSession`` (CPU
 provider, called from every caller), ``OnnxBackend`` with the latency hint (the default) and
 with ``performance_hint="throughput"`` (built in an empty cache, so it measures now; its build
 time and layout are printed). The goals: the throughput hint >= 1.3x raw at 4 and at 16
@@ -160,9 +162,9 @@ class _Sides:
 
 def _measure(
     sides: _Sides, callers: int, rounds: int, seconds: float
-) -> tuple[dict[str, Served], float]:
-    """Each side for ``seconds`` per round, the order turning each round; the throughput
-    side's mean run (ms)."""
+) -> tuple[dict[str, list[Served]], float]:
+    """Each side for ``seconds`` per round, the order turning each round: each side's slices,
+    round by round; the throughput side's mean run (ms)."""
     slices: dict[str, list[Served]] = {side: [] for side in SIDES}
     busy = runs = 0.0
     for index in range(rounds):
@@ -173,7 +175,7 @@ def _measure(
             if side == "throughput":
                 runs += sides.served_runs()[0] - before
                 busy += streams * served.seconds
-    return {side: Served.pooled(parts) for side, parts in slices.items()}, 1e3 * busy / max(runs, 1)
+    return slices, 1e3 * busy / max(runs, 1)
 
 
 def _per_row_ms(path: Path, feed: dict[str, np.ndarray], rows: int) -> float:
@@ -192,12 +194,18 @@ def _per_row_ms(path: Path, feed: dict[str, np.ndarray], rows: int) -> float:
     return 1e3 * statistics.median(times) / rows
 
 
-def _row(name: str, callers: int, served: dict[str, Served], bound: float) -> dict[str, Any]:
-    raw = served["raw"].requests_per_s
+def _row(name: str, callers: int, slices: dict[str, list[Served]], bound: float) -> dict[str, Any]:
+    """One table row: each side's slices pooled, and its ratio to raw: the median over the rounds
+    of its rate over raw's in the same round (a host whose speed moves between rounds moves a
+    round's sides alike; pooled rates would weigh whichever side a fast moment fell on)."""
     row: dict[str, Any] = {"model": name, "callers": callers, "p99_bound_ms": bound}
     for side in SIDES:
-        row[side] = served[side]
-        row[f"{side}_x"] = served[side].requests_per_s / raw
+        row[side] = Served.pooled(slices[side])
+        row[f"{side}_x"] = statistics.median(
+            part.requests_per_s / raw.requests_per_s
+            for part, raw in zip(slices[side], slices["raw"])
+            if raw.requests_per_s > 0
+        )
     return row
 
 
@@ -225,8 +233,8 @@ def _print_rows(rows: list[dict[str, Any]]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds")
-    parser.add_argument("--seconds", type=float, default=0.6, help="seconds per side and round")
+    parser.add_argument("--rounds", type=int, default=7, help="interleaved rounds (7)")
+    parser.add_argument("--seconds", type=float, default=0.3, help="seconds per side and round")
     parser.add_argument("--callers", default="1,4,16", help="caller counts, e.g. 1,4,16")
     parser.add_argument("--models", help="a comma-separated subset of the model names")
     parser.add_argument("--cache", help="the cache folder (default: a new empty one, so the "
@@ -255,9 +263,9 @@ def main() -> None:
               f"{'; '.join(d.describe() for d in serving.devices)}"
               f"{'' if serving.latency is None else '; the latency path serves'}")  # fmt: skip
         for callers in counts:
-            served, run_ms = _measure(sides, callers, args.rounds, args.seconds)
-            bound = served["raw"].p99_ms + sides.delay_ms() + run_ms
-            rows.append(_row(model.name, callers, served, bound))
+            slices, run_ms = _measure(sides, callers, args.rounds, args.seconds)
+            bound = Served.pooled(slices["raw"]).p99_ms + sides.delay_ms() + run_ms
+            rows.append(_row(model.name, callers, slices, bound))
         traffic = served_stats(sides.throughput)
         if traffic is not None and traffic.watch is not None:
             print(f"{model.name}: watch: {traffic.watch}")

@@ -233,7 +233,9 @@ def test_work_behind_the_first_request_waits_for_it_and_not_past_close(ortplug_c
         server = backend.dispatcher
         assert isinstance(server, Server)
         waited: list[bool] = []
-        waiter = threading.Thread(target=lambda: waited.append(server.first_served()))
+        waiter = threading.Thread(
+            target=lambda s, w: w.append(s.first_served()), args=(server, waited)
+        )
         waiter.start()
         waiter.join(0.2)
         assert waiter.is_alive()  # nothing served yet

@@ -75,6 +75,16 @@ def test_the_ratio_is_taken_pair_by_pair_so_traffic_that_changes_weighs_on_both(
     assert result.counted == 4
 
 
+def test_a_layout_behind_in_some_pairs_only_is_kept_a_moment_of_the_host_decides_nothing() -> None:
+    """Two pairs behind, one far ahead (the host slowed while the layout's window of that pair
+    ran, say): the geometric mean is under the margin, but the layout is kept."""
+    slow, fast = _windows(150, 300)[:4], _windows(1000, 300)[4:]
+    result = compare([*slow, *fast])
+    assert result.ratio is not None and result.ratio * MARGIN < 1
+    assert result.verdict == "kept" and result.counted == 6
+    assert compare([*slow, *_windows(150, 300)[4:]]).verdict == "behind"
+
+
 def test_a_layout_that_falls_behind_is_replaced_by_the_next_one_measured() -> None:
     result = compare(_windows(200, 300))
     assert result.verdict == "behind"
