@@ -179,9 +179,9 @@ def compare(
     for index in range(2):
         rows = sum(pair[index].rows for pair in pairs)
         rates.append(rows / sum(pair[index].seconds for pair in pairs))
-    each = [a.rows_per_s / b.rows_per_s for a, b in pairs]
-    ratio = math.exp(sum(math.log(pair) for pair in each) / len(pairs))
-    verdict = "behind" if all(pair * margin < 1 for pair in each) else "kept"
+    ratios = [a.rows_per_s / b.rows_per_s for a, b in pairs]
+    ratio = math.exp(sum(math.log(pair) for pair in ratios) / len(pairs))
+    verdict = "behind" if all(pair * margin < 1 for pair in ratios) else "kept"
     return Comparison(verdict, rates[0], rates[1], 2 * len(pairs), ratio)
 
 

@@ -8,7 +8,7 @@ import functools
 import threading
 import warnings
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
 import attrs
 
@@ -174,7 +174,7 @@ class BuildRequest:
         from ..addons import HINTS_GROUP, entry_point_target
 
         asked = f"performance_hint={self.hint!r}"
-        return entry_point_target(HINTS_GROUP, self.hint, needed_for=asked)
+        return cast("Starter", entry_point_target(HINTS_GROUP, self.hint, needed_for=asked))
 
     def dispatcher(self, result: BuildResult, backend: BuiltBackend) -> Dispatcher:
         """What serves a hint other than latency: its add-on's starter run on the proven build."""
