@@ -15,11 +15,11 @@ alike. Callers are never held: every window serves them, on one path or the othe
 switch drops no request; the watch's thread only reads the counters, 20 times a second.
 
 :func:`compare` and :func:`decide` are the decision, pure functions of the measured windows:
-a layout under the latency path's rate by more than :data:`MARGIN` in every pair falls behind and is
-replaced (via :meth:`~.server.Server.restream`) by the next layout the start measured, which is
-then compared the same way; when none beats the latency path, ``run()`` serves the latency
-path, said once with a :class:`~.independence.ServingWarning`. Windows with too little traffic
-decide nothing (no traffic, or a caller that stopped): the watch waits for more.
+a layout under the latency path's rate by more than :data:`MARGIN` in every pair falls behind
+and is replaced (via :meth:`~.server.Server.restream`) by the next layout the start measured,
+which is then compared the same way; when none beats the latency path, ``run()`` serves the
+latency path, said once with a :class:`~.independence.ServingWarning`. Windows with too little
+traffic decide nothing (no traffic, or a caller that stopped): the watch waits for more.
 
 :class:`Watch` runs it on a thread of the server's (:meth:`~.server.Server.behind`): within
 the first seconds of real traffic of every process (a recorded layout is a starting point, not
@@ -128,9 +128,9 @@ class Window:
 class Comparison:
     """What a comparison's windows say: ``verdict`` (``kept``: the layout is not behind;
     ``behind``: the latency path serves over :data:`MARGIN` times its rows per second in every
-    pair;
-    ``undecided``: too few windows served enough traffic), each path's rows per second pooled
-    over the windows that counted (``None``: too few did), how many counted, and the ratio."""
+    pair; ``undecided``: too few windows served enough traffic), each path's rows per second
+    pooled over the windows that counted (``None``: too few did), how many counted, and the
+    ratio."""
 
     verdict: str
     layout_rows_per_s: float | None

@@ -91,7 +91,7 @@ class BuildRequest:
             backend = made(reference)
             backend._attach_startup(self.start_behind(backend, reference))
             return backend
-        if self.hint != "latency":  # import its add-on while ONNX Runtime builds (no GIL held)
+        if self.hint != "latency":  # import its add-on while ONNX Runtime builds, mostly GIL-free
             threading.Thread(target=self._import_starter, daemon=True).start()
         result = self.pipeline.run(self.listed)
         traffic = self._traffic() if result.lossy else None
