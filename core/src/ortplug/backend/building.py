@@ -92,7 +92,7 @@ class BuildRequest:
             backend._attach_startup(self.start_behind(backend, reference))
             return backend
         if self.hint != "latency":  # import its add-on while ONNX Runtime builds, mostly GIL-free
-            threading.Thread(target=self._import_starter, daemon=True).start()
+            threading.Thread(target=self._import_hint, name="ortplug-import", daemon=True).start()
         result = self.pipeline.run(self.listed)
         traffic = self._traffic() if result.lossy else None
         if traffic is not None and traffic.checks > 0:  # lossy, proven on generated inputs only
@@ -164,7 +164,7 @@ class BuildRequest:
 
             enforce_share(backend.report, share, strict=result.plan.strict)
 
-    def _import_starter(self) -> None:
+    def _import_hint(self) -> None:
         """Import the hint's add-on now (:meth:`dispatcher` raises what fails)."""
         with contextlib.suppress(Exception):
             self.starter()
