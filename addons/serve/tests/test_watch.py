@@ -32,6 +32,7 @@ from ortplug_serve.watch import (
     alternatives,
     compare,
     decide,
+    window_of,
 )
 from serve_models import WEIGHT, callers, rows_model
 
@@ -98,6 +99,30 @@ def test_when_no_layout_beats_the_latency_path_the_latency_path_serves_and_says_
     assert decision.action == "latency"
     assert "no layout beats the latency path" in decision.line
     assert "1 stream with the session's own threads" in decision.line
+
+
+def _looks(served: list[int], rows_each: int = 2) -> list[tuple[float, int, int]]:
+    """Looks at the counters every 50 ms from t = 10 s: requests served so far, each 2 rows."""
+    return [(10 + 0.05 * index, count, rows_each * count) for index, count in enumerate(served)]
+
+
+def test_a_window_spans_the_looks_that_saw_requests_served_not_the_idle_ends() -> None:
+    """Traffic that starts after the window began and stops before it ends (a caller's turn)
+    does not dilute the window's rate: the rows between the first and last look that moved."""
+    idle_start, busy = [100, 100, 100], [110, 120, 130, 140, 150]
+    assert window_of("layout", _looks(idle_start + busy)) is None  # 0.20 s served: not yet
+    window = window_of("layout", _looks([*idle_start, *busy, 160]))
+    assert window is not None and (window.requests, window.rows) == (50, 100)
+    assert window.seconds == pytest.approx(0.25)  # from 10.15 s, not from the start at 10 s
+    assert window.rows_per_s == pytest.approx(400)  # not the 300 over the window's 0.4 s
+
+
+def test_a_window_in_which_the_traffic_paused_counts_nothing() -> None:
+    burst = [0, 10, 20, 30]  # 0.15 s of requests, then none for longer than a pause
+    assert window_of("latency", _looks([*burst, *[30] * 6])) is None  # a short gap: waits
+    paused = window_of("latency", _looks([*burst, *[30] * 7]))
+    assert paused is not None and (paused.requests, paused.rows) == (0, 0)
+    assert compare([paused, paused] * PAIRS).verdict == "undecided"
 
 
 @pytest.mark.parametrize(

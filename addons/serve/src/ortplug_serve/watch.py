@@ -8,7 +8,8 @@ device can serve :meth:`~.server.Server.run` on it at any moment
 (:meth:`~.server.Server.serve_latency`), so the watch compares the two on live traffic: short
 windows served by turns, in :data:`PAIRS` pairs (one window of each path, the order turning
 each pair), each window at least :data:`WINDOW_S` seconds and :data:`WINDOW_REQUESTS` requests
-(at most :data:`MAX_WINDOW_S`), its rows counted from the served counters (:mod:`.stats`); a
+(at most :data:`MAX_WINDOW_S`), its rows counted from the served counters (:mod:`.stats`)
+between the first and the last look that saw requests served (:func:`window_of`); a
 window in which the traffic paused does not count, and the layout's rate over the latency
 path's is taken pair by pair, so traffic that changes between pairs weighs on both paths
 alike. Callers are never held: every window serves them, on one path or the other, and a
@@ -34,6 +35,7 @@ changes what serves rewrites the serving record, so the next process starts from
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
 import warnings
@@ -62,6 +64,7 @@ __all__ = [
     "alternatives",
     "compare",
     "decide",
+    "window_of",
 ]
 
 #: Seconds a window serves at least, and at most (a slow model's window ends there).
@@ -213,6 +216,23 @@ def decide(result: Comparison, compared: Layout, untried: Sequence[Layout]) -> D
         f"no layout beats the latency path on this host's traffic ({said}): run() serves "
         "each caller on its own thread, one session, no batching",
     )
+
+
+def window_of(path: str, looks: Sequence[tuple[float, int, int]]) -> Window | None:
+    """The window that ``looks`` at the counters make (each: seconds, requests and rows served;
+    the first at the window's start), or ``None`` while it needs more: what was served between
+    the first and the last look that saw requests served, so traffic that starts or stops inside
+    it does not dilute its rate; one in which the traffic paused counts nothing."""
+    moved = [look for before, look in itertools.pairwise(looks) if look[1] != before[1]]
+    started, now = looks[0][0], looks[-1][0]
+    latest = moved[-1] if moved else looks[0]
+    begun = moved[0] if moved else latest
+    seconds, count = latest[0] - begun[0], latest[1] - begun[1]
+    if now - latest[0] > max(_GAP_S, 4 * seconds / count if count else 0.0):
+        return Window(path, 0, 0, now - started)  # the traffic paused: it does not count
+    if (seconds >= WINDOW_S and count >= WINDOW_REQUESTS) or now - started >= MAX_WINDOW_S:
+        return Window(path, count, latest[2] - begun[2], seconds)
+    return None
 
 
 def alternatives(trials: Sequence[Trial], serving: Layout) -> list[Layout]:
@@ -411,21 +431,31 @@ class Watch:
         return windows
 
     def _window(self, path: str) -> Window | None:
+        """One window served on ``path`` (:func:`window_of`; ``None``: stopped)."""
         latency = self._latency if path == "latency" else None
         stopping = self._server.stopping
         if not self._server.serve_latency(self._device, latency) or stopping.wait(SETTLE_S):
             return None
-        requests, rows, _ = attrs.astuple(self._served())
-        started = changed = time.monotonic()
-        last = requests
+        looks = [(time.monotonic(), *attrs.astuple(self._served())[:2])]
         while not stopping.wait(_POLL_S):
-            now_requests, now_rows, _ = attrs.astuple(self._served())
+            looks.append((time.monotonic(), *attrs.astuple(self._served())[:2]))
+            window = window_of(path, looks)
+            if window is not None:
+                return window
+        return None
+        started = time.monotonic()
+        latest = (started, *attrs.astuple(self._served())[:2])  # when the counts last moved
+        first: tuple[float, int, int] | None = None  # when they first moved, and to what
+        while not stopping.wait(_POLL_S):
+            requests, rows, _ = attrs.astuple(self._served())
             now = time.monotonic()
-            seconds, count = now - started, now_requests - requests
-            if now_requests != last:
-                last, changed = now_requests, now
-            if now - changed > max(_GAP_S, 4 * seconds / count if count else 0.0):
-                return Window(path, 0, 0, seconds)  # the traffic paused: it does not count
-            if (seconds >= WINDOW_S and count >= WINDOW_REQUESTS) or seconds >= MAX_WINDOW_S:
-                return Window(path, count, now_rows - rows, seconds)
+            if requests != latest[1]:
+                latest = (now, requests, rows)
+                first = first or latest
+            begun = first or latest
+            seconds, count = latest[0] - begun[0], latest[1] - begun[1]
+            if now - latest[0] > max(_GAP_S, 4 * seconds / count if count else 0.0):
+                return Window(path, 0, 0, now - started)  # the traffic paused: it does not count
+            if (seconds >= WINDOW_S and count >= WINDOW_REQUESTS) or now - started >= MAX_WINDOW_S:
+                return Window(path, count, latest[2] - begun[2], seconds)
         return None
