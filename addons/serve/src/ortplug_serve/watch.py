@@ -443,19 +443,3 @@ class Watch:
             if window is not None:
                 return window
         return None
-        started = time.monotonic()
-        latest = (started, *attrs.astuple(self._served())[:2])  # when the counts last moved
-        first: tuple[float, int, int] | None = None  # when they first moved, and to what
-        while not stopping.wait(_POLL_S):
-            requests, rows, _ = attrs.astuple(self._served())
-            now = time.monotonic()
-            if requests != latest[1]:
-                latest = (now, requests, rows)
-                first = first or latest
-            begun = first or latest
-            seconds, count = latest[0] - begun[0], latest[1] - begun[1]
-            if now - latest[0] > max(_GAP_S, 4 * seconds / count if count else 0.0):
-                return Window(path, 0, 0, now - started)  # the traffic paused: it does not count
-            if (seconds >= WINDOW_S and count >= WINDOW_REQUESTS) or now - started >= MAX_WINDOW_S:
-                return Window(path, count, latest[2] - begun[2], seconds)
-        return None
