@@ -352,6 +352,11 @@ class Server:
         self._served_once.wait()
         return self._closed is None
 
+    def _one_served(self) -> None:
+        """A request was served: what waits in :meth:`first_served` may go on."""
+        if not self._served_once.is_set():  # set() takes a lock; the check costs every request less
+            self._served_once.set()
+
     def _every_stream(self) -> list[Stream]:
         return [stream for device in self.devices for stream in device.every_stream()]
 
@@ -457,8 +462,7 @@ class Server:
                 stream.busy_s += ended - began
                 device.requests += 1
                 device.runs += 1
-            if not self._served_once.is_set():
-                self._served_once.set()
+            self._one_served()
 
     def _idle(self, request: _Request) -> tuple[Device, Stream] | None:
         """An idle stream of a device that would run ``request`` at once, taken (under the lock);
@@ -762,8 +766,7 @@ class Server:
             failed, error = request.failure
             self._drop(failed, error)
         _settle(request, list(outputs), None)
-        if not self._served_once.is_set():
-            self._served_once.set()
+        self._one_served()
 
     def _failed(self, device: Device, request: _Request, error: Exception) -> None:
         """A request failed alone: another device tries it, else its caller gets the error."""

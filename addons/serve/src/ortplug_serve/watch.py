@@ -419,6 +419,11 @@ class Watch:
         held = device.waited_s + sum(stream.busy_s for stream in device.streams)
         return _Count(device.requests, device.rows, held)
 
+    def _look(self) -> tuple[float, int, int]:
+        """Now, and the requests and rows served so far (a look of :func:`window_of`)."""
+        count = self._served()
+        return time.monotonic(), count.requests, count.rows
+
     def _windows(self) -> list[Window] | None:
         """:data:`PAIRS` pairs of windows, the order turning each pair (``None``: stopped)."""
         windows = []
@@ -436,9 +441,9 @@ class Watch:
         stopping = self._server.stopping
         if not self._server.serve_latency(self._device, latency) or stopping.wait(SETTLE_S):
             return None
-        looks = [(time.monotonic(), *attrs.astuple(self._served())[:2])]
+        looks = [self._look()]
         while not stopping.wait(_POLL_S):
-            looks.append((time.monotonic(), *attrs.astuple(self._served())[:2]))
+            looks.append(self._look())
             window = window_of(path, looks)
             if window is not None:
                 return window

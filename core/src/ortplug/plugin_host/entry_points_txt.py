@@ -93,7 +93,7 @@ def declared(group: str) -> list[tuple[str, str]]:
             try:
                 # unbuffered bytes, the group's name looked for first: half the cost of text
                 with open(os.path.join(folder, entry, "entry_points.txt"), "rb", 0) as f:
-                    data = f.readall()
+                    data = f.read(1 << 20)  # at most 1 MB, as any file ortplug reads
                 if named in data:
                     points.extend(section(data.decode("utf-8"), group).items())
             except (OSError, UnicodeDecodeError):
